@@ -1,0 +1,30 @@
+"""Child side of :func:`rooftune.bench.measure_isolated`: read a request on stdin, print a Measurement."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+
+from rooftune.bench.measurement import Policy
+from rooftune.bench.timer import measure
+
+
+def _child_main() -> int:
+    request = json.loads(sys.stdin.read())
+    module_name, _, attr = request["target"].partition(":")
+    factory = getattr(importlib.import_module(module_name), attr)
+    fn = factory(**request["kwargs"])
+    m = measure(
+        fn,
+        label=request["label"],
+        params=request["params"],
+        policy=Policy(**request["policy"]),
+        platform_id=request["platform_id"],
+    )
+    sys.stdout.write("\n" + json.dumps(m.to_dict()) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_child_main())

@@ -1,0 +1,199 @@
+"""Immutable results of the harness: what was measured, where, how, and the raw samples."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from functools import cached_property
+from typing import Any
+
+from rooftune.bench import stats
+
+
+@dataclass(frozen=True)
+class Policy:
+    """How a measurement is taken. Every default has a reason.
+
+    ``number`` fixes the calls per sample; None calibrates it so one sample lasts at least
+    ``min_sample_time_s`` (timer resolution and call overhead then stay far below 1 %).
+    """
+
+    #: 10 ms per sample: perf_counter resolves ~50 ns, so quantisation error is < 0.001 %.
+    min_sample_time_s: float = 0.01
+    #: Time spent running before samples count: caches, page faults, JIT and thread pools settle.
+    warmup_s: float = 0.05
+    #: Stop when the 95 % confidence interval of the median is within +-2 % of it.
+    target_rel_ci: float = 0.02
+    #: Wall-clock budget of one measurement, warm-up included.
+    budget_s: float = 2.0
+    #: 6 is the fewest samples whose [min, max] covers the median with 95 % confidence.
+    min_samples: int = 6
+    max_samples: int = 2000
+    number: int | None = None
+
+
+@dataclass(frozen=True)
+class Method:
+    """How a given measurement was actually taken (the policy plus what happened)."""
+
+    policy: Policy
+    isolation: str = "in-process"
+    clock: str = "perf_counter"
+    stop_reason: str = "stable"
+    warmup_samples: int = 0
+
+
+#: A run whose interquartile range exceeds 10 % of the median is flagged noisy (the threshold
+#: torch.utils.benchmark uses for its "may be unstable" warning).
+NOISY_IQR_FRACTION = 0.10
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """Raw samples (seconds per call) of one timed callable, with what/where/how.
+
+    Statistics are computed lazily from ``samples`` and never stored separately, so they cannot
+    disagree with the data.
+    """
+
+    label: str
+    samples: tuple[float, ...]
+    number: int
+    method: Method
+    params: dict[str, Any] = field(default_factory=dict)
+    platform_id: str | None = None
+    host: str | None = None
+    started_at: float = 0.0
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def n(self) -> int:
+        return len(self.samples)
+
+    @cached_property
+    def median(self) -> float:
+        return stats.median(self.samples)
+
+    @cached_property
+    def mean(self) -> float:
+        return math.fsum(self.samples) / len(self.samples)
+
+    @property
+    def min(self) -> float:
+        return min(self.samples)
+
+    @property
+    def max(self) -> float:
+        return max(self.samples)
+
+    @cached_property
+    def iqr(self) -> float:
+        return stats.iqr(self.samples)
+
+    @cached_property
+    def cv(self) -> float:
+        """Coefficient of variation (stdev / mean)."""
+        return stats.coefficient_of_variation(self.samples)
+
+    @cached_property
+    def ci(self) -> tuple[float, float]:
+        """95 % confidence interval of the median."""
+        return stats.median_ci(self.samples)
+
+    @property
+    def rel_ci(self) -> float:
+        """Half-width of :attr:`ci` relative to the median."""
+        lo, hi = self.ci
+        return stats.relative_half_width(lo, hi, self.median)
+
+    @property
+    def noisy(self) -> bool:
+        return bool(self.warnings)
+
+    def rate(self, work_per_call: float, *, best: bool = False) -> float:
+        """``work_per_call`` per second at the median time (or the fastest sample with ``best``)."""
+        return work_per_call / (self.min if best else self.median)
+
+    def summary(self) -> dict[str, float]:
+        return {
+            "median": self.median,
+            "min": self.min,
+            "iqr": self.iqr,
+            "cv": self.cv,
+            "ci_low": self.ci[0],
+            "ci_high": self.ci[1],
+            "n": self.n,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {
+            "label": self.label,
+            "samples": list(self.samples),
+            "number": self.number,
+            "method": asdict(self.method),
+            "params": dict(self.params),
+            "platform_id": self.platform_id,
+            "host": self.host,
+            "started_at": self.started_at,
+            "warnings": list(self.warnings),
+        }
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Measurement:
+        m = dict(d["method"])
+        method = Method(policy=Policy(**m.pop("policy")), **m)
+        return cls(
+            label=d["label"],
+            samples=tuple(float(x) for x in d["samples"]),
+            number=int(d["number"]),
+            method=method,
+            params=dict(d.get("params", {})),
+            platform_id=d.get("platform_id"),
+            host=d.get("host"),
+            started_at=float(d.get("started_at", 0.0)),
+            warnings=tuple(d.get("warnings", ())),
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"Measurement({self.label!r}: median {_fmt_time(self.median)}, IQR {_fmt_time(self.iqr)}, "
+            f"n={self.n}x{self.number}{', noisy' if self.warnings else ''})"
+        )
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """An interleaved A/B comparison: ``ratio = median(A) / median(B)`` (> 1: B is faster)."""
+
+    a: Measurement
+    b: Measurement
+    ratio: float
+    ci: tuple[float, float]
+    stop_reason: str
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def rel_ci(self) -> float:
+        return stats.relative_half_width(self.ci[0], self.ci[1], self.ratio)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "a": self.a.to_dict(),
+            "b": self.b.to_dict(),
+            "ratio": self.ratio,
+            "ci": list(self.ci),
+            "stop_reason": self.stop_reason,
+            "warnings": list(self.warnings),
+        }
+
+    def __str__(self) -> str:
+        lo, hi = self.ci
+        return f"{self.b.label} vs {self.a.label}: {self.ratio:.3f}x (95% CI {lo:.3f}-{hi:.3f})"
+
+
+def _fmt_time(t: float) -> str:
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if abs(t) >= scale:
+            return f"{t / scale:.3g} {unit}"
+    return f"{t / 1e-9:.3g} ns"

@@ -1,0 +1,216 @@
+"""The one timing harness of rooftune.
+
+Algorithm of :func:`measure` (``fn`` is called ``number`` times per sample)::
+
+    start = clock()
+    number = policy.number or calibrate():     # these calls are warm-up too
+        number = 1
+        repeat: t = time(number calls)
+                if t >= min_sample_time: done
+                number = ceil(number * CALIBRATION_HEADROOM * min_sample_time / t)
+    while clock() - start < warmup_s: time(number calls)           # discarded
+    repeat:
+        samples += time(number calls) / number
+        if n >= min_samples and halfwidth(CI95(median)) / median <= target_rel_ci: stop "stable"
+        if n >= max_samples:                                        stop "max_samples"
+        if clock() - start >= budget_s:                             stop "budget"
+
+A noisy or unconverged run is not an error: the Measurement carries warnings saying so.
+:func:`compare` interleaves two callables (A B A B ...) under the same rules and stops on the
+confidence interval of the ratio of their medians instead.
+"""
+
+from __future__ import annotations
+
+import math
+import socket
+import time
+from collections.abc import Callable
+from typing import Any
+
+from rooftune.bench import stats
+from rooftune.bench.measurement import NOISY_IQR_FRACTION, Comparison, Measurement, Method, Policy
+
+Clock = Callable[[], float]
+
+#: Calibration aims 20 % above the minimum sample time, so a sample landing just short of the
+#: minimum (timer jitter) does not trigger another calibration round.
+CALIBRATION_HEADROOM = 1.2
+#: Upper bound on calls per sample; a callable faster than ~1 ns per call is not being timed.
+MAX_NUMBER = 10**8
+#: How often (in pairs) compare() re-computes its bootstrap interval once it has min_samples.
+COMPARE_CHECK_EVERY = 2
+
+
+def _time_calls(fn: Callable[[], Any], number: int, clock: Clock) -> float:
+    t0 = clock()
+    for _ in range(number):
+        fn()
+    return clock() - t0
+
+
+def _calibrate(fn: Callable[[], Any], policy: Policy, clock: Clock) -> int:
+    if policy.number is not None:
+        return policy.number
+    number = 1
+    while True:
+        t = _time_calls(fn, number, clock)
+        if t >= policy.min_sample_time_s or number >= MAX_NUMBER:
+            return number
+        grow = CALIBRATION_HEADROOM * policy.min_sample_time_s / max(t, 1e-9)
+        number = min(MAX_NUMBER, max(number + 1, math.ceil(number * grow)))
+
+
+def _sample_warnings(samples: list[float], policy: Policy, stop_reason: str) -> list[str]:
+    warnings: list[str] = []
+    med = stats.median(samples)
+    if stop_reason != "stable":
+        lo, hi = stats.median_ci(samples)
+        rel = stats.relative_half_width(lo, hi, med)
+        shown = "undefined" if math.isinf(rel) else f"+-{rel:.1%}"
+        warnings.append(
+            f"unstable: 95% CI of the median is {shown} (target +-{policy.target_rel_ci:.0%}) after "
+            f"{len(samples)} samples, stopped by {stop_reason}; raise the budget or quiet the machine"
+        )
+    if len(samples) >= 4 and med > 0 and stats.iqr(samples) / med > NOISY_IQR_FRACTION:
+        warnings.append(
+            f"noisy: IQR is {stats.iqr(samples) / med:.0%} of the median "
+            f"(threshold {NOISY_IQR_FRACTION:.0%}); other work on the machine may be interfering"
+        )
+    return warnings
+
+
+def _clock_name(clock: Clock) -> str:
+    return getattr(clock, "__name__", type(clock).__name__)
+
+
+def measure(
+    fn: Callable[[], Any],
+    *,
+    label: str,
+    params: dict[str, Any] | None = None,
+    policy: Policy | None = None,
+    clock: Clock = time.perf_counter,
+    platform_id: str | None = None,
+) -> Measurement:
+    """Time ``fn()`` adaptively (see the module docstring) and return its :class:`Measurement`."""
+    policy = policy or Policy()
+    started_at = time.time()
+    start = clock()
+    number = _calibrate(fn, policy, clock)
+    warmup_samples = 0
+    while clock() - start < policy.warmup_s:
+        _time_calls(fn, number, clock)
+        warmup_samples += 1
+    samples: list[float] = []
+    while True:
+        samples.append(_time_calls(fn, number, clock) / number)
+        n = len(samples)
+        if n >= policy.min_samples:
+            lo, hi = stats.median_ci(samples)
+            if stats.relative_half_width(lo, hi, stats.median(samples)) <= policy.target_rel_ci:
+                reason = "stable"
+                break
+        if n >= policy.max_samples:
+            reason = "max_samples"
+            break
+        if clock() - start >= policy.budget_s:
+            reason = "budget"
+            break
+    return Measurement(
+        label=label,
+        samples=tuple(samples),
+        number=number,
+        method=Method(
+            policy=policy, clock=_clock_name(clock), stop_reason=reason, warmup_samples=warmup_samples
+        ),
+        params=dict(params or {}),
+        platform_id=platform_id,
+        host=socket.gethostname(),
+        started_at=started_at,
+        warnings=tuple(_sample_warnings(samples, policy, reason)),
+    )
+
+
+def compare(
+    fn_a: Callable[[], Any],
+    fn_b: Callable[[], Any],
+    *,
+    label_a: str = "A",
+    label_b: str = "B",
+    params: dict[str, Any] | None = None,
+    policy: Policy | None = None,
+    clock: Clock = time.perf_counter,
+    platform_id: str | None = None,
+) -> Comparison:
+    """Interleave A and B (A B A B ...) and return ``median(A) / median(B)`` with its 95 % CI.
+
+    Each side gets its own calls-per-sample; the stop rule is on the bootstrap interval of the
+    ratio, with the same target, budget and sample limits as :func:`measure`.
+    """
+    policy = policy or Policy()
+    started_at = time.time()
+    start = clock()
+    number_a = _calibrate(fn_a, policy, clock)
+    number_b = _calibrate(fn_b, policy, clock)
+    warmup_samples = 0
+    while clock() - start < policy.warmup_s:
+        _time_calls(fn_a, number_a, clock)
+        _time_calls(fn_b, number_b, clock)
+        warmup_samples += 1
+    sa: list[float] = []
+    sb: list[float] = []
+    ci = (-math.inf, math.inf)
+    while True:
+        sa.append(_time_calls(fn_a, number_a, clock) / number_a)
+        sb.append(_time_calls(fn_b, number_b, clock) / number_b)
+        n = len(sa)
+        if n >= policy.min_samples and (n - policy.min_samples) % COMPARE_CHECK_EVERY == 0:
+            ci = stats.ratio_of_medians_ci(sa, sb)
+            ratio = stats.median(sa) / stats.median(sb)
+            if stats.relative_half_width(ci[0], ci[1], ratio) <= policy.target_rel_ci:
+                reason = "stable"
+                break
+        if n >= policy.max_samples:
+            reason = "max_samples"
+            break
+        if clock() - start >= policy.budget_s:
+            reason = "budget"
+            break
+    ci = stats.ratio_of_medians_ci(sa, sb)
+    ratio = stats.median(sa) / stats.median(sb)
+    host = socket.gethostname()
+
+    def side(label: str, samples: list[float], number: int) -> Measurement:
+        return Measurement(
+            label=label,
+            samples=tuple(samples),
+            number=number,
+            method=Method(
+                policy=policy,
+                isolation="interleaved",
+                clock=_clock_name(clock),
+                stop_reason=reason,
+                warmup_samples=warmup_samples,
+            ),
+            params=dict(params or {}),
+            platform_id=platform_id,
+            host=host,
+            started_at=started_at,
+            warnings=tuple(
+                w for w in _sample_warnings(samples, policy, "stable") if w.startswith("noisy")
+            ),
+        )
+
+    warnings = []
+    rel = stats.relative_half_width(ci[0], ci[1], ratio)
+    if reason != "stable":
+        shown = "undefined" if math.isinf(rel) else f"+-{rel:.1%}"
+        warnings.append(
+            f"unstable: 95% CI of the ratio is {shown} (target +-{policy.target_rel_ci:.0%}) after "
+            f"{n} pairs, stopped by {reason}; raise the budget or quiet the machine"
+        )
+    a = side(label_a, sa, number_a)
+    b = side(label_b, sb, number_b)
+    warnings += [f"{m.label}: {w}" for m in (a, b) for w in m.warnings]
+    return Comparison(a=a, b=b, ratio=ratio, ci=ci, stop_reason=reason, warnings=tuple(warnings))

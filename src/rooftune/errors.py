@@ -1,0 +1,32 @@
+"""The one error hierarchy of rooftune.
+
+Library code raises these; only :func:`rooftune.cli.main` turns them into an exit code and a
+one-line message. Every message names the offending value, says what is allowed and how to fix it.
+"""
+
+from __future__ import annotations
+
+
+class RooftuneError(Exception):
+    """Base of every error rooftune raises on purpose."""
+
+
+class InvalidArgument(RooftuneError, ValueError):
+    """A parameter has a value outside what is allowed."""
+
+    def __init__(self, name: str, value: object, allowed: str, hint: str | None = None) -> None:
+        self.name = name
+        self.value = value
+        self.allowed = allowed
+        message = f"invalid {name} {value!r}: {allowed}"
+        if hint:
+            message += f"; {hint}"
+        super().__init__(message)
+
+
+class StoreError(RooftuneError):
+    """The store cannot be opened, read or written."""
+
+
+class MeasurementError(RooftuneError):
+    """A measurement could not be taken (the timed code failed, crashed or timed out)."""
