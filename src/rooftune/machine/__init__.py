@@ -1,0 +1,44 @@
+"""Measured ceilings of the machine: peak FLOP/s per precision and thread count, bandwidth of every
+memory level, GEMM roofs and the framework's dispatch overhead.
+
+The module object is callable: ``rooftune.machine(quick=True)`` is :func:`get_ceilings`.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from typing import Any
+
+from rooftune.machine.ceilings import (
+    PRECISIONS,
+    Ceilings,
+    get_ceilings,
+    measure_ceilings,
+    native_support,
+    validate_precisions,
+    validate_threads,
+)
+from rooftune.machine.plateaus import LEVELS, Plateau, detect_plateaus, name_plateaus
+
+__all__ = [
+    "LEVELS",
+    "PRECISIONS",
+    "Ceilings",
+    "Plateau",
+    "detect_plateaus",
+    "get_ceilings",
+    "measure_ceilings",
+    "name_plateaus",
+    "native_support",
+    "validate_precisions",
+    "validate_threads",
+]
+
+
+class _CallableModule(types.ModuleType):
+    def __call__(self, **kwargs: Any) -> Ceilings:
+        return get_ceilings(**kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

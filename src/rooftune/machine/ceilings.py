@@ -1,0 +1,309 @@
+"""Ceilings: the measured roofline of a platform, and the one function that gets them."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rooftune.errors import InvalidArgument
+from rooftune.machine.plateaus import LEVELS, Plateau, detect_plateaus, name_plateaus
+from rooftune.platform import Platform
+
+PRECISIONS = ("fp32", "fp64", "bf16", "int8")
+#: Sweep up to at least this many times the last cache level, so DRAM is a plateau, not a point.
+DRAM_FACTOR = 4
+#: Without any cache information the sweep still has to leave the caches of any current CPU.
+FALLBACK_MAX_BYTES = 256 * 1024**2
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    """The roofline of one platform: what the hardware can do, measured.
+
+    ``peak_flops`` holds FLOP/s (ops/s for int8) on ``max(threads)`` threads for ``fp32``/``fp64``
+    (FMA microkernels) and ``gemm_fp32``/``gemm_bf16``/``gemm_int8`` (torch GEMM);
+    ``peak_flops_per_thread`` the same for every measured thread count. ``bandwidth`` holds bytes/s
+    per memory level on all threads. ``skipped`` says why a roof is missing.
+    """
+
+    platform: Platform
+    threads: tuple[int, ...]
+    peak_flops: dict[str, float]
+    peak_flops_per_thread: dict[str, dict[int, float]]
+    bandwidth: dict[str, float]
+    bandwidth_by_kernel: dict[str, dict[str, float]]
+    plateaus: dict[str, list[Plateau]]
+    sweep: dict[str, list[tuple[int, float]]]
+    capacity_bytes: dict[str, int]
+    dispatch_overhead_s: float
+    quick: bool
+    measured_at: float
+    duration_s: float
+    skipped: dict[str, str] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+    from_store: bool = False
+
+    @property
+    def max_threads(self) -> int:
+        return max(self.threads)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (``rooftune machine --json``); :meth:`from_dict` reads it back."""
+        per_thread = {k: {str(t): v for t, v in d.items()} for k, d in self.peak_flops_per_thread.items()}
+        return {
+            "platform": self.platform.to_dict(),
+            "threads": list(self.threads),
+            "peak_flops": {**self.peak_flops, "per_thread": per_thread, "skipped": dict(self.skipped)},
+            "bandwidth": dict(self.bandwidth),
+            "bandwidth_detail": {
+                "by_kernel": self.bandwidth_by_kernel,
+                "plateaus": {k: [p.to_dict() for p in ps] for k, ps in self.plateaus.items()},
+                "sweep": {k: [[b, r] for b, r in pts] for k, pts in self.sweep.items()},
+                "capacity_bytes": self.capacity_bytes,
+            },
+            "dispatch_overhead_s": self.dispatch_overhead_s,
+            "quick": self.quick,
+            "measured_at": self.measured_at,
+            "duration_s": self.duration_s,
+            "estimator": "best sample",
+            "details": self.details,
+            "warnings": list(self.warnings),
+            "from_store": self.from_store,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], *, from_store: bool = False) -> Ceilings:
+        peak = dict(d["peak_flops"])
+        per_thread = {k: {int(t): float(v) for t, v in pt.items()} for k, pt in peak.pop("per_thread").items()}
+        skipped = dict(peak.pop("skipped", {}))
+        detail = d["bandwidth_detail"]
+        return cls(
+            platform=Platform.from_dict(d["platform"]),
+            threads=tuple(d["threads"]),
+            peak_flops={k: float(v) for k, v in peak.items()},
+            peak_flops_per_thread=per_thread,
+            bandwidth={k: float(v) for k, v in d["bandwidth"].items()},
+            bandwidth_by_kernel=detail["by_kernel"],
+            plateaus={k: [Plateau(**p) for p in ps] for k, ps in detail["plateaus"].items()},
+            sweep={k: [(int(b), float(r)) for b, r in pts] for k, pts in detail["sweep"].items()},
+            capacity_bytes={k: int(v) for k, v in detail["capacity_bytes"].items()},
+            dispatch_overhead_s=float(d["dispatch_overhead_s"]),
+            quick=bool(d["quick"]),
+            measured_at=float(d["measured_at"]),
+            duration_s=float(d["duration_s"]),
+            skipped=skipped,
+            details=d.get("details", {}),
+            warnings=tuple(d.get("warnings", ())),
+            from_store=from_store,
+        )
+
+
+def validate_threads(threads: Sequence[int] | None, usable: int) -> tuple[int, ...]:
+    """Thread counts to measure: default 1..usable; each must lie in 1..usable."""
+    if threads is None or len(threads) == 0:
+        return tuple(range(1, usable + 1))
+    for t in threads:
+        if not isinstance(t, int) or t < 1 or t > usable:
+            raise InvalidArgument(
+                "thread count", t, f"allowed 1..{usable} (the usable cores of this machine)"
+            )
+    return tuple(sorted(set(threads)))
+
+
+def validate_precisions(precisions: Sequence[str] | None) -> tuple[str, ...]:
+    if not precisions:
+        return PRECISIONS
+    for p in precisions:
+        if p not in PRECISIONS:
+            raise InvalidArgument("precision", p, f"allowed {', '.join(PRECISIONS)}")
+    return tuple(p for p in PRECISIONS if p in precisions)
+
+
+def native_support(platform: Platform, precision: str) -> str | None:
+    """None when ``precision``'s GEMM roof runs on native instructions, else the reason it does not."""
+    isa = set(platform.effective_isa)
+    needs = {
+        "bf16": ({"avx512_bf16", "amx_bf16", "bf16"}, "avx512_bf16, amx_bf16 or ARM bf16"),
+        "int8": ({"avx512_vnni", "avx_vnni", "amx_int8", "i8mm"}, "avx512_vnni, avx_vnni, amx_int8 or ARM i8mm"),
+    }
+    if precision not in needs:
+        return None
+    features, names = needs[precision]
+    if isa & features:
+        return None
+    return f"no native {precision} instructions ({names}) in the effective ISA; the roof would measure emulation"
+
+
+def level_capacities(platform: Platform, cpus: tuple[int, ...]) -> dict[str, int]:
+    """Bytes of each cache level available to a team on ``cpus`` ('L1' is the data cache)."""
+    caps: dict[str, int] = {}
+    for cache in platform.caches:
+        if cache.kind == "Instruction":
+            continue
+        caps[f"L{cache.level}"] = cache.capacity_for(cpus)
+    return caps
+
+
+def measure_ceilings(
+    platform: Platform,
+    *,
+    threads: tuple[int, ...],
+    precisions: tuple[str, ...] = PRECISIONS,
+    quick: bool = False,
+    progress: Any = None,
+) -> tuple[Ceilings, list[Any]]:
+    """Run every probe; returns the Ceilings and the Measurements behind them."""
+    from rooftune.machine import probes
+
+    effort = probes.QUICK if quick else probes.FULL
+    started = time.time()
+    t0 = time.perf_counter()
+    cpus = platform.usable_cpus()
+    top = max(threads)
+    team_cpus = cpus[:top]
+    measurements: list[Any] = []
+    peak: dict[str, float] = {}
+    per_thread: dict[str, dict[int, float]] = {}
+    skipped: dict[str, str] = {}
+    details: dict[str, Any] = {"vector_bytes": platform.vector_bytes, "cpus": list(team_cpus)}
+    warnings: list[str] = []
+
+    def step(name: str, done: int = 0, total: int = 1) -> None:
+        if progress:
+            progress(name, done, total)
+
+    for precision, dtype in (("fp32", "float32"), ("fp64", "float64")):
+        if precision in precisions:
+            step(f"FMA peak {precision}")
+            r = probes.fma_peak(dtype, cpus, threads, platform.vector_bytes, effort)
+            per_thread[precision] = r.flops
+            peak[precision] = r.flops[top]
+            details[f"fma_{precision}"] = {"chains": r.chains, "lanes": r.lanes}
+            measurements += r.measurements
+
+    capacities = level_capacities(platform, team_cpus)
+    last_cache = max(capacities.values()) if capacities else 0
+    max_bytes = max(DRAM_FACTOR * last_cache, 64 * 1024**2) if last_cache else FALLBACK_MAX_BYTES
+    sizes = probes.sweep_sizes(max_bytes, effort.steps_per_octave)
+    sweep = probes.bandwidth_sweep(team_cpus, platform.vector_bytes, sizes, effort, progress=progress)
+    bandwidth_by_kernel: dict[str, dict[str, float]] = {}
+    plateaus: dict[str, list[Plateau]] = {}
+    for kind, points in sweep.items():
+        measurements += [p.measurement for p in points]
+        xs = [p.bytes for p in points]
+        ys = [p.bandwidth for p in points]
+        found = detect_plateaus(xs, ys)
+        named = name_plateaus(found, capacities, xs, ys)
+        plateaus[kind] = list(named.values())
+        bandwidth_by_kernel[kind] = {lvl: p.bandwidth for lvl, p in named.items()}
+        for lvl, p in named.items():
+            if not p.distinct:
+                warnings.append(
+                    f"{kind}: no distinct {lvl} plateau in the sweep; {lvl} bandwidth is the median of "
+                    f"the {p.points} points inside its capacity range"
+                )
+    bandwidth = {
+        lvl: max(bw[lvl] for bw in bandwidth_by_kernel.values() if lvl in bw)
+        for lvl in LEVELS
+        if any(lvl in bw for bw in bandwidth_by_kernel.values())
+    }
+    for lvl in LEVELS:
+        if lvl not in bandwidth:
+            warnings.append(f"no {lvl} bandwidth: the sweep has no point inside that level")
+
+    for precision in ("fp32", "bf16", "int8"):
+        if precision not in precisions:
+            continue
+        reason = native_support(platform, precision)
+        if reason:
+            skipped[f"gemm_{precision}"] = reason
+            continue
+        step(f"GEMM roof {precision}")
+        g = probes.gemm_roof(precision, threads, effort)
+        per_thread[f"gemm_{precision}"] = g.ops
+        peak[f"gemm_{precision}"] = g.ops[top]
+        measurements += g.measurement
+    details["gemm_size"] = effort.gemm_size
+
+    step("dispatch overhead")
+    overhead, m = probes.dispatch_overhead(effort)
+    measurements.append(m)
+    noisy = sum(1 for m in measurements if m.warnings)
+    if noisy:
+        warnings.append(
+            f"{noisy} of {len(measurements)} measurements were noisy or unstable (kept in the store); "
+            "if the ceilings look low, re-run with --refresh on a quieter machine"
+        )
+    ceilings = Ceilings(
+        platform=platform,
+        threads=threads,
+        peak_flops=peak,
+        peak_flops_per_thread=per_thread,
+        bandwidth=bandwidth,
+        bandwidth_by_kernel=bandwidth_by_kernel,
+        plateaus=plateaus,
+        sweep={k: [(p.bytes, p.bandwidth) for p in pts] for k, pts in sweep.items()},
+        capacity_bytes=capacities,
+        dispatch_overhead_s=overhead,
+        quick=quick,
+        measured_at=started,
+        duration_s=time.perf_counter() - t0,
+        skipped=skipped,
+        details=details,
+        warnings=tuple(warnings),
+    )
+    return ceilings, measurements
+
+
+def get_ceilings(
+    *,
+    threads: Sequence[int] | None = None,
+    precisions: Sequence[str] | None = None,
+    quick: bool = False,
+    refresh: bool = False,
+    db: str | None = None,
+    store: Any = None,
+    platform: Platform | None = None,
+    progress: Any = None,
+) -> Ceilings:
+    """This platform's ceilings: from the store when measured before (unless ``refresh``), else
+    measured now and stored. A quick result satisfies only a quick request.
+
+    Raises InvalidArgument for a bad thread count or precision and StoreError for a bad store,
+    before anything is measured or written.
+    """
+    from rooftune.platform import current_platform
+    from rooftune.store import Store
+
+    platform = platform or current_platform()
+    th = validate_threads(threads, platform.usable_cores)
+    prec = validate_precisions(precisions)
+    own_store = store is None
+    store = store if store is not None else Store(db)
+    try:
+        if not refresh:
+            data = store.load_ceilings(platform.id, threads=th, allow_quick=quick)
+            if data is not None:
+                cached = Ceilings.from_dict(data, from_store=True)
+                have = set(cached.peak_flops) | set(cached.skipped) | set(cached.peak_flops_per_thread)
+                wanted = {"fp32": "fp32", "fp64": "fp64", "bf16": "gemm_bf16", "int8": "gemm_int8"}
+                if all(wanted[p] in have for p in prec):
+                    return cached
+        ceilings, measurements = measure_ceilings(platform, threads=th, precisions=prec, quick=quick, progress=progress)
+        import rooftune
+
+        store.save_ceilings(
+            platform,
+            ceilings.to_dict(),
+            quick=quick,
+            threads=th,
+            measurements=[m.to_dict() for m in measurements],
+            rooftune_version=rooftune.__version__,
+        )
+        return ceilings
+    finally:
+        if own_store:
+            store.close()

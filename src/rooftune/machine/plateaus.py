@@ -1,0 +1,141 @@
+"""Finding bandwidth plateaus in a working-set sweep and naming them after the cache levels.
+
+Detection follows the Empirical Roofline Toolkit: walk the sweep from small to large working sets,
+group consecutive points whose bandwidth stays within a tolerance of the group's median, drop
+groups too short to be a level (the transitions between caches), and treat two neighbouring groups
+as one level unless the later one is at least 1.25x slower. Naming uses only the cache sizes:
+a plateau belongs to the level whose capacity range holds its (geometric) middle.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+#: A point joins the current group while within +-12 % of the group's median. ERT bins at +-5 % on
+#: quiet HPC nodes; shared VMs jitter more, and neighbouring levels differ by >= 1.25x anyway.
+PLATEAU_TOLERANCE = 0.12
+#: ERT's rule: a new level only if it is at least 1.25x lower than the previous one.
+LEVEL_STEP = 1.25
+#: Fewest points a group needs to be a plateau rather than a transition.
+MIN_PLATEAU_POINTS = 2
+
+LEVELS = ("L1", "L2", "L3", "DRAM")
+
+
+@dataclass(frozen=True)
+class Plateau:
+    """A run of sweep points with about the same bandwidth."""
+
+    start_bytes: int
+    end_bytes: int
+    bandwidth: float  # bytes/s, median of its points
+    points: int
+    level: str | None = None
+    distinct: bool = True  # False: no plateau was found, the value is the median of the level's points
+
+    @property
+    def middle_bytes(self) -> float:
+        return math.sqrt(self.start_bytes * self.end_bytes)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "start_bytes": self.start_bytes,
+            "end_bytes": self.end_bytes,
+            "bandwidth": self.bandwidth,
+            "points": self.points,
+            "level": self.level,
+            "distinct": self.distinct,
+        }
+
+
+def _plateau(points: Sequence[tuple[int, float]]) -> Plateau:
+    return Plateau(
+        start_bytes=points[0][0],
+        end_bytes=points[-1][0],
+        bandwidth=statistics.median(r for _, r in points),
+        points=len(points),
+    )
+
+
+def detect_plateaus(
+    sizes: Sequence[int],
+    rates: Sequence[float],
+    *,
+    tolerance: float = PLATEAU_TOLERANCE,
+    min_points: int = MIN_PLATEAU_POINTS,
+    level_step: float = LEVEL_STEP,
+) -> list[Plateau]:
+    """Plateaus of a sweep (sizes ascending), largest working sets last."""
+    pts = sorted(zip(sizes, rates, strict=True))
+    groups: list[list[tuple[int, float]]] = []
+    current: list[tuple[int, float]] = []
+    for p in pts:
+        if current:
+            ref = statistics.median(r for _, r in current)
+            if abs(p[1] / ref - 1.0) > tolerance:
+                groups.append(current)
+                current = []
+        current.append(p)
+    if current:
+        groups.append(current)
+    kept = [g for g in groups if len(g) >= min_points]
+    merged: list[list[tuple[int, float]]] = []
+    for g in kept:
+        if merged:
+            prev = statistics.median(r for _, r in merged[-1])
+            here = statistics.median(r for _, r in g)
+            if max(prev, here) / min(prev, here) < level_step:
+                merged[-1] = merged[-1] + g
+                continue
+        merged.append(g)
+    return [_plateau(g) for g in merged]
+
+
+def level_ranges(capacities: dict[str, int]) -> dict[str, tuple[float, float]]:
+    """Working-set range (lo, hi] of each level from the cache capacities available to the team."""
+    ranges: dict[str, tuple[float, float]] = {}
+    lo = 0.0
+    for name in LEVELS[:-1]:
+        cap = capacities.get(name)
+        if cap is None:
+            continue
+        ranges[name] = (lo, float(cap))
+        lo = float(cap)
+    ranges["DRAM"] = (lo, math.inf)
+    return ranges
+
+
+def name_plateaus(
+    plateaus: Sequence[Plateau],
+    capacities: dict[str, int],
+    sizes: Sequence[int] = (),
+    rates: Sequence[float] = (),
+) -> dict[str, Plateau]:
+    """Assign plateaus to levels. A level that got none falls back to the median of the sweep points
+    well inside its range (marked ``distinct=False``); a level with no points there is left out."""
+    ranges = level_ranges(capacities)
+    named: dict[str, Plateau] = {}
+    for p in plateaus:
+        for name, (lo, hi) in ranges.items():
+            if lo < p.middle_bytes <= hi:
+                best = named.get(name)
+                if best is None or (p.points, p.bandwidth) > (best.points, best.bandwidth):
+                    named[name] = Plateau(p.start_bytes, p.end_bytes, p.bandwidth, p.points, level=name)
+                break
+    for name, (lo, hi) in ranges.items():
+        if name in named:
+            continue
+        # "Well inside": past 1.5x the previous level (its data is gone) and below half of this
+        # level's capacity (no conflict misses yet).
+        inside = [
+            (s, r) for s, r in zip(sizes, rates, strict=True) if lo * 1.5 < s <= (hi * 0.5 if hi != math.inf else s)
+        ]
+        if inside:
+            p = _plateau(inside)
+            named[name] = Plateau(
+                p.start_bytes, p.end_bytes, p.bandwidth, p.points, level=name, distinct=False
+            )
+    return {name: named[name] for name in ranges if name in named}

@@ -1,0 +1,307 @@
+"""The measurements behind the ceilings: FMA peaks, bandwidth sweep, GEMM roofs, dispatch overhead.
+
+Each probe times through :mod:`rooftune.bench` and returns rates together with the Measurements
+they came from. Ceilings are upper bounds, so a probe's rate comes from its fastest sample (see
+:data:`CEILING_ESTIMATOR`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from rooftune.bench import Measurement, Policy, measure
+from rooftune.machine.kernels import STREAM_ARRAYS, STREAM_UNROLL, aligned_empty, fma_kernel, fma_state, stream_kernel
+from rooftune.machine.team import ThreadTeam
+
+#: Ceilings are upper bounds. Other tenants and the OS can only slow a kernel down, so the fastest
+#: sample (each sample is a >= 5 ms run of the kernel on every thread) estimates what the hardware
+#: can do; ERT and likwid-bench report their best run the same way. The median, IQR and warnings
+#: of every Measurement are stored beside it.
+CEILING_ESTIMATOR = "best sample"
+
+#: Length of one timed call of a kernel on the whole team. Waking the team costs ~50 us, so 5 ms
+#: keeps that below 1 % of what is timed.
+CALL_TIME_S = 0.005
+
+Progress = Callable[[str, int, int], None]
+
+#: Pilot rounds before giving up on calibration (each at least doubles the work per call).
+MAX_PILOT_ROUNDS = 40
+
+
+@dataclass(frozen=True)
+class Effort:
+    """How hard the probes try: the full run or --quick."""
+
+    quick: bool
+    #: Working-set steps per doubling in the bandwidth sweep.
+    steps_per_octave: int
+    sweep_kernels: tuple[str, ...]
+    chain_candidates_32reg: tuple[int, ...]
+    chain_candidates_16reg: tuple[int, ...]
+    peak_policy: Policy
+    sweep_policy: Policy
+    gemm_policy: Policy
+    gemm_size: int
+    #: Passes over the sweep; each point keeps its best pass, so a burst of interference from
+    #: another tenant spoils one pass of a few points, not the level.
+    sweep_passes: int = 1
+
+
+FULL = Effort(
+    quick=False,
+    steps_per_octave=3,
+    sweep_kernels=("read", "copy", "triad"),
+    # FMA latency 4-5 cycles x 2 pipes needs >= 8-10 chains; more than registers-2 spills.
+    chain_candidates_32reg=(8, 12, 16),
+    chain_candidates_16reg=(8, 12),
+    peak_policy=Policy(number=1, warmup_s=0.02, budget_s=0.4),
+    sweep_policy=Policy(number=1, warmup_s=0.005, budget_s=0.06),
+    sweep_passes=2,
+    gemm_policy=Policy(number=1, warmup_s=0.05, budget_s=0.5),
+    # 1024^3 sgemm: packing and edge effects are a few % of it, yet 6 samples fit in 0.5 s on 1 core.
+    gemm_size=1024,
+)
+QUICK = Effort(
+    quick=True,
+    steps_per_octave=1,
+    sweep_kernels=("triad",),
+    chain_candidates_32reg=(12,),
+    chain_candidates_16reg=(12,),
+    peak_policy=Policy(number=1, warmup_s=0.01, budget_s=0.12),
+    sweep_policy=Policy(number=1, warmup_s=0.005, budget_s=0.05),
+    gemm_policy=Policy(number=1, warmup_s=0.02, budget_s=0.15),
+    gemm_size=768,
+)
+
+_PILOT = Policy(number=1, warmup_s=0.0, budget_s=0.0, min_samples=3, max_samples=3)
+
+
+def _best_rate(m: Measurement, work: float) -> float:
+    return m.rate(work, best=True)
+
+
+def units_for_call_time(make_call: Callable[[int], Callable[[], Any]]) -> int:
+    """Units of work (iterations, passes) per call so that one call lasts about CALL_TIME_S.
+
+    The first call compiles and warms up and is not used. Pilot calls grow until one lasts a
+    quarter of the target; the scaled count is accepted only if a pilot at that count really lasts
+    half the target or more. A pilot stalled by the scheduler (or another Python thread holding
+    the GIL) would otherwise leave calls of a few iterations, timing only the team's wake-up.
+    """
+    make_call(1)()
+    units = 1
+    for _ in range(MAX_PILOT_ROUNDS):
+        # The fastest of 3 pilot calls, so that one preempted call does not decide.
+        pilot = measure(make_call(units), label="pilot", policy=_PILOT)
+        if pilot.min >= CALL_TIME_S / 4:
+            target = max(1, math.ceil(units * CALL_TIME_S / pilot.min))
+            check = measure(make_call(target), label="pilot", policy=_PILOT)
+            if check.min >= CALL_TIME_S / 2:
+                return target
+            units = max(target + 1, math.ceil(target * CALL_TIME_S / max(check.min, 1e-9)))
+            continue
+        units *= max(2, math.ceil(CALL_TIME_S / 4 / max(pilot.min, 1e-9)))
+    return units
+
+
+# ----------------------------------------------------------------------------- FMA peak
+
+
+@dataclass(frozen=True)
+class PeakResult:
+    flops: dict[int, float]  # threads -> FLOP/s
+    chains: int
+    lanes: int
+    measurements: tuple[Measurement, ...]
+
+
+def fma_peak(
+    dtype: str, cpus: tuple[int, ...], threads: Sequence[int], vector_bytes: int, effort: Effort
+) -> PeakResult:
+    """Peak FLOP/s of independent vector FMA chains on 1..N threads for ``dtype`` (float32/float64)."""
+    lanes = vector_bytes // np.dtype(dtype).itemsize
+    registers = 32 if vector_bytes == 64 else 16
+    candidates = effort.chain_candidates_32reg if registers == 32 else effort.chain_candidates_16reg
+    measurements: list[Measurement] = []
+    precision = "fp32" if dtype == "float32" else "fp64"
+
+    def run_on(team: ThreadTeam, chains: int) -> tuple[float, Measurement]:
+        kernel = fma_kernel(dtype, lanes, chains)
+        states = team.run(lambda i: fma_state(dtype, lanes, chains))
+
+        def call(iters: int) -> Callable[[], None]:
+            return lambda: team.run(lambda i: kernel(iters, states[i]))
+
+        iters = units_for_call_time(call)
+        work = 2.0 * chains * lanes * iters * team.size
+        m = measure(
+            call(iters),
+            label=f"peak.{precision}",
+            params={"threads": team.size, "chains": chains, "lanes": lanes, "iters": iters, "flops_per_call": work},
+            policy=effort.peak_policy,
+        )
+        return _best_rate(m, work), m
+
+    best_chains, best_rate = candidates[0], -1.0
+    with ThreadTeam(cpus[:1]) as team:
+        for chains in candidates:
+            rate, m = run_on(team, chains)
+            measurements.append(m)
+            if rate > best_rate:
+                best_chains, best_rate = chains, rate
+    flops: dict[int, float] = {}
+    for t in threads:
+        if t == 1:  # already measured with the chosen chain count
+            flops[1] = best_rate
+            continue
+        with ThreadTeam(cpus[:t]) as team:
+            flops[t], m = run_on(team, best_chains)
+            measurements.append(m)
+    return PeakResult(flops=flops, chains=best_chains, lanes=lanes, measurements=tuple(measurements))
+
+
+# ----------------------------------------------------------------------------- bandwidth sweep
+
+
+def sweep_sizes(max_bytes: int, steps_per_octave: int, min_bytes: int = 4096) -> list[int]:
+    """Geometric working-set sizes from ``min_bytes`` to ``max_bytes`` inclusive."""
+    octaves = math.log2(max_bytes / min_bytes)
+    n = max(1, math.ceil(octaves * steps_per_octave))
+    return sorted({int(round(min_bytes * 2 ** (i / steps_per_octave))) for i in range(n + 1)})
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    bytes: int  # actual working set, all threads and arrays
+    bandwidth: float  # bytes/s
+    measurement: Measurement
+
+
+def bandwidth_sweep(
+    cpus: tuple[int, ...],
+    vector_bytes: int,
+    sizes: Sequence[int],
+    effort: Effort,
+    progress: Progress | None = None,
+) -> dict[str, list[SweepPoint]]:
+    """Bandwidth of each stream kernel at each total working set, on a team pinned to ``cpus``."""
+    lanes = vector_bytes // 4
+    team_size = len(cpus)
+    max_elems = max(sizes) // team_size // 4 + lanes * 8
+    best: dict[tuple[str, int], SweepPoint] = {}
+    total = len(sizes) * len(effort.sweep_kernels) * effort.sweep_passes
+    done = 0
+    with ThreadTeam(cpus) as team:
+
+        def allocate(_: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            arrays = (aligned_empty(max_elems), aligned_empty(max_elems // 2 + lanes * 8), aligned_empty(max_elems // 3 + lanes * 8))
+            for arr in arrays:
+                arr.fill(1.0)  # first touch, on the worker's own core
+            return arrays
+
+        data = team.run(allocate)
+        for _pass, kind in itertools.product(range(effort.sweep_passes), effort.sweep_kernels):
+            kernel = stream_kernel(kind, lanes)
+            n_arrays = STREAM_ARRAYS[kind]
+            block = lanes * STREAM_UNROLL[kind]
+            for size in sizes:
+                n = max(block, (size // team_size // n_arrays // 4) // block * block)
+                views = [tuple(arr[:n] for arr in d) for d in data]
+                bytes_per_rep = n * 4 * n_arrays * team_size
+
+                def call(reps: int, views: list[Any] = views) -> Callable[[], None]:
+                    s = np.float32(0.5)
+                    return lambda: team.run(lambda i: kernel(views[i][0], views[i][1], views[i][2], s, reps))
+
+                reps = units_for_call_time(call)
+                work = float(reps * bytes_per_rep)
+                m = measure(
+                    call(reps),
+                    label=f"bandwidth.{kind}",
+                    params={"bytes": bytes_per_rep, "threads": team_size, "reps": reps, "bytes_per_call": work},
+                    policy=effort.sweep_policy,
+                )
+                point = SweepPoint(bytes=bytes_per_rep, bandwidth=_best_rate(m, work), measurement=m)
+                if (kind, size) not in best or point.bandwidth > best[kind, size].bandwidth:
+                    best[kind, size] = point
+                done += 1
+                if progress:
+                    progress("bandwidth sweep", done, total)
+    return {k: [best[k, s] for s in sizes] for k in effort.sweep_kernels}
+
+
+# ----------------------------------------------------------------------------- GEMM roofs
+
+
+@dataclass(frozen=True)
+class GemmResult:
+    ops: dict[int, float]  # threads -> ops/s (FLOP/s for float types)
+    measurement: tuple[Measurement, ...]
+
+
+def gemm_roof(kind: str, threads: Sequence[int], effort: Effort) -> GemmResult:
+    """Practical GEMM roof through torch: ``fp32`` (sgemm), ``bf16`` (oneDNN) or ``int8`` (_int_mm)."""
+    import torch
+
+    n = effort.gemm_size
+    gen = torch.Generator().manual_seed(0)
+    if kind == "int8":
+        a = torch.randint(-64, 64, (n, n), dtype=torch.int8, generator=gen)
+        b = torch.randint(-64, 64, (n, n), dtype=torch.int8, generator=gen)
+
+        def op() -> Any:
+            return torch._int_mm(a, b)
+
+    else:
+        dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[kind]
+        a = torch.randn(n, n, generator=gen).to(dtype)
+        b = torch.randn(n, n, generator=gen).to(dtype)
+
+        def op() -> Any:
+            return torch.mm(a, b)
+
+    previous = torch.get_num_threads()
+    ops: dict[int, float] = {}
+    ms: list[Measurement] = []
+    work = 2.0 * n**3
+    try:
+        for t in threads:
+            torch.set_num_threads(t)
+            m = measure(
+                op,
+                label=f"gemm.{kind}",
+                params={"threads": t, "m": n, "n": n, "k": n, "ops_per_call": work},
+                policy=effort.gemm_policy,
+            )
+            ops[t] = _best_rate(m, work)
+            ms.append(m)
+    finally:
+        torch.set_num_threads(previous)
+    return GemmResult(ops=ops, measurement=tuple(ms))
+
+
+# ----------------------------------------------------------------------------- dispatch overhead
+
+
+def dispatch_overhead(effort: Effort) -> tuple[float, Measurement]:
+    """Time of one tiny eager op (``torch.add`` of two 1-element tensors) on one thread: the floor of
+    the time-based roofline, below which no op of the framework can go."""
+    import torch
+
+    x = torch.ones(1)
+    y = torch.ones(1)
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        policy = replace(effort.peak_policy, number=None, min_sample_time_s=0.002)
+        m = measure(lambda: torch.add(x, y), label="dispatch.add", params={"numel": 1}, policy=policy)
+    finally:
+        torch.set_num_threads(previous)
+    return m.min, m

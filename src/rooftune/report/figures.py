@@ -1,0 +1,137 @@
+"""Figures of the machine's roofline and its bandwidth sweep (matplotlib, no display needed)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rooftune.errors import InvalidArgument
+
+if TYPE_CHECKING:
+    from rooftune.machine import Ceilings
+
+FIGURE_FORMATS = (".png", ".svg", ".pdf")
+_LEVEL_COLOURS = {"L1": "#1b9e77", "L2": "#d95f02", "L3": "#7570b3", "DRAM": "#e7298a"}
+_ROOF_LABELS = {
+    "fp32": "fp32 FMA peak",
+    "fp64": "fp64 FMA peak",
+    "gemm_fp32": "sgemm (torch)",
+    "gemm_bf16": "bf16 GEMM (torch)",
+    "gemm_int8": "int8 GEMM (torch, ops/s)",
+}
+
+
+def check_figure_path(path: str | Path, option: str = "plot file") -> Path:
+    """Refuse a path matplotlib cannot write, before anything is measured."""
+    p = Path(path)
+    if p.suffix.lower() not in FIGURE_FORMATS:
+        raise InvalidArgument(option, str(path), f"allowed extensions {', '.join(FIGURE_FORMATS)}")
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise InvalidArgument(option, str(path), "its directory does not exist")
+    return p
+
+
+def _figure() -> tuple[Any, Any]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(figsize=(8, 5.5), dpi=110)
+
+
+def _fmt_rate(v: float, unit: str) -> str:
+    for prefix, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6)):
+        if v >= scale:
+            return f"{v / scale:.3g} {prefix}{unit}"
+    return f"{v:.3g} {unit}"
+
+
+def plot_roofline(ceilings: Ceilings, path: str | Path) -> Path:
+    """Log-log roofline: attainable FLOP/s against arithmetic intensity, every ceiling labelled."""
+    import numpy as np
+
+    fig, ax = _figure()
+    ai = np.logspace(-3, 4, 400)
+    roofs = {k: v for k, v in ceilings.peak_flops.items() if v > 0}
+    top = max(roofs.values()) if roofs else 1e9
+    for level, bw in ceilings.bandwidth.items():
+        y = np.minimum(bw * ai, top)
+        colour = _LEVEL_COLOURS.get(level, "grey")
+        ax.plot(ai, y, color=colour, lw=1.8, label=f"{level} {_fmt_rate(bw, 'B/s')}")
+        x_label = 2e-3
+        ax.annotate(
+            f"{level}: {_fmt_rate(bw, 'B/s')}",
+            (x_label, bw * x_label),
+            rotation=33,
+            color=colour,
+            fontsize=8,
+            va="bottom",
+        )
+    styles = ["-", "--", "-.", ":", (0, (5, 1))]
+    for (name, v), style in zip(sorted(roofs.items(), key=lambda kv: -kv[1]), styles * 2, strict=False):
+        ax.axhline(v, color="black", ls=style, lw=1.2)
+        ax.annotate(f"{_ROOF_LABELS.get(name, name)}: {_fmt_rate(v, 'FLOP/s')}", (2e3, v), fontsize=8, ha="right", va="bottom")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    lo = min(min(ceilings.bandwidth.values(), default=1e9) * 1e-3, top / 1e4)
+    ax.set_ylim(lo, top * 3)
+    ax.set_xlim(1e-3, 1e4)
+    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+    ax.set_ylabel("attainable performance (FLOP/s)")
+    p = ceilings.platform
+    ax.set_title(
+        f"Roofline of {p.cpu_model} ({p.microarchitecture or 'unknown'}), {ceilings.max_threads} threads"
+        + (" [quick]" if ceilings.quick else ""),
+        fontsize=10,
+    )
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(loc="lower right", fontsize=8, title="bandwidth")
+    fig.tight_layout()
+    out = Path(path)
+    fig.savefig(out)
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return out
+
+
+def plot_sweep(ceilings: Ceilings, path: str | Path) -> Path:
+    """Bandwidth against working set for each kernel, with cache capacities and detected plateaus."""
+    fig, ax = _figure()
+    markers = {"read": "o", "copy": "s", "triad": "^"}
+    for kind, points in ceilings.sweep.items():
+        xs = [b for b, _ in points]
+        ys = [r / 1e9 for _, r in points]
+        ax.plot(xs, ys, marker=markers.get(kind, "."), ms=3, lw=1, label=f"{kind}")
+        for pl in ceilings.plateaus.get(kind, []):
+            colour = _LEVEL_COLOURS.get(pl.level or "", "grey")
+            ax.hlines(pl.bandwidth / 1e9, pl.start_bytes, pl.end_bytes, colors=colour, lw=4, alpha=0.5)
+    for level, cap in ceilings.capacity_bytes.items():
+        ax.axvline(cap, color=_LEVEL_COLOURS.get(level, "grey"), ls=":", lw=1)
+        ax.annotate(f"{level} {cap / 1024:.0f} KiB", (cap, ax.get_ylim()[1] if False else 1), rotation=90, fontsize=8,
+                    xycoords=("data", "axes fraction"), va="top", ha="right")
+    for level, bw in ceilings.bandwidth.items():
+        ax.annotate(f"{level}: {bw / 1e9:.0f} GB/s", (0.99, bw / 1e9), xycoords=("axes fraction", "data"),
+                    ha="right", va="bottom", fontsize=8, color=_LEVEL_COLOURS.get(level, "grey"))
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("working set, all threads (bytes)")
+    ax.set_ylabel("bandwidth (GB/s)")
+    ax.set_title(
+        f"Bandwidth sweep on {ceilings.max_threads} threads; bars = detected plateaus, dotted = cache capacity",
+        fontsize=10,
+    )
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=8)
+    if not any(math.isfinite(r) for pts in ceilings.sweep.values() for _, r in pts):
+        ax.text(0.5, 0.5, "no sweep data", transform=ax.transAxes, ha="center")
+    fig.tight_layout()
+    out = Path(path)
+    fig.savefig(out)
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return out

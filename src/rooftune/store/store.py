@@ -1,0 +1,284 @@
+"""The store: SQLAlchemy over SQLite by default, any SQLAlchemy URL otherwise.
+
+Every write is one transaction. On SQLite the database runs in WAL mode and every transaction
+starts with ``BEGIN IMMEDIATE`` (SQLAlchemy's documented pysqlite recipe), so two processes
+writing at once queue on the lock instead of failing half-way.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event, inspect, select
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.orm import Session
+
+from rooftune.errors import StoreError
+from rooftune.platform import Platform
+from rooftune.store.migrations import MIGRATIONS, SCHEMA_VERSION
+from rooftune.store.schema import CeilingsRow, MeasurementRow, PlatformRow, SchemaInfo
+
+#: Environment variable that names the store when --db is not given.
+DB_ENV = "ROOFTUNE_DB"
+#: How long a writer waits for another process's transaction before giving up (ms). Ceilings
+#: runs write once at the end, so 30 s is far longer than any lock is held.
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+
+def default_db_path() -> Path:
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("rooftune", appauthor=False)) / "rooftune.db"
+
+
+def resolve_url(db: str | os.PathLike[str] | None = None) -> str:
+    """``db`` (a URL or a file path), else $ROOFTUNE_DB, else the file in the user's data directory."""
+    value = str(db) if db is not None else os.environ.get(DB_ENV) or str(default_db_path())
+    if "://" in value:
+        return value
+    return f"sqlite:///{Path(value).expanduser().absolute()}"
+
+
+def _check_sqlite_file(path: Path) -> None:
+    directory = path.parent
+    if not directory.exists():
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(
+                f"cannot create the database directory '{directory}' ({exc.strerror}); "
+                f"pass --db with a writable path or set {DB_ENV}"
+            ) from None
+    if path.exists():
+        if not os.access(path, os.R_OK | os.W_OK):
+            raise StoreError(
+                f"database file '{path}' is not readable and writable by this user; "
+                f"fix its permissions or pass --db with another path"
+            )
+    if not os.access(directory, os.W_OK):
+        # SQLite needs to create the -wal and -shm files next to the database.
+        raise StoreError(
+            f"database directory '{directory}' is not writable; pass --db with a writable path "
+            f"or set {DB_ENV}"
+        )
+
+
+class Store:
+    """A rooftune database. ``Store()`` opens the default one, ``Store(url_or_path)`` any other.
+
+    Opening creates the schema or upgrades an older one; a database written by a newer rooftune,
+    a file that is not a SQLite database and a SQLite database that is not rooftune's are refused
+    with :class:`StoreError`, untouched.
+    """
+
+    def __init__(self, db: str | os.PathLike[str] | None = None) -> None:
+        self.url = resolve_url(db)
+        try:
+            url = make_url(self.url)
+        except ArgumentError:
+            raise StoreError(
+                f"invalid database URL {self.url!r}: expected a file path or an SQLAlchemy URL "
+                f"such as sqlite:///path/to/rooftune.db or postgresql://host/db"
+            ) from None
+        self._sqlite = url.get_backend_name() == "sqlite"
+        if self._sqlite and url.database and url.database != ":memory:":
+            _check_sqlite_file(Path(url.database))
+        try:
+            self.engine: Engine = create_engine(self.url)
+        except (ArgumentError, ImportError) as exc:
+            raise StoreError(f"cannot use database URL {self.url!r}: {exc}") from None
+        if self._sqlite:
+            _install_sqlite_pragmas(self.engine)
+        self._migrate()
+
+    # ------------------------------------------------------------------ transactions
+
+    @contextmanager
+    def transaction(self) -> Iterator[Session]:
+        """A session whose work is committed together at the end, or not at all."""
+        session = Session(self.engine, expire_on_commit=False)
+        try:
+            with session.begin():
+                yield session
+        except SQLAlchemyError as exc:
+            raise self._wrap(exc) from None
+        finally:
+            session.close()
+
+    def _wrap(self, exc: SQLAlchemyError) -> StoreError:
+        orig = getattr(exc, "orig", None)
+        detail = str(orig) if orig is not None else str(exc).splitlines()[0]
+        if isinstance(orig, sqlite3.DatabaseError) and "not a database" in detail:
+            return StoreError(
+                f"database {self.url!r} is not a SQLite database (file is corrupt or of another kind); "
+                f"move it away or pass --db with another path"
+            )
+        return StoreError(f"database {self.url!r}: {detail}")
+
+    # ------------------------------------------------------------------ schema
+
+    def _migrate(self) -> None:
+        try:
+            with self.engine.begin() as conn:
+                tables = set(inspect(conn).get_table_names())
+                if tables and "schema_info" not in tables:
+                    raise StoreError(
+                        f"database {self.url!r} is not a rooftune database (it has tables "
+                        f"{', '.join(sorted(tables)[:5])}); pass --db with another path"
+                    )
+                current = 0
+                if "schema_info" in tables:
+                    row = conn.execute(
+                        select(SchemaInfo.value).where(SchemaInfo.key == "schema_version")
+                    ).scalar_one_or_none()
+                    current = int(row) if row is not None else 0
+                if current > SCHEMA_VERSION:
+                    raise StoreError(
+                        f"database {self.url!r} has schema version {current}, newer than this rooftune "
+                        f"supports ({SCHEMA_VERSION}); upgrade rooftune or pass --db with another path"
+                    )
+                for version in range(current + 1, SCHEMA_VERSION + 1):
+                    MIGRATIONS[version](conn)
+                if current < SCHEMA_VERSION:
+                    conn.execute(SchemaInfo.__table__.delete().where(SchemaInfo.key == "schema_version"))
+                    conn.execute(
+                        SchemaInfo.__table__.insert().values(key="schema_version", value=str(SCHEMA_VERSION))
+                    )
+        except SQLAlchemyError as exc:
+            raise self._wrap(exc) from None
+
+    def schema_version(self) -> int:
+        with self.transaction() as s:
+            return int(s.get_one(SchemaInfo, "schema_version").value)
+
+    # ------------------------------------------------------------------ platforms
+
+    @staticmethod
+    def _upsert_platform(session: Session, platform: Platform) -> None:
+        if session.get(PlatformRow, platform.id) is None:
+            session.add(
+                PlatformRow(
+                    id=platform.id,
+                    cpu_model=platform.cpu_model,
+                    created_at=time.time(),
+                    fingerprint=platform.to_dict(),
+                )
+            )
+            session.flush()  # rows that refer to it are inserted after it
+
+    def save_platform(self, platform: Platform) -> str:
+        with self.transaction() as s:
+            self._upsert_platform(s, platform)
+        return platform.id
+
+    def platforms(self) -> list[Platform]:
+        with self.transaction() as s:
+            rows = s.scalars(select(PlatformRow).order_by(PlatformRow.created_at)).all()
+            return [Platform.from_dict(r.fingerprint) for r in rows]
+
+    # ------------------------------------------------------------------ ceilings
+
+    def save_ceilings(
+        self,
+        platform: Platform,
+        data: Mapping[str, Any],
+        *,
+        quick: bool,
+        threads: Sequence[int],
+        measurements: Sequence[Mapping[str, Any]] = (),
+        rooftune_version: str = "",
+    ) -> int:
+        """Store a ceilings result and the measurements behind it in one transaction; returns its id."""
+        with self.transaction() as s:
+            self._upsert_platform(s, platform)
+            row = CeilingsRow(
+                platform_id=platform.id,
+                created_at=time.time(),
+                quick=quick,
+                threads=",".join(str(t) for t in sorted(threads)),
+                rooftune_version=rooftune_version,
+                data=dict(data),
+            )
+            s.add(row)
+            s.flush()
+            for m in measurements:
+                s.add(
+                    MeasurementRow(
+                        platform_id=platform.id,
+                        ceilings_id=row.id,
+                        label=str(m["label"]),
+                        median_s=float(sorted(m["samples"])[len(m["samples"]) // 2]),
+                        started_at=float(m.get("started_at", 0.0)),
+                        data=dict(m),
+                    )
+                )
+            return row.id
+
+    def load_ceilings(
+        self, platform_id: str, *, threads: Sequence[int], allow_quick: bool = True
+    ) -> dict[str, Any] | None:
+        """The newest ceilings of ``platform_id`` measured on exactly ``threads``; a full run is
+        preferred over a quick one, and a quick one is returned only when ``allow_quick``."""
+        key = ",".join(str(t) for t in sorted(threads))
+        with self.transaction() as s:
+            q = (
+                select(CeilingsRow)
+                .where(CeilingsRow.platform_id == platform_id, CeilingsRow.threads == key)
+                .order_by(CeilingsRow.quick.asc(), CeilingsRow.created_at.desc())
+            )
+            if not allow_quick:
+                q = q.where(CeilingsRow.quick.is_(False))
+            row = s.scalars(q.limit(1)).first()
+            return dict(row.data) if row is not None else None
+
+    def measurements(self, platform_id: str | None = None, label: str | None = None) -> list[dict[str, Any]]:
+        with self.transaction() as s:
+            q = select(MeasurementRow).order_by(MeasurementRow.id)
+            if platform_id:
+                q = q.where(MeasurementRow.platform_id == platform_id)
+            if label:
+                q = q.where(MeasurementRow.label == label)
+            return [dict(r.data) for r in s.scalars(q).all()]
+
+    def count(self, table: str) -> int:
+        from sqlalchemy import func
+
+        model = {"platforms": PlatformRow, "ceilings": CeilingsRow, "measurements": MeasurementRow}[table]
+        with self.transaction() as s:
+            return int(s.scalar(select(func.count()).select_from(model)) or 0)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _install_sqlite_pragmas(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None  # we issue BEGIN ourselves (below)
+        cur = dbapi_connection.cursor()
+        try:
+            cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA foreign_keys=ON")
+        finally:
+            cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn: Any) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+__all__ = ["DB_ENV", "Store", "default_db_path", "resolve_url"]
