@@ -195,7 +195,8 @@ def measure_ceilings(
         measurements += [p.measurement for p in points]
         xs = [p.bytes for p in points]
         ys = [p.bandwidth for p in points]
-        found = detect_plateaus(xs, ys)
+        # A level must span at least an octave of working sets; shorter runs are transitions.
+        found = detect_plateaus(xs, ys, min_points=max(2, effort.steps_per_octave))
         named = name_plateaus(found, capacities, xs, ys)
         plateaus[kind] = list(named.values())
         bandwidth_by_kernel[kind] = {lvl: p.bandwidth for lvl, p in named.items()}

@@ -1,0 +1,105 @@
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from rooftune.machine.plateaus import Plateau, detect_plateaus, level_ranges, name_plateaus
+
+KiB = 1024
+MiB = 1024**2
+CAPS = {"L1": 96 * KiB, "L2": 2 * MiB, "L3": 32 * MiB}
+
+
+def synthetic_sweep() -> tuple[list[int], list[float]]:
+    """Four clean levels with one transition point between each, like a real sweep."""
+    sizes = [int(4 * KiB * 2 ** (i / 2)) for i in range(31)]  # 4 KiB .. 128 MiB
+    rates = []
+    for s in sizes:
+        if s <= 64 * KiB:
+            r = 800e9
+        elif s <= 128 * KiB:
+            r = 400e9  # transition
+        elif s <= 1.5 * MiB:
+            r = 280e9
+        elif s <= 3 * MiB:
+            r = 200e9  # transition
+        elif s <= 24 * MiB:
+            r = 160e9
+        elif s <= 48 * MiB:
+            r = 90e9  # transition
+        else:
+            r = 40e9
+        rates.append(r)
+    return sizes, rates
+
+
+def test_four_levels_found_and_named() -> None:
+    sizes, rates = synthetic_sweep()
+    found = detect_plateaus(sizes, rates, min_points=3)
+    assert [p.bandwidth for p in found] == [800e9, 280e9, 160e9, 40e9]
+    named = name_plateaus(found, CAPS, sizes, rates)
+    assert list(named) == ["L1", "L2", "L3", "DRAM"]
+    assert named["L2"].bandwidth == 280e9
+    assert named["L2"].start_bytes > 96 * KiB and named["L2"].end_bytes <= 1.5 * MiB
+    assert all(p.distinct for p in named.values())
+
+
+def test_two_point_transitions_lose_to_the_level_they_sit_in() -> None:
+    sizes, rates = synthetic_sweep()
+    found = detect_plateaus(sizes, rates, min_points=2)
+    assert len(found) == 7  # the three transitions are kept as short plateaus...
+    named = name_plateaus(found, CAPS, sizes, rates)
+    # ...but each level is named after its longest plateau.
+    assert {k: p.bandwidth for k, p in named.items()} == {"L1": 800e9, "L2": 280e9, "L3": 160e9, "DRAM": 40e9}
+
+
+def test_noise_within_tolerance_stays_one_plateau() -> None:
+    sizes = [4096 * 2**i for i in range(6)]
+    rates = [100e9, 108e9, 95e9, 104e9, 99e9, 102e9]
+    found = detect_plateaus(sizes, rates)
+    assert len(found) == 1
+    assert found[0].points == 6
+    assert found[0].bandwidth == pytest.approx(101e9)
+
+
+def test_levels_closer_than_step_are_merged() -> None:
+    # 100 -> 85 is a jump beyond the 12 % tolerance but less than ERT's 1.25x: one level.
+    sizes = [4096 * 2**i for i in range(8)]
+    rates = [100e9] * 4 + [85e9] * 4
+    found = detect_plateaus(sizes, rates)
+    assert len(found) == 1
+    assert found[0].start_bytes == 4096 and found[0].end_bytes == 4096 * 2**7
+
+
+def test_single_point_outlier_is_a_transition_not_a_level() -> None:
+    sizes = [4096 * 2**i for i in range(7)]
+    rates = [100e9, 100e9, 100e9, 20e9, 100e9, 100e9, 100e9]
+    found = detect_plateaus(sizes, rates)
+    assert len(found) == 1
+    assert found[0].points == 6
+
+
+def test_missing_level_falls_back_to_points_inside_it() -> None:
+    # L2 and L3 run at the same speed: one plateau spans both; its (geometric) middle, 1.4 MiB,
+    # lies in L2, so L3 gets the median of the sweep points inside its own range.
+    sizes = [int(4 * KiB * 2**i) for i in range(16)]  # 4 KiB .. 128 MiB
+    rates = [800e9 if s <= 64 * KiB else 150e9 if s <= 24 * MiB else 40e9 for s in sizes]
+    found = detect_plateaus(sizes, rates)
+    named = name_plateaus(found, CAPS, sizes, rates)
+    assert named["L2"].distinct is True
+    assert named["L3"].distinct is False
+    assert named["L3"].bandwidth == 150e9
+    assert 3 * 1024**2 <= named["L3"].start_bytes and named["L3"].end_bytes <= 16 * 1024**2
+
+
+def test_level_ranges_follow_capacities() -> None:
+    r = level_ranges(CAPS)
+    assert r["L1"] == (0.0, 96.0 * KiB)
+    assert r["L2"] == (96.0 * KiB, 2.0 * MiB)
+    assert r["DRAM"] == (32.0 * MiB, math.inf)
+
+
+def test_plateau_middle_is_geometric() -> None:
+    p = Plateau(start_bytes=1024, end_bytes=4096, bandwidth=1.0, points=2)
+    assert p.middle_bytes == 2048
