@@ -48,6 +48,11 @@ def resolve_url(db: str | os.PathLike[str] | None = None) -> str:
 
 def _check_sqlite_file(path: Path) -> None:
     directory = path.parent
+    if directory.exists() and not directory.is_dir():
+        raise StoreError(
+            f"database directory '{directory}' is a file, not a directory; pass --db with a writable "
+            f"path or set {DB_ENV}"
+        )
     if not directory.exists():
         try:
             directory.mkdir(parents=True, exist_ok=True)

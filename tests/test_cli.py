@@ -1,0 +1,104 @@
+"""The command line as a user meets it: exit codes, one-line errors, JSON, figures, the store."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def rooftune(*args: str, db: Path | None = None) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "rooftune.cli", *args]
+    if db is not None:
+        cmd += ["--db", str(db)]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess[str], *fragments: str) -> None:
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    text = " ".join(lines)
+    assert text.startswith("error: ")
+    for f in fragments:
+        assert f in text
+
+
+@pytest.mark.parametrize(
+    "args,fragments",
+    [
+        (["--threads", "0"], ["thread count 0", "allowed 1.."]),
+        (["--threads", "999"], ["thread count 999", "allowed 1.."]),
+        (["--threads", "two"], ["thread count 'two'", "integers"]),
+        (["--precision", "fp16"], ["precision 'fp16'", "fp32, fp64, bf16, int8"]),
+        (["--plot", "roof.gif"], ["--plot 'roof.gif'", ".png"]),
+    ],
+)
+def test_bad_input_is_one_line_and_writes_nothing(tmp_path: Path, args: list[str], fragments: list[str]) -> None:
+    db = tmp_path / "r.db"
+    proc = rooftune("machine", *args, db=db)
+    assert_one_line_error(proc, *fragments)
+    assert not db.exists()
+
+
+def test_corrupt_database_is_refused_untouched(tmp_path: Path) -> None:
+    db = tmp_path / "r.db"
+    db.write_bytes(b"this is not sqlite" * 64)
+    before = db.read_bytes()
+    proc = rooftune("machine", "--quick", "--threads", "1", db=db)
+    assert_one_line_error(proc, "not a SQLite database")
+    assert db.read_bytes() == before
+
+
+def test_newer_schema_is_refused(tmp_path: Path) -> None:
+    from rooftune.store import Store
+
+    db = tmp_path / "r.db"
+    Store(db).close()
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE schema_info SET value='42' WHERE key='schema_version'")
+    proc = rooftune("machine", "--quick", "--threads", "1", db=db)
+    assert_one_line_error(proc, "schema version 42", "newer")
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM ceilings").fetchone()[0] == 0
+
+
+def test_unwritable_database_location(tmp_path: Path) -> None:
+    blocker = tmp_path / "afile"
+    blocker.write_text("x")
+    proc = rooftune("machine", "--quick", db=blocker / "r.db")
+    assert_one_line_error(proc, "database directory")
+
+
+def test_quick_json_figures_and_reuse(tmp_path: Path) -> None:
+    db = tmp_path / "r.db"
+    roof, sweep = tmp_path / "roof.png", tmp_path / "sweep.svg"
+    proc = rooftune(
+        "machine", "--quick", "--threads", "1", "--json", "--plot", str(roof), "--plot-sweep", str(sweep), db=db
+    )
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert {"id", "cpu_model", "usable_cores", "isa"} <= set(data["platform"])
+    for key in ("fp32", "fp64", "gemm_fp32"):
+        assert data["peak_flops"][key] > 0
+    assert data["peak_flops"]["per_thread"]["fp32"]["1"] == data["peak_flops"]["fp32"]
+    assert {"L1", "DRAM"} <= set(data["bandwidth"])
+    assert data["dispatch_overhead_s"] > 0
+    assert data["from_store"] is False
+    assert roof.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "<svg" in sweep.read_text()
+
+    again = rooftune("machine", "--quick", "--threads", "1", "--json", db=db)
+    assert again.returncode == 0, again.stderr
+    cached = json.loads(again.stdout)
+    assert cached["from_store"] is True
+    assert cached["peak_flops"] == data["peak_flops"]
+
+    table = rooftune("machine", "--quick", "--threads", "1", db=db)
+    assert table.returncode == 0
+    assert "Peak compute" in table.stdout and "DRAM" in table.stdout
+    assert data["platform"]["id"] in table.stdout
