@@ -77,7 +77,9 @@ _EPYC_ROME_FLAGS = (
     "xsaveopt xsavec xgetbv1 clzero xsaveerptr arat umip rdpid"
 )
 
-_NEOVERSE_N1_FEATURES = "fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm lrcpc dcpop asimddp ssbs"
+_NEOVERSE_N1_FEATURES = (
+    "fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm lrcpc dcpop asimddp ssbs"
+)
 
 
 def write_tree(root: Path, files: dict[str, str]) -> Path:

@@ -57,7 +57,11 @@ def test_env_reaches_the_child(child_env: dict[str, str]) -> None:
 def test_child_failure_is_a_measurement_error(child_env: dict[str, str]) -> None:
     with pytest.raises(MeasurementError) as exc:
         measure_isolated(
-            "isolation_targets:needs_env", {"expected": "forty-two"}, label="env", policy=POLICY, env=child_env
+            "isolation_targets:needs_env",
+            {"expected": "forty-two"},
+            label="env",
+            policy=POLICY,
+            env=child_env,
         )
     message = str(exc.value)
     assert message.startswith("env: subprocess failed (exit 1): ")

@@ -85,7 +85,9 @@ def test_calibration_stops_at_max_number(monkeypatch: pytest.MonkeyPatch) -> Non
     assert m.method.stop_reason == "max_samples"
     # A zero median has no relative interval: the warning says so instead of printing inf.
     assert len(m.warnings) == 1
-    assert m.warnings[0].startswith("unstable: 95% CI of the median is undefined (target +-2%) after 10 samples")
+    assert m.warnings[0].startswith(
+        "unstable: 95% CI of the median is undefined (target +-2%) after 10 samples"
+    )
 
 
 # --------------------------------------------------------------------------- stop rules
@@ -100,7 +102,9 @@ def test_constant_durations_are_stable_after_min_samples() -> None:
     assert m.number == 10
     # Calibration used 1 + 10 calls = 11U; warm-up samples of 10U run while elapsed < 0.05 s = 51.2U:
     # at 11U, 21U, 31U, 41U and 51U -> 5 of them.
-    assert m.method == Method(policy=policy, isolation="in-process", clock="FakeClock", stop_reason="stable", warmup_samples=5)
+    assert m.method == Method(
+        policy=policy, isolation="in-process", clock="FakeClock", stop_reason="stable", warmup_samples=5
+    )
     assert m.n == policy.min_samples == 6
     assert m.samples == (U,) * 6
     assert len(clock.calls) == 1 + 10 + 5 * 10 + 6 * 10
@@ -163,7 +167,9 @@ def test_zero_budget_still_takes_one_sample() -> None:
 
 def test_budget_includes_calibration_and_warmup() -> None:
     clock = FakeClock()
-    policy = Policy(min_sample_time_s=8 * U, warmup_s=40 * U, budget_s=50 * U, target_rel_ci=0.0, min_samples=100)
+    policy = Policy(
+        min_sample_time_s=8 * U, warmup_s=40 * U, budget_s=50 * U, target_rel_ci=0.0, min_samples=100
+    )
     m = measure(clock.fn([U, 2 * U]), label="x", policy=policy, clock=clock)
     # Calibration: 1 call (U) < 8U -> 10 calls (15U) -> elapsed 16U. Warm-up samples of 15U while
     # elapsed < 40U: at 16U and 31U -> 46U. Samples of 15U: 61U >= 50U after the first one.
@@ -299,7 +305,9 @@ def test_measurement_is_frozen() -> None:
 
 
 def _fixed(samples: tuple[float, ...], warnings: tuple[str, ...] = ()) -> Measurement:
-    return Measurement(label="x", samples=samples, number=1, method=Method(policy=Policy()), warnings=warnings)
+    return Measurement(
+        label="x", samples=samples, number=1, method=Method(policy=Policy()), warnings=warnings
+    )
 
 
 def test_measurement_rate() -> None:

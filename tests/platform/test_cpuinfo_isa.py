@@ -99,7 +99,10 @@ def test_parse_old_arm_format_with_header_lines() -> None:
 
 
 def test_model_name_whitespace_is_collapsed() -> None:
-    text = "processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) CPU  E5-2680 v4  @ 2.40GHz\n"
+    text = (
+        "processor\t: 0\nvendor_id\t: GenuineIntel\n"
+        "model name\t: Intel(R) Xeon(R) CPU  E5-2680 v4  @ 2.40GHz\n"
+    )
     assert parse_cpuinfo(text).model_name == "Intel(R) Xeon(R) CPU E5-2680 v4 @ 2.40GHz"
 
 
@@ -114,7 +117,12 @@ def test_unknown_arm_implementer_is_called_arm() -> None:
 
 @pytest.mark.parametrize(
     ("builder", "expected"),
-    [("intel_spr", "Sapphire Rapids"), ("amd_zen5", "Zen 5"), ("epyc_v1_quota", "Zen 2"), ("arm_n1", "Neoverse N1")],
+    [
+        ("intel_spr", "Sapphire Rapids"),
+        ("amd_zen5", "Zen 5"),
+        ("epyc_v1_quota", "Zen 2"),
+        ("arm_n1", "Neoverse N1"),
+    ],
 )
 def test_microarchitecture_of_recorded_machines(fake_root, builder: str, expected: str) -> None:
     assert microarchitecture(parse_cpuinfo(_cpuinfo(fake_root(builder)))) == expected

@@ -172,7 +172,11 @@ def test_id_follows_usable_cores(fake_root, collect_on) -> None:
 
 def test_collect_picks_openmp_runtime_from_maps(fake_root, collect_on) -> None:
     p = collect_on(fake_root("amd_zen5"), maps_text=MAPS_IOMP_AND_GOMP)
-    assert p.openmp == {"name": "intel", "library": "libiomp5.so", "path": "/opt/intel/oneapi/lib/libiomp5.so"}
+    assert p.openmp == {
+        "name": "intel",
+        "library": "libiomp5.so",
+        "path": "/opt/intel/oneapi/lib/libiomp5.so",
+    }
 
 
 # --------------------------------------------------------------------------- serialisation

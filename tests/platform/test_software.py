@@ -29,7 +29,8 @@ def test_parse_torch_config(torch_config: str) -> None:
 def test_parse_torch_config_aarch64_build() -> None:
     # aarch64 wheels: oneDNN under its new name, no MKL, ATen on NEON ("DEFAULT").
     config = (
-        "PyTorch built with:\n  - GCC 11.2\n  - Intel(R) oneDNN v3.5.3 (Git Hash 66f0cb9eb66affd2da3bf5f8d897376f04aae6af)\n"
+        "PyTorch built with:\n  - GCC 11.2\n"
+        "  - Intel(R) oneDNN v3.5.3 (Git Hash 66f0cb9eb66affd2da3bf5f8d897376f04aae6af)\n"
         "  - OpenMP 201511 (a.k.a. OpenMP 4.5)\n  - CPU capability usage: DEFAULT\n"
     )
     assert parse_torch_config(config) == {"onednn": "3.5.3", "mkl": None, "aten_cpu_capability": "default"}

@@ -75,7 +75,12 @@ def test_ceilings_and_measurements_round_trip(tmp_path: Path, fake_platform: Pla
     with Store(path) as s:
         assert s.save_platform(fake_platform) == fake_platform.id
         cid = s.save_ceilings(
-            fake_platform, CEILINGS, quick=False, threads=[1, 0], measurements=[m1, m2], rooftune_version="0.1.0"
+            fake_platform,
+            CEILINGS,
+            quick=False,
+            threads=[1, 0],
+            measurements=[m1, m2],
+            rooftune_version="0.1.0",
         )
         assert s.load_ceilings(fake_platform.id, threads=[0, 1]) == CEILINGS
     # Everything is on disk: a fresh Store sees it.
@@ -105,7 +110,9 @@ def test_save_platform_is_idempotent(store: Store, fake_platform: Platform, othe
 # --------------------------------------------------------------------------- which ceilings load
 
 
-def test_full_run_is_preferred_over_a_newer_quick_one(store: Store, fake_platform: Platform, fake_time) -> None:
+def test_full_run_is_preferred_over_a_newer_quick_one(
+    store: Store, fake_platform: Platform, fake_time: None
+) -> None:
     pid = fake_platform.id
     store.save_ceilings(fake_platform, {"run": "full"}, quick=False, threads=[0, 1])
     store.save_ceilings(fake_platform, {"run": "quick"}, quick=True, threads=[0, 1])
@@ -113,14 +120,16 @@ def test_full_run_is_preferred_over_a_newer_quick_one(store: Store, fake_platfor
     assert store.load_ceilings(pid, threads=[0, 1], allow_quick=False) == {"run": "full"}
 
 
-def test_newest_full_run_wins(store: Store, fake_platform: Platform, fake_time) -> None:
+def test_newest_full_run_wins(store: Store, fake_platform: Platform, fake_time: None) -> None:
     for run in ("full-1", "full-2"):
         store.save_ceilings(fake_platform, {"run": run}, quick=False, threads=[0])
     store.save_ceilings(fake_platform, {"run": "quick-3"}, quick=True, threads=[0])
     assert store.load_ceilings(fake_platform.id, threads=[0]) == {"run": "full-2"}
 
 
-def test_quick_only_is_returned_unless_disallowed(store: Store, fake_platform: Platform, fake_time) -> None:
+def test_quick_only_is_returned_unless_disallowed(
+    store: Store, fake_platform: Platform, fake_time: None
+) -> None:
     store.save_ceilings(fake_platform, {"run": "quick-1"}, quick=True, threads=[0])
     store.save_ceilings(fake_platform, {"run": "quick-2"}, quick=True, threads=[0])
     assert store.load_ceilings(fake_platform.id, threads=[0]) == {"run": "quick-2"}
@@ -162,7 +171,11 @@ def test_foreign_keys_are_enforced(store: Store) -> None:
 
     with pytest.raises(StoreError, match="FOREIGN KEY constraint failed"):
         with store.transaction() as s:
-            s.add(CeilingsRow(platform_id="nope", created_at=0.0, quick=False, threads="0", rooftune_version="", data={}))
+            s.add(
+                CeilingsRow(
+                    platform_id="nope", created_at=0.0, quick=False, threads="0", rooftune_version="", data={}
+                )
+            )
     assert store.count("ceilings") == 0
 
 
@@ -195,19 +208,14 @@ def test_failed_save_ceilings_leaves_no_partial_rows(store: Store, fake_platform
     assert store.load_ceilings(fake_platform.id, threads=[0]) is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG store.py save_ceilings: the platforms INSERT is flushed after the ceilings INSERT "
-    "(no relationship() orders them), so a platform not saved before fails with FOREIGN KEY",
-)
 def test_save_ceilings_saves_a_new_platform(tmp_path: Path, fake_platform: Platform) -> None:
+    # The platform row must be inserted before the ceilings row that refers to it.
     with Store(tmp_path / "r.db") as s:
         s.save_ceilings(fake_platform, CEILINGS, quick=False, threads=[0, 1])
         assert (s.count("platforms"), s.count("ceilings")) == (1, 1)
         assert s.platforms() == [fake_platform]
 
 
-@pytest.mark.xfail(strict=True, reason="same save_ceilings ordering bug: StoreError (FOREIGN KEY) instead of KeyError")
 def test_failed_save_ceilings_does_not_save_the_new_platform(tmp_path: Path, fake_platform: Platform) -> None:
     with Store(tmp_path / "r.db") as s:
         with pytest.raises(KeyError, match="samples"):
@@ -215,10 +223,6 @@ def test_failed_save_ceilings_does_not_save_the_new_platform(tmp_path: Path, fak
         assert (s.count("platforms"), s.count("ceilings"), s.count("measurements")) == (0, 0, 0)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG store.py save_ceilings: median_s is the upper middle sample, not the median, for even n",
-)
 def test_stored_median_is_the_median(store: Store, fake_platform: Platform, tmp_path: Path) -> None:
     m = measurement("even", (4.0, 1.0, 3.0, 2.0))
     store.save_ceilings(fake_platform, CEILINGS, quick=False, threads=[0], measurements=[m])
@@ -265,7 +269,9 @@ def test_bad_urls_are_store_errors() -> None:
         Store("nosuchdialect://host/db")
 
 
-def test_platform_fingerprint_is_stored_as_json(store: Store, fake_platform: Platform, tmp_path: Path) -> None:
+def test_platform_fingerprint_is_stored_as_json(
+    store: Store, fake_platform: Platform, tmp_path: Path
+) -> None:
     with sqlite3.connect(tmp_path / "r.db") as db:
         (fp,) = db.execute("SELECT fingerprint FROM platforms").fetchone()
     assert json.loads(fp) == json.loads(json.dumps(fake_platform.to_dict()))

@@ -32,7 +32,9 @@ CALL_TIME_S = 0.005
 Progress = Callable[[str, int, int], None]
 
 #: Pilot rounds before giving up on calibration (each at least doubles the work per call).
-MAX_PILOT_ROUNDS = 40
+MAX_PILOT_ROUNDS = 48
+#: Growing the work by k must grow a pilot's time by at least 0.6 k for the time to be trusted.
+WORK_DOMINATED_FRACTION = 0.6
 
 
 @dataclass(frozen=True)
@@ -61,10 +63,10 @@ FULL = Effort(
     # FMA latency 4-5 cycles x 2 pipes needs >= 8-10 chains; more than registers-2 spills.
     chain_candidates_32reg=(8, 12, 16),
     chain_candidates_16reg=(8, 12),
-    peak_policy=Policy(number=1, warmup_s=0.02, budget_s=0.4),
-    sweep_policy=Policy(number=1, warmup_s=0.005, budget_s=0.06),
+    peak_policy=Policy(number=1, warmup_s=0.02, budget_s=0.25),
+    sweep_policy=Policy(number=1, warmup_s=0.005, budget_s=0.045),
     sweep_passes=2,
-    gemm_policy=Policy(number=1, warmup_s=0.05, budget_s=0.5),
+    gemm_policy=Policy(number=1, warmup_s=0.03, budget_s=0.3),
     # 1024^3 sgemm: packing and edge effects are a few % of it, yet 6 samples fit in 0.5 s on 1 core.
     gemm_size=1024,
 )
@@ -74,9 +76,9 @@ QUICK = Effort(
     sweep_kernels=("triad",),
     chain_candidates_32reg=(12,),
     chain_candidates_16reg=(12,),
-    peak_policy=Policy(number=1, warmup_s=0.01, budget_s=0.12),
-    sweep_policy=Policy(number=1, warmup_s=0.005, budget_s=0.05),
-    gemm_policy=Policy(number=1, warmup_s=0.02, budget_s=0.15),
+    peak_policy=Policy(number=1, warmup_s=0.01, budget_s=0.08),
+    sweep_policy=Policy(number=1, warmup_s=0.005, budget_s=0.04),
+    gemm_policy=Policy(number=1, warmup_s=0.01, budget_s=0.1),
     gemm_size=768,
 )
 
@@ -90,24 +92,26 @@ def _best_rate(m: Measurement, work: float) -> float:
 def units_for_call_time(make_call: Callable[[int], Callable[[], Any]]) -> int:
     """Units of work (iterations, passes) per call so that one call lasts about CALL_TIME_S.
 
-    The first call compiles and warms up and is not used. Pilot calls grow until one lasts a
-    quarter of the target; the scaled count is accepted only if a pilot at that count really lasts
-    half the target or more. A pilot stalled by the scheduler (or another Python thread holding
-    the GIL) would otherwise leave calls of a few iterations, timing only the team's wake-up.
+    The first call compiles and warms up and is not used. Pilot calls then grow the work until
+    (a) a call lasts at least a quarter of the target and (b) the last growth in work showed up
+    in the time (at least WORK_DOMINATED_FRACTION of it). Without (b), a team whose wake-up is
+    slow (a fresh team, a busy scheduler) makes a call of 2 iterations look long enough, and the
+    measurement times the wake-up instead of the kernel.
     """
     make_call(1)()
     units = 1
+    previous: tuple[int, float] | None = None
     for _ in range(MAX_PILOT_ROUNDS):
         # The fastest of 3 pilot calls, so that one preempted call does not decide.
-        pilot = measure(make_call(units), label="pilot", policy=_PILOT)
-        if pilot.min >= CALL_TIME_S / 4:
-            target = max(1, math.ceil(units * CALL_TIME_S / pilot.min))
-            check = measure(make_call(target), label="pilot", policy=_PILOT)
-            if check.min >= CALL_TIME_S / 2:
-                return target
-            units = max(target + 1, math.ceil(target * CALL_TIME_S / max(check.min, 1e-9)))
-            continue
-        units *= max(2, math.ceil(CALL_TIME_S / 4 / max(pilot.min, 1e-9)))
+        t = max(measure(make_call(units), label="pilot", policy=_PILOT).min, 1e-9)
+        if (
+            previous is not None
+            and t >= CALL_TIME_S / 4
+            and t / previous[1] >= WORK_DOMINATED_FRACTION * units / previous[0]
+        ):
+            return max(1, math.ceil(units * CALL_TIME_S / t))
+        previous = (units, t)
+        units *= max(2, math.ceil(CALL_TIME_S / 4 / t)) if t < CALL_TIME_S / 4 else 2
     return units
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import statistics
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -158,6 +159,14 @@ class Store:
                     )
         except SQLAlchemyError as exc:
             raise self._wrap(exc) from None
+        if self._sqlite:
+            # Only now that the file is known to be ours: WAL changes the file header for good.
+            # (journal_mode cannot change inside a transaction, so it goes on the raw connection.)
+            raw = self.engine.raw_connection()
+            try:
+                raw.driver_connection.execute("PRAGMA journal_mode=WAL")  # type: ignore[union-attr]
+            finally:
+                raw.close()
 
     def schema_version(self) -> int:
         with self.transaction() as s:
@@ -219,7 +228,7 @@ class Store:
                         platform_id=platform.id,
                         ceilings_id=row.id,
                         label=str(m["label"]),
-                        median_s=float(sorted(m["samples"])[len(m["samples"]) // 2]),
+                        median_s=float(statistics.median(m["samples"])),
                         started_at=float(m.get("started_at", 0.0)),
                         data=dict(m),
                     )
@@ -276,7 +285,6 @@ def _install_sqlite_pragmas(engine: Engine) -> None:
         cur = dbapi_connection.cursor()
         try:
             cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
-            cur.execute("PRAGMA journal_mode=WAL")
             cur.execute("PRAGMA foreign_keys=ON")
         finally:
             cur.close()
