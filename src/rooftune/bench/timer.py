@@ -61,6 +61,17 @@ def _calibrate(fn: Callable[[], Any], policy: Policy, clock: Clock) -> int:
         number = min(MAX_NUMBER, max(number + 1, math.ceil(number * grow)))
 
 
+def _stop_reason(stable: bool, n: int, policy: Policy, elapsed: float) -> str:
+    """Why sampling stops now ('stable', 'max_samples', 'budget'), or '' to go on."""
+    if stable:
+        return "stable"
+    if n >= policy.max_samples:
+        return "max_samples"
+    if elapsed >= policy.budget_s:
+        return "budget"
+    return ""
+
+
 def _sample_warnings(samples: list[float], policy: Policy, stop_reason: str) -> list[str]:
     warnings: list[str] = []
     med = stats.median(samples)
@@ -106,16 +117,12 @@ def measure(
     while True:
         samples.append(_time_calls(fn, number, clock) / number)
         n = len(samples)
+        stable = False
         if n >= policy.min_samples:
             lo, hi = stats.median_ci(samples)
-            if stats.relative_half_width(lo, hi, stats.median(samples)) <= policy.target_rel_ci:
-                reason = "stable"
-                break
-        if n >= policy.max_samples:
-            reason = "max_samples"
-            break
-        if clock() - start >= policy.budget_s:
-            reason = "budget"
+            stable = stats.relative_half_width(lo, hi, stats.median(samples)) <= policy.target_rel_ci
+        reason = _stop_reason(stable, n, policy, clock() - start)
+        if reason:
             break
     return Measurement(
         label=label,
@@ -165,17 +172,13 @@ def compare(
         sa.append(_time_calls(fn_a, number_a, clock) / number_a)
         sb.append(_time_calls(fn_b, number_b, clock) / number_b)
         n = len(sa)
+        stable = False
         if n >= policy.min_samples and (n - policy.min_samples) % COMPARE_CHECK_EVERY == 0:
             ci = stats.ratio_of_medians_ci(sa, sb)
             ratio = stats.median(sa) / stats.median(sb)
-            if stats.relative_half_width(ci[0], ci[1], ratio) <= policy.target_rel_ci:
-                reason = "stable"
-                break
-        if n >= policy.max_samples:
-            reason = "max_samples"
-            break
-        if clock() - start >= policy.budget_s:
-            reason = "budget"
+            stable = stats.relative_half_width(ci[0], ci[1], ratio) <= policy.target_rel_ci
+        reason = _stop_reason(stable, n, policy, clock() - start)
+        if reason:
             break
     ci = stats.ratio_of_medians_ci(sa, sb)
     ratio = stats.median(sa) / stats.median(sb)

@@ -111,7 +111,7 @@ def plot_sweep(ceilings: Ceilings, path: str | Path) -> Path:
             ax.hlines(pl.bandwidth / 1e9, pl.start_bytes, pl.end_bytes, colors=colour, lw=4, alpha=0.5)
     for level, cap in ceilings.capacity_bytes.items():
         ax.axvline(cap, color=_LEVEL_COLOURS.get(level, "grey"), ls=":", lw=1)
-        ax.annotate(f"{level} {cap / 1024:.0f} KiB", (cap, ax.get_ylim()[1] if False else 1), rotation=90, fontsize=8,
+        ax.annotate(f"{level} {cap / 1024:.0f} KiB", (cap, 1), rotation=90, fontsize=8,
                     xycoords=("data", "axes fraction"), va="top", ha="right")
     for level, bw in ceilings.bandwidth.items():
         ax.annotate(f"{level}: {bw / 1e9:.0f} GB/s", (0.99, bw / 1e9), xycoords=("axes fraction", "data"),
