@@ -30,3 +30,7 @@ class StoreError(RooftuneError):
 
 class MeasurementError(RooftuneError):
     """A measurement could not be taken (the timed code failed, crashed or timed out)."""
+
+
+class WorkloadError(RooftuneError):
+    """A model cannot be loaded, or fails on the inputs it was given."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rooftune.bench.isolation import measure_isolated
 from rooftune.bench.measurement import Comparison, Measurement, Method, Policy
-from rooftune.bench.timer import Clock, compare, measure
+from rooftune.bench.timer import Clock, compare, measure, measure_parts
 
 __all__ = [
     "Clock",
@@ -15,4 +15,5 @@ __all__ = [
     "compare",
     "measure",
     "measure_isolated",
+    "measure_parts",
 ]

@@ -18,6 +18,13 @@ Algorithm of :func:`measure` (``fn`` is called ``number`` times per sample)::
 A noisy or unconverged run is not an error: the Measurement carries warnings saying so.
 :func:`compare` interleaves two callables (A B A B ...) under the same rules and stops on the
 confidence interval of the ratio of their medians instead.
+:func:`measure_parts` times the parts of one run (the ops of a model) together with a reference
+callable (the whole model), interleaved, one call per sample::
+
+    warm-up as above (both callables)
+    repeat:
+        whole += time(reference());  parts[i] += run(clock)[i] for every part i
+        stop by the rule above, applied to the per-run sum of the parts
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from __future__ import annotations
 import math
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from rooftune.bench import stats
@@ -217,3 +224,68 @@ def compare(
     b = side(label_b, sb, number_b)
     warnings += [f"{m.label}: {w}" for m in (a, b) for w in m.warnings]
     return Comparison(a=a, b=b, ratio=ratio, ci=ci, stop_reason=reason, warnings=tuple(warnings))
+
+
+def measure_parts(
+    run: Callable[[Clock], Sequence[float]],
+    labels: Sequence[str],
+    *,
+    reference: Callable[[], Any],
+    label: str,
+    params: dict[str, Any] | None = None,
+    policy: Policy | None = None,
+    clock: Clock = time.perf_counter,
+    platform_id: str | None = None,
+) -> tuple[Measurement, Measurement, list[Measurement]]:
+    """Time the parts of one run and the whole, interleaved (see the module docstring).
+
+    ``run(clock)`` executes everything once and returns one duration per label, read from the clock
+    it is given. Returns the Measurement of ``reference`` (the whole, untouched), that of the per-run
+    sum of the parts, and one Measurement per part. One call per sample: a run is the unit of work,
+    and the parts cannot be repeated alone without changing their caches.
+    """
+    policy = policy or Policy()
+    started_at = time.time()
+    start = clock()
+    warmup_samples = 0
+    while True:
+        _time_calls(reference, 1, clock)
+        run(clock)
+        warmup_samples += 1
+        if clock() - start >= policy.warmup_s:
+            break
+    whole: list[float] = []
+    totals: list[float] = []
+    per_part: list[list[float]] = [[] for _ in labels]
+    while True:
+        whole.append(_time_calls(reference, 1, clock))
+        durations = list(run(clock))
+        if len(durations) != len(labels):
+            raise ValueError(f"run returned {len(durations)} durations for {len(labels)} parts")
+        for samples, d in zip(per_part, durations):
+            samples.append(d)
+        totals.append(math.fsum(durations))
+        n = len(totals)
+        stable = False
+        if n >= policy.min_samples:
+            lo, hi = stats.median_ci(totals)
+            stable = stats.relative_half_width(lo, hi, stats.median(totals)) <= policy.target_rel_ci
+        reason = _stop_reason(stable, n, policy, clock() - start)
+        if reason:
+            break
+    method = Method(
+        policy=policy, isolation="interleaved", clock=_clock_name(clock), stop_reason=reason,
+        warmup_samples=warmup_samples,
+    )
+    host = socket.gethostname()
+
+    def make(name: str, samples: list[float], stop: str) -> Measurement:
+        return Measurement(
+            label=name, samples=tuple(samples), number=1, method=method, params=dict(params or {}),
+            platform_id=platform_id, host=host, started_at=started_at,
+            warnings=tuple(_sample_warnings(samples, policy, stop)),
+        )
+
+    # Only the sum of the parts is held to the stop rule; a part's own spread is reported as noise.
+    parts = [make(name, samples, "stable") for name, samples in zip(labels, per_part)]
+    return make(label, whole, "stable"), make(f"{label} (sum of parts)", totals, reason), parts

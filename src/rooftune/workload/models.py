@@ -1,0 +1,269 @@
+"""Loading a model by name: the torchvision zoo, the built-ins, ``package.module:callable`` or a
+file saved with ``torch.export``. One function, :func:`load_workload`, decides which.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import importlib
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from rooftune.errors import InvalidArgument, WorkloadError
+from rooftune.workload.builtin import BUILTINS
+from rooftune.workload.shapes import format_shape, with_batch
+
+#: Seed of the example inputs: the same workload always gets the same numbers.
+INPUT_SEED = 0
+#: The largest batch accepted; beyond it a 2-core machine runs out of memory before time.
+MAX_BATCH = 4096
+#: Image sizes that differ from the family default (the sizes the models were trained at).
+_IMAGE_SIZE = {"inception_v3": 299}
+#: Arguments that make a zoo model return a plain tensor (no auxiliary heads).
+_ZOO_KWARGS = {"inception_v3": {"aux_logits": False, "init_weights": False}, "googlenet": {"aux_logits": False, "init_weights": False}}
+_VIDEO_LARGE = ("mvit", "s3d", "swin3d")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A model ready to run: the module in eval mode, its example inputs, and where it came from."""
+
+    name: str
+    kind: str
+    module: nn.Module
+    inputs: tuple[torch.Tensor, ...]
+    options: dict[str, Any] = field(default_factory=dict)
+    exported: Any = None
+
+    @property
+    def batch(self) -> int:
+        return int(self.inputs[0].shape[0]) if self.inputs and self.inputs[0].dim() else 1
+
+    @property
+    def input_shapes(self) -> list[tuple[int, ...]]:
+        return [tuple(int(d) for d in x.shape) for x in self.inputs]
+
+    def describe(self) -> str:
+        shapes = ", ".join(format_shape(s) for s in self.input_shapes)
+        return f"{self.name} ({self.kind}; input {shapes})"
+
+    def __call__(self) -> Any:
+        return self.module(*self.inputs)
+
+
+def parse_options(items: Sequence[str]) -> dict[str, Any]:
+    """``["hidden=512", "bidirectional=true"]`` -> ``{"hidden": 512, "bidirectional": True}``."""
+    opts: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip().isidentifier():
+            raise InvalidArgument("model option", item, "allowed KEY=VALUE, e.g. hidden=512")
+        text = raw.strip()
+        lowered = text.lower()
+        if lowered in ("true", "false"):
+            value: Any = lowered == "true"
+        else:
+            try:
+                value = ast.literal_eval(text)
+            except (ValueError, SyntaxError):
+                value = text
+        opts[key.strip()] = value
+    return opts
+
+
+def zoo_names() -> dict[str, str]:
+    """torchvision model name -> family ('classification', 'segmentation', 'video')."""
+    import torchvision.models as tvm
+
+    names = {n: "classification" for n in tvm.list_models(module=tvm)}
+    names.update({n: "segmentation" for n in tvm.list_models(module=tvm.segmentation)})
+    names.update({n: "video" for n in tvm.list_models(module=tvm.video)})
+    return names
+
+
+def _zoo_shape(name: str, family: str) -> tuple[int, ...]:
+    if family == "video":
+        side = 224 if name.startswith(_VIDEO_LARGE) else 112
+        return (1, 3, 16, side, side)
+    if family == "segmentation":
+        return (1, 3, 520, 520)
+    side = _IMAGE_SIZE.get(name, 224)
+    return (1, 3, side, side)
+
+
+def _check_batch(batch: int | None) -> None:
+    if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= MAX_BATCH):
+        raise InvalidArgument("batch", batch, f"allowed an integer in 1..{MAX_BATCH}")
+
+
+def _random_inputs(shapes: Sequence[tuple[int, ...]]) -> tuple[torch.Tensor, ...]:
+    gen = torch.Generator().manual_seed(INPUT_SEED)
+    return tuple(torch.randn(s, generator=gen) for s in shapes)
+
+
+def _reshape_inputs(
+    given: tuple[torch.Tensor, ...], shapes: Sequence[tuple[int, ...]] | None, batch: int | None
+) -> tuple[torch.Tensor, ...]:
+    """Inputs from the user's shapes, else the model's own examples; --batch sets dim 0 of each."""
+    if shapes:
+        base = [tuple(s) for s in shapes]
+        if len(base) != len(given) and given:
+            raise InvalidArgument(
+                "number of --input shapes", len(base), f"this model takes {len(given)} input(s)"
+            )
+        if batch is not None:
+            base = [with_batch(s, batch) for s in base]
+        dtypes = [x.dtype for x in given] or [torch.float32] * len(base)
+        gen = torch.Generator().manual_seed(INPUT_SEED)
+        out = []
+        for s, dt in zip(base, dtypes):
+            if dt.is_floating_point:
+                out.append(torch.randn(s, generator=gen, dtype=dt))
+            else:
+                out.append(torch.randint(0, 2, s, generator=gen, dtype=dt))
+        return tuple(out)
+    if batch is None:
+        return given
+    out = []
+    for x in given:
+        reps = [1] * x.dim()
+        if x.dim() == 0:
+            out.append(x)
+            continue
+        reps[0] = -(-batch // x.shape[0])
+        out.append(x.repeat(*reps)[:batch].contiguous())
+    return tuple(out)
+
+
+def _load_callable(spec: str, options: dict[str, Any]) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    mod_name, _, attr = spec.partition(":")
+    allowed = "allowed package.module:callable returning an nn.Module (or (module, example_inputs))"
+    if not mod_name or not attr:
+        raise InvalidArgument("model", spec, allowed)
+    try:
+        mod = importlib.import_module(mod_name)
+    except Exception as exc:  # an import runs arbitrary code: any failure is the user's module
+        raise WorkloadError(f"model {spec!r}: cannot import {mod_name!r}: {type(exc).__name__}: {_first_line(exc)}") from exc
+    obj: Any = mod
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise WorkloadError(f"model {spec!r}: module {mod_name!r} has no attribute {attr!r}; {allowed}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise WorkloadError(f"model {spec!r}: {attr!r} is not callable; {allowed}")
+    try:
+        result = obj(**options)
+    except Exception as exc:
+        raise WorkloadError(f"model {spec!r}: calling {attr}() failed: {type(exc).__name__}: {_first_line(exc)}") from exc
+    inputs: tuple[torch.Tensor, ...] = ()
+    if isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], nn.Module):
+        result, raw = result
+        raw = raw if isinstance(raw, (tuple, list)) else (raw,)
+        if not all(isinstance(x, torch.Tensor) for x in raw):
+            raise WorkloadError(f"model {spec!r}: example inputs must be tensors; got {[type(x).__name__ for x in raw]}")
+        inputs = tuple(raw)
+    if not isinstance(result, nn.Module):
+        raise WorkloadError(f"model {spec!r}: {attr}() returned {type(result).__name__}, not an nn.Module; {allowed}")
+    return result, inputs
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    line = text[0] if text else ""
+    return line if len(line) <= 200 else line[:197] + "..."
+
+
+def load_workload(
+    model: str,
+    *,
+    batch: int | None = None,
+    inputs: Sequence[tuple[int, ...]] | None = None,
+    options: dict[str, Any] | None = None,
+    check: bool = True,
+) -> Workload:
+    """Resolve ``model`` to a :class:`Workload` and (``check``) run it once on its inputs.
+
+    ``model`` is a torchvision name (``resnet50``), a built-in (``lstm``, ``gru``,
+    ``transformer-encoder``), ``package.module:callable`` or a ``.pt2`` file saved by torch.export.
+    """
+    _check_batch(batch)
+    options = dict(options or {})
+    model = model.strip()
+    if not model:
+        raise InvalidArgument("model", model, "allowed a torchvision name, a built-in, module:callable or a .pt2 file")
+    path = Path(model)
+    if model.endswith(".pt2") or (path.suffix and path.is_file()):
+        wl = _load_exported(model, path, batch, inputs, options)
+    elif ":" in model:
+        module, examples = _load_callable(model, options)
+        if not examples and not inputs:
+            raise InvalidArgument(
+                "--input", None, f"{model} returned a module without example inputs; give their shapes, e.g. --input 1x3x224x224"
+            )
+        wl = Workload(model, "callable", module.eval(), _reshape_inputs(examples, inputs, batch), options)
+    elif model in BUILTINS:
+        b = BUILTINS[model]
+        opts = b.options(options)
+        module = b.build(opts).eval()
+        shape = b.input_shape(opts, batch or 1)
+        wl = Workload(model, "builtin", module, _reshape_inputs(_random_inputs([shape]), inputs, batch), opts)
+    else:
+        zoo = zoo_names()
+        if model not in zoo:
+            known = sorted(set(zoo) | set(BUILTINS))
+            close = difflib.get_close_matches(model, known, n=3, cutoff=0.6)
+            hint = f"did you mean {', '.join(close)}?" if close else "see `rooftune models` for the list"
+            raise InvalidArgument(
+                "model", model, "allowed a torchvision model name, lstm, gru, transformer-encoder, module:callable or a .pt2 file", hint
+            )
+        import torchvision.models as tvm
+
+        kwargs = {**_ZOO_KWARGS.get(model, {}), **options}
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                module = tvm.get_model(model, weights=None, **kwargs)
+        except TypeError as exc:
+            raise WorkloadError(f"model {model!r}: bad option: {_first_line(exc)}") from exc
+        shape = with_batch(_zoo_shape(model, zoo[model]), batch or 1)
+        wl = Workload(model, f"torchvision {zoo[model]}", module.eval(), _reshape_inputs(_random_inputs([shape]), inputs, batch), options)
+    if check:
+        run_once(wl)
+    return wl
+
+
+def _load_exported(
+    model: str, path: Path, batch: int | None, inputs: Sequence[tuple[int, ...]] | None, options: dict[str, Any]
+) -> Workload:
+    if not path.is_file():
+        raise InvalidArgument("model", model, "no such file; a .pt2 file saved with torch.export.save")
+    if options:
+        raise InvalidArgument("model option", next(iter(options)), "an exported program takes no options")
+    try:
+        ep = torch.export.load(str(path))
+    except Exception as exc:
+        raise WorkloadError(f"model {model!r}: not a torch.export file: {type(exc).__name__}: {_first_line(exc)}") from exc
+    args, kwargs = ep.example_inputs or ((), {})
+    examples = tuple(a for a in args if isinstance(a, torch.Tensor))
+    if not examples and not inputs:
+        raise InvalidArgument("--input", None, f"{model} carries no example inputs; give their shapes, e.g. --input 1x3x224x224")
+    return Workload(path.name, "torch.export", ep.module(), _reshape_inputs(examples, inputs, batch), {}, exported=ep)
+
+
+def run_once(wl: Workload) -> Any:
+    """Run the workload once; a failure becomes a one-line WorkloadError naming the inputs."""
+    try:
+        with torch.no_grad():
+            return wl()
+    except Exception as exc:
+        shapes = ", ".join(format_shape(s) for s in wl.input_shapes)
+        raise WorkloadError(
+            f"model {wl.name!r} fails on input {shapes}: {type(exc).__name__}: {_first_line(exc)}"
+        ) from exc

@@ -1,0 +1,38 @@
+"""Input-shape strings such as ``1x3x224x224``."""
+
+from __future__ import annotations
+
+import re
+
+from rooftune.errors import InvalidArgument
+
+_SHAPE = re.compile(r"^\d+(x\d+)*$")
+#: An input larger than this many elements (4 GiB of fp32) is a typo, not a workload.
+MAX_ELEMENTS = 2**30
+
+
+def parse_shape(text: str) -> tuple[int, ...]:
+    """``"1x3x224x224"`` -> ``(1, 3, 224, 224)``; every dimension a positive integer."""
+    s = text.strip().lower().replace("×", "x").replace(",", "x")
+    if not _SHAPE.match(s):
+        raise InvalidArgument(
+            "input shape", text, "allowed: positive integers joined by 'x', e.g. 1x3x224x224"
+        )
+    dims = tuple(int(d) for d in s.split("x"))
+    if any(d < 1 for d in dims):
+        raise InvalidArgument("input shape", text, "every dimension must be at least 1")
+    n = 1
+    for d in dims:
+        n *= d
+    if n > MAX_ELEMENTS:
+        raise InvalidArgument("input shape", text, f"at most {MAX_ELEMENTS} elements")
+    return dims
+
+
+def format_shape(shape: tuple[int, ...]) -> str:
+    return "x".join(str(d) for d in shape)
+
+
+def with_batch(shape: tuple[int, ...], batch: int) -> tuple[int, ...]:
+    """The shape with its leading (batch) dimension replaced."""
+    return (batch, *shape[1:]) if shape else shape
