@@ -172,6 +172,131 @@ def machine(
                 out.print(f"wrote {p}")
 
 
+def _seconds(t: float) -> str:
+    if abs(t) >= 1:
+        return f"{t:.2f} s"
+    if abs(t) >= 1e-3:
+        return f"{t * 1e3:.2f} ms"
+    return f"{t * 1e6:.1f} us"
+
+
+def _print_analysis(a: Any, top: int) -> None:
+    out.print(
+        f"[bold]{a.model}[/bold] ({a.workload_kind}), batch {a.batch}, {a.threads} thread{'s' if a.threads > 1 else ''}, "
+        f"input {', '.join('x'.join(map(str, s)) for s in a.input_shapes)}; {len(a.ops)} ops captured by {a.capture}"
+    )
+    out.print(
+        f"end-to-end [bold]{_seconds(a.end_to_end_s)}[/bold] (IQR {_seconds(a.end_to_end_iqr_s)}, {a.runs} runs); "
+        f"sum of ops {_seconds(a.ops_sum_s)} = {a.accounting_ratio:.1%} of it "
+        f"(95% CI {a.accounting_ci[0]:.1%}-{a.accounting_ci[1]:.1%}); unattributed {_seconds(a.unattributed_s)}"
+    )
+    out.print(
+        f"roofline lower bound [bold]{_seconds(a.lower_bound_s)}[/bold]: efficiency {a.efficiency:.1%}; "
+        f"{_rate(a.flops, 'FLOP')}, {_size(a.bytes)} compulsory, {_rate(a.flops / a.end_to_end_s, 'FLOP/s')} attained"
+    )
+    out.print("time by bound: " + ", ".join(f"{k} {v:.0%}" for k, v in a.by_bound().items()))
+    out.print("time by kind:  " + ", ".join(f"{k['kind']} {k['share']:.0%}" for k in a.by_kind() if k["share"] >= 0.005))
+    t = Table(title=f"Top {top} ops by time", title_justify="left")
+    for col, just in (("op", "left"), ("kind", "left"), ("time", "right"), ("share", "right"),
+                      ("GFLOP/s", "right"), ("bound", "left"), ("roof", "right"), ("headroom", "right")):
+        t.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
+    for o in sorted(a.ops, key=lambda o: -o.time_s)[:top]:
+        t.add_row(
+            o.module or o.name, o.kind, _seconds(o.time_s), f"{o.time_s / a.end_to_end_s:.1%}",
+            f"{o.attained_flops / 1e9:.1f}" if o.attained_flops else "-",
+            o.bound, f"{o.efficiency:.0%}" if o.efficiency is not None else "-",
+            _seconds(o.headroom_s) if o.headroom_s is not None else "-",
+        )
+    out.print(t)
+    out.print(f"[bold]Top opportunities[/bold] (headroom = measured - roofline lower bound):")
+    for i, o in enumerate(a.opportunities(top), 1):
+        out.print(f" {i:2d}. {o.name} ({o.module or '-'}): {_seconds(o.headroom_s)} - {o.reason}", highlight=False)
+    for w in a.warnings:
+        err.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
+
+
+@app.command()
+def analyze(
+    model: Annotated[str, typer.Argument(help="torchvision name (resnet50), lstm, gru, transformer-encoder, package.module:callable or a .pt2 file.")],
+    batch: Annotated[str | None, typer.Option("--batch", help="Batch size; several (1,8,32) draw a trajectory.")] = None,
+    input_shape: Annotated[
+        list[str] | None, typer.Option("--input", help="Input shape, e.g. 1x3x224x224; repeat for several inputs.")
+    ] = None,
+    option: Annotated[
+        list[str] | None, typer.Option("--option", "-o", help="Model option KEY=VALUE (e.g. hidden=512 for lstm); repeatable.")
+    ] = None,
+    threads: Annotated[
+        str | None, typer.Option("--threads", help="Intra-op threads; several (1,2) draw a trajectory (default all usable).")
+    ] = None,
+    top: Annotated[int, typer.Option("--top", help="How many ops and opportunities to list.")] = 10,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the analysis as one JSON object.")] = False,
+    csv_path: Annotated[str | None, typer.Option("--csv", help="Write one row per op to FILE.")] = None,
+    plot_dir: Annotated[str | None, typer.Option("--plot-dir", help="Write the roofline, time-based roofline and trajectory figures to DIR.")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="Figure format: png, svg or pdf.")] = "png",
+    budget: Annotated[float, typer.Option("--budget", help="Timing budget per analysis point, seconds.")] = 10.0,
+    quick: Annotated[bool, typer.Option("--quick", help="Accept (or measure) quick ceilings.")] = False,
+    db: Annotated[str | None, typer.Option("--db", help="Store: a file path or SQLAlchemy URL.")] = None,
+) -> None:
+    """Place every op of a model on the measured roofline and say where the time goes."""
+    from pathlib import Path
+
+    from rooftune.analysis import analyze as run_analysis
+    from rooftune.analysis import write_csv
+    from rooftune.report import FIGURE_FORMATS, plot_analysis
+    from rooftune.workload import parse_options, parse_shape
+
+    batches = _parse_int_list(batch, "batch")
+    thread_list = _parse_int_list(threads, "thread count")
+    shapes = [parse_shape(s) for s in input_shape or []]
+    options = parse_options(option or [])
+    if top < 1:
+        raise InvalidArgument("--top", top, "allowed a positive integer")
+    if f".{fmt}" not in FIGURE_FORMATS:
+        raise InvalidArgument("--format", fmt, f"allowed {', '.join(f[1:] for f in FIGURE_FORMATS)}")
+    if csv_path is not None:
+        parent = Path(csv_path).parent
+        if not parent.is_dir():
+            raise InvalidArgument("--csv", csv_path, "its directory does not exist")
+    if plot_dir is not None and Path(plot_dir).exists() and not Path(plot_dir).is_dir():
+        raise InvalidArgument("--plot-dir", plot_dir, "exists and is not a directory")
+    progress, update = _progress()
+    with progress:
+        analyses = run_analysis(
+            model, batch=batches, inputs=shapes or None, options=options, threads=thread_list,
+            budget_s=budget, quick=quick, db=db, progress=update,
+        )
+    written = []
+    if csv_path:
+        written.append(write_csv(analyses, csv_path))
+    if plot_dir:
+        Path(plot_dir).mkdir(parents=True, exist_ok=True)
+        written += plot_analysis(analyses, plot_dir, fmt)
+    if json_out:
+        data: Any = analyses[0].to_dict(top) if len(analyses) == 1 else {
+            "model": analyses[0].model, "points": [a.to_dict(top) for a in analyses]}
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+    else:
+        for a in analyses:
+            _print_analysis(a, top)
+        for p in written:
+            out.print(f"wrote {p}")
+
+
+@app.command()
+def models() -> None:
+    """List the model names `rooftune analyze` accepts besides module:callable and .pt2 files."""
+    from rooftune.workload import BUILTINS, zoo_names
+
+    for name, b in BUILTINS.items():
+        opts = ", ".join(f"{k}={v}" for k, v in b.defaults.items())
+        out.print(f"[bold]{name}[/bold]: {b.description} (options {opts})", highlight=False)
+    by_family: dict[str, list[str]] = {}
+    for name, family in zoo_names().items():
+        by_family.setdefault(family, []).append(name)
+    for family, names in by_family.items():
+        out.print(f"[bold]torchvision {family}[/bold]: {' '.join(sorted(names))}", highlight=False)
+
+
 def version_callback(value: bool) -> None:
     if value:
         import rooftune

@@ -2,6 +2,16 @@
 
 from __future__ import annotations
 
+from rooftune.report.analysis_figures import plot_analysis, plot_ops_roofline, plot_time_roofline, plot_trajectory
 from rooftune.report.figures import FIGURE_FORMATS, check_figure_path, plot_roofline, plot_sweep
 
-__all__ = ["FIGURE_FORMATS", "check_figure_path", "plot_roofline", "plot_sweep"]
+__all__ = [
+    "FIGURE_FORMATS",
+    "check_figure_path",
+    "plot_analysis",
+    "plot_ops_roofline",
+    "plot_roofline",
+    "plot_sweep",
+    "plot_time_roofline",
+    "plot_trajectory",
+]

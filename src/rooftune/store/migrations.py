@@ -25,6 +25,7 @@ def _create(*tables: str) -> Callable[[Connection], None]:
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     1: _create("schema_info", "platforms", "ceilings"),
     2: _create("measurements"),
+    3: _create("analyses"),
 }
 
 SCHEMA_VERSION = max(MIGRATIONS)

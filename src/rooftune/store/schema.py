@@ -56,3 +56,17 @@ class MeasurementRow(Base):
     median_s: Mapped[float] = mapped_column(Float)
     started_at: Mapped[float] = mapped_column(Float)
     data: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
+class AnalysisRow(Base):
+    """One roofline analysis of a model (``rooftune analyze``) on a platform; ``data`` is its JSON."""
+
+    __tablename__ = "analyses"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    platform_id: Mapped[str] = mapped_column(ForeignKey("platforms.id"), index=True)
+    created_at: Mapped[float] = mapped_column(Float)
+    model: Mapped[str] = mapped_column(String(512), index=True)
+    batch: Mapped[int] = mapped_column(Integer)
+    threads: Mapped[int] = mapped_column(Integer)
+    rooftune_version: Mapped[str] = mapped_column(String(32))
+    data: Mapped[dict[str, Any]] = mapped_column(JSON)

@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 from rooftune.errors import StoreError
 from rooftune.platform import Platform
 from rooftune.store.migrations import MIGRATIONS, SCHEMA_VERSION
-from rooftune.store.schema import CeilingsRow, MeasurementRow, PlatformRow, SchemaInfo
+from rooftune.store.schema import AnalysisRow, CeilingsRow, MeasurementRow, PlatformRow, SchemaInfo
 
 #: Environment variable that names the store when --db is not given.
 DB_ENV = "ROOFTUNE_DB"
@@ -261,10 +261,40 @@ class Store:
                 q = q.where(MeasurementRow.label == label)
             return [dict(r.data) for r in s.scalars(q).all()]
 
+    # ------------------------------------------------------------------ analyses
+
+    def save_analysis(
+        self, platform: Platform, data: Mapping[str, Any], *, model: str, batch: int, threads: int,
+        rooftune_version: str = "",
+    ) -> int:
+        """Store one model analysis (its JSON form) in one transaction; returns its id."""
+        with self.transaction() as s:
+            self._upsert_platform(s, platform)
+            row = AnalysisRow(
+                platform_id=platform.id, created_at=time.time(), model=model, batch=batch,
+                threads=threads, rooftune_version=rooftune_version, data=dict(data),
+            )
+            s.add(row)
+            s.flush()
+            return row.id
+
+    def analyses(self, platform_id: str | None = None, model: str | None = None) -> list[dict[str, Any]]:
+        """Stored analyses, oldest first, each its JSON form with ``id`` and ``created_at`` added."""
+        with self.transaction() as s:
+            q = select(AnalysisRow).order_by(AnalysisRow.id)
+            if platform_id:
+                q = q.where(AnalysisRow.platform_id == platform_id)
+            if model:
+                q = q.where(AnalysisRow.model == model)
+            return [{**dict(r.data), "id": r.id, "created_at": r.created_at} for r in s.scalars(q).all()]
+
     def count(self, table: str) -> int:
         from sqlalchemy import func
 
-        model = {"platforms": PlatformRow, "ceilings": CeilingsRow, "measurements": MeasurementRow}[table]
+        model = {
+            "platforms": PlatformRow, "ceilings": CeilingsRow, "measurements": MeasurementRow,
+            "analyses": AnalysisRow,
+        }[table]
         with self.transaction() as s:
             return int(s.scalar(select(func.count()).select_from(model)) or 0)
 

@@ -1,0 +1,379 @@
+"""`rooftune analyze`: time every op of a model inside real runs and place it on the roofline.
+
+Per analysis point (one thread count, one batch):
+
+    workload  = load_workload(model, batch)                  # runs once: bad input fails here
+    graph     = capture(workload)                            # torch.export, else module hooks
+    costs     = FLOPs and compulsory bytes of every op
+    whole, total, parts = measure_parts(graph.run_timed, reference=workload)   # interleaved
+    each op: median time -> placement on the ceilings of this thread count (see placement.py)
+    model:   end-to-end = median(whole); unattributed = end-to-end - sum of op medians;
+             lower bound = sum of op lower bounds; efficiency = lower bound / end-to-end
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from rooftune.analysis.findings import reason, top_opportunities
+from rooftune.analysis.placement import Roofs, place
+from rooftune.bench import Policy, measure_parts, stats
+from rooftune.costs import cost_of
+from rooftune.errors import InvalidArgument
+
+if TYPE_CHECKING:
+    from rooftune.machine import Ceilings
+
+#: Default timing budget of one analysis point (seconds): resnet50 at batch 1 on 2 cores gets
+#: ~60 interleaved runs, enough for a per-op median within a few percent.
+DEFAULT_BUDGET_S = 10.0
+#: Runs before samples count: first runs pay for allocations, oneDNN primitive creation, page faults.
+WARMUP_S = 1.0
+#: Per-op medians need more samples than the stop rule on the total would take alone.
+MIN_RUNS = 10
+#: Opportunities listed by default.
+TOP_N = 10
+
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True)
+class OpResult:
+    """One op of an analysis: what it is, what it costs, how long it took, where it sits."""
+
+    index: int
+    name: str
+    target: str
+    kind: str
+    module: str
+    shapes: dict[str, Any]
+    dtype: str
+    flops: float | None
+    bytes: float | None
+    formula: str
+    time_s: float
+    time_iqr_s: float
+    level: str
+    roof_name: str
+    roof_flops: float | None
+    lower_bound_s: float
+    efficiency: float | None
+    bound: str
+    headroom_s: float | None
+    reason: str
+
+    @property
+    def attained_flops(self) -> float | None:
+        return self.flops / self.time_s if self.flops is not None and self.time_s > 0 else None
+
+    @property
+    def attained_bandwidth(self) -> float | None:
+        return self.bytes / self.time_s if self.bytes is not None and self.time_s > 0 else None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        d["attained_flops"] = self.attained_flops
+        d["attained_bytes_per_s"] = self.attained_bandwidth
+        return d
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """The roofline analysis of one model at one batch and thread count."""
+
+    model: str
+    workload_kind: str
+    batch: int
+    threads: int
+    input_shapes: tuple[tuple[int, ...], ...]
+    capture: str
+    capture_note: str
+    platform_id: str
+    end_to_end_s: float
+    end_to_end_iqr_s: float
+    ops_sum_s: float
+    accounting_ci: tuple[float, float]
+    runs: int
+    ops: tuple[OpResult, ...]
+    roofs: dict[str, Any]
+    duration_s: float
+    warnings: tuple[str, ...] = ()
+    ceilings_quick: bool = False
+    created_at: float = field(default_factory=time.time)
+
+    # -- model totals --------------------------------------------------------------------
+    @property
+    def flops(self) -> float:
+        return math.fsum(o.flops for o in self.ops if o.flops is not None)
+
+    @property
+    def bytes(self) -> float:
+        return math.fsum(o.bytes for o in self.ops if o.bytes is not None)
+
+    @property
+    def lower_bound_s(self) -> float:
+        return math.fsum(o.lower_bound_s for o in self.ops)
+
+    @property
+    def unattributed_s(self) -> float:
+        """End-to-end time no op accounts for: Python, module calls, the framework between ops."""
+        return self.end_to_end_s - self.ops_sum_s
+
+    @property
+    def accounting_ratio(self) -> float:
+        return self.ops_sum_s / self.end_to_end_s if self.end_to_end_s > 0 else math.nan
+
+    @property
+    def efficiency(self) -> float:
+        return self.lower_bound_s / self.end_to_end_s if self.end_to_end_s > 0 else math.nan
+
+    @property
+    def unknown_ops(self) -> list[OpResult]:
+        return [o for o in self.ops if o.flops is None]
+
+    def opportunities(self, n: int = TOP_N) -> list[OpResult]:
+        by_index = {o.index: o for o in self.ops}
+        return [by_index[d["index"]] for d in top_opportunities([o.to_dict() for o in self.ops], n)]
+
+    def by_kind(self) -> list[dict[str, Any]]:
+        """Time, FLOPs and op count per op kind, largest time first."""
+        acc: dict[str, dict[str, Any]] = {}
+        for o in self.ops:
+            k = acc.setdefault(o.kind, {"kind": o.kind, "ops": 0, "time_s": 0.0, "flops": 0.0, "headroom_s": 0.0})
+            k["ops"] += 1
+            k["time_s"] += o.time_s
+            k["flops"] += o.flops or 0.0
+            k["headroom_s"] += max(o.headroom_s or 0.0, 0.0)
+        total = self.end_to_end_s or 1.0
+        for k in acc.values():
+            k["share"] = k["time_s"] / total
+        return sorted(acc.values(), key=lambda k: -k["time_s"])
+
+    def by_bound(self) -> dict[str, float]:
+        """Share of the end-to-end time spent in ops of each bound class."""
+        acc: dict[str, float] = {}
+        for o in self.ops:
+            acc[o.bound] = acc.get(o.bound, 0.0) + o.time_s
+        total = self.end_to_end_s or 1.0
+        return {k: v / total for k, v in sorted(acc.items(), key=lambda kv: -kv[1])}
+
+    def to_dict(self, top: int = TOP_N) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "workload_kind": self.workload_kind,
+            "batch": self.batch,
+            "threads": self.threads,
+            "input_shapes": [list(s) for s in self.input_shapes],
+            "capture": self.capture,
+            "capture_note": self.capture_note,
+            "platform_id": self.platform_id,
+            "end_to_end_s": self.end_to_end_s,
+            "end_to_end_iqr_s": self.end_to_end_iqr_s,
+            "ops_sum_s": self.ops_sum_s,
+            "unattributed_s": self.unattributed_s,
+            "accounting_ratio": self.accounting_ratio,
+            "accounting_ratio_ci": list(self.accounting_ci),
+            "lower_bound_s": self.lower_bound_s,
+            "efficiency": self.efficiency,
+            "flops": self.flops,
+            "bytes": self.bytes,
+            "runs": self.runs,
+            "roofs": self.roofs,
+            "ceilings_quick": self.ceilings_quick,
+            "by_kind": self.by_kind(),
+            "by_bound": self.by_bound(),
+            "unknown_ops": [{"name": o.name, "target": o.target, "time_s": o.time_s, "why": o.formula} for o in self.unknown_ops],
+            "opportunities": [
+                {"index": o.index, "name": o.name, "headroom_s": o.headroom_s, "reason": o.reason}
+                for o in self.opportunities(top)
+            ],
+            "ops": [o.to_dict() for o in self.ops],
+            "warnings": list(self.warnings),
+            "duration_s": self.duration_s,
+            "created_at": self.created_at,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Analysis:
+        fields = OpResult.__dataclass_fields__
+        ops = tuple(OpResult(**{k: v for k, v in o.items() if k in fields}) for o in d["ops"])
+        return cls(
+            model=d["model"], workload_kind=d["workload_kind"], batch=d["batch"], threads=d["threads"],
+            input_shapes=tuple(tuple(s) for s in d["input_shapes"]), capture=d["capture"],
+            capture_note=d["capture_note"], platform_id=d["platform_id"], end_to_end_s=d["end_to_end_s"],
+            end_to_end_iqr_s=d["end_to_end_iqr_s"], ops_sum_s=d["ops_sum_s"],
+            accounting_ci=tuple(d["accounting_ratio_ci"]), runs=d["runs"], ops=ops, roofs=d["roofs"],  # type: ignore[arg-type]
+            duration_s=d["duration_s"], warnings=tuple(d["warnings"]), ceilings_quick=d["ceilings_quick"],
+            created_at=d["created_at"],
+        )
+
+
+def write_csv(analyses: Sequence[Analysis], path: str | Path) -> Path:
+    """One row per op and analysis point: the point's batch and threads, then every figure of
+    :meth:`OpResult.to_dict` (shapes as JSON text)."""
+    import json
+
+    p = Path(path)
+    columns = ["model", "batch", "threads", *OpResult.__dataclass_fields__, "attained_flops", "attained_bytes_per_s"]
+    with p.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=columns)
+        w.writeheader()
+        for a in analyses:
+            for o in a.ops:
+                row = {"model": a.model, "batch": a.batch, "threads": a.threads, **o.to_dict()}
+                w.writerow({k: json.dumps(v) if isinstance(v, (dict, list)) else v for k, v in row.items()})
+    return p
+
+
+def _dtype_of(op: Any) -> str:
+    ts = op.tensors() or list(op.outputs)
+    return ts[0].dtype if ts else "float32"
+
+
+def check_threads(threads: Sequence[int] | None, usable: int) -> tuple[int, ...]:
+    if not threads:
+        return (usable,)
+    for t in threads:
+        if isinstance(t, bool) or not isinstance(t, int) or not 1 <= t <= usable:
+            raise InvalidArgument("thread count", t, f"allowed 1..{usable} (the usable cores of this machine)")
+    return tuple(dict.fromkeys(threads))
+
+
+def check_budget(budget_s: float) -> float:
+    if not isinstance(budget_s, (int, float)) or not math.isfinite(budget_s) or budget_s <= 0:
+        raise InvalidArgument("budget", budget_s, "allowed a positive number of seconds")
+    return float(budget_s)
+
+
+def analyze_workload(
+    wl: Any,
+    ceilings: Ceilings,
+    *,
+    threads: int,
+    budget_s: float = DEFAULT_BUDGET_S,
+    progress: Progress | None = None,
+) -> Analysis:
+    """Analyse a loaded :class:`~rooftune.workload.Workload` on ``threads`` threads."""
+    from rooftune.workload import capture
+
+    started = time.perf_counter()
+    step = progress or (lambda *_: None)
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        step(f"capture {wl.name}", 0, 1)
+        graph = capture(wl)
+        costs = [cost_of(op) for op in graph.ops]
+        step(f"time {wl.name} (batch {wl.batch}, {threads} threads)", 0, 1)
+        labels = [op.name for op in graph.ops]
+        policy = Policy(warmup_s=WARMUP_S, budget_s=budget_s, min_samples=MIN_RUNS, max_samples=100_000)
+        with torch.no_grad():
+            whole, total, parts = measure_parts(
+                graph.run_timed, labels, reference=wl, label=f"{wl.name} end-to-end",
+                params={"batch": wl.batch, "threads": threads}, policy=policy,
+                platform_id=ceilings.platform.id,
+            )
+        step(f"time {wl.name} (batch {wl.batch}, {threads} threads)", 1, 1)
+    finally:
+        torch.set_num_threads(previous)
+    roofs = Roofs.from_ceilings(ceilings, threads)
+    results = []
+    for op, cost, m in zip(graph.ops, costs, parts):
+        dtype = _dtype_of(op)
+        t = m.median
+        pl = place(cost, t, dtype, roofs)
+        results.append(
+            OpResult(
+                index=op.index, name=op.name, target=op.target, kind=cost.kind, module=op.module,
+                shapes=op.shapes(), dtype=dtype, flops=cost.flops, bytes=cost.bytes, formula=cost.formula,
+                time_s=t, time_iqr_s=m.iqr, level=pl.level, roof_name=pl.roof_name, roof_flops=pl.roof_flops,
+                lower_bound_s=pl.lower_bound_s, efficiency=pl.efficiency, bound=pl.bound,
+                headroom_s=pl.headroom_s, reason=reason(op, cost.kind, pl.bound, pl.efficiency, pl.level),
+            )
+        )
+    ops_sum = math.fsum(r.time_s for r in results)
+    warnings = list(roofs.notes)
+    if graph.capture_note:
+        warnings.append(graph.capture_note)
+    warnings += [f"end-to-end: {w}" for w in whole.warnings]
+    warnings += [f"sum of ops: {w}" for w in total.warnings if w.startswith("unstable")]
+    unknown = [r for r in results if r.flops is None]
+    if unknown:
+        share = math.fsum(r.time_s for r in unknown) / max(whole.median, 1e-12)
+        warnings.append(f"{len(unknown)} ops have no cost formula ({share:.1%} of the time); they count only their dispatch floor")
+    return Analysis(
+        model=wl.name, workload_kind=wl.kind, batch=wl.batch, threads=threads,
+        input_shapes=tuple(wl.input_shapes), capture=graph.capture, capture_note=graph.capture_note,
+        platform_id=ceilings.platform.id, end_to_end_s=whole.median, end_to_end_iqr_s=whole.iqr,
+        ops_sum_s=ops_sum, accounting_ci=stats.ratio_of_medians_ci(list(total.samples), list(whole.samples)),
+        runs=whole.n, ops=tuple(results),
+        roofs={"threads": threads, "peak_flops": roofs.peak, "bandwidth": roofs.bandwidth,
+               "capacity_bytes": roofs.capacity, "dispatch_overhead_s": roofs.dispatch_s},
+        duration_s=time.perf_counter() - started, warnings=tuple(warnings), ceilings_quick=ceilings.quick,
+    )
+
+
+def analyze(
+    model: str | Any,
+    *,
+    batch: int | Sequence[int] | None = None,
+    inputs: Sequence[tuple[int, ...]] | None = None,
+    options: dict[str, Any] | None = None,
+    threads: int | Sequence[int] | None = None,
+    budget_s: float = DEFAULT_BUDGET_S,
+    quick: bool = False,
+    ceilings: Ceilings | None = None,
+    db: str | None = None,
+    store: Any = None,
+    save: bool = True,
+    progress: Progress | None = None,
+) -> list[Analysis]:
+    """Analyse ``model`` at every (threads, batch) point given; one point by default.
+
+    ``model`` is anything :func:`rooftune.workload.load_workload` takes, or a loaded Workload. The
+    ceilings come from the store (measured now if missing). Each analysis is saved in the store
+    with its platform unless ``save`` is False. Several thread counts or batches make a trajectory.
+    """
+    from rooftune.machine import get_ceilings
+    from rooftune.platform import current_platform
+    from rooftune.store import Store
+    from rooftune.workload import Workload, load_workload
+
+    budget_s = check_budget(budget_s)
+    platform = ceilings.platform if ceilings is not None else current_platform()
+    thread_list = check_threads([threads] if isinstance(threads, int) else threads, platform.usable_cores)
+    batches: list[int | None] = [batch] if batch is None or isinstance(batch, int) else list(batch) or [None]
+    if isinstance(model, Workload):
+        if len(batches) > 1 or batches[0] is not None:
+            raise InvalidArgument("batch", batch, "a loaded Workload has its batch; pass the model name instead")
+        loaded = {None: model}
+    else:
+        # Load every batch first: a model that fails on any input fails before anything is measured.
+        loaded = {b: load_workload(model, batch=b, inputs=inputs, options=options) for b in batches}
+    own_store = store is None and (save or ceilings is None)
+    store = store if store is not None else (Store(db) if own_store else None)
+    try:
+        if ceilings is None:
+            ceilings = get_ceilings(quick=quick, store=store, platform=platform, progress=progress)
+        out = []
+        for wl in loaded.values():
+            for t in thread_list:
+                a = analyze_workload(wl, ceilings, threads=t, budget_s=budget_s, progress=progress)
+                if save and store is not None:
+                    import rooftune
+
+                    store.save_analysis(platform, a.to_dict(), model=a.model, batch=a.batch, threads=t,
+                                        rooftune_version=rooftune.__version__)
+                out.append(a)
+        return out
+    finally:
+        if own_store and store is not None:
+            store.close()

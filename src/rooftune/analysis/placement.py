@@ -1,0 +1,121 @@
+"""Where one op sits on the roofline: the roof that binds it, its efficiency, bound class and headroom.
+
+For an op with F FLOPs and B compulsory bytes timed at t seconds, on P FLOP/s and the bandwidth BW
+of the smallest memory level its working set (B) fits in:
+
+    roof        = min(P, F/B * BW)                 attainable FLOP/s
+    lower bound = max(F/P, B/BW, dispatch)         the time-based roofline (Yang et al. 2020)
+    efficiency  = max(F/P, B/BW) / t               = attained / roof
+    bound       = 'overhead' if t <= OVERHEAD_FACTOR * dispatch, else 'compute' if F/P >= B/BW,
+                  else 'memory-<level>'
+    headroom    = t - lower bound
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from rooftune.costs import OpCost
+
+if TYPE_CHECKING:
+    from rooftune.machine import Ceilings
+
+#: An op within 2x the framework's dispatch floor is limited by overhead, not by the hardware.
+OVERHEAD_FACTOR = 2.0
+#: Memory levels from the closest; a working set beyond the last cache is served by DRAM.
+LEVEL_ORDER = ("L1", "L2", "L3", "DRAM")
+#: Which measured peak bounds an op of each dtype: FMA microkernels for fp32/fp64, the native GEMM
+#: roofs for bf16 and int8 (no FMA microkernel exists for them). fp16 has no roof of its own: fp32's.
+DTYPE_ROOF = {
+    "float32": "fp32", "float64": "fp64", "float16": "fp32", "bfloat16": "gemm_bf16",
+    "int8": "gemm_int8", "uint8": "gemm_int8", "qint8": "gemm_int8", "quint8": "gemm_int8",
+}
+
+
+@dataclass(frozen=True)
+class Roofs:
+    """The ceilings that apply to a run on ``threads`` threads."""
+
+    threads: int
+    peak: dict[str, float]
+    bandwidth: dict[str, float]
+    capacity: dict[str, int]
+    dispatch_s: float
+    notes: tuple[str, ...] = ()
+
+    @classmethod
+    def from_ceilings(cls, ceilings: Ceilings, threads: int) -> Roofs:
+        notes = []
+        peak: dict[str, float] = {}
+        for name in set(ceilings.peak_flops) | set(ceilings.peak_flops_per_thread):
+            per = ceilings.peak_flops_per_thread.get(name, {})
+            if threads in per:
+                peak[name] = per[threads]
+            elif name in ceilings.peak_flops:
+                peak[name] = ceilings.peak_flops[name]
+                notes.append(f"{name} peak measured on {ceilings.max_threads} threads, not {threads}")
+        if threads != ceilings.max_threads:
+            notes.append(f"bandwidths measured on {ceilings.max_threads} threads, used for {threads}")
+        levels = [lv for lv in LEVEL_ORDER if lv in ceilings.bandwidth]
+        return cls(
+            threads=threads,
+            peak=peak,
+            bandwidth={lv: ceilings.bandwidth[lv] for lv in levels},
+            capacity={lv: ceilings.capacity_bytes[lv] for lv in levels if lv in ceilings.capacity_bytes},
+            dispatch_s=ceilings.dispatch_overhead_s,
+            notes=tuple(notes),
+        )
+
+    def peak_for(self, dtype: str) -> tuple[str, float]:
+        name = DTYPE_ROOF.get(dtype, "fp32")
+        if name not in self.peak:
+            name = "fp32"
+        return name, self.peak.get(name, 0.0)
+
+    def level_for(self, working_set: float) -> str:
+        """The closest level whose capacity holds the working set; DRAM (or the last level) else."""
+        for lv, bw in self.bandwidth.items():
+            cap = self.capacity.get(lv)
+            if cap is not None and working_set <= cap:
+                return lv
+        return "DRAM" if "DRAM" in self.bandwidth else list(self.bandwidth)[-1]
+
+
+@dataclass(frozen=True)
+class Placement:
+    level: str
+    roof_name: str
+    roof_flops: float | None
+    compute_s: float
+    memory_s: float
+    lower_bound_s: float
+    efficiency: float | None
+    bound: str
+    headroom_s: float | None
+
+
+def place(cost: OpCost, time_s: float, dtype: str, roofs: Roofs) -> Placement:
+    """Place one op (see the module docstring). An op without a cost formula gets only its
+    dispatch floor as lower bound and no efficiency or headroom."""
+    roof_name, peak = roofs.peak_for(dtype)
+    overhead = time_s <= OVERHEAD_FACTOR * roofs.dispatch_s
+    if not cost.known:
+        return Placement("", roof_name, None, 0.0, 0.0, roofs.dispatch_s, None,
+                         "overhead" if overhead else "unknown", None)
+    flops, nbytes = float(cost.flops or 0.0), float(cost.bytes or 0.0)
+    level = roofs.level_for(nbytes)
+    bw = roofs.bandwidth.get(level, 0.0)
+    compute_s = flops / peak if peak > 0 else 0.0
+    memory_s = nbytes / bw if bw > 0 else 0.0
+    roofline_s = max(compute_s, memory_s)
+    lower = max(roofline_s, roofs.dispatch_s)
+    roof = min(peak, flops / nbytes * bw) if nbytes > 0 and flops > 0 else (peak if flops > 0 else None)
+    if overhead:
+        bound = "overhead"
+    elif compute_s >= memory_s and flops > 0:
+        bound = "compute"
+    else:
+        bound = f"memory-{level}"
+    efficiency = roofline_s / time_s if time_s > 0 else None
+    return Placement(level, roof_name, roof, compute_s, memory_s, lower, efficiency, bound, time_s - lower)
