@@ -8,6 +8,7 @@ tiny files. Each builder models a real machine's /proc and /sys closely enough f
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any
 from pathlib import Path
 
 import pytest
@@ -350,3 +351,45 @@ def collect_on() -> Callable[..., Platform]:
 def fake_platform(fake_root: Callable[..., Path]) -> Platform:
     """The development machine (AMD Zen 5, 2 cores) fingerprinted from its recording."""
     return collect_fake(fake_root("amd_zen5"), env={"OMP_NUM_THREADS": "2"})
+
+
+def make_ceilings(platform: Platform, *, quick: bool = False) -> Any:
+    """Ceilings with round numbers for ``platform`` (threads 1..usable), without measuring."""
+    from rooftune.machine import Ceilings
+
+    threads = tuple(range(1, platform.usable_cores + 1))
+    per_thread = {
+        "fp32": {t: 100e9 * t for t in threads},
+        "fp64": {t: 50e9 * t for t in threads},
+        "gemm_fp32": {t: 80e9 * t for t in threads},
+    }
+    return Ceilings(
+        platform=platform,
+        threads=threads,
+        peak_flops={k: v[max(threads)] for k, v in per_thread.items()},
+        peak_flops_per_thread=per_thread,
+        bandwidth={"L1": 1000e9, "L2": 400e9, "L3": 200e9, "DRAM": 50e9},
+        bandwidth_by_kernel={},
+        plateaus={},
+        sweep={},
+        capacity_bytes={"L1": 64 * 1024, "L2": 1024**2, "L3": 32 * 1024**2},
+        dispatch_overhead_s=2e-6,
+        quick=quick,
+        measured_at=0.0,
+        duration_s=0.0,
+        skipped={"gemm_bf16": "not measured in tests", "gemm_int8": "not measured in tests"},
+    )
+
+
+@pytest.fixture
+def ceilings_db(tmp_path: Path) -> Path:
+    """A store holding made-up ceilings of this machine, so analyses run without measuring."""
+    from rooftune.platform import current_platform
+    from rooftune.store import Store
+
+    platform = current_platform()
+    path = tmp_path / "ceilings.db"
+    c = make_ceilings(platform)
+    with Store(path) as s:
+        s.save_ceilings(platform, c.to_dict(), quick=False, threads=c.threads)
+    return path

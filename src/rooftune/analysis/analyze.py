@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 DEFAULT_BUDGET_S = 10.0
 #: Runs before samples count: first runs pay for allocations, oneDNN primitive creation, page faults.
 WARMUP_S = 1.0
+#: ... but never more than this share of the budget, so a small budget still gets samples.
+WARMUP_SHARE = 0.2
 #: Per-op medians need more samples than the stop rule on the total would take alone.
 MIN_RUNS = 10
 #: Opportunities listed by default.
@@ -274,7 +276,7 @@ def analyze_workload(
         costs = [cost_of(op) for op in graph.ops]
         step(f"time {wl.name} (batch {wl.batch}, {threads} threads)", 0, 1)
         labels = [op.name for op in graph.ops]
-        policy = Policy(warmup_s=WARMUP_S, budget_s=budget_s, min_samples=MIN_RUNS, max_samples=100_000)
+        policy = Policy(warmup_s=min(WARMUP_S, WARMUP_SHARE * budget_s), budget_s=budget_s, min_samples=MIN_RUNS, max_samples=100_000)
         with torch.no_grad():
             whole, total, parts = measure_parts(
                 graph.run_timed, labels, reference=wl, label=f"{wl.name} end-to-end",

@@ -1,0 +1,112 @@
+"""Roofline placement and findings on hand-made roofs: exact bounds, efficiencies and reasons."""
+
+from __future__ import annotations
+
+import pytest
+
+from rooftune.analysis import Roofs, describe, place, reason
+from rooftune.costs import OpCost
+from rooftune.platform import Platform
+from rooftune.workload import OpNode, TensorMeta
+from tests.conftest import make_ceilings
+
+ROOFS = Roofs(
+    threads=2,
+    peak={"fp32": 100e9, "gemm_bf16": 400e9},
+    bandwidth={"L1": 1000e9, "L2": 400e9, "L3": 200e9, "DRAM": 50e9},
+    capacity={"L1": 64_000, "L2": 1_000_000, "L3": 32_000_000},
+    dispatch_s=2e-6,
+)
+
+
+def f32(*shape: int) -> TensorMeta:
+    return TensorMeta(tuple(shape), "float32", 4)
+
+
+def test_compute_bound_op() -> None:
+    # 1 GFLOP on 10 MB: AI 100 FLOP/B, working set in L3 -> roof min(100G, 100 * 200G) = 100 GFLOP/s.
+    p = place(OpCost("conv", 1e9, 10e6, "conv"), 0.02, "float32", ROOFS)
+    assert p.level == "L3"
+    assert p.roof_flops == 100e9
+    assert p.compute_s == pytest.approx(0.01) and p.memory_s == pytest.approx(5e-5)
+    assert p.bound == "compute"
+    assert p.efficiency == pytest.approx(0.5)
+    assert p.lower_bound_s == pytest.approx(0.01)
+    assert p.headroom_s == pytest.approx(0.01)
+
+
+def test_memory_bound_op_uses_the_level_its_working_set_fits() -> None:
+    # 0.2 MFLOP on 800 kB: fits L2 (1 MB): memory time 2 us, compute 2 us -> tie goes to compute;
+    # make it clearly memory-bound with fewer FLOPs.
+    p = place(OpCost("elementwise", 1e5, 800_000, "elementwise"), 8e-6, "float32", ROOFS)
+    assert p.level == "L2"
+    assert p.memory_s == pytest.approx(2e-6)
+    assert p.bound == "memory-L2"
+    assert p.roof_flops == pytest.approx(1e5 / 800_000 * 400e9)
+    assert p.efficiency == pytest.approx(0.25)
+    assert p.headroom_s == pytest.approx(6e-6)
+
+
+def test_beyond_the_last_cache_is_dram() -> None:
+    p = place(OpCost("copy", 0.0, 100e6, "concat"), 4e-3, "float32", ROOFS)
+    assert p.level == "DRAM" and p.bound == "memory-DRAM"
+    assert p.memory_s == pytest.approx(2e-3) and p.efficiency == pytest.approx(0.5)
+    assert p.roof_flops is None  # no FLOPs: no FLOP/s roof, bandwidth alone bounds it
+
+
+def test_overhead_bound_within_twice_the_dispatch_floor() -> None:
+    p = place(OpCost("elementwise", 10.0, 80.0, "elementwise"), 3.9e-6, "float32", ROOFS)
+    assert p.bound == "overhead"
+    assert p.lower_bound_s == 2e-6  # the floor, not the tiny roofline time
+    assert p.headroom_s == pytest.approx(1.9e-6)
+
+
+def test_unknown_op_has_no_efficiency_and_only_a_floor() -> None:
+    p = place(OpCost("unknown", None, None, "no cost formula for aten.x"), 1e-3, "float32", ROOFS)
+    assert p.bound == "unknown" and p.efficiency is None and p.headroom_s is None
+    assert p.lower_bound_s == 2e-6
+
+
+def test_bf16_ops_use_the_native_gemm_roof_and_fp16_falls_back_to_fp32() -> None:
+    assert ROOFS.peak_for("bfloat16") == ("gemm_bf16", 400e9)
+    assert ROOFS.peak_for("float16") == ("fp32", 100e9)
+    assert ROOFS.peak_for("int8") == ("fp32", 100e9)  # no int8 roof measured
+
+
+def test_roofs_from_ceilings_per_thread(fake_platform: Platform) -> None:
+    c = make_ceilings(fake_platform)
+    top = c.max_threads
+    r = Roofs.from_ceilings(c, top)
+    assert r.peak["fp32"] == 100e9 * top and r.notes == ()
+    assert r.dispatch_s == 2e-6 and list(r.bandwidth) == ["L1", "L2", "L3", "DRAM"]
+    if top > 1:
+        r1 = Roofs.from_ceilings(c, 1)
+        assert r1.peak["fp32"] == 100e9
+        assert any("bandwidths measured on" in n for n in r1.notes)
+
+
+def conv_node(c: int, k: int, groups: int, kernel: int = 3, stride: int = 1) -> OpNode:
+    return OpNode(
+        0, "conv2d", "aten.conv2d", "features.3", "Conv2d",
+        {"input": f32(1, c, 56, 56), "weight": f32(k, c // groups, kernel, kernel), "bias": None,
+         "stride": [stride, stride], "groups": groups},
+        (f32(1, k, 56 // stride, 56 // stride),),
+    )
+
+
+def test_reasons_name_the_op_where_it_sits_and_what_to_try() -> None:
+    dw = conv_node(32, 32, 32)
+    assert describe(dw, "conv") == "depthwise 3x3 conv"
+    assert reason(dw, "conv", "memory-L2", 0.18, "L2") == (
+        "depthwise 3x3 conv, memory-bound in L2 at 18% of roof: try channels_last (oneDNN's depthwise kernels want NHWC)"
+    )
+    full = conv_node(64, 64, 1, stride=2)
+    assert reason(full, "conv", "compute", 0.3, "L2").startswith("3x3 conv stride 2, compute-bound at 30% of roof: try another")
+    assert "near its roof" in reason(full, "conv", "compute", 0.9, "L2")
+    gemv = OpNode(1, "linear", "aten.linear", "fc", "Linear", {"input": f32(1, 2048), "weight": f32(1000, 2048)}, (f32(1, 1000),))
+    assert describe(gemv, "linear") == "linear 1x2048->1000"
+    assert "matrix-vector" in reason(gemv, "linear", "memory-DRAM", 0.6, "DRAM")
+    bn = OpNode(2, "bn", "aten.batch_norm", "bn1", "BatchNorm2d", {"input": f32(1, 8, 4, 4)}, (f32(1, 8, 4, 4),))
+    assert "fold it into the preceding conv" in reason(bn, "norm", "memory-L1", 0.1, "L1")
+    assert "dispatch-bound" in reason(bn, "norm", "overhead", 0.01, "L1")
+    assert "no cost formula" in reason(bn, "unknown", "unknown", None, "")

@@ -1,0 +1,38 @@
+"""Small models for analysis tests, loadable as ``tests.analysis.tiny_models:NAME``."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def small_cnn(width: int = 8) -> tuple[nn.Module, torch.Tensor]:
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(3, width, 3, padding=1), nn.BatchNorm2d(width), nn.ReLU(),
+        nn.Conv2d(width, width, 3, padding=1, groups=width), nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(width, 10),
+    )
+    return model, torch.randn(1, 3, 32, 32)
+
+
+class Branchy(nn.Module):
+    """Data-dependent control flow: torch.export cannot capture it, module hooks can."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(16, 16)
+        self.b = nn.Linear(16, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.sum() > 0:
+            return self.a(x).relu()
+        return self.b(x)
+
+
+def branchy() -> tuple[nn.Module, torch.Tensor]:
+    return Branchy(), torch.ones(2, 16)
+
+
+def not_a_module() -> int:
+    return 42
