@@ -5,6 +5,7 @@ that needs them is called.
 
 ``rooftune.machine(...)`` measures (or loads) the machine's ceilings; the same name is the
 ``rooftune.machine`` package, whose module object is callable so both spellings work.
+``rooftune.analyze(model, ...)`` places every op of a model on them.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from rooftune.errors import InvalidArgument, MeasurementError, RooftuneError, StoreError
+from rooftune.errors import InvalidArgument, MeasurementError, RooftuneError, StoreError, WorkloadError
 
 __version__ = "0.1.0"
 
@@ -21,14 +22,21 @@ __all__ = [
     "MeasurementError",
     "RooftuneError",
     "StoreError",
+    "WorkloadError",
     "__version__",
+    "analyze",
     "machine",
 ]
 
-_LAZY_SUBPACKAGES = {"machine", "bench", "platform", "store", "report"}
+_LAZY_SUBPACKAGES = {"machine", "bench", "platform", "store", "report", "workload", "costs", "analysis"}
+#: Public functions that live in a subpackage: name -> (module, attribute).
+_LAZY_FUNCTIONS = {"analyze": ("rooftune.analysis", "analyze")}
 
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY_SUBPACKAGES:
         return importlib.import_module(f"rooftune.{name}")
+    if name in _LAZY_FUNCTIONS:
+        module, attr = _LAZY_FUNCTIONS[name]
+        return getattr(importlib.import_module(module), attr)
     raise AttributeError(f"module 'rooftune' has no attribute {name!r}")

@@ -187,7 +187,7 @@ def _print_analysis(a: Any, top: int) -> None:
     )
     out.print(
         f"end-to-end [bold]{_seconds(a.end_to_end_s)}[/bold] (IQR {_seconds(a.end_to_end_iqr_s)}, {a.runs} runs); "
-        f"sum of ops {_seconds(a.ops_sum_s)} = {a.accounting_ratio:.1%} of it "
+        f"sum of op times {_seconds(a.ops_sum_s)} per run = {a.accounting_ratio:.1%} of it "
         f"(95% CI {a.accounting_ci[0]:.1%}-{a.accounting_ci[1]:.1%}); unattributed {_seconds(a.unattributed_s)}"
     )
     out.print(

@@ -7,8 +7,15 @@ Per analysis point (one thread count, one batch):
     costs     = FLOPs and compulsory bytes of every op
     whole, total, parts = measure_parts(graph.run_timed, reference=workload)   # interleaved
     each op: median time -> placement on the ceilings of this thread count (see placement.py)
-    model:   end-to-end = median(whole); unattributed = end-to-end - sum of op medians;
+    model:   end-to-end = median(whole); ops sum = median over runs of the run's op-time sum;
+             accounting ratio = median over runs of (op-time sum / end-to-end time of the run
+             measured next to it), with the exact 95 % CI of that median;
+             unattributed = end-to-end - ops sum;
              lower bound = sum of op lower bounds; efficiency = lower bound / end-to-end
+
+The sum of the per-op medians (the op table's total) is reported too; on a noisy machine it is
+lower than the median run's sum, because each run's noise lands in different ops and the per-op
+median discards it.
 """
 
 from __future__ import annotations
@@ -102,6 +109,7 @@ class Analysis:
     end_to_end_s: float
     end_to_end_iqr_s: float
     ops_sum_s: float
+    accounting_ratio: float
     accounting_ci: tuple[float, float]
     runs: int
     ops: tuple[OpResult, ...]
@@ -130,8 +138,9 @@ class Analysis:
         return self.end_to_end_s - self.ops_sum_s
 
     @property
-    def accounting_ratio(self) -> float:
-        return self.ops_sum_s / self.end_to_end_s if self.end_to_end_s > 0 else math.nan
+    def ops_median_sum_s(self) -> float:
+        """The sum of the per-op medians (the op table's total)."""
+        return math.fsum(o.time_s for o in self.ops)
 
     @property
     def efficiency(self) -> float:
@@ -180,6 +189,7 @@ class Analysis:
             "end_to_end_s": self.end_to_end_s,
             "end_to_end_iqr_s": self.end_to_end_iqr_s,
             "ops_sum_s": self.ops_sum_s,
+            "ops_median_sum_s": self.ops_median_sum_s,
             "unattributed_s": self.unattributed_s,
             "accounting_ratio": self.accounting_ratio,
             "accounting_ratio_ci": list(self.accounting_ci),
@@ -212,7 +222,7 @@ class Analysis:
             input_shapes=tuple(tuple(s) for s in d["input_shapes"]), capture=d["capture"],
             capture_note=d["capture_note"], platform_id=d["platform_id"], end_to_end_s=d["end_to_end_s"],
             end_to_end_iqr_s=d["end_to_end_iqr_s"], ops_sum_s=d["ops_sum_s"],
-            accounting_ci=tuple(d["accounting_ratio_ci"]), runs=d["runs"], ops=ops, roofs=d["roofs"],  # type: ignore[arg-type]
+            accounting_ratio=d["accounting_ratio"], accounting_ci=tuple(d["accounting_ratio_ci"]), runs=d["runs"], ops=ops, roofs=d["roofs"],  # type: ignore[arg-type]
             duration_s=d["duration_s"], warnings=tuple(d["warnings"]), ceilings_quick=d["ceilings_quick"],
             created_at=d["created_at"],
         )
@@ -301,7 +311,7 @@ def analyze_workload(
                 headroom_s=pl.headroom_s, reason=reason(op, cost.kind, pl.bound, pl.efficiency, pl.level),
             )
         )
-    ops_sum = math.fsum(r.time_s for r in results)
+    pair_ratios = [t / w for t, w in zip(total.samples, whole.samples) if w > 0]
     warnings = list(roofs.notes)
     if graph.capture_note:
         warnings.append(graph.capture_note)
@@ -315,7 +325,8 @@ def analyze_workload(
         model=wl.name, workload_kind=wl.kind, batch=wl.batch, threads=threads,
         input_shapes=tuple(wl.input_shapes), capture=graph.capture, capture_note=graph.capture_note,
         platform_id=ceilings.platform.id, end_to_end_s=whole.median, end_to_end_iqr_s=whole.iqr,
-        ops_sum_s=ops_sum, accounting_ci=stats.ratio_of_medians_ci(list(total.samples), list(whole.samples)),
+        ops_sum_s=total.median, accounting_ratio=stats.median(pair_ratios),
+        accounting_ci=stats.median_ci(pair_ratios),
         runs=whole.n, ops=tuple(results),
         roofs={"threads": threads, "peak_flops": roofs.peak, "bandwidth": roofs.bandwidth,
                "capacity_bytes": roofs.capacity, "dispatch_overhead_s": roofs.dispatch_s},

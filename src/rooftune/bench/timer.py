@@ -24,7 +24,7 @@ callable (the whole model), interleaved, one call per sample::
     warm-up as above (both callables)
     repeat:
         whole += time(reference());  parts[i] += run(clock)[i] for every part i
-        stop by the rule above, applied to the per-run sum of the parts
+        stop by the rule above, applied to both the whole and the per-run sum of the parts
 """
 
 from __future__ import annotations
@@ -267,9 +267,11 @@ def measure_parts(
         totals.append(math.fsum(durations))
         n = len(totals)
         stable = False
-        if n >= policy.min_samples:
-            lo, hi = stats.median_ci(totals)
-            stable = stats.relative_half_width(lo, hi, stats.median(totals)) <= policy.target_rel_ci
+        if n >= policy.min_samples:  # both sides of the accounting must be stable
+            stable = all(
+                stats.relative_half_width(*stats.median_ci(xs), stats.median(xs)) <= policy.target_rel_ci
+                for xs in (totals, whole)
+            )
         reason = _stop_reason(stable, n, policy, clock() - start)
         if reason:
             break
@@ -286,6 +288,6 @@ def measure_parts(
             warnings=tuple(_sample_warnings(samples, policy, stop)),
         )
 
-    # Only the sum of the parts is held to the stop rule; a part's own spread is reported as noise.
+    # A part's own spread is reported as noise; the whole and the sum are held to the stop rule.
     parts = [make(name, samples, "stable") for name, samples in zip(labels, per_part)]
-    return make(label, whole, "stable"), make(f"{label} (sum of parts)", totals, reason), parts
+    return make(label, whole, reason), make(f"{label} (sum of parts)", totals, reason), parts

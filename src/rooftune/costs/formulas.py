@@ -142,7 +142,10 @@ def multihead_attention(op: OpNode) -> tuple[float, float]:
         raise ValueError("attention without query and key")
     e = int(op.args["embed_dim"])
     tokens_q, tokens_k = q.numel // e, k.numel // e
-    batch = q.shape[0] if op.args.get("batch_first") else q.shape[1] if len(q.shape) == 3 else 1
+    if len(q.shape) != 3:  # unbatched (L, E): batch_first does not apply
+        batch = 1
+    else:
+        batch = q.shape[0] if op.args.get("batch_first") else q.shape[1]
     L, S = tokens_q // batch, tokens_k // batch
     proj = 2 * e * e * (2 * tokens_q + 2 * tokens_k)  # q and out on L tokens, k and v on S tokens
     attn = 4 * batch * L * S * e

@@ -325,18 +325,18 @@ def capture_hooks(wl: Workload, note: str) -> OpGraph:
         return hook
 
     def post(path: str) -> Callable[..., None]:
-        def hook(m: nn.Module, inputs: tuple[Any, ...], output: Any) -> None:
+        def hook(m: nn.Module, inputs: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> None:
             t1 = state["clock"]()
             state["durations"].append(t1 - state["starts"].pop(path))
-            if state["record"] is not None:
-                state["record"].append((path, m, inputs, output))
+            if state["record"] is not None:  # keyword arguments follow the positional ones, in order
+                state["record"].append((path, m, tuple(inputs) + tuple(kwargs.values()), output))
 
         return hook
 
     handles = []
     for path, m in leaves:
         handles.append(m.register_forward_pre_hook(pre(path)))
-        handles.append(m.register_forward_hook(post(path)))
+        handles.append(m.register_forward_hook(post(path), with_kwargs=True))
     state["record"] = []
     with torch.no_grad():
         wl.module(*wl.inputs)

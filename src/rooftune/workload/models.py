@@ -72,8 +72,8 @@ def parse_options(items: Sequence[str]) -> dict[str, Any]:
         else:
             try:
                 value = ast.literal_eval(text)
-            except (ValueError, SyntaxError):
-                value = text
+            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+                value = text  # not a Python literal: the text itself
         opts[key.strip()] = value
     return opts
 
