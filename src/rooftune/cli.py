@@ -212,7 +212,7 @@ def _print_analysis(a: Any, top: int) -> None:
     for i, o in enumerate(a.opportunities(top), 1):
         out.print(f" {i:2d}. {o.name} ({o.module or '-'}): {_seconds(o.headroom_s)} - {o.reason}", highlight=False)
     for w in a.warnings:
-        err.print(f"[yellow]warning:[/yellow] {w}", highlight=False)
+        err.print(f"[yellow]warning:[/yellow] {w}", highlight=False, soft_wrap=True)
 
 
 @app.command()

@@ -110,3 +110,11 @@ def test_reasons_name_the_op_where_it_sits_and_what_to_try() -> None:
     assert "fold it into the preceding conv" in reason(bn, "norm", "memory-L1", 0.1, "L1")
     assert "dispatch-bound" in reason(bn, "norm", "overhead", 0.01, "L1")
     assert "no cost formula" in reason(bn, "unknown", "unknown", None, "")
+
+
+def test_an_op_without_work_is_overhead_whatever_its_time() -> None:
+    p = place(OpCost("view", 0.0, 0.0, "view"), 50e-6, "float32", ROOFS)
+    assert p.bound == "overhead" and p.efficiency == 0.0
+    assert p.headroom_s == pytest.approx(48e-6)
+    node = OpNode(0, "transpose", "aten.transpose", "attn", "MultiheadAttention", {"self": f32(4, 4)}, (f32(4, 4),))
+    assert "a view (no data moved)" in reason(node, "view", "overhead", 0.0, "L1")

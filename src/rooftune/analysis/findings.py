@@ -46,6 +46,8 @@ def reason(op: OpNode, kind: str, bound: str, efficiency: float | None, level: s
     """E.g. "depthwise 3x3 conv, memory-bound in L2 at 18 % of roof: try channels_last"."""
     what = describe(op, kind)
     eff = f"{efficiency:.0%} of roof" if efficiency is not None else "no roof (no cost formula)"
+    if kind == "view":
+        return f"{what}, a view (no data moved): its time is dispatch overhead; torch.compile or TorchScript remove it"
     if bound == "overhead":
         return f"{what}, dispatch-bound ({eff}): fuse it with its neighbours (torch.compile) or raise the batch"
     if bound == "unknown":
@@ -81,6 +83,8 @@ def reason(op: OpNode, kind: str, bound: str, efficiency: float | None, level: s
         advice = "try channels_last, or fuse it with the conv before it"
     elif kind == "rnn":
         advice = "sequential over time steps: a larger batch widens each step's GEMM; try ONNX Runtime or OpenVINO"
+    elif kind == "fill":
+        advice = "an allocation and fill each run: pass initial states in, or let a graph runtime reuse the buffer"
     elif kind == "attention":
         advice = "check the fused attention kernel is used (scaled_dot_product_attention) and try bf16"
     else:

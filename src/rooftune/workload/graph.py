@@ -9,9 +9,13 @@ modules, and the graph says so in ``capture_note``.
 
 from __future__ import annotations
 
+import contextlib
+import io
+import logging
 import operator
 import time
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -364,10 +368,25 @@ def capture_hooks(wl: Workload, note: str) -> OpGraph:
     return OpGraph(wl.name, tuple(ops), "module hooks", note, run_timed)
 
 
+@contextlib.contextmanager
+def _quiet_torch() -> Iterator[None]:
+    """Keep a failing export from printing its partial graph and warnings; the result says why."""
+    logger = logging.getLogger("torch")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logger.setLevel(level)
+
+
 def capture(wl: Workload) -> OpGraph:
     """The op graph of ``wl``: torch.export when it can, else module hooks with the reason why."""
     try:
-        return capture_export(wl)
+        with _quiet_torch():
+            return capture_export(wl)
     except Exception as exc:  # export raises many kinds of errors; every one means "fall back"
         note = f"torch.export failed ({type(exc).__name__}: {_first_line(exc)}); captured leaf modules with hooks, functional ops are not seen"
         return capture_hooks(wl, note)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import ast
 import difflib
 import importlib
+import os
+import sys
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -147,6 +149,11 @@ def _load_callable(spec: str, options: dict[str, Any]) -> tuple[nn.Module, tuple
     allowed = "allowed package.module:callable returning an nn.Module (or (module, example_inputs))"
     if not mod_name or not attr:
         raise InvalidArgument("model", spec, allowed)
+    # Like `uvicorn module:app`, the current directory is importable, so `rooftune analyze
+    # mymodels:build` works from the project folder without installing it.
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
     try:
         mod = importlib.import_module(mod_name)
     except Exception as exc:  # an import runs arbitrary code: any failure is the user's module
