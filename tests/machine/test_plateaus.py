@@ -97,7 +97,8 @@ def test_level_ranges_follow_capacities() -> None:
     r = level_ranges(CAPS)
     assert r["L1"] == (0.0, 96.0 * KiB)
     assert r["L2"] == (96.0 * KiB, 2.0 * MiB)
-    assert r["DRAM"] == (32.0 * MiB, math.inf)
+    assert r["DRAM"] == (64.0 * MiB, math.inf)  # DRAM starts at twice the last cache
+    assert level_ranges(CAPS, dram_factor=1.0)["DRAM"] == (32.0 * MiB, math.inf)
 
 
 def test_plateau_middle_is_geometric() -> None:

@@ -12,8 +12,9 @@ from rooftune.machine.plateaus import LEVELS, Plateau, detect_plateaus, name_pla
 from rooftune.platform import Platform
 
 PRECISIONS = ("fp32", "fp64", "bf16", "int8")
-#: Sweep up to at least this many times the last cache level, so DRAM is a plateau, not a point.
-DRAM_FACTOR = 4
+#: Sweep up to this many times the last cache level: DRAM starts at 2x it (plateaus.DRAM_MIN_FACTOR)
+#: and needs two octaves of points to be a plateau, not a point (ERT sweeps up to 1 GiB).
+DRAM_FACTOR = 8
 #: Without any cache information the sweep still has to leave the caches of any current CPU.
 FALLBACK_MAX_BYTES = 256 * 1024**2
 
