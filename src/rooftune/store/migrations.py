@@ -26,6 +26,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     1: _create("schema_info", "platforms", "ceilings"),
     2: _create("measurements"),
     3: _create("analyses"),
+    4: _create("trials"),
 }
 
 SCHEMA_VERSION = max(MIGRATIONS)

@@ -70,3 +70,18 @@ class AnalysisRow(Base):
     threads: Mapped[int] = mapped_column(Integer)
     rooftune_version: Mapped[str] = mapped_column(String(32))
     data: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
+class TrialRow(Base):
+    """One evaluated runtime configuration of a tuning study; ``result`` holds its figures or why
+    it failed. A study is resumed from its rows."""
+
+    __tablename__ = "trials"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    platform_id: Mapped[str] = mapped_column(ForeignKey("platforms.id"), index=True)
+    study_key: Mapped[str] = mapped_column(String(64), index=True)
+    config_key: Mapped[str] = mapped_column(String(32))
+    created_at: Mapped[float] = mapped_column(Float)
+    status: Mapped[str] = mapped_column(String(16))
+    config: Mapped[dict[str, Any]] = mapped_column(JSON)
+    result: Mapped[dict[str, Any]] = mapped_column(JSON)

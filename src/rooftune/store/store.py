@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 from rooftune.errors import StoreError
 from rooftune.platform import Platform
 from rooftune.store.migrations import MIGRATIONS, SCHEMA_VERSION
-from rooftune.store.schema import AnalysisRow, CeilingsRow, MeasurementRow, PlatformRow, SchemaInfo
+from rooftune.store.schema import AnalysisRow, CeilingsRow, MeasurementRow, PlatformRow, SchemaInfo, TrialRow
 
 #: Environment variable that names the store when --db is not given.
 DB_ENV = "ROOFTUNE_DB"
@@ -288,12 +288,35 @@ class Store:
                 q = q.where(AnalysisRow.model == model)
             return [{**dict(r.data), "id": r.id, "created_at": r.created_at} for r in s.scalars(q).all()]
 
+    # ------------------------------------------------------------------ tuning trials
+
+    def save_trial(
+        self, platform: Platform, *, study_key: str, config_key: str, status: str,
+        config: Mapping[str, Any], result: Mapping[str, Any],
+    ) -> int:
+        """Store one trial of a tuning study in its own transaction (so an interrupted study
+        keeps every trial it finished); returns its id."""
+        with self.transaction() as s:
+            self._upsert_platform(s, platform)
+            row = TrialRow(platform_id=platform.id, study_key=study_key, config_key=config_key,
+                           created_at=time.time(), status=status, config=dict(config), result=dict(result))
+            s.add(row)
+            s.flush()
+            return row.id
+
+    def trials(self, study_key: str) -> list[dict[str, Any]]:
+        """The trials of a study, oldest first: ``config_key``, ``status``, ``config``, ``result``."""
+        with self.transaction() as s:
+            q = select(TrialRow).where(TrialRow.study_key == study_key).order_by(TrialRow.id)
+            return [{"config_key": r.config_key, "status": r.status, "config": dict(r.config),
+                     "result": dict(r.result), "created_at": r.created_at} for r in s.scalars(q).all()]
+
     def count(self, table: str) -> int:
         from sqlalchemy import func
 
         model = {
             "platforms": PlatformRow, "ceilings": CeilingsRow, "measurements": MeasurementRow,
-            "analyses": AnalysisRow,
+            "analyses": AnalysisRow, "trials": TrialRow,
         }[table]
         with self.transaction() as s:
             return int(s.scalar(select(func.count()).select_from(model)) or 0)

@@ -24,6 +24,9 @@ from rooftune.workload.shapes import format_shape, with_batch
 
 #: Seed of the example inputs: the same workload always gets the same numbers.
 INPUT_SEED = 0
+#: Seed of the untrained weights: every process that loads a workload (a tuning trial, an analysis)
+#: builds the same model, so outputs can be compared across processes.
+WEIGHT_SEED = 0
 #: The largest batch accepted; beyond it a 2-core machine runs out of memory before time.
 MAX_BATCH = 4096
 #: Image sizes that differ from the family default (the sizes the models were trained at).
@@ -201,7 +204,14 @@ def load_workload(
     ``transformer-encoder``), ``package.module:callable`` or a ``.pt2`` file saved by torch.export.
     """
     _check_batch(batch)
-    options = dict(options or {})
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(WEIGHT_SEED)
+        return _load(model, batch, inputs, dict(options or {}), check)
+
+
+def _load(
+    model: str, batch: int | None, inputs: Sequence[tuple[int, ...]] | None, options: dict[str, Any], check: bool
+) -> Workload:
     model = model.strip()
     if not model:
         raise InvalidArgument("model", model, "allowed a torchvision name, a built-in, module:callable or a .pt2 file")

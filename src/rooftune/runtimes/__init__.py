@@ -1,0 +1,43 @@
+"""Runtimes behind one interface (see :mod:`rooftune.runtimes.base` for the contract).
+
+A new runtime is one module with a :class:`Runtime` subclass plus one line in :data:`RUNTIMES`.
+"""
+
+from __future__ import annotations
+
+from rooftune.errors import InvalidArgument
+from rooftune.runtimes.base import Prepared, Runtime, first_tensor
+from rooftune.runtimes.onnx_runtime import OnnxRuntime
+from rooftune.runtimes.openvino_runtime import OpenVINO
+from rooftune.runtimes.torch_runtimes import Compile, Eager, TorchScript
+
+RUNTIMES: dict[str, type[Runtime]] = {
+    "eager": Eager,
+    "torchscript": TorchScript,
+    "compile": Compile,
+    "onnxruntime": OnnxRuntime,
+    "openvino": OpenVINO,
+}
+
+
+def get_runtime(name: str) -> Runtime:
+    if name not in RUNTIMES:
+        raise InvalidArgument("runtime", name, f"allowed {', '.join(RUNTIMES)}")
+    return RUNTIMES[name]()
+
+
+def available_runtimes() -> tuple[dict[str, Runtime], dict[str, str]]:
+    """The runtimes usable here, and for each missing one the reason."""
+    ok: dict[str, Runtime] = {}
+    notes: dict[str, str] = {}
+    for name in RUNTIMES:
+        rt = get_runtime(name)
+        why = rt.available()
+        if why is None:
+            ok[name] = rt
+        else:
+            notes[name] = why
+    return ok, notes
+
+
+__all__ = ["RUNTIMES", "Prepared", "Runtime", "available_runtimes", "first_tensor", "get_runtime"]

@@ -1,0 +1,75 @@
+"""The contract every runtime follows.
+
+A :class:`Runtime` turns a workload and a :class:`~rooftune.tuning.RunConfig` into a
+:class:`Prepared` model once (export, compile, freeze: outside any timed region), which then runs
+the workload's inputs and returns the output as a torch tensor (the first output when there are
+several). ``available()`` says why the runtime cannot be used here (a package missing), or None.
+Heavy packages are imported inside ``available``/``prepare`` only.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+if TYPE_CHECKING:
+    from rooftune.tuning.config import RunConfig
+    from rooftune.workload import Workload
+
+
+@dataclass
+class Prepared:
+    """A model ready to run: ``run()`` executes one inference on the prepared inputs."""
+
+    run: Callable[[], Any]
+    to_torch: Callable[[Any], torch.Tensor]
+    artifact: Path | None = None
+    notes: tuple[str, ...] = ()
+
+    def output(self) -> torch.Tensor:
+        return self.to_torch(self.run())
+
+
+class Runtime(ABC):
+    """One way of running a model (PyTorch eager, TorchScript, ONNX Runtime, OpenVINO ...)."""
+
+    name: str = ""
+    #: Options of this runtime's own that the search may set, with their allowed values.
+    options: dict[str, tuple[Any, ...]] = {}
+
+    def available(self) -> str | None:
+        """None when usable here, else why not (e.g. "onnxruntime is not installed")."""
+        return None
+
+    @abstractmethod
+    def prepare(self, wl: Workload, config: RunConfig, workdir: Path) -> Prepared:
+        """Build the runnable model for ``config`` (threads are already set in this process)."""
+
+
+def first_tensor(out: Any) -> torch.Tensor:
+    """The first tensor of a model output (tensor, tuple/list, dict or numpy array)."""
+    import numpy as np
+
+    if isinstance(out, torch.Tensor):
+        return out
+    if isinstance(out, np.ndarray):
+        return torch.from_numpy(np.ascontiguousarray(out))
+    if isinstance(out, dict):
+        return first_tensor(next(iter(out.values())))
+    if isinstance(out, (list, tuple)) and out:
+        return first_tensor(out[0])
+    raise TypeError(f"model output of type {type(out).__name__} has no tensor")
+
+
+def missing(package: str) -> str | None:
+    """None when ``package`` imports, else the note that removes a runtime from the space."""
+    import importlib.util
+
+    if importlib.util.find_spec(package) is None:
+        return f"{package} is not installed (pip install {package})"
+    return None

@@ -1,0 +1,75 @@
+"""ONNX Runtime on its CPU provider: the model exported through torch.onnx."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from rooftune.runtimes.base import Prepared, Runtime, first_tensor, missing
+from rooftune.runtimes.torch_runtimes import torch_inputs, torch_module
+
+if TYPE_CHECKING:
+    from rooftune.tuning.config import RunConfig
+    from rooftune.workload import Workload
+
+#: ONNX opset: the newest both torch.onnx and onnxruntime 1.2x handle for every op we export.
+OPSET = 18
+
+
+def export_onnx(wl: Workload, config: RunConfig, path: Path) -> Path:
+    """torch.onnx.export of the workload in the config's layout; the dynamo exporter first, the
+    TorchScript exporter when it fails."""
+    import warnings
+
+    m = torch_module(wl, config)
+    xs = torch_inputs(wl, config)
+    names = [f"input{i}" for i in range(len(xs))]
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        try:
+            torch.onnx.export(m, xs, str(path), input_names=names, opset_version=OPSET, dynamo=True,
+                              external_data=False, verbose=False)
+        except Exception:  # the dynamo exporter fails on some models the legacy one handles
+            torch.onnx.export(m, xs, str(path), input_names=names, opset_version=OPSET, dynamo=False)
+    return path
+
+
+class OnnxRuntime(Runtime):
+    name = "onnxruntime"
+    options = {
+        "execution_mode": ("sequential", "parallel"),
+        "graph_optimization": ("basic", "extended", "all"),
+        "spinning": (True, False),
+    }
+
+    def available(self) -> str | None:
+        return missing("onnxruntime") or missing("onnx")
+
+    def prepare(self, wl: Workload, config: RunConfig, workdir: Path) -> Prepared:
+        import onnxruntime as ort
+
+        path = config.artifact_path(workdir, "model.onnx")
+        if not path.exists():
+            export_onnx(wl, config, path)
+        so = ort.SessionOptions()
+        if not config.vendor_defaults:  # the onnxruntime-default baseline keeps ORT's own choices
+            so.intra_op_num_threads = config.intra_threads
+            so.inter_op_num_threads = config.inter_threads
+            mode = config.option("execution_mode", "sequential")
+            so.execution_mode = ort.ExecutionMode.ORT_PARALLEL if mode == "parallel" else ort.ExecutionMode.ORT_SEQUENTIAL
+            level = config.option("graph_optimization", "all")
+            so.graph_optimization_level = {
+                "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+                "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+                "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+            }[level]
+            so.add_session_config_entry("session.intra_op.allow_spinning", "1" if config.option("spinning", True) else "0")
+        sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+        feeds = {i.name: x.float().numpy() for i, x in zip(sess.get_inputs(), torch_inputs(wl, config))}
+
+        def run() -> Any:
+            return sess.run(None, feeds)
+
+        return Prepared(run, lambda out: first_tensor(out).float(), artifact=path)

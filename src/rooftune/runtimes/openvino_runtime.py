@@ -1,0 +1,55 @@
+"""OpenVINO on the CPU plugin: the model converted with ``openvino.convert_model``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rooftune.runtimes.base import Prepared, Runtime, first_tensor, missing
+from rooftune.runtimes.torch_runtimes import torch_inputs, torch_module
+
+if TYPE_CHECKING:
+    from rooftune.tuning.config import RunConfig
+    from rooftune.workload import Workload
+
+
+class OpenVINO(Runtime):
+    name = "openvino"
+    options = {"hint": ("LATENCY", "THROUGHPUT"), "streams": (1, 2)}
+
+    def available(self) -> str | None:
+        return missing("openvino")
+
+    def prepare(self, wl: Workload, config: RunConfig, workdir: Path) -> Prepared:
+        import warnings
+
+        import openvino as ov
+        import torch
+
+        path = config.artifact_path(workdir, "model.xml")
+        core = ov.Core()
+        if path.exists():
+            model = core.read_model(str(path))
+        else:
+            m = torch_module(wl, config)
+            with warnings.catch_warnings(), torch.no_grad():
+                warnings.simplefilter("ignore")
+                model = ov.convert_model(m, example_input=torch_inputs(wl, config))
+            ov.save_model(model, str(path))
+        props: dict[str, Any] = {"PERFORMANCE_HINT": config.option("hint", "LATENCY")}
+        if not config.vendor_defaults:
+            # OpenVINO picks bf16 on its own where the ISA has it; fp32 means fp32.
+            props["INFERENCE_PRECISION_HINT"] = "bf16" if config.precision == "bf16" else "f32"
+            props["INFERENCE_NUM_THREADS"] = config.intra_threads
+            props["NUM_STREAMS"] = int(config.option("streams", 1))
+        compiled = core.compile_model(model, "CPU", props)
+        request = compiled.create_infer_request()
+        feeds = [x.float().numpy() for x in torch_inputs(wl, config)]
+
+        def run() -> Any:
+            return request.infer(feeds)
+
+        def to_torch(out: Any) -> Any:
+            return first_tensor(out[compiled.output(0)]).float()
+
+        return Prepared(run, to_torch, artifact=path)

@@ -1,0 +1,22 @@
+"""Black-box tuning of the runtime configuration: space, guidelines, baselines, search, trials."""
+
+from __future__ import annotations
+
+from rooftune.tuning.config import RunConfig, allocator_library
+from rooftune.tuning.guidelines import average_width, baselines, guideline
+from rooftune.tuning.study import OBJECTIVES, TrialResult, TuneResult, tune
+from rooftune.tuning.trial import TrialFailed, Worker
+
+__all__ = [
+    "OBJECTIVES",
+    "RunConfig",
+    "TrialFailed",
+    "TrialResult",
+    "TuneResult",
+    "Worker",
+    "allocator_library",
+    "average_width",
+    "baselines",
+    "guideline",
+    "tune",
+]

@@ -1,0 +1,95 @@
+"""A trial's subprocess: prepares one configuration, checks its output, and times it on request.
+
+Protocol: one JSON object per line on stdin, one answer per line on the protocol pipe (the
+original stdout; fd 1 is pointed at stderr so that libraries printing cannot corrupt it).
+
+    {"cmd": "init", "workload": {...}, "config": {...}, "reference": path, "workdir": path}
+        -> {"ok": true, "prepare_s": ..., "verify": {...}} | {"ok": false, "error": "..."}
+    {"cmd": "measure", "policy": {...}}   -> {"ok": true, "measurement": {...}}
+    {"cmd": "sample", "number": n}        -> {"ok": true, "seconds": per-call time}
+    {"cmd": "exit"}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from typing import Any
+
+
+def _answer(pipe: Any, obj: dict[str, Any]) -> None:
+    pipe.write(json.dumps(obj) + "\n")
+    pipe.flush()
+
+
+def main() -> int:
+    pipe = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    prepared = None
+    for line in sys.stdin:
+        msg = json.loads(line)
+        cmd = msg.get("cmd")
+        try:
+            if cmd == "init":
+                prepared, info = _init(msg)
+                _answer(pipe, {"ok": True, **info})
+            elif cmd == "measure":
+                from rooftune.bench import Policy, measure
+
+                assert prepared is not None
+                m = measure(prepared.run, label=msg.get("label", "trial"), policy=Policy(**msg["policy"]),
+                            params=msg.get("params", {}))
+                _answer(pipe, {"ok": True, "measurement": m.to_dict()})
+            elif cmd == "sample":
+                assert prepared is not None
+                n = int(msg.get("number", 1))
+                t0 = time.perf_counter()
+                for _ in range(n):
+                    prepared.run()
+                _answer(pipe, {"ok": True, "seconds": (time.perf_counter() - t0) / n})
+            elif cmd == "exit":
+                return 0
+            else:
+                _answer(pipe, {"ok": False, "error": f"unknown command {cmd!r}"})
+        except Exception as exc:  # the trial failed; the parent records it and goes on
+            first = (str(exc).strip().splitlines() or [""])[0][:300]
+            _answer(pipe, {"ok": False, "error": f"{type(exc).__name__}: {first}",
+                           "traceback": traceback.format_exc(limit=5)})
+    return 0
+
+
+def _init(msg: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    from pathlib import Path
+
+    import torch
+
+    from rooftune.runtimes import get_runtime
+    from rooftune.tuning.config import RunConfig
+    from rooftune.tuning.verify import compare_outputs
+    from rooftune.workload import load_workload
+
+    config = RunConfig(**msg["config"])
+    if config.set_threads:
+        torch.set_num_threads(config.intra_threads)
+        torch.set_num_interop_threads(config.inter_threads)
+    w = msg["workload"]
+    wl = load_workload(w["model"], batch=config.batch, inputs=w.get("inputs"), options=w.get("options"), check=False)
+    t0 = time.perf_counter()
+    prepared = get_runtime(config.runtime).prepare(wl, config, Path(msg["workdir"]))
+    out = prepared.output()
+    prepare_s = time.perf_counter() - t0
+    reference = torch.load(msg["reference"])
+    verify = compare_outputs(out, reference, config.precision)
+    return prepared, {
+        "prepare_s": prepare_s, "verify": verify,
+        "artifact": str(prepared.artifact) if prepared.artifact else None,
+        "threads": torch.get_num_threads(),
+    }
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

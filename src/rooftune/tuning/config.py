@@ -1,0 +1,138 @@
+"""RunConfig: one runtime configuration, as the search sets it, a file stores it and
+``rooftune exec`` applies it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from rooftune.errors import InvalidArgument
+
+MEMORY_FORMATS = ("contiguous", "channels_last")
+PRECISIONS = ("fp32", "bf16", "int8")
+ALLOCATORS = ("glibc", "jemalloc", "tcmalloc")
+#: Where Debian/Ubuntu put the allocators (packages libjemalloc2, libtcmalloc-minimal4).
+ALLOCATOR_LIBRARIES = {
+    "jemalloc": ("libjemalloc.so.2",),
+    "tcmalloc": ("libtcmalloc_minimal.so.4", "libtcmalloc.so.4"),
+}
+_LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib", "/usr/local/lib")
+#: jemalloc settings PyTorch's launcher uses (torch.backends.xeon.run_cpu).
+JEMALLOC_CONF = "oversize_threshold:1,background_thread:true,metadata_thp:auto"
+
+
+def allocator_library(name: str) -> str | None:
+    """Path of the allocator's shared library, or None when it is not installed."""
+    for lib in ALLOCATOR_LIBRARIES.get(name, ()):
+        for d in _LIB_DIRS:
+            p = Path(d) / lib
+            if p.exists():
+                return str(p)
+    return None
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """How to run a model: runtime, threads, layout, precision, allocator, OpenMP environment.
+
+    ``set_threads=False`` leaves thread counts to the framework (the vanilla baseline);
+    ``vendor_defaults=True`` leaves a runtime's own knobs at its defaults (peer baselines).
+    """
+
+    runtime: str = "eager"
+    intra_threads: int = 1
+    inter_threads: int = 1
+    batch: int = 1
+    memory_format: str = "contiguous"
+    precision: str = "fp32"
+    allocator: str = "glibc"
+    omp: dict[str, str] = field(default_factory=dict)
+    runtime_options: dict[str, Any] = field(default_factory=dict)
+    set_threads: bool = True
+    vendor_defaults: bool = False
+    name: str = ""
+
+    def option(self, key: str, default: Any) -> Any:
+        return self.runtime_options.get(key, default)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], usable_cores: int | None = None) -> RunConfig:
+        """Read a configuration (e.g. ``--save`` output); unknown keys and impossible values are
+        refused with the allowed ones."""
+        known = {f.name for f in fields(cls)}
+        for key in d:
+            if key not in known:
+                raise InvalidArgument("configuration key", key, f"allowed {', '.join(sorted(known))}")
+        cfg = cls(**d)
+        cfg.validate(usable_cores)
+        return cfg
+
+    def validate(self, usable_cores: int | None = None) -> None:
+        from rooftune.runtimes import RUNTIMES
+
+        if self.runtime not in RUNTIMES:
+            raise InvalidArgument("runtime", self.runtime, f"allowed {', '.join(RUNTIMES)}")
+        limit = usable_cores or os.cpu_count() or 1
+        for key in ("intra_threads", "inter_threads"):
+            v = getattr(self, key)
+            if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= limit:
+                raise InvalidArgument(key, v, f"allowed 1..{limit} (the usable cores of this machine)")
+        if isinstance(self.batch, bool) or not isinstance(self.batch, int) or self.batch < 1:
+            raise InvalidArgument("batch", self.batch, "allowed an integer >= 1")
+        for key, allowed in (("memory_format", MEMORY_FORMATS), ("precision", PRECISIONS), ("allocator", ALLOCATORS)):
+            if getattr(self, key) not in allowed:
+                raise InvalidArgument(key, getattr(self, key), f"allowed {', '.join(allowed)}")
+        if not isinstance(self.omp, dict) or not all(k.startswith(("OMP_", "GOMP_", "KMP_")) for k in self.omp):
+            raise InvalidArgument("omp", self.omp, "allowed a mapping of OMP_*, GOMP_* or KMP_* variables")
+
+    def key(self) -> str:
+        """A short hash of everything in the configuration (its identity in the store)."""
+        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+    def artifact_path(self, workdir: Path, filename: str) -> Path:
+        """Where this configuration's prepared artifact lives: shared by configurations that
+        differ only in threads or environment, since those do not change the artifact."""
+        ident = f"{self.runtime}-{self.memory_format}-{self.precision}-b{self.batch}"
+        d = workdir / ident
+        d.mkdir(parents=True, exist_ok=True)
+        return d / filename
+
+    def environment(self) -> dict[str, str]:
+        """Environment variables this configuration sets for a process (threads, allocator,
+        OpenMP); what ``rooftune exec`` applies and what a trial's subprocess starts with."""
+        env: dict[str, str] = {}
+        if self.set_threads:
+            env["OMP_NUM_THREADS"] = str(self.intra_threads)
+            env["MKL_NUM_THREADS"] = str(self.intra_threads)
+        env.update(self.omp)
+        if self.allocator != "glibc":
+            lib = allocator_library(self.allocator)
+            if lib is None:
+                raise InvalidArgument("allocator", self.allocator, "its library is not installed (apt-get install libjemalloc2 / libtcmalloc-minimal4)")
+            env["LD_PRELOAD"] = lib
+            if self.allocator == "jemalloc":
+                env["MALLOC_CONF"] = JEMALLOC_CONF
+        return env
+
+    def describe(self) -> str:
+        parts = [self.runtime]
+        if self.set_threads:
+            parts.append(f"{self.intra_threads}x{self.inter_threads} threads")
+        else:
+            parts.append("default threads")
+        if self.memory_format != "contiguous":
+            parts.append(self.memory_format)
+        if self.precision != "fp32":
+            parts.append(self.precision)
+        if self.allocator != "glibc":
+            parts.append(self.allocator)
+        parts += [f"{k}={v}" for k, v in sorted(self.omp.items())]
+        parts += [f"{k}={v}" for k, v in sorted(self.runtime_options.items())]
+        return ", ".join(parts)

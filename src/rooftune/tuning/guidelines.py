@@ -1,0 +1,91 @@
+"""Instant configurations: the guideline (after Wang et al., TACO 2020) and the baselines a user
+would otherwise run, each built from this machine's fingerprint."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from rooftune.tuning.config import RunConfig, allocator_library
+
+if TYPE_CHECKING:
+    from rooftune.platform import Platform
+    from rooftune.workload import OpGraph
+
+#: Ops that carry a model's work; Wang et al. size inter-op pools from their count over the depth.
+HEAVY_KINDS = ("conv", "linear", "matmul", "attention", "rnn")
+
+
+def physical_usable(platform: Platform) -> int:
+    """Usable cores without SMT siblings (at least 1)."""
+    smt = max(1, platform.logical_cores // max(platform.physical_cores, 1))
+    return max(1, platform.usable_cores // smt)
+
+
+def average_width(graph: OpGraph) -> float:
+    """Average operator-level parallelism: heavy ops divided by the depth of the graph (in heavy
+    ops) - Wang et al.'s estimate of how many inter-op pools the graph can keep busy."""
+    from rooftune.costs import cost_of
+
+    heavy = {op.index for op in graph.ops if cost_of(op).kind in HEAVY_KINDS}
+    level: dict[int, int] = {}
+    for op in graph.ops:
+        base = max((level.get(p, 0) for p in op.producers), default=0)
+        level[op.index] = base + (1 if op.index in heavy else 0)
+    depth = max(level.values(), default=0)
+    return len(heavy) / depth if depth else 1.0
+
+
+def guideline(platform: Platform, graph: OpGraph, available: dict[str, Any], *, objective: str = "latency") -> tuple[RunConfig, list[str]]:
+    """The guideline configuration and the reasons for each choice."""
+    cores = physical_usable(platform)
+    width = average_width(graph)
+    pools = max(1, min(cores, round(width))) if graph.capture == "torch.export" else 1
+    intra = max(1, cores // pools)
+    from rooftune.costs import cost_of
+
+    kinds = [cost_of(op).kind for op in graph.ops]
+    convolutional = kinds.count("conv") > 0
+    why = [f"{cores} usable physical cores (SMT siblings left idle)",
+           f"average width {width:.2f} heavy ops per level -> {pools} inter-op pool(s) x {intra} intra-op threads"]
+    # Graph runtimes fold batch norm and fuse elementwise ops, which the analysis shows are a
+    # large share of a CNN's time at batch 1; OpenVINO's CPU plugin is built around NHWC convs.
+    if convolutional and "openvino" in available:
+        runtime, options = "openvino", {"hint": "LATENCY" if objective == "latency" else "THROUGHPUT", "streams": 1}
+        why.append("convolutional net: OpenVINO (folds and fuses, NHWC kernels)")
+    elif "onnxruntime" in available:
+        runtime, options = "onnxruntime", {"execution_mode": "parallel" if pools > 1 else "sequential", "graph_optimization": "all", "spinning": True}
+        why.append("ONNX Runtime with all graph optimizations")
+    else:
+        runtime, options = "torchscript", {}
+        why.append("TorchScript frozen (folds batch norm)")
+    layout = "channels_last" if convolutional and runtime in ("eager", "torchscript", "compile") else "contiguous"
+    allocator = "jemalloc" if allocator_library("jemalloc") else "glibc"
+    cfg = RunConfig(runtime=runtime, intra_threads=intra, inter_threads=pools, memory_format=layout,
+                    allocator=allocator, omp={"OMP_PROC_BIND": "close", "OMP_PLACES": "cores"},
+                    runtime_options=options, name="guideline")
+    return cfg, why
+
+
+def baselines(platform: Platform, available: dict[str, Any]) -> list[RunConfig]:
+    """vanilla, pytorch-launcher, intel-recommended, onnxruntime-default, openvino-latency
+    (the last two only when installed)."""
+    cores = physical_usable(platform)
+    sockets = 1  # one NUMA node's worth of cores is what a single process is pinned to
+    intel_omp = (platform.openmp or {}).get("library", "").startswith(("libiomp", "libomp"))
+    out = [RunConfig(runtime="eager", set_threads=False, name="vanilla")]
+    # torch.backends.xeon.run_cpu: OMP_NUM_THREADS = cores per instance, tcmalloc preloaded when
+    # found (its default), KMP_AFFINITY/KMP_BLOCKTIME under Intel OpenMP.
+    launcher_alloc = "tcmalloc" if allocator_library("tcmalloc") else "jemalloc" if allocator_library("jemalloc") else "glibc"
+    kmp = {"KMP_AFFINITY": "granularity=fine,compact,1,0", "KMP_BLOCKTIME": "1"} if intel_omp else {}
+    out.append(RunConfig(runtime="eager", intra_threads=cores, inter_threads=1, allocator=launcher_alloc, omp=kmp,
+                         name="pytorch-launcher"))
+    # Intel's guide: intra = physical cores, inter = sockets, OMP_NUM_THREADS = physical cores,
+    # KMP_BLOCKTIME 0 for CNNs and KMP_AFFINITY compact under Intel OpenMP.
+    kmp_intel = {"KMP_AFFINITY": "granularity=fine,verbose,compact,1,0", "KMP_BLOCKTIME": "0"} if intel_omp else {}
+    out.append(RunConfig(runtime="eager", intra_threads=cores, inter_threads=sockets, omp=kmp_intel, name="intel-recommended"))
+    if "onnxruntime" in available:
+        out.append(RunConfig(runtime="onnxruntime", set_threads=False, vendor_defaults=True, name="onnxruntime-default"))
+    if "openvino" in available:
+        out.append(RunConfig(runtime="openvino", set_threads=False, vendor_defaults=True,
+                             runtime_options={"hint": "LATENCY"}, name="openvino-latency"))
+    return out

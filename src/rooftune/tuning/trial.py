@@ -1,0 +1,120 @@
+"""Running configurations in fresh subprocesses: one :class:`Worker` per configuration, with a
+time limit on every request and crash isolation. Threads, allocator and OpenMP settings can only
+be set when a process starts, which is why every configuration gets its own."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from rooftune.errors import MeasurementError
+from rooftune.tuning.config import RunConfig
+
+#: Time limit of preparing a configuration (export, compile, convert) and checking its output.
+PREPARE_TIMEOUT_S = 240.0
+#: Time limit of one measurement beyond its own budget (start-up of the timer, slow first calls).
+MEASURE_SLACK_S = 60.0
+#: Variables a configuration controls: a trial must not inherit them from the parent's environment.
+CONTROLLED = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "LD_PRELOAD", "MALLOC_CONF", "OMP_PROC_BIND",
+              "OMP_PLACES", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_AFFINITY", "KMP_BLOCKTIME")
+
+
+class TrialFailed(MeasurementError):
+    """A configuration crashed, hung, or produced a wrong output."""
+
+
+class Worker:
+    """A subprocess holding one prepared configuration (see :mod:`rooftune.tuning._worker`)."""
+
+    def __init__(self, config: RunConfig, workload: dict[str, Any], reference: Path, workdir: Path) -> None:
+        self.config = config
+        env = {k: v for k, v in os.environ.items() if k not in CONTROLLED or not config.set_threads}
+        env.update(config.environment())
+        self._stderr = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "rooftune.tuning._worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=self._stderr, text=True, env=env,
+        )
+        self.info = self.call({"cmd": "init", "workload": workload, "config": config.to_dict(),
+                               "reference": str(reference), "workdir": str(workdir)}, PREPARE_TIMEOUT_S)
+
+    def _last_stderr(self) -> str:
+        self._stderr.seek(0)
+        lines = [ln for ln in self._stderr.read().splitlines() if ln.strip()]
+        return lines[-1][:300] if lines else ""
+
+    def call(self, msg: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        try:
+            self.proc.stdin.write(json.dumps(msg) + "\n")
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            raise TrialFailed(f"the trial process died ({self._last_stderr()})") from None
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout_s)
+        if not ready:
+            self.close(kill=True)
+            raise TrialFailed(f"timed out after {timeout_s:.0f} s ({msg['cmd']})")
+        line = self.proc.stdout.readline()
+        if not line:
+            code = self.proc.wait(timeout=5)
+            raise TrialFailed(f"the trial process crashed (exit {code}): {self._last_stderr()}")
+        answer = json.loads(line)
+        if not answer.get("ok"):
+            raise TrialFailed(answer.get("error", "failed"))
+        return answer
+
+    def measure(self, policy: dict[str, Any], label: str) -> dict[str, Any]:
+        budget = float(policy.get("budget_s", 2.0)) + float(policy.get("warmup_s", 0.0))
+        return self.call({"cmd": "measure", "policy": policy, "label": label}, budget + MEASURE_SLACK_S)["measurement"]
+
+    def sample(self, number: int = 1, timeout_s: float = MEASURE_SLACK_S) -> float:
+        return float(self.call({"cmd": "sample", "number": number}, timeout_s)["seconds"])
+
+    def close(self, kill: bool = False) -> None:
+        if self.proc.poll() is None:
+            if kill:
+                self.proc.kill()
+            else:
+                try:
+                    assert self.proc.stdin is not None
+                    self.proc.stdin.write(json.dumps({"cmd": "exit"}) + "\n")
+                    self.proc.stdin.flush()
+                    self.proc.wait(timeout=10)
+                except (BrokenPipeError, subprocess.TimeoutExpired):
+                    self.proc.kill()
+        self.proc.wait()
+        self._stderr.close()
+
+    def __enter__(self) -> Worker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class VirtualClock:
+    """A clock that advances by the durations workers report, so the harness's compare() can
+    interleave two subprocesses without counting the pipe between them."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def timed(self, worker: Worker) -> Any:
+        def call() -> None:
+            self.now += worker.sample()
+
+        return call
+
+
+def elapsed(t0: float) -> float:
+    return time.perf_counter() - t0

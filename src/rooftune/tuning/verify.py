@@ -1,0 +1,44 @@
+"""Is a configuration's output the model's output? Compared with the fp32 eager reference."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+#: fp32 runtimes reorder sums (blocked GEMMs, fused ops, Winograd, approximated exp/tanh):
+#: OpenVINO in f32 on squeezenet1_0 differs from eager by 1.0e-3 of the output's scale. A different
+#: function (wrong weights, a wrong layout) differs by ~1x with cosine ~0.3; 1e-2 and a cosine
+#: of 0.9999 separate the two with margin.
+FP32_TOLERANCE = 1e-2
+FP32_MIN_COSINE = 0.9999
+#: bf16 keeps 8 mantissa bits: ~0.4 % per rounding, accumulated over layers.
+BF16_TOLERANCE = 5e-2
+#: The int8 guard (issue: cosine similarity >= 0.99 and top-1 agreement >= 99 %).
+INT8_MIN_COSINE = 0.99
+INT8_MIN_TOP1 = 0.99
+
+
+def compare_outputs(out: torch.Tensor, ref: torch.Tensor, precision: str) -> dict[str, Any]:
+    """Max abs error, error relative to the reference's scale, cosine similarity, top-1 agreement
+    (rows of the last dimension), and whether the precision's guard passes."""
+    out = out.detach().float().reshape(ref.shape) if out.numel() == ref.numel() else out.detach().float()
+    if out.shape != ref.shape:
+        return {"ok": False, "why": f"output shape {tuple(out.shape)} differs from the reference {tuple(ref.shape)}"}
+    diff = (out - ref).abs()
+    scale = ref.abs().max().item() or 1.0
+    max_abs = diff.max().item()
+    rel = max_abs / scale
+    cos = torch.nn.functional.cosine_similarity(out.flatten(), ref.flatten(), dim=0).item()
+    top1 = (out.reshape(-1, ref.shape[-1]).argmax(-1) == ref.reshape(-1, ref.shape[-1]).argmax(-1)).float().mean().item() if ref.dim() else 1.0
+    finite = bool(torch.isfinite(out).all())
+    if precision == "int8":
+        ok = finite and cos >= INT8_MIN_COSINE and top1 >= INT8_MIN_TOP1
+        rule = f"cosine >= {INT8_MIN_COSINE} and top-1 agreement >= {INT8_MIN_TOP1:.0%}"
+    else:
+        tol = BF16_TOLERANCE if precision == "bf16" else FP32_TOLERANCE
+        min_cos = INT8_MIN_COSINE if precision == "bf16" else FP32_MIN_COSINE
+        ok = finite and rel <= tol and cos >= min_cos
+        rule = f"max error <= {tol:g} of the output's scale and cosine >= {min_cos}"
+    return {"ok": ok, "max_abs": max_abs, "max_rel": rel, "cosine": cos, "top1": top1, "rule": rule,
+            "why": "" if ok else f"fails {rule}: max_rel {rel:.3g}, cosine {cos:.5f}, top-1 {top1:.1%}"}
