@@ -297,6 +297,97 @@ def models() -> None:
         out.print(f"[bold]torchvision {family}[/bold]: {' '.join(sorted(names))}", highlight=False)
 
 
+def _fmt_latency(t: Any) -> str:
+    return _seconds(t) if isinstance(t, float) and t == t else "-"
+
+
+def _print_tune(r: Any) -> None:
+    out.print(f"[bold]{r.model}[/bold], objective {r.objective}, batch {r.batch}: {len(r.trials)} trials "
+              f"({sum(1 for t in r.trials if not t.ok)} failed, {r.resumed} from the store) in {r.duration_s:.0f} s")
+    t = Table(title="Configurations (latency per inference; speedup of the best, interleaved, 95% CI)", title_justify="left")
+    for col in ("name", "configuration", "p50", "p90", "p99", "samples/s", "best is"):
+        t.add_column(col, justify="left" if col in ("name", "configuration") else "right")
+    rows = [("best", r.best), ("guideline", r.guideline), *r.baselines.items()]
+    for name, tr in rows:
+        sp = r.speedup.get(name)
+        speed = f"{sp['ratio']:.2f}x ({sp['ci_low']:.2f}-{sp['ci_high']:.2f})" if sp and sp.get("ratio") == sp.get("ratio") else "-"
+        if not tr.ok:
+            t.add_row(name, tr.config.describe(), "failed", "", "", "", tr.error[:60])
+            continue
+        t.add_row(name, tr.config.describe(), _fmt_latency(tr.latency_s), _fmt_latency(tr.p90_s),
+                  _fmt_latency(tr.p99_s), f"{tr.throughput:.1f}", speed)
+    out.print(t)
+    if r.guideline.ok:
+        gap = r.guideline.score(r.objective) / r.best.score(r.objective)
+        out.print(f"guideline: {gap:.2f}x the best's {'latency' if r.objective == 'latency' else 'time per sample'}; "
+                  + "; ".join(r.guideline_reasons), highlight=False)
+    for n in r.notes:
+        err.print(f"[yellow]note:[/yellow] {n}", highlight=False, soft_wrap=True)
+
+
+@app.command()
+def tune(
+    model: Annotated[str, typer.Argument(help="A model as `rooftune analyze` takes it.")],
+    objective: Annotated[str, typer.Option("--objective", help="latency (p50 per inference) or throughput (samples/s).")] = "latency",
+    budget: Annotated[float, typer.Option("--budget", help="Seconds for the whole study.")] = 240.0,
+    trials: Annotated[int | None, typer.Option("--trials", help="At most this many searched trials.")] = None,
+    batch: Annotated[int | None, typer.Option("--batch", help="Batch size.")] = None,
+    input_shape: Annotated[list[str] | None, typer.Option("--input", help="Input shape; repeatable.")] = None,
+    option: Annotated[list[str] | None, typer.Option("--option", "-o", help="Model option KEY=VALUE.")] = None,
+    guidelines_only: Annotated[bool, typer.Option("--guidelines-only", help="No search: guideline and baselines only.")] = False,
+    runtime: Annotated[str | None, typer.Option("--runtime", help="Restrict the search to these runtimes, e.g. eager,onnxruntime.")] = None,
+    bf16: Annotated[bool, typer.Option("--bf16", help="Also search bf16 (native bf16 CPUs only).")] = False,
+    save: Annotated[str | None, typer.Option("--save", help="Write the best configuration to FILE (JSON), its artifact beside it.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the result as one JSON object.")] = False,
+    db: Annotated[str | None, typer.Option("--db", help="Store: a file path or SQLAlchemy URL.")] = None,
+) -> None:
+    """Tune the runtime configuration of a model, against vanilla PyTorch and the vendor defaults."""
+    from pathlib import Path
+
+    from rooftune.tuning import tune as run_tune
+    from rooftune.workload import parse_options, parse_shape
+
+    shapes = [parse_shape(s) for s in input_shape or []]
+    options = parse_options(option or [])
+    runtimes = [r.strip() for r in runtime.split(",") if r.strip()] if runtime else None
+    if save is not None and not Path(save).parent.is_dir():
+        raise InvalidArgument("--save", save, "its directory does not exist")
+    progress, update = _progress()
+    with progress:
+        r = run_tune(model, objective=objective, budget_s=budget, trials=trials, batch=batch, inputs=shapes or None,
+                     options=options, guidelines_only=guidelines_only, precisions=("fp32", "bf16") if bf16 else ("fp32",),
+                     runtimes=runtimes, db=db, save=save, progress=update)
+    if json_out:
+        sys.stdout.write(json.dumps(r.to_dict(), indent=2, default=str) + "\n")
+    else:
+        _print_tune(r)
+        if save:
+            out.print(f"wrote {save}")
+
+
+@app.command(name="exec", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def exec_(
+    ctx: typer.Context,
+    config: Annotated[str, typer.Option("--config", help="A configuration saved by `rooftune tune --save`.")],
+) -> None:
+    """Run a command with a saved configuration's environment: rooftune exec --config best.json -- CMD ..."""
+    import os
+
+    from rooftune.tuning.config import load_config
+
+    cmd = list(ctx.args)
+    if not cmd:
+        raise InvalidArgument("command", "", "give the command after --, e.g. rooftune exec --config best.json -- python run.py")
+    cfg = load_config(config)
+    env = {**os.environ, **cfg.environment()}
+    import shutil
+
+    if shutil.which(cmd[0]) is None and not os.path.exists(cmd[0]):
+        raise InvalidArgument("command", cmd[0], "not found on PATH")
+    sys.stdout.flush()
+    os.execvpe(cmd[0], cmd, env)
+
+
 def version_callback(value: bool) -> None:
     if value:
         import rooftune

@@ -36,3 +36,31 @@ def branchy() -> tuple[nn.Module, torch.Tensor]:
 
 def not_a_module() -> int:
     return 42
+
+
+class _InTrial(nn.Module):
+    """Behaves in the parent process; crashes or hangs inside a tuning trial's subprocess."""
+
+    def __init__(self, mode: str) -> None:
+        super().__init__()
+        self.mode = mode
+        self.fc = nn.Linear(4, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        import os
+        import sys
+        import time
+
+        if "rooftune.tuning._worker" in " ".join(sys.argv) or sys.argv[0].endswith("_worker.py"):
+            if self.mode == "crash":
+                os._exit(3)
+            time.sleep(3600)
+        return self.fc(x)
+
+
+def crashes_in_trial() -> tuple[nn.Module, torch.Tensor]:
+    return _InTrial("crash"), torch.ones(1, 4)
+
+
+def hangs_in_trial() -> tuple[nn.Module, torch.Tensor]:
+    return _InTrial("hang"), torch.ones(1, 4)

@@ -36,10 +36,13 @@ class OpenVINO(Runtime):
                 warnings.simplefilter("ignore")
                 model = ov.convert_model(m, example_input=torch_inputs(wl, config))
             ov.save_model(model, str(path))
-        props: dict[str, Any] = {"PERFORMANCE_HINT": config.option("hint", "LATENCY")}
+        # OpenVINO computes in bf16 on its own where the ISA has it; fp32 means fp32, for its
+        # default-settings baseline too, so that every configuration of a study has one precision.
+        props: dict[str, Any] = {
+            "PERFORMANCE_HINT": config.option("hint", "LATENCY"),
+            "INFERENCE_PRECISION_HINT": "bf16" if config.precision == "bf16" else "f32",
+        }
         if not config.vendor_defaults:
-            # OpenVINO picks bf16 on its own where the ISA has it; fp32 means fp32.
-            props["INFERENCE_PRECISION_HINT"] = "bf16" if config.precision == "bf16" else "f32"
             props["INFERENCE_NUM_THREADS"] = config.intra_threads
             props["NUM_STREAMS"] = int(config.option("streams", 1))
         compiled = core.compile_model(model, "CPU", props)

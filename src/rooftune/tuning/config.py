@@ -136,3 +136,21 @@ class RunConfig:
         parts += [f"{k}={v}" for k, v in sorted(self.omp.items())]
         parts += [f"{k}={v}" for k, v in sorted(self.runtime_options.items())]
         return ", ".join(parts)
+
+
+def load_config(path: str | Path) -> RunConfig:
+    """A configuration file written by ``rooftune tune --save`` (or just its ``config`` object)."""
+    p = Path(path)
+    if not p.is_file():
+        raise InvalidArgument("--config", str(path), "no such file; write one with rooftune tune --save FILE")
+    try:
+        data = json.loads(p.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InvalidArgument("--config", str(path), f"not JSON ({exc.__class__.__name__})") from None
+    if isinstance(data, dict) and "config" in data:
+        data = data["config"]
+    if not isinstance(data, dict):
+        raise InvalidArgument("--config", str(path), "expected a JSON object")
+    from rooftune.platform import current_platform
+
+    return RunConfig.from_dict(data, usable_cores=current_platform().usable_cores)

@@ -41,6 +41,9 @@ TRIAL_POLICY = Policy(number=1, warmup_s=0.3, budget_s=2.0, min_samples=10, targ
 COMPARE_POLICY = Policy(number=1, warmup_s=0.3, budget_s=4.0, min_samples=10, target_rel_ci=0.02)
 #: Seed of the TPE sampler: the same study on the same machine asks the same questions.
 SEED = 0
+#: Seconds to start a trial's subprocess (interpreter, torch, model, prepared artifact from cache):
+#: measured 4-6 s on a 2-core machine; the budget keeps this much per final comparison side.
+WORKER_START_S = 6.0
 
 Progress = Callable[[str, int, int], None]
 
@@ -123,7 +126,8 @@ def study_key(model: str, objective: str, batch: int, platform_id: str, space: d
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def _evaluate(config: RunConfig, workload: dict[str, Any], reference: Path, workdir: Path, objective: str) -> TrialResult:
+def _evaluate(config: RunConfig, workload: dict[str, Any], reference: Path, workdir: Path, objective: str,
+              policy: Policy = TRIAL_POLICY) -> TrialResult:
     try:
         with Worker(config, workload, reference, workdir) as w:
             info = w.info
@@ -131,8 +135,7 @@ def _evaluate(config: RunConfig, workload: dict[str, Any], reference: Path, work
             if not verify["ok"]:
                 return TrialResult(config, False, error=f"wrong output: {verify['why']}", verify=verify,
                                    prepare_s=info["prepare_s"])
-            policy = {k: getattr(TRIAL_POLICY, k) for k in ("number", "warmup_s", "budget_s", "min_samples", "target_rel_ci")}
-            md = w.measure(policy, label=f"trial.{config.runtime}")
+            md = w.measure(_policy_dict(policy), label=f"trial.{config.runtime}")
     except TrialFailed as exc:
         return TrialResult(config, False, error=str(exc))
     m = Measurement.from_dict(md)
@@ -142,6 +145,10 @@ def _evaluate(config: RunConfig, workload: dict[str, Any], reference: Path, work
         throughput=config.batch / m.median, verify=verify, prepare_s=info["prepare_s"],
         artifact=info.get("artifact"), measurement=md,
     )
+
+
+def _policy_dict(policy: Policy) -> dict[str, Any]:
+    return {k: getattr(policy, k) for k in ("number", "warmup_s", "budget_s", "min_samples", "target_rel_ci")}
 
 
 def search_space(platform: Any, available: dict[str, Any], allow: Sequence[str]) -> dict[str, Any]:
@@ -203,8 +210,14 @@ def tune(
     store: Any = None,
     save: str | Path | None = None,
     progress: Progress | None = None,
+    trial_policy: Policy = TRIAL_POLICY,
+    compare_policy: Policy = COMPARE_POLICY,
 ) -> TuneResult:
-    """Tune ``model``'s runtime configuration on this machine (see the module docstring)."""
+    """Tune ``model``'s runtime configuration on this machine (see the module docstring).
+
+    Every trial is stored as it finishes; calling again with the same model, objective and
+    search space resumes: stored configurations are not run again.
+    """
     import optuna
 
     from rooftune.platform import current_platform
@@ -237,6 +250,9 @@ def tune(
     wl = load_workload(model, batch=batch if objective == "latency" else batch or 1, inputs=inputs, options=options)
     workload = {"model": model, "inputs": [list(s) for s in inputs] if inputs else None, "options": options or {}}
     notes = [f"{k}: {v}" for k, v in notes_by_rt.items()]
+    if "openvino" in available:
+        notes.append("openvino-latency keeps OpenVINO's defaults except the precision, pinned to the study's "
+                     "(on a bf16 CPU its default would be bf16; search bf16 with --bf16)")
     if not allocator_library("jemalloc") and not allocator_library("tcmalloc"):
         notes.append("no jemalloc or tcmalloc installed (apt-get install libjemalloc2 libtcmalloc-minimal4): allocator not tuned")
 
@@ -268,7 +284,7 @@ def tune(
             k = cfg.key()
             if k in done:
                 return done[k]
-            r = _evaluate(cfg, workload, reference, workdir, objective)
+            r = _evaluate(cfg, workload, reference, workdir, objective, trial_policy)
             store.save_trial(platform, study_key=key, config_key=k, status="ok" if r.ok else "failed",
                              config=cfg.to_dict(), result=r.to_dict())
             done[k] = r
@@ -286,8 +302,11 @@ def tune(
             optuna.logging.set_verbosity(optuna.logging.WARNING)
             study = optuna.create_study(direction="minimize", sampler=sampler)
             limit = trials if trials is not None else 10_000
+            # The interleaved comparisons at the end are part of the budget.
+            reserve = sum(1 for b in base.values() if b.ok) * (compare_policy.budget_s + compare_policy.warmup_s + 2 * WORKER_START_S)
+            search_until = budget_s - reserve
             n = 0
-            while n < limit and time.perf_counter() - started < budget_s:
+            while n < limit and time.perf_counter() - started < search_until:
                 step("search", min(int(time.perf_counter() - started), int(budget_s)), int(budget_s))
                 t = study.ask()
                 cfg = _suggest(t, space, wl.batch)
@@ -308,7 +327,7 @@ def tune(
             step("best against every baseline, interleaved", i, len(base))
             if not b.ok:
                 continue
-            speedup[name] = _interleaved(best.config, b.config, workload, reference, workdir)
+            speedup[name] = _interleaved(best.config, b.config, workload, reference, workdir, compare_policy)
         if save:
             _save_best(best, Path(save))
     finally:
@@ -319,7 +338,8 @@ def tune(
                       notes=tuple(notes), duration_s=time.perf_counter() - started, resumed=resumed)
 
 
-def _interleaved(a: RunConfig, b: RunConfig, workload: dict[str, Any], reference: Path, workdir: Path) -> dict[str, float]:
+def _interleaved(a: RunConfig, b: RunConfig, workload: dict[str, Any], reference: Path, workdir: Path,
+                 policy: Policy = COMPARE_POLICY) -> dict[str, float]:
     """median(b) / median(a) from A B A B ... samples of two live subprocesses, with the 95 % CI."""
     if a.key() == b.key():
         return {"ratio": 1.0, "ci_low": 1.0, "ci_high": 1.0, "pairs": 0}
@@ -327,7 +347,7 @@ def _interleaved(a: RunConfig, b: RunConfig, workload: dict[str, Any], reference
         with Worker(a, workload, reference, workdir) as wa, Worker(b, workload, reference, workdir) as wb:
             clock = VirtualClock()
             c = compare(clock.timed(wb), clock.timed(wa), label_a=b.name, label_b=a.name or "best",
-                        policy=COMPARE_POLICY, clock=clock)
+                        policy=policy, clock=clock)
     except TrialFailed as exc:
         return {"ratio": math.nan, "ci_low": math.nan, "ci_high": math.nan, "error": str(exc)}
     return {"ratio": c.ratio, "ci_low": c.ci[0], "ci_high": c.ci[1], "pairs": c.a.n,

@@ -33,7 +33,8 @@ class TrialFailed(MeasurementError):
 class Worker:
     """A subprocess holding one prepared configuration (see :mod:`rooftune.tuning._worker`)."""
 
-    def __init__(self, config: RunConfig, workload: dict[str, Any], reference: Path, workdir: Path) -> None:
+    def __init__(self, config: RunConfig, workload: dict[str, Any], reference: Path, workdir: Path,
+                 prepare_timeout_s: float = PREPARE_TIMEOUT_S) -> None:
         self.config = config
         env = {k: v for k, v in os.environ.items() if k not in CONTROLLED or not config.set_threads}
         env.update(config.environment())
@@ -43,7 +44,7 @@ class Worker:
             stderr=self._stderr, text=True, env=env,
         )
         self.info = self.call({"cmd": "init", "workload": workload, "config": config.to_dict(),
-                               "reference": str(reference), "workdir": str(workdir)}, PREPARE_TIMEOUT_S)
+                               "reference": str(reference), "workdir": str(workdir)}, prepare_timeout_s)
 
     def _last_stderr(self) -> str:
         self._stderr.seek(0)

@@ -1,0 +1,55 @@
+"""`rooftune tune` and `rooftune exec` as a user meets them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rooftune.tuning import RunConfig
+from tests.test_cli import assert_one_line_error, rooftune
+
+
+@pytest.mark.parametrize(
+    "args,fragments",
+    [
+        (["resnet18", "--objective", "speed"], ["objective 'speed'", "latency, throughput"]),
+        (["resnet18", "--budget", "0"], ["budget 0"]),
+        (["resnet18", "--trials", "-1"], ["trials -1"]),
+        (["resnet18", "--runtime", "tensorrt"], ["runtime 'tensorrt'", "onnxruntime"]),
+        (["resnet18", "--save", "/no/such/dir/best.json"], ["--save", "directory does not exist"]),
+        (["resnet5O"], ["model 'resnet5O'", "did you mean resnet50"]),
+    ],
+)
+def test_tune_bad_input_is_one_line_and_writes_nothing(tmp_path: Path, args: list[str], fragments: list[str]) -> None:
+    db = tmp_path / "r.db"
+    proc = rooftune("tune", *args, db=db)
+    assert_one_line_error(proc, *fragments)
+    assert not db.exists()
+
+
+def exec_(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "rooftune.cli", "exec", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_exec_applies_the_saved_environment(tmp_path: Path) -> None:
+    cfg = tmp_path / "best.json"
+    cfg.write_text(json.dumps({"config": RunConfig(intra_threads=1, omp={"OMP_PROC_BIND": "close"}).to_dict()}))
+    code = "import os; print(os.environ['OMP_NUM_THREADS'], os.environ['OMP_PROC_BIND'])"
+    proc = exec_("--config", str(cfg), "--", sys.executable, "-c", code)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["1", "close"]
+
+
+def test_exec_refuses_bad_configs_and_missing_commands(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"config": {"runtime": "eager", "intra_threads": 999}}))
+    assert_one_line_error(exec_("--config", str(bad), "--", "true"), "intra_threads 999")
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(RunConfig().to_dict()))
+    assert_one_line_error(exec_("--config", str(good), "--", "no-such-command-xyz"), "no-such-command-xyz", "not found")
+    assert_one_line_error(exec_("--config", str(good)), "give the command after --")
+    assert_one_line_error(exec_("--config", str(tmp_path / "none.json"), "--", "true"), "no such file")

@@ -1,0 +1,90 @@
+"""RunConfig validation and environment, saved-config loading, output verification."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from rooftune.errors import InvalidArgument
+from rooftune.tuning import RunConfig
+from rooftune.tuning.config import allocator_library, load_config
+from rooftune.tuning.verify import compare_outputs
+
+
+def test_environment_sets_threads_openmp_and_nothing_for_vanilla() -> None:
+    cfg = RunConfig(intra_threads=2, omp={"OMP_PROC_BIND": "close", "OMP_PLACES": "cores"})
+    assert cfg.environment() == {"OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2", "OMP_PROC_BIND": "close", "OMP_PLACES": "cores"}
+    assert RunConfig(set_threads=False).environment() == {}
+
+
+def test_missing_allocator_is_a_clear_error() -> None:
+    if allocator_library("jemalloc"):
+        env = RunConfig(allocator="jemalloc").environment()
+        assert env["LD_PRELOAD"].endswith("libjemalloc.so.2") and "MALLOC_CONF" in env
+    else:
+        with pytest.raises(InvalidArgument, match="allocator 'jemalloc'.*not installed"):
+            RunConfig(allocator="jemalloc").environment()
+
+
+@pytest.mark.parametrize(
+    "data,fragment",
+    [
+        ({"runtime": "eager", "threads": 2}, "configuration key 'threads'"),
+        ({"intra_threads": 10_000}, "intra_threads 10000"),
+        ({"inter_threads": 0}, "inter_threads 0"),
+        ({"batch": 0}, "batch 0"),
+        ({"runtime": "tensorflow"}, "runtime 'tensorflow'"),
+        ({"memory_format": "nhwc"}, "memory_format 'nhwc'"),
+        ({"precision": "fp8"}, "precision 'fp8'"),
+        ({"omp": {"PATH": "/x"}}, "OMP_*"),
+    ],
+)
+def test_impossible_configurations_are_refused(data: dict, fragment: str) -> None:
+    with pytest.raises(InvalidArgument) as exc:
+        RunConfig.from_dict(data, usable_cores=2)
+    assert fragment in str(exc.value)
+
+
+def test_key_is_stable_and_depends_on_every_field() -> None:
+    a = RunConfig(intra_threads=2)
+    assert a.key() == RunConfig(intra_threads=2).key()
+    assert a.key() != RunConfig(intra_threads=2, memory_format="channels_last").key()
+    assert RunConfig.from_dict(a.to_dict(), usable_cores=2) == a
+
+
+def test_load_config_reads_saved_files_and_refuses_bad_ones(tmp_path: Path) -> None:
+    good = tmp_path / "best.json"
+    good.write_text(json.dumps({"config": RunConfig(intra_threads=1).to_dict(), "figures": {}}))
+    assert load_config(good).intra_threads == 1
+    with pytest.raises(InvalidArgument, match="no such file"):
+        load_config(tmp_path / "missing.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(InvalidArgument, match="not JSON"):
+        load_config(bad)
+    unknown = tmp_path / "unknown.json"
+    unknown.write_text(json.dumps({"config": {"runtime": "eager", "speed": "max"}}))
+    with pytest.raises(InvalidArgument, match="configuration key 'speed'"):
+        load_config(unknown)
+
+
+def test_verification_accepts_rounding_and_refuses_a_different_function() -> None:
+    torch.manual_seed(0)
+    ref = torch.randn(4, 10)
+    assert compare_outputs(ref + 1e-6, ref, "fp32")["ok"]
+    wrong = compare_outputs(torch.randn(4, 10), ref, "fp32")
+    assert not wrong["ok"] and "fails max error" in wrong["why"]
+    assert not compare_outputs(ref.reshape(2, 20)[:, :5], ref, "fp32")["ok"]  # other shape
+    nan = ref.clone()
+    nan[0, 0] = float("nan")
+    assert not compare_outputs(nan, ref, "fp32")["ok"]
+    assert compare_outputs(ref.bfloat16().float(), ref, "bf16")["ok"]
+    assert not compare_outputs(ref.bfloat16().float() * 1.2, ref, "fp32")["ok"]
+    # int8 guard: cosine >= 0.99 and top-1 agreement >= 99 %
+    flipped = ref.clone()
+    flipped[0] = -flipped[0]
+    r = compare_outputs(flipped, ref, "int8")
+    assert not r["ok"] and r["top1"] == 0.75

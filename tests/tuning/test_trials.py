@@ -1,0 +1,86 @@
+"""Trials in subprocesses: a working configuration, a crash, a hang, a wrong output; and a whole
+small study, stored and resumed."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from rooftune.bench import Policy
+from rooftune.runtimes import first_tensor
+from rooftune.store import Store
+from rooftune.tuning import RunConfig, TrialFailed, Worker, tune
+from rooftune.workload import load_workload
+
+CNN = "tests.analysis.tiny_models:small_cnn"
+FAST = Policy(number=1, warmup_s=0.05, budget_s=0.3, min_samples=6)
+
+
+def reference(tmp_path: Path, model: str) -> Path:
+    wl = load_workload(model)
+    path = tmp_path / "ref.pt"
+    with torch.no_grad():
+        torch.save(first_tensor(wl()).float(), path)
+    return path
+
+
+def spec(model: str) -> dict:
+    return {"model": model, "inputs": None, "options": {}}
+
+
+def test_a_worker_prepares_verifies_measures_and_samples(tmp_path: Path) -> None:
+    ref = reference(tmp_path, CNN)
+    cfg = RunConfig(runtime="torchscript", intra_threads=1, memory_format="channels_last")
+    with Worker(cfg, spec(CNN), ref, tmp_path) as w:
+        assert w.info["verify"]["ok"] and w.info["threads"] == 1
+        assert w.info["verify"]["max_rel"] < 1e-4
+        assert Path(w.info["artifact"]).name == "model.torchscript.pt"
+        m = w.measure({"number": 1, "warmup_s": 0.0, "budget_s": 0.2, "min_samples": 6}, "t")
+        assert len(m["samples"]) >= 6 and all(s > 0 for s in m["samples"])
+        assert w.sample(3) > 0
+
+
+def test_a_crash_and_a_hang_are_failed_trials_not_errors(tmp_path: Path) -> None:
+    for name, fragment, timeout in (("crashes_in_trial", "crashed (exit 3)", 120.0), ("hangs_in_trial", "timed out", 8.0)):
+        model = f"tests.analysis.tiny_models:{name}"
+        ref = reference(tmp_path, model)
+        with pytest.raises(TrialFailed, match=fragment.replace("(", r"\(").replace(")", r"\)")):
+            Worker(RunConfig(runtime="eager", intra_threads=1), spec(model), ref, tmp_path, prepare_timeout_s=timeout)
+
+
+def test_a_study_stores_every_trial_and_resumes(tmp_path: Path) -> None:
+    db = tmp_path / "r.db"
+    kwargs = dict(runtimes=["eager", "torchscript"], trials=2, budget_s=600, db=str(db),
+                  trial_policy=FAST, compare_policy=FAST, save=tmp_path / "out" / "best.json")
+    r = tune(CNN, **kwargs)
+    d = json.loads(json.dumps(r.to_dict(), default=str))
+    assert {"model", "objective", "best", "baselines", "speedup", "guideline", "trials"} <= set(d)
+    assert d["objective"] == "latency" and d["best"]["latency_s"] > 0
+    assert set(d["baselines"]) == {"vanilla", "pytorch-launcher", "intel-recommended"}
+    for name, sp in d["speedup"].items():
+        assert sp["ci_low"] <= sp["ratio"] <= sp["ci_high"] or sp.get("pairs") == 0, name
+    assert d["trials"]["count"] == 4 + 2 and d["trials"]["failed"] == 0  # guideline + 3 baselines + 2 searched
+    best = r.best.score("latency")
+    assert all(best <= t.score("latency") for t in r.trials)
+    saved = json.loads((tmp_path / "out" / "best.json").read_text())
+    assert saved["config"]["runtime"] == r.best.config.runtime
+    with Store(db) as s:
+        assert s.count("trials") == len({t.config.key() for t in r.trials})
+    again = tune(CNN, **{**kwargs, "trials": 0, "save": None})
+    assert again.resumed == len({t.config.key() for t in r.trials})
+    assert again.guideline.latency_s == r.guideline.latency_s  # from the store, not re-measured
+    with Store(db) as s:
+        assert s.count("trials") == len({t.config.key() for t in r.trials})
+
+
+def test_a_wrong_output_is_failed_and_never_best(tmp_path: Path) -> None:
+    ref = tmp_path / "ref.pt"
+    torch.save(torch.zeros(1, 10), ref)  # not what the model computes
+    from rooftune.tuning.study import _evaluate
+
+    r = _evaluate(RunConfig(runtime="eager", intra_threads=1), spec(CNN), ref, tmp_path, "latency", FAST)
+    assert not r.ok and r.error.startswith("wrong output") and math.isinf(r.score("latency"))
