@@ -84,3 +84,24 @@ def test_a_wrong_output_is_failed_and_never_best(tmp_path: Path) -> None:
 
     r = _evaluate(RunConfig(runtime="eager", intra_threads=1), spec(CNN), ref, tmp_path, "latency", FAST)
     assert not r.ok and r.error.startswith("wrong output") and math.isinf(r.score("latency"))
+
+
+def test_a_paused_worker_uses_no_cpu_and_resumes(tmp_path: Path) -> None:
+    """Interleaved comparisons pause the idle worker so its threads cannot take the timed one's cores."""
+    import os
+
+    from rooftune.tuning.trial import VirtualClock
+
+    ref = reference(tmp_path, CNN)
+    with Worker(RunConfig(runtime="eager", intra_threads=1), spec(CNN), ref, tmp_path) as a, \
+            Worker(RunConfig(runtime="eager", intra_threads=1, name="b"), spec(CNN), ref, tmp_path) as b:
+        clock = VirtualClock()
+        run_a, run_b = clock.timed(a, idle=(b,)), clock.timed(b, idle=(a,))
+        run_a()
+        assert b.paused and not a.paused
+        with open(f"/proc/{b.proc.pid}/stat") as f:
+            assert f.read().split(")")[1].split()[0] == "T"  # stopped
+        run_b()
+        assert a.paused and not b.paused and clock() > 0
+        os.kill(a.proc.pid, 0)  # still alive while paused
+    assert a.proc.returncode is not None and b.proc.returncode is not None

@@ -41,6 +41,26 @@ class Runtime(ABC):
     name: str = ""
     #: Options of this runtime's own that the search may set, with their allowed values.
     options: dict[str, tuple[Any, ...]] = {}
+    #: Whether the runtime's kernels run on the OpenMP pool (then OMP_* settings and the tensor
+    #: layout matter); ONNX Runtime and OpenVINO bring their own thread pools and layouts.
+    uses_openmp: bool = True
+
+    def uses_inter_threads(self, config: RunConfig) -> bool:
+        """Whether ``config.inter_threads`` changes anything for this runtime."""
+        return False
+
+    def normalize(self, config: RunConfig) -> RunConfig:
+        """``config`` with the settings this runtime ignores put back to their defaults, so that
+        two configurations that run identically have one identity (and are measured once)."""
+        from dataclasses import replace
+
+        known = {k: v for k, v in config.runtime_options.items() if k in self.options}
+        changes: dict[str, Any] = {"runtime_options": known}
+        if not self.uses_openmp:
+            changes.update(omp={}, memory_format="contiguous")
+        if config.set_threads and not self.uses_inter_threads(config):
+            changes["inter_threads"] = 1
+        return replace(config, **changes)
 
     def available(self) -> str | None:
         """None when usable here, else why not (e.g. "onnxruntime is not installed")."""

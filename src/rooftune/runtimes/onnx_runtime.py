@@ -43,6 +43,10 @@ class OnnxRuntime(Runtime):
         "graph_optimization": ("basic", "extended", "all"),
         "spinning": (True, False),
     }
+    uses_openmp = False
+
+    def uses_inter_threads(self, config: RunConfig) -> bool:
+        return config.option("execution_mode", "sequential") == "parallel"
 
     def available(self) -> str | None:
         return missing("onnxruntime") or missing("onnx")

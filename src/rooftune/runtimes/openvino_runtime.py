@@ -15,7 +15,8 @@ if TYPE_CHECKING:
 
 class OpenVINO(Runtime):
     name = "openvino"
-    options = {"hint": ("LATENCY", "THROUGHPUT"), "streams": (1, 2)}
+    options = {"hint": ("LATENCY", "THROUGHPUT"), "streams": (1, 2), "pinning": (False, True)}
+    uses_openmp = False
 
     def available(self) -> str | None:
         return missing("openvino")
@@ -45,6 +46,7 @@ class OpenVINO(Runtime):
         if not config.vendor_defaults:
             props["INFERENCE_NUM_THREADS"] = config.intra_threads
             props["NUM_STREAMS"] = int(config.option("streams", 1))
+            props["ENABLE_CPU_PINNING"] = bool(config.option("pinning", False))
         compiled = core.compile_model(model, "CPU", props)
         request = compiled.create_infer_request()
         feeds = [x.float().numpy() for x in torch_inputs(wl, config)]

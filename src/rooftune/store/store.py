@@ -7,6 +7,7 @@ writing at once queue on the lock instead of failing half-way.
 
 from __future__ import annotations
 
+import math
 import os
 import sqlite3
 import statistics
@@ -299,7 +300,8 @@ class Store:
         with self.transaction() as s:
             self._upsert_platform(s, platform)
             row = TrialRow(platform_id=platform.id, study_key=study_key, config_key=config_key,
-                           created_at=time.time(), status=status, config=dict(config), result=dict(result))
+                           created_at=time.time(), status=status, config=_finite(dict(config)),
+                           result=_finite(dict(result)))
             s.add(row)
             s.flush()
             return row.id
@@ -348,3 +350,14 @@ def _install_sqlite_pragmas(engine: Engine) -> None:
 
 
 __all__ = ["DB_ENV", "Store", "default_db_path", "resolve_url"]
+
+
+def _finite(obj: Any) -> Any:
+    """NaN and infinities as null: JSON has no such numbers, and SQLite's JSON functions refuse them."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj

@@ -30,7 +30,7 @@ from rooftune.bench import Measurement, Policy, compare, stats
 from rooftune.errors import InvalidArgument
 from rooftune.tuning.config import ALLOCATORS, RunConfig, allocator_library
 from rooftune.tuning.guidelines import baselines, guideline, physical_usable
-from rooftune.tuning.trial import TrialFailed, VirtualClock, Worker
+from rooftune.tuning.trial import PREPARE_TIMEOUT_S, TrialFailed, VirtualClock, Worker
 
 OBJECTIVES = ("latency", "throughput")
 #: Default budget of a whole study (the issue's suite allows 5 minutes per model).
@@ -81,10 +81,14 @@ class TrialResult:
     @classmethod
     def from_stored(cls, row: dict[str, Any]) -> TrialResult:
         r = row["result"]
+
+        def num(key: str) -> float:
+            v = r.get(key)
+            return math.nan if v is None else float(v)
+
         return cls(config=RunConfig(**row["config"]), ok=row["status"] == "ok", error=r.get("error", ""),
-                   latency_s=r.get("latency_s", math.nan), p90_s=r.get("p90_s", math.nan),
-                   p99_s=r.get("p99_s", math.nan), throughput=r.get("throughput", math.nan),
-                   verify=r.get("verify", {}), prepare_s=r.get("prepare_s", math.nan), artifact=r.get("artifact"))
+                   latency_s=num("latency_s"), p90_s=num("p90_s"), p99_s=num("p99_s"), throughput=num("throughput"),
+                   verify=r.get("verify", {}), prepare_s=num("prepare_s"), artifact=r.get("artifact"))
 
 
 @dataclass(frozen=True)
@@ -127,9 +131,9 @@ def study_key(model: str, objective: str, batch: int, platform_id: str, space: d
 
 
 def _evaluate(config: RunConfig, workload: dict[str, Any], reference: Path, workdir: Path, objective: str,
-              policy: Policy = TRIAL_POLICY) -> TrialResult:
+              policy: Policy = TRIAL_POLICY, prepare_timeout_s: float = PREPARE_TIMEOUT_S) -> TrialResult:
     try:
-        with Worker(config, workload, reference, workdir) as w:
+        with Worker(config, workload, reference, workdir, prepare_timeout_s=prepare_timeout_s) as w:
             info = w.info
             verify = info["verify"]
             if not verify["ok"]:
@@ -171,27 +175,37 @@ def search_space(platform: Any, available: dict[str, Any], allow: Sequence[str])
 
 
 def _suggest(trial: Any, space: dict[str, Any], batch: int) -> RunConfig:
+    """A configuration from the space, asking only what matters for the chosen runtime (the OpenMP
+    environment and the layout for runtimes on the OpenMP pool, inter-op threads where a runtime
+    uses them), so that TPE does not spend trials on settings that change nothing."""
+    from rooftune.runtimes import get_runtime
+
     runtime = trial.suggest_categorical("runtime", space["runtime"])
-    lo, hi = space["intra_threads"]
-    intra = trial.suggest_int("intra_threads", lo, hi)
-    inter = trial.suggest_int("inter_threads", *space["inter_threads"])
-    layout = trial.suggest_categorical("memory_format", space["memory_format"])
-    precision = trial.suggest_categorical("precision", space["precision"])
-    allocator = trial.suggest_categorical("allocator", space["allocator"])
-    bind = trial.suggest_categorical("bind", space["bind"])
-    wait = trial.suggest_categorical("wait", space["wait"])
-    omp: dict[str, str] = {}
-    if bind != "none":
-        omp.update({"OMP_PROC_BIND": bind, "OMP_PLACES": "cores"})
-    if wait in ("passive", "active"):
-        omp["OMP_WAIT_POLICY"] = wait.upper()
-    else:
-        omp["KMP_BLOCKTIME"] = wait.removeprefix("blocktime")
+    rt = get_runtime(runtime)
     options = {}
     for key, values in space["runtime_options"].get(runtime, {}).items():
         options[key] = trial.suggest_categorical(f"{runtime}.{key}", values)
-    return RunConfig(runtime=runtime, intra_threads=intra, inter_threads=inter, batch=batch, memory_format=layout,
-                     precision=precision, allocator=allocator, omp=omp, runtime_options=options, name=f"trial {trial.number}")
+    lo, hi = space["intra_threads"]
+    intra = trial.suggest_int("intra_threads", lo, hi)
+    allocator = trial.suggest_categorical("allocator", space["allocator"])
+    precision = trial.suggest_categorical("precision", space["precision"])
+    cfg = RunConfig(runtime=runtime, intra_threads=intra, batch=batch, precision=precision, allocator=allocator,
+                    runtime_options=options, name=f"trial {trial.number}")
+    if rt.uses_inter_threads(cfg):
+        cfg = replace(cfg, inter_threads=trial.suggest_int(f"{runtime}.inter_threads", *space["inter_threads"]))
+    if rt.uses_openmp:
+        layout = trial.suggest_categorical("memory_format", space["memory_format"])
+        bind = trial.suggest_categorical("bind", space["bind"])
+        wait = trial.suggest_categorical("wait", space["wait"])
+        omp: dict[str, str] = {}
+        if bind != "none":
+            omp.update({"OMP_PROC_BIND": bind, "OMP_PLACES": "cores"})
+        if wait in ("passive", "active"):
+            omp["OMP_WAIT_POLICY"] = wait.upper()
+        else:
+            omp["KMP_BLOCKTIME"] = wait.removeprefix("blocktime")
+        cfg = replace(cfg, memory_format=layout, omp=omp)
+    return rt.normalize(cfg)
 
 
 def tune(
@@ -221,7 +235,7 @@ def tune(
     import optuna
 
     from rooftune.platform import current_platform
-    from rooftune.runtimes import RUNTIMES, available_runtimes
+    from rooftune.runtimes import RUNTIMES, available_runtimes, get_runtime
     from rooftune.store import Store
     from rooftune.workload import capture, load_workload
 
@@ -279,12 +293,12 @@ def tune(
             done[row["config_key"]] = t
             resumed += 1
 
-        def evaluate(cfg: RunConfig) -> TrialResult:
-            cfg = replace(cfg, batch=wl.batch)
+        def evaluate(cfg: RunConfig, prepare_timeout_s: float = PREPARE_TIMEOUT_S) -> TrialResult:
+            cfg = get_runtime(cfg.runtime).normalize(replace(cfg, batch=wl.batch))
             k = cfg.key()
             if k in done:
                 return done[k]
-            r = _evaluate(cfg, workload, reference, workdir, objective, trial_policy)
+            r = _evaluate(cfg, workload, reference, workdir, objective, trial_policy, prepare_timeout_s)
             store.save_trial(platform, study_key=key, config_key=k, status="ok" if r.ok else "failed",
                              config=cfg.to_dict(), result=r.to_dict())
             done[k] = r
@@ -310,7 +324,10 @@ def tune(
                 step("search", min(int(time.perf_counter() - started), int(budget_s)), int(budget_s))
                 t = study.ask()
                 cfg = _suggest(t, space, wl.batch)
-                r = evaluate(cfg)
+                # A searched trial may not take the final comparisons' share of the budget to prepare
+                # (torch.compile of a large model takes minutes on two cores).
+                left = search_until - (time.perf_counter() - started)
+                r = evaluate(cfg, prepare_timeout_s=max(30.0, min(PREPARE_TIMEOUT_S, left)))
                 results.append(r)
                 score = r.score(objective)
                 study.tell(t, score if math.isfinite(score) else None,
@@ -346,8 +363,8 @@ def _interleaved(a: RunConfig, b: RunConfig, workload: dict[str, Any], reference
     try:
         with Worker(a, workload, reference, workdir) as wa, Worker(b, workload, reference, workdir) as wb:
             clock = VirtualClock()
-            c = compare(clock.timed(wb), clock.timed(wa), label_a=b.name, label_b=a.name or "best",
-                        policy=policy, clock=clock)
+            c = compare(clock.timed(wb, idle=(wa,)), clock.timed(wa, idle=(wb,)), label_a=b.name,
+                        label_b=a.name or "best", policy=policy, clock=clock)
     except TrialFailed as exc:
         return {"ratio": math.nan, "ci_low": math.nan, "ci_high": math.nan, "error": str(exc)}
     return {"ratio": c.ratio, "ci_low": c.ci[0], "ci_high": c.ci[1], "pairs": c.a.n,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
 import tempfile
@@ -36,6 +37,7 @@ class Worker:
     def __init__(self, config: RunConfig, workload: dict[str, Any], reference: Path, workdir: Path,
                  prepare_timeout_s: float = PREPARE_TIMEOUT_S) -> None:
         self.config = config
+        self.paused = False
         env = {k: v for k, v in os.environ.items() if k not in CONTROLLED or not config.set_threads}
         env.update(config.environment())
         self._stderr = tempfile.TemporaryFile(mode="w+")
@@ -78,7 +80,20 @@ class Worker:
     def sample(self, number: int = 1, timeout_s: float = MEASURE_SLACK_S) -> float:
         return float(self.call({"cmd": "sample", "number": number}, timeout_s)["seconds"])
 
+    def pause(self) -> None:
+        """Stop every thread of the worker (SIGSTOP): an idle runtime's spinning threads would
+        otherwise take cores from the configuration being timed beside it."""
+        if not self.paused and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGSTOP)
+            self.paused = True
+
+    def resume(self) -> None:
+        if self.paused and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGCONT)
+        self.paused = False
+
     def close(self, kill: bool = False) -> None:
+        self.resume()
         if self.proc.poll() is None:
             if kill:
                 self.proc.kill()
@@ -102,7 +117,8 @@ class Worker:
 
 class VirtualClock:
     """A clock that advances by the durations workers report, so the harness's compare() can
-    interleave two subprocesses without counting the pipe between them."""
+    interleave two subprocesses without counting the pipe between them. While one worker is
+    timed, the others given to :meth:`timed` are paused, so only one configuration runs at once."""
 
     def __init__(self) -> None:
         self.now = 0.0
@@ -110,8 +126,11 @@ class VirtualClock:
     def __call__(self) -> float:
         return self.now
 
-    def timed(self, worker: Worker) -> Any:
+    def timed(self, worker: Worker, idle: tuple[Worker, ...] = ()) -> Any:
         def call() -> None:
+            for other in idle:
+                other.pause()
+            worker.resume()
             self.now += worker.sample()
 
         return call

@@ -1,0 +1,105 @@
+"""The tuning suite: batch-1 fp32 latency of seven models, tuned within a budget each.
+
+    .venv/bin/python benchmarks/tune_suite.py [--budget 240] [--models ...] [--db PATH] [--json OUT]
+
+Targets (issue "Black-box tuning of the runtime configuration"):
+  * geometric-mean speedup >= 2.3x over `vanilla` and >= 2.0x over `pytorch-launcher`;
+  * on every model at least as fast as the best of `onnxruntime-default` and `openvino-latency`,
+    and >= 1.05x faster than that best peer in geometric mean;
+  * the guideline-only configuration within 15 % of the searched best on every model.
+
+Every speedup is the interleaved (A B A B) comparison `rooftune tune` makes at its end, in two live
+subprocesses, with the bootstrap 95 % CI. "guideline/best" compares the two trials' medians (each
+measured in its own trial, not interleaved).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+
+SUITE = (
+    ("resnet50", {}),
+    ("mobilenet_v2", {}),
+    ("inception_v3", {}),
+    ("vgg16", {}),
+    ("squeezenet1_0", {}),
+    ("googlenet", {}),
+    ("lstm", {"layers": 2, "hidden": 512, "seq_len": 64}),
+)
+PEERS = ("onnxruntime-default", "openvino-latency")
+
+
+def geomean(xs: list[float]) -> float:
+    xs = [x for x in xs if x > 0 and math.isfinite(x)]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else math.nan
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--budget", type=float, default=240.0, help="seconds per model (<= 300)")
+    ap.add_argument("--models", default=",".join(m for m, _ in SUITE))
+    ap.add_argument("--db", default=None)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+
+    from rooftune.platform import current_platform
+    from rooftune.tuning import tune
+
+    platform = current_platform()
+    print(f"# {platform.cpu_model}, {platform.usable_cores} usable cores, platform {platform.id}, "
+          f"torch {platform.library_versions.get('torch')}; budget {args.budget:.0f} s per model")
+    options = dict(SUITE)
+    rows = []
+    for name in args.models.split(","):
+        t0 = time.perf_counter()
+        r = tune(name, options=options.get(name, {}), budget_s=args.budget, db=args.db)
+        wall = time.perf_counter() - t0
+        sp = r.speedup
+        peers = {p: sp[p]["ratio"] for p in PEERS if p in sp}
+        best_peer = min(peers.values()) if peers else math.nan  # the smallest speedup = the fastest peer
+        row = {
+            "model": name, "best": r.best.config.describe(), "best_latency_s": r.best.latency_s,
+            "speedup": sp, "vs_best_peer": best_peer,
+            "guideline_vs_best": r.guideline.score("latency") / r.best.score("latency") if r.guideline.ok else math.nan,
+            "guideline": r.guideline.config.describe(), "trials": len(r.trials),
+            "failed": sum(1 for t in r.trials if not t.ok), "wall_s": wall,
+        }
+        rows.append(row)
+
+        def fmt(k: str) -> str:
+            s = sp.get(k)
+            return f"{s['ratio']:.2f} ({s['ci_low']:.2f}-{s['ci_high']:.2f})" if s and not math.isnan(s["ratio"]) else "-"
+
+        print(f"\n{name}: best {r.best.latency_s * 1e3:.2f} ms = {r.best.config.describe()}  "
+              f"[{row['trials']} trials, {row['failed']} failed, {wall:.0f} s]")
+        for k in ("vanilla", "pytorch-launcher", "intel-recommended", *PEERS):
+            b = r.baselines.get(k)
+            lat = f"{b.latency_s * 1e3:8.2f} ms" if b and b.ok else "  failed" if b else "       -"
+            print(f"  {k:20s} {lat}  best is {fmt(k)}x faster")
+        print(f"  guideline {r.guideline.latency_s * 1e3:.2f} ms = {row['guideline_vs_best']:.2f}x the best ({r.guideline.config.describe()})", flush=True)
+
+    def col(k: str) -> list[float]:
+        return [r["speedup"][k]["ratio"] for r in rows if k in r["speedup"]]
+
+    g_vanilla, g_launcher = geomean(col("vanilla")), geomean(col("pytorch-launcher"))
+    g_peer = geomean([r["vs_best_peer"] for r in rows])
+    worst_peer = min((r["vs_best_peer"] for r in rows if math.isfinite(r["vs_best_peer"])), default=math.nan)
+    worst_guide = max((r["guideline_vs_best"] for r in rows if math.isfinite(r["guideline_vs_best"])), default=math.nan)
+    print("\n# summary")
+    print(f"geomean speedup over vanilla          {g_vanilla:.2f}x (target >= 2.3)")
+    print(f"geomean speedup over pytorch-launcher {g_launcher:.2f}x (target >= 2.0)")
+    print(f"geomean speedup over the best peer    {g_peer:.2f}x (target >= 1.05); worst model {worst_peer:.2f}x (target >= 1.0)")
+    print(f"guideline / best, worst model         {worst_guide:.2f} (target <= 1.15)")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"rows": rows, "geomean_vanilla": g_vanilla, "geomean_launcher": g_launcher,
+                                               "geomean_peer": g_peer}, indent=2, default=str))
+    ok = g_vanilla >= 2.3 and g_launcher >= 2.0 and g_peer >= 1.05 and worst_peer >= 1.0 and worst_guide <= 1.15
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
