@@ -6,7 +6,10 @@ Targets (issue "Black-box tuning of the runtime configuration"):
   * geometric-mean speedup >= 2.3x over `vanilla` and >= 2.0x over `pytorch-launcher`;
   * on every model at least as fast as the best of `onnxruntime-default` and `openvino-latency`,
     and >= 1.05x faster than that best peer in geometric mean;
-  * the guideline-only configuration within 15 % of the searched best on every model.
+  * the guideline-only configuration within 15 % of the searched best on every model;
+  * with --int8 (int8 allowed; a trial must pass the guard: mean cosine >= 0.99 and top-1
+    agreement >= 99 % on the calibration inputs): geometric mean >= 1.5x over the best fp32 peer,
+    with the guard figures reported per model.
 
 Every speedup is the interleaved (A B A B) comparison `rooftune tune` makes at its end, in two live
 subprocesses, with the bootstrap 95 % CI. "guideline/best" compares the two trials' medians (each
@@ -44,6 +47,7 @@ def main() -> int:
     ap.add_argument("--models", default=",".join(m for m, _ in SUITE))
     ap.add_argument("--db", default=None)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--int8", action="store_true", help="also search int8 (each runtime's quantizer)")
     args = ap.parse_args()
 
     from rooftune.platform import current_platform
@@ -56,7 +60,8 @@ def main() -> int:
     rows = []
     for name in args.models.split(","):
         t0 = time.perf_counter()
-        r = tune(name, options=options.get(name, {}), budget_s=args.budget, db=args.db)
+        precisions = ("fp32", "int8") if args.int8 else ("fp32",)
+        r = tune(name, options=options.get(name, {}), budget_s=args.budget, db=args.db, precisions=precisions)
         wall = time.perf_counter() - t0
         sp = r.speedup
         peers = {p: sp[p]["ratio"] for p in PEERS if p in sp}
@@ -67,6 +72,11 @@ def main() -> int:
             "guideline_vs_best": r.guideline.score("latency") / r.best.score("latency") if r.guideline.ok else math.nan,
             "guideline": r.guideline.config.describe(), "trials": len(r.trials),
             "failed": sum(1 for t in r.trials if not t.ok), "wall_s": wall,
+            "precision": r.best.config.precision,
+            "guard": {k: r.best.verify.get(k) for k in ("cosine", "min_cosine", "top1", "inputs")},
+            "int8_trials": [{"config": t.config.describe(), "ok": t.ok, "latency_s": t.latency_s,
+                             "cosine": t.verify.get("cosine"), "top1": t.verify.get("top1"), "error": t.error[:120]}
+                            for t in r.trials if t.config.precision == "int8"],
         }
         rows.append(row)
 
@@ -80,6 +90,11 @@ def main() -> int:
             b = r.baselines.get(k)
             lat = f"{b.latency_s * 1e3:8.2f} ms" if b and b.ok else "  failed" if b else "       -"
             print(f"  {k:20s} {lat}  best is {fmt(k)}x faster")
+        for t in row["int8_trials"]:
+            cos = f"{t['cosine']:.4f}" if t["cosine"] is not None else "-"
+            top = f"{t['top1']:.1%}" if t["top1"] is not None else "-"
+            state = f"{t['latency_s'] * 1e3:.2f} ms" if t["ok"] else "refused" if t["cosine"] is not None else "failed"
+            print(f"  int8 trial: {state}, cosine {cos}, top-1 {top}: {t['config']}")
         print(f"  guideline {r.guideline.latency_s * 1e3:.2f} ms = {row['guideline_vs_best']:.2f}x the best ({r.guideline.config.describe()})", flush=True)
 
     def col(k: str) -> list[float]:

@@ -317,6 +317,10 @@ def _print_tune(r: Any) -> None:
         t.add_row(name, tr.config.describe(), _fmt_latency(tr.latency_s), _fmt_latency(tr.p90_s),
                   _fmt_latency(tr.p99_s), f"{tr.throughput:.1f}", speed)
     out.print(t)
+    v = r.best.verify
+    if r.best.config.precision != "fp32" and "cosine" in v:
+        out.print(f"best runs {r.best.config.precision}: mean cosine {v['cosine']:.4f}, top-1 agreement {v['top1']:.1%}"
+                  f" over {v.get('inputs', 1)} input(s) ({v.get('rule', '')})", highlight=False)
     if r.guideline.ok:
         gap = r.guideline.score(r.objective) / r.best.score(r.objective)
         out.print(f"guideline: {gap:.2f}x the best's {'latency' if r.objective == 'latency' else 'time per sample'}; "
@@ -337,6 +341,9 @@ def tune(
     guidelines_only: Annotated[bool, typer.Option("--guidelines-only", help="No search: guideline and baselines only.")] = False,
     runtime: Annotated[str | None, typer.Option("--runtime", help="Restrict the search to these runtimes, e.g. eager,onnxruntime.")] = None,
     bf16: Annotated[bool, typer.Option("--bf16", help="Also search bf16 (native bf16 CPUs only).")] = False,
+    int8: Annotated[bool, typer.Option("--int8", help="Also search int8 (post-training static quantization; guard: cosine >= 0.99, top-1 >= 99%).")] = False,
+    calibration: Annotated[int | None, typer.Option("--calibration", help="Inputs in the int8 calibration set (default 32).")] = None,
+    validate: Annotated[str | None, typer.Option("--validate", help="module:function(outputs, references) -> bool, in place of the built-in guard.")] = None,
     save: Annotated[str | None, typer.Option("--save", help="Write the best configuration to FILE (JSON), its artifact beside it.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as one JSON object.")] = False,
     db: Annotated[str | None, typer.Option("--db", help="Store: a file path or SQLAlchemy URL.")] = None,
@@ -355,8 +362,9 @@ def tune(
     progress, update = _progress()
     with progress:
         r = run_tune(model, objective=objective, budget_s=budget, trials=trials, batch=batch, inputs=shapes or None,
-                     options=options, guidelines_only=guidelines_only, precisions=("fp32", "bf16") if bf16 else ("fp32",),
-                     runtimes=runtimes, db=db, save=save, progress=update)
+                     options=options, guidelines_only=guidelines_only,
+                     precisions=("fp32",) + (("bf16",) if bf16 else ()) + (("int8",) if int8 else ()),
+                     runtimes=runtimes, db=db, save=save, progress=update, validate=validate, calibration_size=calibration)
     if json_out:
         sys.stdout.write(json.dumps(r.to_dict(), indent=2, default=str) + "\n")
     else:

@@ -85,7 +85,7 @@ def test_search_asks_only_what_the_chosen_runtime_uses(fake_platform: Platform) 
     seen = set()
     for _ in range(40):
         t = study.ask()
-        cfg = _suggest(t, space, 1)
+        cfg = _suggest(t, space)
         seen.add(cfg.runtime)
         assert get_runtime(cfg.runtime).normalize(cfg) == cfg
         if cfg.runtime != "eager":

@@ -80,9 +80,11 @@ def test_a_study_stores_every_trial_and_resumes(tmp_path: Path) -> None:
 def test_a_wrong_output_is_failed_and_never_best(tmp_path: Path) -> None:
     ref = tmp_path / "ref.pt"
     torch.save(torch.zeros(1, 10), ref)  # not what the model computes
-    from rooftune.tuning.study import _evaluate
+    from rooftune.tuning.study import Setup, _evaluate
 
-    r = _evaluate(RunConfig(runtime="eager", intra_threads=1), spec(CNN), ref, tmp_path, "latency", FAST)
+    setup = Setup(spec(CNN), tmp_path)
+    setup._files[1] = (ref, None)
+    r = _evaluate(RunConfig(runtime="eager", intra_threads=1), setup, FAST)
     assert not r.ok and r.error.startswith("wrong output") and math.isinf(r.score("latency"))
 
 

@@ -10,7 +10,7 @@ Heavy packages are imported inside ``available``/``prepare`` only.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,9 +30,16 @@ class Prepared:
     to_torch: Callable[[Any], torch.Tensor]
     artifact: Path | None = None
     notes: tuple[str, ...] = ()
+    #: Runs other inputs (the calibration set, for the int8 guard) and returns the raw output.
+    call: Callable[[tuple[torch.Tensor, ...]], Any] | None = None
 
     def output(self) -> torch.Tensor:
         return self.to_torch(self.run())
+
+    def output_for(self, inputs: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        if self.call is None:
+            raise NotImplementedError("this prepared model runs only its own inputs")
+        return self.to_torch(self.call(inputs))
 
 
 class Runtime(ABC):
@@ -44,6 +51,18 @@ class Runtime(ABC):
     #: Whether the runtime's kernels run on the OpenMP pool (then OMP_* settings and the tensor
     #: layout matter); ONNX Runtime and OpenVINO bring their own thread pools and layouts.
     uses_openmp: bool = True
+    #: Precisions this runtime can run (int8 also needs its quantizer, see rooftune.runtimes.quantize).
+    precisions: tuple[str, ...] = ("fp32",)
+
+    def unsupported(self, config: RunConfig) -> str | None:
+        """None when this runtime can run ``config`` here, else why not."""
+        if config.precision not in self.precisions:
+            return f"{self.name} does not run {config.precision} (it runs {', '.join(self.precisions)})"
+        if config.precision == "int8":
+            from rooftune.runtimes.quantize import int8_missing
+
+            return int8_missing(self.name)
+        return None
 
     def uses_inter_threads(self, config: RunConfig) -> bool:
         """Whether ``config.inter_threads`` changes anything for this runtime."""
@@ -67,8 +86,10 @@ class Runtime(ABC):
         return None
 
     @abstractmethod
-    def prepare(self, wl: Workload, config: RunConfig, workdir: Path) -> Prepared:
-        """Build the runnable model for ``config`` (threads are already set in this process)."""
+    def prepare(self, wl: Workload, config: RunConfig, workdir: Path,
+                calibration: Sequence[tuple[torch.Tensor, ...]] = ()) -> Prepared:
+        """Build the runnable model for ``config`` (threads are already set in this process);
+        int8 is calibrated on ``calibration``."""
 
 
 def first_tensor(out: Any) -> torch.Tensor:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +45,7 @@ class OnnxRuntime(Runtime):
         "spinning": (True, False),
     }
     uses_openmp = False
+    precisions = ("fp32", "int8")
 
     def uses_inter_threads(self, config: RunConfig) -> bool:
         return config.option("execution_mode", "sequential") == "parallel"
@@ -51,12 +53,23 @@ class OnnxRuntime(Runtime):
     def available(self) -> str | None:
         return missing("onnxruntime") or missing("onnx")
 
-    def prepare(self, wl: Workload, config: RunConfig, workdir: Path) -> Prepared:
+    def prepare(self, wl: Workload, config: RunConfig, workdir: Path,
+                calibration: Sequence[tuple[torch.Tensor, ...]] = ()) -> Prepared:
         import onnxruntime as ort
 
         path = config.artifact_path(workdir, "model.onnx")
         if not path.exists():
-            export_onnx(wl, config, path)
+            if config.precision == "int8":
+                from dataclasses import replace
+
+                from rooftune.runtimes.quantize import ort_int8
+
+                fp32 = replace(config, precision="fp32").artifact_path(workdir, "model.onnx")
+                if not fp32.exists():
+                    export_onnx(wl, replace(config, precision="fp32"), fp32)
+                ort_int8(fp32, path, calibration or [wl.inputs])
+            else:
+                export_onnx(wl, config, path)
         so = ort.SessionOptions()
         if not config.vendor_defaults:  # the onnxruntime-default baseline keeps ORT's own choices
             so.intra_op_num_threads = config.intra_threads
@@ -71,9 +84,15 @@ class OnnxRuntime(Runtime):
             }[level]
             so.add_session_config_entry("session.intra_op.allow_spinning", "1" if config.option("spinning", True) else "0")
         sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
-        feeds = {i.name: x.float().numpy() for i, x in zip(sess.get_inputs(), torch_inputs(wl, config))}
+        names = [i.name for i in sess.get_inputs()]
+
+        def feeds_of(xs: Sequence[torch.Tensor]) -> dict[str, Any]:
+            return {n: x.float().numpy() if x.is_floating_point() else x.numpy() for n, x in zip(names, xs)}
+
+        feeds = feeds_of(torch_inputs(wl, config))
 
         def run() -> Any:
             return sess.run(None, feeds)
 
-        return Prepared(run, lambda out: first_tensor(out).float(), artifact=path)
+        return Prepared(run, lambda out: first_tensor(out).float(), artifact=path,
+                        call=lambda xs: sess.run(None, feeds_of(xs)))

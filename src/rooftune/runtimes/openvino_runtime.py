@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,11 +18,13 @@ class OpenVINO(Runtime):
     name = "openvino"
     options = {"hint": ("LATENCY", "THROUGHPUT"), "streams": (1, 2), "pinning": (False, True)}
     uses_openmp = False
+    precisions = ("fp32", "bf16", "int8")
 
     def available(self) -> str | None:
         return missing("openvino")
 
-    def prepare(self, wl: Workload, config: RunConfig, workdir: Path) -> Prepared:
+    def prepare(self, wl: Workload, config: RunConfig, workdir: Path,
+                calibration: Sequence[Any] = ()) -> Prepared:
         import warnings
 
         import openvino as ov
@@ -36,11 +39,16 @@ class OpenVINO(Runtime):
             with warnings.catch_warnings(), torch.no_grad():
                 warnings.simplefilter("ignore")
                 model = ov.convert_model(m, example_input=torch_inputs(wl, config))
+            if config.precision == "int8":
+                from rooftune.runtimes.quantize import nncf_int8
+
+                model = nncf_int8(model, calibration or [wl.inputs])
             ov.save_model(model, str(path))
         # OpenVINO computes in bf16 on its own where the ISA has it; fp32 means fp32, for its
         # default-settings baseline too, so that every configuration of a study has one precision.
         props: dict[str, Any] = {
             "PERFORMANCE_HINT": config.option("hint", "LATENCY"),
+            # int8 models keep fp32 between their quantized ops
             "INFERENCE_PRECISION_HINT": "bf16" if config.precision == "bf16" else "f32",
         }
         if not config.vendor_defaults:
@@ -49,7 +57,10 @@ class OpenVINO(Runtime):
             props["ENABLE_CPU_PINNING"] = bool(config.option("pinning", False))
         compiled = core.compile_model(model, "CPU", props)
         request = compiled.create_infer_request()
-        feeds = [x.float().numpy() for x in torch_inputs(wl, config)]
+        def feeds_of(xs: Sequence[Any]) -> list[Any]:
+            return [x.float().numpy() if x.is_floating_point() else x.numpy() for x in xs]
+
+        feeds = feeds_of(torch_inputs(wl, config))
 
         def run() -> Any:
             return request.infer(feeds)
@@ -57,4 +68,4 @@ class OpenVINO(Runtime):
         def to_torch(out: Any) -> Any:
             return first_tensor(out[compiled.output(0)]).float()
 
-        return Prepared(run, to_torch, artifact=path)
+        return Prepared(run, to_torch, artifact=path, call=lambda xs: request.infer(feeds_of(xs)))

@@ -3,6 +3,7 @@ torch.compile (inductor)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,8 +18,13 @@ if TYPE_CHECKING:
 
 def torch_inputs(wl: Workload, config: RunConfig) -> tuple[torch.Tensor, ...]:
     """The workload's inputs in the config's memory format and precision."""
+    return config_inputs(wl.inputs, config)
+
+
+def config_inputs(inputs: Sequence[torch.Tensor], config: RunConfig) -> tuple[torch.Tensor, ...]:
+    """``inputs`` in the config's memory format and precision."""
     out = []
-    for x in wl.inputs:
+    for x in inputs:
         if config.memory_format == "channels_last" and x.dim() == 4:
             x = x.contiguous(memory_format=torch.channels_last)
         if config.precision == "bf16" and x.is_floating_point():
@@ -40,18 +46,42 @@ def _as_float(out: Any) -> torch.Tensor:
     return first_tensor(out).float()
 
 
-class Eager(Runtime):
-    name = "eager"
+def _caller(m: Any, config: RunConfig) -> Any:
+    """Runs ``m`` on other inputs, put in the config's layout and precision first."""
 
-    def prepare(self, wl: Workload, config: RunConfig, workdir: Path) -> Prepared:
-        m = torch_module(wl, config)
+    def call(inputs: tuple[torch.Tensor, ...]) -> Any:
+        with torch.inference_mode():
+            return m(*config_inputs(inputs, config))
+
+    return call
+
+
+def _module(wl: Workload, config: RunConfig, calibration: Sequence[tuple[torch.Tensor, ...]]) -> torch.nn.Module:
+    """The model in the config's layout and precision; int8 through PT2E and the x86 quantizer."""
+    m = torch_module(wl, config)
+    if config.precision == "int8":
+        from rooftune.runtimes.quantize import pt2e_int8
+
+        m = pt2e_int8(m, torch_inputs(wl, config), calibration or [wl.inputs])
+    return m
+
+
+class Eager(Runtime):
+    """PyTorch eager; int8 is the PT2E-quantized graph lowered to oneDNN's int8 kernels."""
+
+    name = "eager"
+    precisions = ("fp32", "bf16", "int8")
+
+    def prepare(self, wl: Workload, config: RunConfig, workdir: Path,
+                calibration: Sequence[tuple[torch.Tensor, ...]] = ()) -> Prepared:
+        m = _module(wl, config, calibration)
         xs = torch_inputs(wl, config)
 
         def run() -> Any:
             with torch.inference_mode():
                 return m(*xs)
 
-        return Prepared(run, _as_float)
+        return Prepared(run, _as_float, call=_caller(m, config))
 
 
 class TorchScript(Runtime):
@@ -59,21 +89,23 @@ class TorchScript(Runtime):
     pre-packs weights for oneDNN)."""
 
     name = "torchscript"
+    precisions = ("fp32", "bf16")
 
-    def prepare(self, wl: Workload, config: RunConfig, workdir: Path) -> Prepared:
+    def prepare(self, wl: Workload, config: RunConfig, workdir: Path,
+                calibration: Sequence[tuple[torch.Tensor, ...]] = ()) -> Prepared:
         m = torch_module(wl, config)
         xs = torch_inputs(wl, config)
         with torch.no_grad():
             traced = torch.jit.trace(m, xs, check_trace=False)
             frozen = torch.jit.optimize_for_inference(torch.jit.freeze(traced))
-        path = workdir / "model.torchscript.pt"
+        path = config.artifact_path(workdir, "model.torchscript.pt")
         torch.jit.save(frozen, str(path))
 
         def run() -> Any:
             with torch.inference_mode():
                 return frozen(*xs)
 
-        return Prepared(run, _as_float, artifact=path)
+        return Prepared(run, _as_float, artifact=path, call=_caller(frozen, config))
 
 
 class Compile(Runtime):
@@ -81,6 +113,7 @@ class Compile(Runtime):
 
     name = "compile"
     options = {"mode": ("default", "max-autotune-no-cudagraphs")}
+    precisions = ("fp32", "bf16", "int8")
 
     def available(self) -> str | None:
         import shutil
@@ -89,8 +122,9 @@ class Compile(Runtime):
             return "torch.compile needs a C compiler (apt-get install gcc)"
         return None
 
-    def prepare(self, wl: Workload, config: RunConfig, workdir: Path) -> Prepared:
-        m = torch_module(wl, config)
+    def prepare(self, wl: Workload, config: RunConfig, workdir: Path,
+                calibration: Sequence[tuple[torch.Tensor, ...]] = ()) -> Prepared:
+        m = _module(wl, config, calibration)
         xs = torch_inputs(wl, config)
         compiled = torch.compile(m, mode=config.option("mode", "default"))
         with torch.inference_mode():
@@ -100,4 +134,4 @@ class Compile(Runtime):
             with torch.inference_mode():
                 return compiled(*xs)
 
-        return Prepared(run, _as_float)
+        return Prepared(run, _as_float, call=_caller(compiled, config))

@@ -69,7 +69,7 @@ def _init(msg: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
 
     from rooftune.runtimes import get_runtime
     from rooftune.tuning.config import RunConfig
-    from rooftune.tuning.verify import compare_outputs
+    from rooftune.tuning.verify import compare_outputs, compare_set
     from rooftune.workload import load_workload
 
     config = RunConfig(**msg["config"])
@@ -78,17 +78,43 @@ def _init(msg: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         torch.set_num_interop_threads(config.inter_threads)
     w = msg["workload"]
     wl = load_workload(w["model"], batch=config.batch, inputs=w.get("inputs"), options=w.get("options"), check=False)
+    runtime = get_runtime(config.runtime)
+    why = runtime.unsupported(config)
+    if why:
+        raise ValueError(why)
+    # int8 is calibrated and guarded on the calibration set (inputs and their fp32 eager outputs).
+    calib = torch.load(msg["calibration"]) if msg.get("calibration") and config.precision == "int8" else None
     t0 = time.perf_counter()
-    prepared = get_runtime(config.runtime).prepare(wl, config, Path(msg["workdir"]))
+    prepared = runtime.prepare(wl, config, Path(msg["workdir"]), calibration=calib["inputs"] if calib else ())
     out = prepared.output()
     prepare_s = time.perf_counter() - t0
     reference = torch.load(msg["reference"])
     verify = compare_outputs(out, reference, config.precision)
+    validate = msg.get("validate")
+    if calib is not None or validate:
+        inputs = calib["inputs"] if calib else [tuple(wl.inputs)]
+        refs = calib["outputs"] if calib else [reference]
+        outs = [prepared.output_for(tuple(xs)) for xs in inputs]
+        verify = compare_set(outs, refs, config.precision) if calib else verify
+        if validate:
+            verify = {**verify, **_user_validation(validate, outs, refs)}
     return prepared, {
         "prepare_s": prepare_s, "verify": verify,
         "artifact": str(prepared.artifact) if prepared.artifact else None,
         "threads": torch.get_num_threads(),
     }
+
+
+def _user_validation(spec: str, outputs: list[Any], refs: list[Any]) -> dict[str, Any]:
+    """The caller's ``module:function(outputs, references) -> bool | (bool, why)``, in place of the
+    built-in guard."""
+    import importlib
+
+    module, _, name = spec.partition(":")
+    fn = getattr(importlib.import_module(module), name)
+    answer = fn(outputs, refs)
+    ok, why = (answer if isinstance(answer, tuple) else (answer, ""))
+    return {"ok": bool(ok), "rule": f"validation {spec}", "why": "" if ok else (why or f"{spec} refused the outputs")}
 
 
 if __name__ == "__main__":

@@ -21,8 +21,12 @@ ALLOCATOR_LIBRARIES = {
     "tcmalloc": ("libtcmalloc_minimal.so.4", "libtcmalloc.so.4"),
 }
 _LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib", "/usr/local/lib")
-#: jemalloc settings PyTorch's launcher uses (torch.backends.xeon.run_cpu).
-JEMALLOC_CONF = "oversize_threshold:1,background_thread:true,metadata_thp:auto"
+#: jemalloc runs with its defaults. PyTorch's launcher sets
+#: "oversize_threshold:1,background_thread:true,metadata_thp:auto" for many-core Xeons; on a 2-core
+#: machine that made resnet50 2-4x slower (eager 1 thread 199.7 ms, torch.compile 228.5 ms against
+#: 50.3 ms with tcmalloc): a background purging thread and every large buffer unmapped and faulted
+#: back in on each inference.
+JEMALLOC_CONF = ""
 
 
 def allocator_library(name: str) -> str | None:
@@ -47,6 +51,8 @@ class RunConfig:
     intra_threads: int = 1
     inter_threads: int = 1
     batch: int = 1
+    #: Processes running the model side by side, each with ``intra_threads`` (throughput).
+    instances: int = 1
     memory_format: str = "contiguous"
     precision: str = "fp32"
     allocator: str = "glibc"
@@ -86,6 +92,8 @@ class RunConfig:
                 raise InvalidArgument(key, v, f"allowed 1..{limit} (the usable cores of this machine)")
         if isinstance(self.batch, bool) or not isinstance(self.batch, int) or self.batch < 1:
             raise InvalidArgument("batch", self.batch, "allowed an integer >= 1")
+        if isinstance(self.instances, bool) or not isinstance(self.instances, int) or not 1 <= self.instances <= limit:
+            raise InvalidArgument("instances", self.instances, f"allowed 1..{limit} (the usable cores of this machine)")
         for key, allowed in (("memory_format", MEMORY_FORMATS), ("precision", PRECISIONS), ("allocator", ALLOCATORS)):
             if getattr(self, key) not in allowed:
                 raise InvalidArgument(key, getattr(self, key), f"allowed {', '.join(allowed)}")
@@ -93,8 +101,11 @@ class RunConfig:
             raise InvalidArgument("omp", self.omp, "allowed a mapping of OMP_*, GOMP_* or KMP_* variables")
 
     def key(self) -> str:
-        """A short hash of everything in the configuration (its identity in the store)."""
-        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True, default=str).encode()).hexdigest()[:16]
+        """A short hash of everything that changes how the model runs (its identity in the store;
+        the name is a label, not part of it)."""
+        d = self.to_dict()
+        d.pop("name", None)
+        return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
     def artifact_path(self, workdir: Path, filename: str) -> Path:
         """Where this configuration's prepared artifact lives: shared by configurations that
@@ -117,16 +128,20 @@ class RunConfig:
             if lib is None:
                 raise InvalidArgument("allocator", self.allocator, "its library is not installed (apt-get install libjemalloc2 / libtcmalloc-minimal4)")
             env["LD_PRELOAD"] = lib
-            if self.allocator == "jemalloc":
+            if self.allocator == "jemalloc" and JEMALLOC_CONF:
                 env["MALLOC_CONF"] = JEMALLOC_CONF
         return env
 
     def describe(self) -> str:
         parts = [self.runtime]
+        if self.instances > 1:
+            parts.append(f"{self.instances} instances")
         if self.set_threads:
             parts.append(f"{self.intra_threads}x{self.inter_threads} threads")
         else:
             parts.append("default threads")
+        if self.batch > 1:
+            parts.append(f"batch {self.batch}")
         if self.memory_format != "contiguous":
             parts.append(self.memory_format)
         if self.precision != "fp32":

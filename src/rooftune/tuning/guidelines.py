@@ -35,18 +35,32 @@ def average_width(graph: OpGraph) -> float:
     return len(heavy) / depth if depth else 1.0
 
 
-def guideline(platform: Platform, graph: OpGraph, available: dict[str, Any], *, objective: str = "latency") -> tuple[RunConfig, list[str]]:
+#: Batch the throughput guideline runs when the user fixes none: large enough to fill the GEMMs'
+#: blocking on CNNs at 224x224, small enough to stay within the last-level cache's reach per layer.
+THROUGHPUT_BATCH = 8
+#: Cores per instance for throughput (Intel's multi-instance guidance: 4 cores per instance).
+CORES_PER_INSTANCE = 4
+
+
+def guideline(platform: Platform, graph: OpGraph, available: dict[str, Any], *, objective: str = "latency",
+              batch: int | None = None) -> tuple[RunConfig, list[str]]:
     """The guideline configuration and the reasons for each choice."""
     cores = physical_usable(platform)
     width = average_width(graph)
+    instances = 1
+    if objective == "throughput":
+        instances = max(1, cores // CORES_PER_INSTANCE) if cores > CORES_PER_INSTANCE else cores
+        cores = max(1, cores // instances)
     pools = max(1, min(cores, round(width))) if graph.capture == "torch.export" else 1
     intra = max(1, cores // pools)
     from rooftune.costs import cost_of
 
     kinds = [cost_of(op).kind for op in graph.ops]
     convolutional = kinds.count("conv") > 0
-    why = [f"{cores} usable physical cores (SMT siblings left idle)",
-           f"average width {width:.2f} heavy ops per level -> {pools} inter-op pool(s) x {intra} intra-op threads"]
+    why = [f"{physical_usable(platform)} usable physical cores (SMT siblings left idle)"]
+    if objective == "throughput":
+        why.append(f"throughput: {instances} instance(s) of {cores} core(s), batch {batch or THROUGHPUT_BATCH}")
+    why.append(f"average width {width:.2f} heavy ops per level -> {pools} inter-op pool(s) x {intra} intra-op threads")
     # Graph runtimes fold batch norm and fuse elementwise ops, which the analysis shows are a large
     # share of a model's time at batch 1. Measured on a 2-core Zen 5 (fp32, batch 1, 2 threads):
     # ONNX Runtime 21.9 / 2.8 / 4.2 ms, OpenVINO f32 21.9 / 3.0 / 4.7 ms and eager 47.6 / 14.2 / 10.0 ms
@@ -68,13 +82,13 @@ def guideline(platform: Platform, graph: OpGraph, available: dict[str, Any], *, 
         omp = {"OMP_PROC_BIND": "close", "OMP_PLACES": "cores"}
         layout = "channels_last" if convolutional else "contiguous"
         why.append("OpenMP threads bound one per core" + (", channels_last for the convolutions" if convolutional else ""))
-    # jemalloc returns freed activations to the same thread and keeps them mapped (PyTorch's launcher
-    # preloads it); OpenVINO aborts with a preloaded allocator here (free() of a foreign pointer).
-    allocator = "jemalloc" if allocator_library("jemalloc") and runtime != "openvino" else "glibc"
-    if allocator != "glibc":
-        why.append("jemalloc preloaded")
+    # Allocator: glibc. Graph runtimes plan their buffers in their own arenas, and a preloaded
+    # allocator is a measured choice, not a rule: the search tries jemalloc and tcmalloc (on a
+    # 2-core Zen 5, ONNX Runtime with jemalloc ran resnet50 1.7x slower than with glibc).
+    allocator = "glibc"
     cfg = RunConfig(runtime=runtime, intra_threads=intra, inter_threads=pools, memory_format=layout,
-                    allocator=allocator, omp=omp, runtime_options=options, name="guideline")
+                    allocator=allocator, omp=omp, runtime_options=options, name="guideline",
+                    batch=batch or (THROUGHPUT_BATCH if objective == "throughput" else 1), instances=instances)
     return cfg, why
 
 

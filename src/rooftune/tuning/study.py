@@ -30,7 +30,7 @@ from rooftune.bench import Measurement, Policy, compare, stats
 from rooftune.errors import InvalidArgument
 from rooftune.tuning.config import ALLOCATORS, RunConfig, allocator_library
 from rooftune.tuning.guidelines import baselines, guideline, physical_usable
-from rooftune.tuning.trial import PREPARE_TIMEOUT_S, TrialFailed, VirtualClock, Worker
+from rooftune.tuning.trial import PREPARE_TIMEOUT_S, Group, TrialFailed, VirtualClock
 
 OBJECTIVES = ("latency", "throughput")
 #: Default budget of a whole study (the issue's suite allows 5 minutes per model).
@@ -130,23 +130,62 @@ def study_key(model: str, objective: str, batch: int, platform_id: str, space: d
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def _evaluate(config: RunConfig, workload: dict[str, Any], reference: Path, workdir: Path, objective: str,
-              policy: Policy = TRIAL_POLICY, prepare_timeout_s: float = PREPARE_TIMEOUT_S) -> TrialResult:
+@dataclass
+class Setup:
+    """What every trial of a study shares: the workload, the fp32 eager reference output and, for
+    int8, the calibration set with its reference outputs (files per batch size, made on demand)."""
+
+    workload: dict[str, Any]
+    workdir: Path
+    int8: bool = False
+    calibration_size: int = 0
+    validate: str | None = None
+    _files: dict[int, tuple[Path, Path | None]] = field(default_factory=dict)
+
+    def files(self, batch: int) -> tuple[Path, Path | None]:
+        if batch not in self._files:
+            from rooftune.runtimes import first_tensor
+            from rooftune.runtimes.quantize import calibration_inputs
+            from rooftune.workload import load_workload
+
+            w = self.workload
+            wl = load_workload(w["model"], batch=batch, inputs=w.get("inputs"), options=w.get("options"), check=False)
+            reference = self.workdir / f"reference-b{batch}.pt"
+            with torch.no_grad():
+                torch.save(first_tensor(wl.module(*wl.inputs)).float(), reference)
+            calibration = None
+            if self.int8:
+                xs = calibration_inputs(wl.inputs, self.calibration_size)
+                with torch.no_grad():
+                    outs = [first_tensor(wl.module(*x)).float() for x in xs]
+                calibration = self.workdir / f"calibration-b{batch}.pt"
+                torch.save({"inputs": xs, "outputs": outs}, calibration)
+            self._files[batch] = (reference, calibration)
+        return self._files[batch]
+
+    def group(self, config: RunConfig, prepare_timeout_s: float = PREPARE_TIMEOUT_S) -> Group:
+        reference, calibration = self.files(config.batch)
+        return Group(config, self.workload, reference, self.workdir, prepare_timeout_s, calibration, self.validate)
+
+
+def _evaluate(config: RunConfig, setup: Setup, policy: Policy = TRIAL_POLICY,
+              prepare_timeout_s: float = PREPARE_TIMEOUT_S) -> TrialResult:
     try:
-        with Worker(config, workload, reference, workdir, prepare_timeout_s=prepare_timeout_s) as w:
-            info = w.info
+        with setup.group(config, prepare_timeout_s) as g:
+            info = g.info
             verify = info["verify"]
             if not verify["ok"]:
                 return TrialResult(config, False, error=f"wrong output: {verify['why']}", verify=verify,
                                    prepare_s=info["prepare_s"])
-            md = w.measure(_policy_dict(policy), label=f"trial.{config.runtime}")
+            md = g.measure(_policy_dict(policy), label=f"trial.{config.runtime}")
+            items = g.items_per_call
     except TrialFailed as exc:
         return TrialResult(config, False, error=str(exc))
     m = Measurement.from_dict(md)
     xs = list(m.samples)
     return TrialResult(
         config, True, latency_s=m.median, p90_s=stats.quantile(xs, 0.9), p99_s=stats.quantile(xs, 0.99),
-        throughput=config.batch / m.median, verify=verify, prepare_s=info["prepare_s"],
+        throughput=items / m.median, verify=verify, prepare_s=info["prepare_s"],
         artifact=info.get("artifact"), measurement=md,
     )
 
@@ -155,18 +194,31 @@ def _policy_dict(policy: Policy) -> dict[str, Any]:
     return {k: getattr(policy, k) for k in ("number", "warmup_s", "budget_s", "min_samples", "target_rel_ci")}
 
 
-def search_space(platform: Any, available: dict[str, Any], allow: Sequence[str]) -> dict[str, Any]:
+#: Batch sizes the throughput objective searches when the user fixes none.
+THROUGHPUT_BATCHES = (1, 2, 4, 8, 16, 32)
+
+
+def search_space(platform: Any, available: dict[str, Any], allow: Sequence[str], *, objective: str = "latency",
+                 batch: int | None = None) -> dict[str, Any]:
     """The dimensions the search may set on this machine (what is not installed is left out)."""
     cores = platform.usable_cores
+    precisions = {}
+    for n, rt in available.items():
+        ok = [p for p in allow if rt.unsupported(RunConfig(runtime=n, precision=p)) is None]
+        if ok:
+            precisions[n] = ok
+    throughput = objective == "throughput"
     allocators = [a for a in ALLOCATORS if a == "glibc" or allocator_library(a)]
     omp_lib = ((platform.openmp or {}).get("library") or "")
     intel = omp_lib.startswith(("libiomp", "libomp"))
     return {
-        "runtime": sorted(available),
+        "runtime": sorted(precisions),
+        "precisions": precisions,
+        "batch": [batch] if batch else list(THROUGHPUT_BATCHES) if throughput else [1],
+        "instances": [1, cores] if throughput else [1, 1],
         "intra_threads": [1, cores],
         "inter_threads": [1, cores],
         "memory_format": ["contiguous", "channels_last"],
-        "precision": list(allow),
         "allocator": allocators,
         "bind": ["none", "close", "spread"],
         "wait": ["passive", "active"] if not intel else ["blocktime0", "blocktime1", "blocktime200"],
@@ -174,7 +226,7 @@ def search_space(platform: Any, available: dict[str, Any], allow: Sequence[str])
     }
 
 
-def _suggest(trial: Any, space: dict[str, Any], batch: int) -> RunConfig:
+def _suggest(trial: Any, space: dict[str, Any]) -> RunConfig:
     """A configuration from the space, asking only what matters for the chosen runtime (the OpenMP
     environment and the layout for runtimes on the OpenMP pool, inter-op threads where a runtime
     uses them), so that TPE does not spend trials on settings that change nothing."""
@@ -185,12 +237,17 @@ def _suggest(trial: Any, space: dict[str, Any], batch: int) -> RunConfig:
     options = {}
     for key, values in space["runtime_options"].get(runtime, {}).items():
         options[key] = trial.suggest_categorical(f"{runtime}.{key}", values)
+    batch = trial.suggest_categorical("batch", space["batch"])
+    instances = trial.suggest_int("instances", *space["instances"])
     lo, hi = space["intra_threads"]
-    intra = trial.suggest_int("intra_threads", lo, hi)
+    # instances x threads stays within the usable cores
+    intra = trial.suggest_int(f"intra_threads.{instances}", lo, max(lo, hi // instances)) if instances > 1 else \
+        trial.suggest_int("intra_threads", lo, hi)
     allocator = trial.suggest_categorical("allocator", space["allocator"])
-    precision = trial.suggest_categorical("precision", space["precision"])
-    cfg = RunConfig(runtime=runtime, intra_threads=intra, batch=batch, precision=precision, allocator=allocator,
-                    runtime_options=options, name=f"trial {trial.number}")
+    allowed = space["precisions"][runtime]
+    precision = trial.suggest_categorical(f"{runtime}.precision", allowed) if len(allowed) > 1 else allowed[0]
+    cfg = RunConfig(runtime=runtime, intra_threads=intra, batch=batch, instances=instances, precision=precision,
+                    allocator=allocator, runtime_options=options, name=f"trial {trial.number}")
     if rt.uses_inter_threads(cfg):
         cfg = replace(cfg, inter_threads=trial.suggest_int(f"{runtime}.inter_threads", *space["inter_threads"]))
     if rt.uses_openmp:
@@ -226,8 +283,16 @@ def tune(
     progress: Progress | None = None,
     trial_policy: Policy = TRIAL_POLICY,
     compare_policy: Policy = COMPARE_POLICY,
+    validate: str | Callable[..., Any] | None = None,
+    calibration_size: int | None = None,
 ) -> TuneResult:
     """Tune ``model``'s runtime configuration on this machine (see the module docstring).
+
+    ``precisions`` may add ``bf16`` (where the ISA has it) and ``int8`` (post-training static
+    quantization by each runtime's quantizer, calibrated on ``calibration_size`` inputs drawn like
+    the workload's; a trial passes the guard - mean cosine >= 0.99, top-1 agreement >= 99 % on the
+    calibration inputs - or ``validate``, an importable ``module:function(outputs, references)``
+    returning a bool or (bool, why), called in the trial's process).
 
     Every trial is stored as it finishes; calling again with the same model, objective and
     search space resumes: stored configurations are not run again.
@@ -248,8 +313,14 @@ def tune(
     if trials is not None and (isinstance(trials, bool) or not isinstance(trials, int) or trials < 0):
         raise InvalidArgument("trials", trials, "allowed an integer >= 0")
     for p in precisions:
-        if p not in ("fp32", "bf16"):
-            raise InvalidArgument("precision", p, "allowed fp32, bf16 (int8 tuning is not built yet)")
+        if p not in ("fp32", "bf16", "int8"):
+            raise InvalidArgument("precision", p, "allowed fp32, bf16, int8")
+    from rooftune.runtimes.quantize import CALIBRATION_SIZE
+
+    calibration_size = CALIBRATION_SIZE if calibration_size is None else calibration_size
+    if isinstance(calibration_size, bool) or not isinstance(calibration_size, int) or not 1 <= calibration_size <= 10_000:
+        raise InvalidArgument("calibration size", calibration_size, "allowed an integer 1..10000")
+    validate_spec = _validation_spec(validate)
     platform = current_platform()
     if "bf16" in precisions and not set(platform.effective_isa) & {"avx512_bf16", "amx_bf16"}:
         raise InvalidArgument("precision", "bf16", "this CPU has no native bf16 (avx512_bf16 or amx_bf16)")
@@ -261,7 +332,9 @@ def tune(
             if r not in available:
                 raise InvalidArgument("runtime", r, notes_by_rt[r])
         available = {k: v for k, v in available.items() if k in runtimes}
-    wl = load_workload(model, batch=batch if objective == "latency" else batch or 1, inputs=inputs, options=options)
+    if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
+        raise InvalidArgument("batch", batch, "allowed an integer >= 1")
+    wl = load_workload(model, batch=batch, inputs=inputs, options=options)
     workload = {"model": model, "inputs": [list(s) for s in inputs] if inputs else None, "options": options or {}}
     notes = [f"{k}: {v}" for k, v in notes_by_rt.items()]
     if "openvino" in available:
@@ -272,16 +345,20 @@ def tune(
 
     step("capture and reference output", 0, 1)
     graph = capture(wl)
-    with torch.no_grad():
-        reference_out = wl.module(*wl.inputs)
-    from rooftune.runtimes import first_tensor
-
     workdir = Path(tempfile.mkdtemp(prefix="rooftune-tune-"))
-    reference = workdir / "reference.pt"
-    torch.save(first_tensor(reference_out).float(), reference)
+    setup = Setup(workload, workdir, int8="int8" in precisions, calibration_size=calibration_size, validate=validate_spec)
+    setup.files(wl.batch)
+    if "int8" in precisions:
+        without = sorted(n for n, rt in available.items() if rt.unsupported(RunConfig(runtime=n, precision="int8")))
+        for n in without:
+            notes.append(f"int8 not on {n}: {get_runtime(n).unsupported(RunConfig(runtime=n, precision='int8'))}")
 
-    space = search_space(platform, available, precisions)
-    key = study_key(model, objective, wl.batch, platform.id, {**space, "inputs": workload["inputs"], "options": workload["options"]})
+    space = search_space(platform, available, precisions, objective=objective, batch=batch)
+    if not space["runtime"]:
+        raise InvalidArgument("precision", ",".join(precisions), "no installed runtime runs it")
+    key = study_key(model, objective, wl.batch, platform.id,
+                    {**space, "inputs": workload["inputs"], "options": workload["options"],
+                     "calibration": calibration_size if setup.int8 else 0, "validate": validate_spec})
     own_store = store is None
     store = store if store is not None else Store(db)
     results: list[TrialResult] = []
@@ -294,18 +371,18 @@ def tune(
             resumed += 1
 
         def evaluate(cfg: RunConfig, prepare_timeout_s: float = PREPARE_TIMEOUT_S) -> TrialResult:
-            cfg = get_runtime(cfg.runtime).normalize(replace(cfg, batch=wl.batch))
+            cfg = get_runtime(cfg.runtime).normalize(cfg)
             k = cfg.key()
             if k in done:
                 return done[k]
-            r = _evaluate(cfg, workload, reference, workdir, objective, trial_policy, prepare_timeout_s)
+            r = _evaluate(cfg, setup, trial_policy, prepare_timeout_s)
             store.save_trial(platform, study_key=key, config_key=k, status="ok" if r.ok else "failed",
                              config=cfg.to_dict(), result=r.to_dict())
             done[k] = r
             return r
 
-        guide_cfg, reasons = guideline(platform, graph, available, objective=objective)
-        fixed = [guide_cfg, *baselines(platform, available)]
+        guide_cfg, reasons = guideline(platform, graph, available, objective=objective, batch=batch)
+        fixed = [guide_cfg, *(replace(b, batch=wl.batch) for b in baselines(platform, available))]
         for i, cfg in enumerate(fixed):
             step(f"guideline and baselines: {cfg.name}", i, len(fixed))
             results.append(evaluate(cfg))
@@ -323,7 +400,7 @@ def tune(
             while n < limit and time.perf_counter() - started < search_until:
                 step("search", min(int(time.perf_counter() - started), int(budget_s)), int(budget_s))
                 t = study.ask()
-                cfg = _suggest(t, space, wl.batch)
+                cfg = _suggest(t, space)
                 # A searched trial may not take the final comparisons' share of the budget to prepare
                 # (torch.compile of a large model takes minutes on two cores).
                 left = search_until - (time.perf_counter() - started)
@@ -344,31 +421,59 @@ def tune(
             step("best against every baseline, interleaved", i, len(base))
             if not b.ok:
                 continue
-            speedup[name] = _interleaved(best.config, b.config, workload, reference, workdir, compare_policy)
+            speedup[name] = _interleaved(best.config, b.config, setup, objective, compare_policy)
         if save:
             _save_best(best, Path(save))
     finally:
         if own_store:
             store.close()
+        shutil.rmtree(workdir, ignore_errors=True)
     return TuneResult(model=model, objective=objective, batch=wl.batch, best=best, guideline=guide,
                       guideline_reasons=tuple(reasons), baselines=base, speedup=speedup, trials=tuple(results),
                       notes=tuple(notes), duration_s=time.perf_counter() - started, resumed=resumed)
 
 
-def _interleaved(a: RunConfig, b: RunConfig, workload: dict[str, Any], reference: Path, workdir: Path,
+def _interleaved(a: RunConfig, b: RunConfig, setup: Setup, objective: str = "latency",
                  policy: Policy = COMPARE_POLICY) -> dict[str, float]:
-    """median(b) / median(a) from A B A B ... samples of two live subprocesses, with the 95 % CI."""
+    """median(b) / median(a) from A B A B ... samples of two live sets of subprocesses (the one not
+    being timed is paused), with the 95 % CI: time per call for latency, per item for throughput."""
     if a.key() == b.key():
         return {"ratio": 1.0, "ci_low": 1.0, "ci_high": 1.0, "pairs": 0}
     try:
-        with Worker(a, workload, reference, workdir) as wa, Worker(b, workload, reference, workdir) as wb:
+        with setup.group(a) as ga, setup.group(b) as gb:
             clock = VirtualClock()
-            c = compare(clock.timed(wb, idle=(wa,)), clock.timed(wa, idle=(wb,)), label_a=b.name,
-                        label_b=a.name or "best", policy=policy, clock=clock)
+            per_a = ga.items_per_call if objective == "throughput" else 1
+            per_b = gb.items_per_call if objective == "throughput" else 1
+            c = compare(clock.timed(gb, idle=(ga,), per=per_b), clock.timed(ga, idle=(gb,), per=per_a),
+                        label_a=b.name, label_b=a.name or "best", policy=policy, clock=clock)
     except TrialFailed as exc:
         return {"ratio": math.nan, "ci_low": math.nan, "ci_high": math.nan, "error": str(exc)}
+    unit = "item" if objective == "throughput" else "latency"
     return {"ratio": c.ratio, "ci_low": c.ci[0], "ci_high": c.ci[1], "pairs": c.a.n,
-            "baseline_latency_s": c.a.median, "best_latency_s": c.b.median}
+            f"baseline_{unit}_s": c.a.median, f"best_{unit}_s": c.b.median}
+
+
+def _validation_spec(validate: str | Callable[..., Any] | None) -> str | None:
+    """``module:function`` for the trial processes, from a string or an importable function."""
+    if validate is None:
+        return None
+    if callable(validate):
+        mod, name = getattr(validate, "__module__", ""), getattr(validate, "__qualname__", "")
+        if not mod or mod == "__main__" or "<" in name:
+            raise InvalidArgument("validate", repr(validate), "allowed a function importable by name (module:function)")
+        return f"{mod}:{name}"
+    mod, sep, name = str(validate).partition(":")
+    if not sep or not mod or not name:
+        raise InvalidArgument("validate", validate, "allowed module:function")
+    import importlib
+
+    try:
+        fn = getattr(importlib.import_module(mod), name)
+    except (ImportError, AttributeError) as exc:
+        raise InvalidArgument("validate", validate, f"cannot import it ({exc.__class__.__name__})") from None
+    if not callable(fn):
+        raise InvalidArgument("validate", validate, "not a function")
+    return str(validate)
 
 
 def _save_best(best: TrialResult, path: Path) -> None:

@@ -35,7 +35,8 @@ class Worker:
     """A subprocess holding one prepared configuration (see :mod:`rooftune.tuning._worker`)."""
 
     def __init__(self, config: RunConfig, workload: dict[str, Any], reference: Path, workdir: Path,
-                 prepare_timeout_s: float = PREPARE_TIMEOUT_S) -> None:
+                 prepare_timeout_s: float = PREPARE_TIMEOUT_S, calibration: Path | None = None,
+                 validate: str | None = None) -> None:
         self.config = config
         self.paused = False
         env = {k: v for k, v in os.environ.items() if k not in CONTROLLED or not config.set_threads}
@@ -46,7 +47,9 @@ class Worker:
             stderr=self._stderr, text=True, env=env,
         )
         self.info = self.call({"cmd": "init", "workload": workload, "config": config.to_dict(),
-                               "reference": str(reference), "workdir": str(workdir)}, prepare_timeout_s)
+                               "reference": str(reference), "workdir": str(workdir),
+                               "calibration": str(calibration) if calibration else None, "validate": validate},
+                              prepare_timeout_s)
 
     def _last_stderr(self) -> str:
         self._stderr.seek(0)
@@ -54,12 +57,19 @@ class Worker:
         return lines[-1][:300] if lines else ""
 
     def call(self, msg: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.send(msg)
+        return self.receive(msg, timeout_s)
+
+    def send(self, msg: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
         try:
             self.proc.stdin.write(json.dumps(msg) + "\n")
             self.proc.stdin.flush()
         except BrokenPipeError:
             raise TrialFailed(f"the trial process died ({self._last_stderr()})") from None
+
+    def receive(self, msg: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        assert self.proc.stdout is not None
         ready, _, _ = select.select([self.proc.stdout], [], [], timeout_s)
         if not ready:
             self.close(kill=True)
@@ -115,6 +125,68 @@ class Worker:
         self.close()
 
 
+class Group:
+    """``config.instances`` workers of one configuration running side by side (the throughput
+    objective's concurrent instances). ``sample(k)``: every instance runs k calls at once; the
+    answer is the round's wall time per call, so throughput = instances x batch / answer."""
+
+    def __init__(self, config: RunConfig, workload: dict[str, Any], reference: Path, workdir: Path,
+                 prepare_timeout_s: float = PREPARE_TIMEOUT_S, calibration: Path | None = None,
+                 validate: str | None = None) -> None:
+        self.config = config
+        self.workers: list[Worker] = []
+        try:
+            for _ in range(max(1, config.instances)):
+                self.workers.append(Worker(config, workload, reference, workdir, prepare_timeout_s, calibration, validate))
+        except BaseException:
+            self.close()
+            raise
+        self.info = self.workers[0].info
+
+    @property
+    def items_per_call(self) -> int:
+        return len(self.workers) * self.config.batch
+
+    def measure(self, policy: dict[str, Any], label: str) -> dict[str, Any]:
+        """The harness's measurement: inside the worker for one instance, else of rounds of all
+        instances at once on a :class:`VirtualClock`."""
+        if len(self.workers) == 1:
+            return self.workers[0].measure(policy, label)
+        from rooftune.bench import Policy, measure
+
+        clock = VirtualClock()
+        return measure(clock.timed(self), label=label, policy=Policy(**policy), clock=clock).to_dict()
+
+    def sample(self, number: int = 1, timeout_s: float = MEASURE_SLACK_S) -> float:
+        if len(self.workers) == 1:
+            return self.workers[0].sample(number, timeout_s)
+        msg = {"cmd": "sample", "number": number}
+        t0 = time.perf_counter()
+        for w in self.workers:
+            w.send(msg)
+        for w in self.workers:
+            w.receive(msg, timeout_s)
+        return (time.perf_counter() - t0) / number
+
+    def pause(self) -> None:
+        for w in self.workers:
+            w.pause()
+
+    def resume(self) -> None:
+        for w in self.workers:
+            w.resume()
+
+    def close(self, kill: bool = False) -> None:
+        for w in self.workers:
+            w.close(kill)
+
+    def __enter__(self) -> Group:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 class VirtualClock:
     """A clock that advances by the durations workers report, so the harness's compare() can
     interleave two subprocesses without counting the pipe between them. While one worker is
@@ -126,12 +198,14 @@ class VirtualClock:
     def __call__(self) -> float:
         return self.now
 
-    def timed(self, worker: Worker, idle: tuple[Worker, ...] = ()) -> Any:
+    def timed(self, worker: Worker | Group, idle: tuple[Worker | Group, ...] = (), per: float = 1.0) -> Any:
+        """A sample function for the harness; ``per`` divides the time (items per call, to
+        compare per-item time, i.e. throughput)."""
         def call() -> None:
             for other in idle:
                 other.pause()
             worker.resume()
-            self.now += worker.sample()
+            self.now += worker.sample() / per
 
         return call
 

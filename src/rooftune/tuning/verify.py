@@ -42,3 +42,28 @@ def compare_outputs(out: torch.Tensor, ref: torch.Tensor, precision: str) -> dic
         rule = f"max error <= {tol:g} of the output's scale and cosine >= {min_cos}"
     return {"ok": ok, "max_abs": max_abs, "max_rel": rel, "cosine": cos, "top1": top1, "rule": rule,
             "why": "" if ok else f"fails {rule}: max_rel {rel:.3g}, cosine {cos:.5f}, top-1 {top1:.1%}"}
+
+
+def compare_set(outputs: list[torch.Tensor], refs: list[torch.Tensor], precision: str) -> dict[str, Any]:
+    """The guard over a calibration set: per-input comparisons, then the mean cosine (and the
+    worst), top-1 agreement over every row of every output, and the largest relative error."""
+    if len(outputs) != len(refs) or not refs:
+        return {"ok": False, "why": f"{len(outputs)} outputs for {len(refs)} calibration inputs"}
+    each = [compare_outputs(o, r, precision) for o, r in zip(outputs, refs)]
+    bad_shape = next((e for e in each if "cosine" not in e), None)
+    if bad_shape is not None:
+        return bad_shape
+    rows = [r.reshape(-1, r.shape[-1]).shape[0] if r.dim() else 1 for r in refs]
+    top1 = sum(e["top1"] * n for e, n in zip(each, rows)) / sum(rows)
+    cos = sum(e["cosine"] for e in each) / len(each)
+    rel = max(e["max_rel"] for e in each)
+    finite = all(torch.isfinite(o).all() for o in outputs)
+    if precision == "int8":
+        ok = bool(finite) and cos >= INT8_MIN_COSINE and top1 >= INT8_MIN_TOP1
+        rule = f"mean cosine >= {INT8_MIN_COSINE} and top-1 agreement >= {INT8_MIN_TOP1:.0%} over {len(refs)} inputs"
+    else:
+        ok = all(e["ok"] for e in each)
+        rule = each[0]["rule"] + f" on each of {len(refs)} inputs"
+    return {"ok": ok, "max_abs": max(e["max_abs"] for e in each), "max_rel": rel, "cosine": cos,
+            "min_cosine": min(e["cosine"] for e in each), "top1": top1, "inputs": len(refs), "rule": rule,
+            "why": "" if ok else f"fails {rule}: mean cosine {cos:.5f}, top-1 {top1:.1%}, max_rel {rel:.3g}"}

@@ -1,0 +1,121 @@
+"""Post-training static int8 quantization with each runtime's own quantizer, calibrated on a
+calibration set (inputs drawn like the workload's, see :func:`calibration_inputs`).
+
+    PyTorch      PT2E with the x86 quantizer (torchao), lowered to oneDNN int8 kernels
+    ONNX Runtime quantize_static, QDQ format, per-channel s8 weights, u8 activations (VNNI's u8 x s8)
+    OpenVINO     NNCF's quantize on the converted model
+
+Each one's package is optional: :func:`int8_missing` says what to install.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rooftune.runtimes.base import missing
+
+Inputs = tuple[torch.Tensor, ...]
+#: Inputs in a calibration set unless the caller asks otherwise: enough for stable activation
+#: ranges on these models (min-max / histogram observers), few enough to calibrate in seconds.
+CALIBRATION_SIZE = 32
+#: The package that quantizes for each runtime.
+QUANTIZERS = {"eager": "torchao", "compile": "torchao", "onnxruntime": "onnxruntime", "openvino": "nncf"}
+
+
+def int8_missing(runtime: str) -> str | None:
+    """None when ``runtime`` can run int8 here, else why not."""
+    pkg = QUANTIZERS.get(runtime)
+    if pkg is None:
+        return f"{runtime} has no int8 path (int8 runs on {', '.join(QUANTIZERS)})"
+    why = missing(pkg)
+    return f"int8 on {runtime}: {why}" if why else None
+
+
+def calibration_inputs(example: Sequence[torch.Tensor], n: int = CALIBRATION_SIZE, seed: int = 0) -> list[Inputs]:
+    """``n`` input tuples shaped and distributed like ``example``: floating inputs from a normal
+    with each tensor's mean and standard deviation, integer inputs (token ids) uniform over the
+    range seen. Seeded: every process draws the same set."""
+    g = torch.Generator().manual_seed(seed)
+    out: list[Inputs] = []
+    for _ in range(n):
+        xs = []
+        for x in example:
+            if x.is_floating_point():
+                std = float(x.float().std()) if x.numel() > 1 else 1.0
+                xs.append((torch.randn(x.shape, generator=g) * (std or 1.0) + float(x.float().mean())).to(x.dtype))
+            elif x.dtype == torch.bool:
+                xs.append(torch.randint(0, 2, x.shape, generator=g).bool())
+            else:
+                lo, hi = int(x.min()), int(x.max())
+                xs.append(torch.randint(lo, hi + 1, x.shape, generator=g, dtype=x.dtype))
+        out.append(tuple(xs))
+    return out
+
+
+def pt2e_int8(module: torch.nn.Module, example: Inputs, calibration: Sequence[Inputs]) -> torch.nn.Module:
+    """PT2E: export, insert observers by the x86 quantizer, calibrate, convert, lower to oneDNN
+    int8 kernels (qconv/qlinear with fused requantization)."""
+    from torchao.quantization.pt2e.lowering import lower_pt2e_quantized_to_x86
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+    from torchao.quantization.pt2e.quantizer.x86_inductor_quantizer import (
+        X86InductorQuantizer,
+        get_default_x86_inductor_quantization_config,
+    )
+
+    with torch.no_grad():
+        exported = torch.export.export(module.eval(), tuple(example), strict=False).module()
+        quantizer = X86InductorQuantizer().set_global(get_default_x86_inductor_quantization_config())
+        prepared = prepare_pt2e(exported, quantizer)
+        for xs in calibration:
+            prepared(*xs)
+        converted = convert_pt2e(prepared)
+        return lower_pt2e_quantized_to_x86(converted, tuple(example))
+
+
+class _Reader:
+    """onnxruntime.quantization's CalibrationDataReader over the calibration set."""
+
+    def __init__(self, names: Sequence[str], calibration: Sequence[Inputs]) -> None:
+        self._it = iter([{n: x.float().numpy() if x.is_floating_point() else x.numpy() for n, x in zip(names, xs)}
+                         for xs in calibration])
+
+    def get_next(self) -> dict[str, Any] | None:
+        return next(self._it, None)
+
+    def rewind(self) -> None:  # newer onnxruntime calls it between passes
+        pass
+
+
+def ort_int8(fp32: Path, out: Path, calibration: Sequence[Inputs]) -> Path:
+    """quantize_static in QDQ format: per-channel symmetric s8 weights, u8 activations, min-max
+    calibration, after ONNX Runtime's recommended pre-processing (shape inference, folding)."""
+    import onnx
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    pre = out.with_name(out.stem + ".pre.onnx")
+    try:
+        quant_pre_process(str(fp32), str(pre), skip_symbolic_shape=True)
+        source = pre
+    except Exception:  # pre-processing is an optimisation; quantize the exported model as it is
+        source = fp32
+    names = [i.name for i in onnx.load(str(source), load_external_data=False).graph.input]
+    reader = _Reader(names, calibration)
+    CalibrationDataReader.register(_Reader)
+    quantize_static(str(source), str(out), reader, quant_format=QuantFormat.QDQ, per_channel=True,
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+    pre.unlink(missing_ok=True)
+    return out
+
+
+def nncf_int8(model: Any, calibration: Sequence[Inputs]) -> Any:
+    """NNCF post-training quantization of an OpenVINO model (its default: mixed-precision-free
+    int8 on convolutions and matmuls, fast bias correction)."""
+    import nncf
+
+    data = [[x.float().numpy() if x.is_floating_point() else x.numpy() for x in xs] for xs in calibration]
+    return nncf.quantize(model, nncf.Dataset(data), subset_size=len(data))

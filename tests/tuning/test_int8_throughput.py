@@ -1,0 +1,115 @@
+"""int8 through each runtime's quantizer with the calibration guard, a caller's validation
+function, and the throughput objective's batch and concurrent instances."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from rooftune.bench import Policy
+from rooftune.errors import InvalidArgument
+from rooftune.runtimes import get_runtime
+from rooftune.runtimes.quantize import calibration_inputs, int8_missing
+from rooftune.tuning import RunConfig, tune
+from rooftune.tuning.study import Setup, _evaluate, _interleaved, _validation_spec
+from rooftune.tuning.trial import Group
+
+CNN = "tests.analysis.tiny_models:small_cnn"
+FAST = Policy(number=1, warmup_s=0.05, budget_s=0.3, min_samples=6)
+
+
+def spec(model: str = CNN) -> dict:
+    return {"model": model, "inputs": None, "options": {}}
+
+
+def refuse_all(outputs: list, references: list) -> tuple[bool, str]:
+    """A caller's validation function (imported by name in the trial's process)."""
+    return False, f"refused {len(outputs)} outputs"
+
+
+def test_calibration_set_is_seeded_and_shaped_like_the_inputs() -> None:
+    example = (torch.randn(2, 3, 8, 8) * 3 + 1, torch.tensor([[1, 5, 9]]))
+    a, b = calibration_inputs(example, 5), calibration_inputs(example, 5)
+    assert len(a) == 5 and all(torch.equal(x, y) for xa, xb in zip(a, b) for x, y in zip(xa, xb))
+    floats = torch.stack([xs[0] for xs in a])
+    assert floats.shape[1:] == example[0].shape and 1.5 < float(floats.std()) < 4.5
+    ids = torch.stack([xs[1] for xs in a])
+    assert ids.dtype == torch.int64 and int(ids.min()) >= 1 and int(ids.max()) <= 9
+
+
+def test_runtimes_declare_their_precisions() -> None:
+    assert get_runtime("torchscript").unsupported(RunConfig(runtime="torchscript", precision="int8"))
+    assert "does not run int8" in get_runtime("torchscript").unsupported(RunConfig(runtime="torchscript", precision="int8"))
+    assert get_runtime("onnxruntime").unsupported(RunConfig(runtime="onnxruntime", precision="bf16"))
+    assert int8_missing("onnxruntime") is None
+    assert "no int8 path" in int8_missing("torchscript")
+
+
+@pytest.mark.parametrize("runtime", ["onnxruntime", "eager", "openvino"])
+def test_int8_is_calibrated_and_guarded_on_the_calibration_set(tmp_path: Path, runtime: str) -> None:
+    if int8_missing(runtime) or get_runtime(runtime).available():
+        pytest.skip(int8_missing(runtime) or get_runtime(runtime).available())
+    setup = Setup(spec(), tmp_path, int8=True, calibration_size=8)
+    r = _evaluate(RunConfig(runtime=runtime, intra_threads=1, precision="int8"), setup, FAST)
+    v = r.verify
+    assert v["inputs"] == 8 and "top-1 agreement >= 99%" in v["rule"]
+    assert -1.0 <= v["cosine"] <= 1.0 and 0.0 <= v["top1"] <= 1.0
+    # quantized to 8 bits: close to fp32, not equal to it
+    assert v["cosine"] > 0.9 and v["max_abs"] > 0
+    if r.ok:
+        assert r.latency_s > 0
+    else:
+        assert r.error.startswith("wrong output: fails mean cosine")
+
+
+def test_a_callers_validation_replaces_the_guard(tmp_path: Path) -> None:
+    setup = Setup(spec(), tmp_path, validate=_validation_spec("tests.tuning.test_int8_throughput:refuse_all"))
+    r = _evaluate(RunConfig(runtime="eager", intra_threads=1), setup, FAST)
+    assert not r.ok and "refused 1 outputs" in r.error
+
+
+def test_validation_must_be_importable_by_name() -> None:
+    assert _validation_spec(json.dumps) == "json:dumps"
+    for bad in (lambda o, r: True, "no_colon", "no.such.module:f", "json:no_such_function"):
+        with pytest.raises(InvalidArgument, match="validate"):
+            _validation_spec(bad)
+
+
+def test_two_instances_run_side_by_side_and_count_both(tmp_path: Path) -> None:
+    setup = Setup(spec(), tmp_path)
+    cfg = RunConfig(runtime="eager", intra_threads=1, instances=2, batch=4)
+    with setup.group(cfg) as g:
+        assert isinstance(g, Group) and len(g.workers) == 2 and g.items_per_call == 8
+        assert all(w.info["verify"]["ok"] for w in g.workers)
+        m = g.measure({"number": 1, "warmup_s": 0.0, "budget_s": 0.2, "min_samples": 5}, "t")
+        assert len(m["samples"]) >= 5 and all(x > 0 for x in m["samples"])
+    r = _evaluate(cfg, setup, FAST)
+    assert r.ok and r.throughput == pytest.approx(8 / r.latency_s)
+    one = _interleaved(cfg, RunConfig(runtime="eager", intra_threads=1, batch=1, name="b1"), setup, "throughput", FAST)
+    assert one["pairs"] >= 6 and one["ratio"] > 0 and "baseline_item_s" in one
+
+
+def test_throughput_study_searches_batch_and_instances(tmp_path: Path) -> None:
+    r = tune(CNN, objective="throughput", runtimes=["eager"], trials=3, budget_s=600, db=str(tmp_path / "t.db"),
+             trial_policy=FAST, compare_policy=FAST)
+    d = json.loads(json.dumps(r.to_dict(), default=str))
+    assert d["objective"] == "throughput" and d["best"]["throughput"] > 0
+    assert r.guideline.config.batch == 8 and r.guideline.config.instances >= 1
+    from rooftune.platform import current_platform
+
+    cores = current_platform().usable_cores
+    searched = [t for t in r.trials if t.config.name.startswith("trial")]
+    assert len(searched) == 3 and all(t.config.instances * t.config.intra_threads <= cores for t in searched)
+    assert {b.config.batch for b in r.baselines.values()} == {1}
+    best = r.best.score("throughput")
+    assert all(best <= t.score("throughput") for t in r.trials)
+
+
+def test_int8_study_and_bad_precision(tmp_path: Path) -> None:
+    with pytest.raises(InvalidArgument, match="precision"):
+        tune(CNN, precisions=("fp32", "int4"), db=str(tmp_path / "x.db"))
+    with pytest.raises(InvalidArgument, match="calibration"):
+        tune(CNN, precisions=("fp32", "int8"), calibration_size=0, db=str(tmp_path / "x.db"))
