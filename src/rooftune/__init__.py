@@ -26,11 +26,15 @@ __all__ = [
     "__version__",
     "analyze",
     "machine",
+    "profile",
+    "tune",
 ]
 
-_LAZY_SUBPACKAGES = {"machine", "bench", "platform", "store", "report", "workload", "costs", "analysis"}
+_LAZY_SUBPACKAGES = {"machine", "bench", "platform", "store", "report", "workload", "costs", "analysis", "runtimes",
+                     "tuning", "primitives", "profiling"}
 #: Public functions that live in a subpackage: name -> (module, attribute).
-_LAZY_FUNCTIONS = {"analyze": ("rooftune.analysis", "analyze")}
+_LAZY_FUNCTIONS = {"analyze": ("rooftune.analysis", "analyze"), "tune": ("rooftune.tuning", "tune"),
+                   "profile": ("rooftune.profiling", "profile")}
 
 
 def __getattr__(name: str) -> Any:

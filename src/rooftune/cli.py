@@ -373,6 +373,140 @@ def tune(
             out.print(f"wrote {save}")
 
 
+def _print_profile(result: Any, summary: list[dict[str, Any]]) -> None:
+    c = result
+    state = "stopped by the budget (run the same command to continue)" if c.stopped_by_budget else "complete"
+    out.print(f"campaign on platform {c.platform_id}: {c.added} rows added, {c.skipped} already stored; "
+              f"{c.counts.get('ok', 0)} timed, {c.counts.get('unsupported', 0)} unsupported, "
+              f"{c.counts.get('failed', 0)} failed; {c.duration_s:.0f} s, {state}", highlight=False)
+    if not summary:
+        return
+    t = Table(title="Per-layer fastest primitive against pytorch-default (F.conv2d)", title_justify="left")
+    for col in ("model", "threads", "layers", "default", "per-layer best", "speedup", "winners (layers)"):
+        t.add_column(col, justify="left" if col in ("model", "winners (layers)") else "right")
+    for r in summary:
+        wins = ", ".join(f"{k} {v}" for k, v in r["wins"].items())
+        t.add_row(r["model"], str(r["threads"]), f"{r['profiled']}/{r['layers']}", _seconds(r["baseline_s"]),
+                  _seconds(r["best_s"]), f"{r['speedup']:.2f}x", wins)
+    out.print(t)
+
+
+def _check_primitives(json_out: bool) -> None:
+    from rooftune.primitives import all_primitives
+    from rooftune.primitives.check import selftest
+
+    verdicts = selftest()
+    per: dict[str, dict[str, int]] = {}
+    for v in verdicts:
+        per.setdefault(v.primitive, {"ok": 0, "unsupported": 0, "failed": 0})[v.status] += 1
+    failed = [v for v in verdicts if v.status == "failed"]
+    if json_out:
+        sys.stdout.write(json.dumps({"primitives": per, "failed": [
+            {"primitive": v.primitive, "spec": v.spec.describe(), "reason": v.reason} for v in failed]}, indent=2) + "\n")
+    else:
+        t = Table(title="Primitives against F.conv2d (fp64) on the check specs", title_justify="left")
+        for col in ("primitive", "library", "layout", "verified", "unsupported", "failed"):
+            t.add_column(col, justify="left" if col in ("primitive", "library", "layout") else "right")
+        for p in all_primitives():
+            c = per.get(p.name, {})
+            t.add_row(p.name, p.library, f"{p.in_layout}->{p.out_layout} {p.precision}", str(c.get("ok", 0)),
+                      str(c.get("unsupported", 0)), str(c.get("failed", 0)))
+        out.print(t)
+        for v in failed:
+            err.print(f"[red]failed:[/red] {v.primitive} on {v.spec.describe()}: {v.reason}", highlight=False)
+    if failed:
+        raise typer.Exit(1)
+
+
+@app.command()
+def profile(
+    models: Annotated[str | None, typer.Option("--models", help="Profile every convolution of these models, e.g. resnet50,mobilenet_v2.")] = None,
+    sample: Annotated[int, typer.Option("--sample", help="Also profile N specs sampled (Sobol) over realistic ranges.")] = 0,
+    batch: Annotated[str, typer.Option("--batch", help="Batch sizes, e.g. 1,8.")] = "1",
+    threads: Annotated[str | None, typer.Option("--threads", help="Thread counts, e.g. 1,2 (default: all usable cores).")] = None,
+    primitives: Annotated[str | None, typer.Option("--primitives", help="Only these primitives (default: all).")] = None,
+    int8: Annotated[bool, typer.Option("--int8", help="Also profile every spec in int8 (the int8 primitives).")] = False,
+    budget: Annotated[float, typer.Option("--budget", help="Seconds; the campaign stops between specs and resumes when run again.")] = 3600.0,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the sampled specs.")] = 0,
+    isa_variant: Annotated[str | None, typer.Option("--isa-variant", help="Run capped to an ISA (avx, avx2, avx512): an emulated platform of its own.")] = None,
+    summary: Annotated[bool, typer.Option("--summary", help="Print per-model winners and the per-layer best against F.conv2d.")] = False,
+    check: Annotated[bool, typer.Option("--check", help="Only verify every primitive against F.conv2d on the shipped check specs.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the result as one JSON object.")] = False,
+    db: Annotated[str | None, typer.Option("--db", help="Store: a file path or SQLAlchemy URL.")] = None,
+) -> None:
+    """Profile convolution primitives per layer on this machine (resumable campaign)."""
+    if check:
+        _check_primitives(json_out)
+        return
+    from rooftune.profiling import ISA_VARIANTS, profile as run_profile, run_isa_variant, summarize
+    from rooftune.store import Store
+
+    batches = _parse_int_list(batch, "batch") or [1]
+    thread_list = _parse_int_list(threads, "threads")
+    names = [m.strip() for m in models.split(",") if m.strip()] if models else []
+    prims = [p.strip() for p in primitives.split(",") if p.strip()] if primitives else None
+    if isa_variant is not None:
+        if isa_variant not in ISA_VARIANTS:
+            raise InvalidArgument("--isa-variant", isa_variant, f"allowed {', '.join(ISA_VARIANTS)}")
+        argv = ["--batch", batch, "--budget", str(budget), "--seed", str(seed)]
+        for flag, value in (("--models", models), ("--threads", threads), ("--primitives", primitives), ("--db", db)):
+            if value:
+                argv += [flag, value]
+        argv += ["--sample", str(sample)] if sample else []
+        argv += [f for f, on in (("--int8", int8), ("--summary", summary), ("--json", json_out)) if on]
+        code = run_isa_variant(isa_variant, argv)
+        if code:
+            raise typer.Exit(code)
+        return
+    progress, update = _progress()
+    with progress:
+        result, layers = run_profile(names, sample=sample, batches=batches, threads=thread_list, primitives=prims,
+                                     precisions=("fp32", "int8") if int8 else ("fp32",), budget_s=budget, seed=seed,
+                                     db=db, progress=update)
+    rows_summary: list[dict[str, Any]] = []
+    if summary and layers:
+        with Store(db) as s:
+            rows_summary = summarize(s.profiles(result.platform_id), layers)
+    if json_out:
+        sys.stdout.write(json.dumps({"campaign": result.to_dict(), "summary": rows_summary}, indent=2, default=str) + "\n")
+    else:
+        _print_profile(result, rows_summary)
+
+
+data_app = typer.Typer(no_args_is_help=True, help="Carry profiled data between machines.")
+app.add_typer(data_app, name="data")
+
+
+@data_app.command("export")
+def data_export(
+    file: Annotated[str, typer.Argument(help="FILE.csv or FILE.parquet")],
+    platform: Annotated[str | None, typer.Option("--platform", help="Only this platform id.")] = None,
+    db: Annotated[str | None, typer.Option("--db", help="Store: a file path or SQLAlchemy URL.")] = None,
+) -> None:
+    """Write profiled rows, each with its platform fingerprint."""
+    from rooftune.profiling import export_profiles
+    from rooftune.store import Store
+
+    with Store(db) as s:
+        n = export_profiles(s, file, platform)
+    out.print(f"wrote {n} rows to {file}")
+
+
+@data_app.command("import")
+def data_import(
+    file: Annotated[str, typer.Argument(help="FILE.csv or FILE.parquet written by rooftune data export")],
+    db: Annotated[str | None, typer.Option("--db", help="Store: a file path or SQLAlchemy URL.")] = None,
+) -> None:
+    """Check every row of a dataset file, then store them all (or none)."""
+    from rooftune.profiling import import_profiles
+    from rooftune.store import Store
+
+    with Store(db) as s:
+        r = import_profiles(s, file)
+    out.print(f"read {r['rows']} rows of {r['platforms']} platform(s); {r['added']} added, "
+              f"{r['rows'] - r['added']} already stored")
+
+
 @app.command(name="exec", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def exec_(
     ctx: typer.Context,

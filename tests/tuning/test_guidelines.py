@@ -28,9 +28,13 @@ def test_width_of_a_chain_is_one_and_of_four_branches_is_higher() -> None:
 
 def test_guideline_divides_cores_among_pools_and_baselines_are_named(fake_platform: Platform) -> None:
     branches = (conv(0, ()), conv(1, (0,)), conv(2, (0,)), conv(3, (0,)), conv(4, (0,)), conv(5, (1, 2, 3, 4)))
-    cfg, why = guideline(fake_platform, OpGraph("b", branches, "torch.export"), {"eager": None, "torchscript": None})
-    cores = max(1, fake_platform.usable_cores // max(1, fake_platform.logical_cores // fake_platform.physical_cores))
-    assert cfg.inter_threads == min(cores, 2) and cfg.intra_threads == max(1, cores // cfg.inter_threads)
+    from dataclasses import replace
+
+    big = replace(fake_platform, usable_cores=16, physical_cores=16, logical_cores=16)
+    cfg, why = guideline(big, OpGraph("b", branches, "torch.export"), {"eager": None, "torchscript": None})
+    assert cfg.inter_threads == 2 and cfg.intra_threads == 8  # width 2 -> 2 pools of 8 threads
+    small, _ = guideline(fake_platform, OpGraph("b", branches, "torch.export"), {"eager": None, "torchscript": None})
+    assert small.inter_threads == 1 and small.intra_threads == fake_platform.usable_cores  # 2 cores: one pool
     assert cfg.runtime == "torchscript" and cfg.memory_format == "channels_last"
     assert any("average width 2.00" in w for w in why)
     names = [b.name for b in baselines(fake_platform, {"eager": None})]

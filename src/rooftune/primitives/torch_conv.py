@@ -69,7 +69,7 @@ class OneDNNPrepacked(Primitive):
     def prepare(self, spec: ConvSpec, weight: torch.Tensor, bias: torch.Tensor | None) -> Kernel:
         st, pd, dl, g = list(spec.stride), list(spec.padding), list(spec.dilation), spec.groups
         packed = torch._C._nn.mkldnn_reorder_conv2d_weight(
-            weight.contiguous(), pd, st, dl, g, list(spec.input_shape))
+            weight.contiguous().to_mkldnn(), pd, st, dl, g, list(spec.input_shape))
         op = torch.ops.mkldnn._convolution_pointwise.default
 
         def run(x: torch.Tensor) -> torch.Tensor:

@@ -27,6 +27,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     2: _create("measurements"),
     3: _create("analyses"),
     4: _create("trials"),
+    5: _create("profiles"),
 }
 
 SCHEMA_VERSION = max(MIGRATIONS)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, Float, ForeignKey, Integer, String, Text
+from sqlalchemy import JSON, Boolean, Float, ForeignKey, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -85,3 +85,26 @@ class TrialRow(Base):
     status: Mapped[str] = mapped_column(String(16))
     config: Mapped[dict[str, Any]] = mapped_column(JSON)
     result: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
+class ProfileRow(Base):
+    """One convolution primitive (or layout/precision transform, ``transform:NAME``) on one
+    ConvSpec at one thread count on one platform: its time, or why it has none. A campaign
+    resumes by skipping the (platform, spec, primitive, threads) it finds."""
+
+    __tablename__ = "profiles"
+    __table_args__ = (UniqueConstraint("platform_id", "spec_key", "primitive", "threads", name="uq_profile"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    platform_id: Mapped[str] = mapped_column(ForeignKey("platforms.id"), index=True)
+    spec_key: Mapped[str] = mapped_column(String(32), index=True)
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    primitive: Mapped[str] = mapped_column(String(64), index=True)
+    threads: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(16))
+    median_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    iqr_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    repetitions: Mapped[int] = mapped_column(Integer, default=0)
+    reason: Mapped[str] = mapped_column(Text, default="")
+    warnings: Mapped[list[Any]] = mapped_column(JSON)
+    sources: Mapped[list[Any]] = mapped_column(JSON)
+    created_at: Mapped[float] = mapped_column(Float)

@@ -25,7 +25,7 @@ from sqlalchemy.orm import Session
 from rooftune.errors import StoreError
 from rooftune.platform import Platform
 from rooftune.store.migrations import MIGRATIONS, SCHEMA_VERSION
-from rooftune.store.schema import AnalysisRow, CeilingsRow, MeasurementRow, PlatformRow, SchemaInfo, TrialRow
+from rooftune.store.schema import AnalysisRow, CeilingsRow, MeasurementRow, PlatformRow, ProfileRow, SchemaInfo, TrialRow
 
 #: Environment variable that names the store when --db is not given.
 DB_ENV = "ROOFTUNE_DB"
@@ -313,12 +313,74 @@ class Store:
             return [{"config_key": r.config_key, "status": r.status, "config": dict(r.config),
                      "result": dict(r.result), "created_at": r.created_at} for r in s.scalars(q).all()]
 
+    # ------------------------------------------------------------------ profiles
+
+    _PROFILE_FIELDS = ("spec_key", "spec", "primitive", "threads", "status", "median_s", "iqr_s", "repetitions",
+                       "reason", "warnings", "sources")
+
+    def save_profiles(self, platform: Platform | Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> int:
+        """Store profiled rows of one platform in one transaction; a row whose (platform, spec,
+        primitive, threads) is already stored is left as it is. Returns how many were added."""
+        return self.save_profile_groups([(platform, rows)])
+
+    def save_profile_groups(self, groups: Sequence[tuple[Platform | Mapping[str, Any], Sequence[Mapping[str, Any]]]]) -> int:
+        """Rows of several platforms (a platform may be a stored fingerprint, as a dataset file
+        carries it) in one transaction: all are stored or none."""
+        added = 0
+        with self.transaction() as s:
+            for platform, rows in groups:
+                if isinstance(platform, Platform):
+                    pid = platform.id
+                    self._upsert_platform(s, platform)
+                else:
+                    pid = str(platform["id"])
+                    if s.get(PlatformRow, pid) is None:
+                        s.add(PlatformRow(id=pid, cpu_model=str(platform.get("cpu_model", "")), created_at=time.time(),
+                                          fingerprint=dict(platform)))
+                        s.flush()
+                have = self._profile_keys(s, pid)
+                for r in rows:
+                    k = (r["spec_key"], r["primitive"], int(r["threads"]))
+                    if k in have:
+                        continue
+                    have.add(k)
+                    values = _finite({f: r.get(f) for f in self._PROFILE_FIELDS})
+                    values.update(warnings=list(r.get("warnings") or []), sources=list(r.get("sources") or []),
+                                  repetitions=int(r.get("repetitions") or 0), reason=r.get("reason") or "")
+                    s.add(ProfileRow(platform_id=pid, created_at=float(r.get("created_at") or time.time()), **values))
+                    added += 1
+        return added
+
+    @staticmethod
+    def _profile_keys(s: Session, platform_id: str) -> set[tuple[str, str, int]]:
+        q = select(ProfileRow.spec_key, ProfileRow.primitive, ProfileRow.threads).where(ProfileRow.platform_id == platform_id)
+        return {(a, b, int(c)) for a, b, c in s.execute(q).all()}
+
+    def profile_keys(self, platform_id: str) -> set[tuple[str, str, int]]:
+        """(spec_key, primitive, threads) already profiled on a platform: what a campaign skips."""
+        with self.transaction() as s:
+            return self._profile_keys(s, platform_id)
+
+    def profiles(self, platform_id: str | None = None) -> list[dict[str, Any]]:
+        """Profiled rows (of one platform, or all), oldest first, with ``platform_id``."""
+        with self.transaction() as s:
+            q = select(ProfileRow).order_by(ProfileRow.id)
+            if platform_id:
+                q = q.where(ProfileRow.platform_id == platform_id)
+            return [{"platform_id": r.platform_id, "created_at": r.created_at,
+                     **{f: getattr(r, f) for f in self._PROFILE_FIELDS}} for r in s.scalars(q).all()]
+
+    def fingerprints(self) -> dict[str, dict[str, Any]]:
+        """Every stored platform's fingerprint as stored (JSON), by id."""
+        with self.transaction() as s:
+            return {r.id: {**dict(r.fingerprint), "id": r.id} for r in s.scalars(select(PlatformRow)).all()}
+
     def count(self, table: str) -> int:
         from sqlalchemy import func
 
         model = {
             "platforms": PlatformRow, "ceilings": CeilingsRow, "measurements": MeasurementRow,
-            "analyses": AnalysisRow, "trials": TrialRow,
+            "analyses": AnalysisRow, "trials": TrialRow, "profiles": ProfileRow,
         }[table]
         with self.transaction() as s:
             return int(s.scalar(select(func.count()).select_from(model)) or 0)

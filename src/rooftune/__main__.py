@@ -1,0 +1,5 @@
+"""``python -m rooftune``: the command line."""
+
+from rooftune.cli import run
+
+run()

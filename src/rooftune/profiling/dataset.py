@@ -1,0 +1,184 @@
+"""Profiled data as files: `rooftune data export FILE.csv|FILE.parquet` and `rooftune data import
+FILE`. Every row carries its platform's id and full fingerprint, so data profiled on one machine
+can train a model used on another. An import checks every row first and stores all or nothing."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rooftune.errors import InvalidArgument
+from rooftune.primitives.spec import ConvSpec
+
+COLUMNS = ("platform_id", "platform", "spec_key", "spec", "primitive", "threads", "status", "median_s", "iqr_s",
+           "repetitions", "reason", "warnings", "sources", "created_at")
+JSON_COLUMNS = ("platform", "spec", "warnings", "sources")
+STATUSES = ("ok", "unsupported", "failed")
+FORMATS = (".csv", ".parquet")
+
+
+def _format(path: Path) -> str:
+    suffix = path.suffix.lower()
+    if suffix not in FORMATS:
+        raise InvalidArgument("dataset file", str(path), f"allowed a name ending in {' or '.join(FORMATS)}")
+    return suffix
+
+
+def export_profiles(store: Any, path: str | Path, platform_id: str | None = None) -> int:
+    """Write the store's profiled rows (of one platform, or all) to ``path``; returns the count.
+    Written to a temporary name and renamed, so a failed export leaves no partial file."""
+    p = Path(path)
+    fmt = _format(p)
+    if not p.parent.is_dir():
+        raise InvalidArgument("dataset file", str(p), "its directory does not exist")
+    fps = store.fingerprints()
+    rows = store.profiles(platform_id)
+    records = [{**r, "platform": fps.get(r["platform_id"], {"id": r["platform_id"]})} for r in rows]
+    tmp = p.with_name(p.name + ".part")
+    try:
+        if fmt == ".csv":
+            with tmp.open("w", newline="") as f:
+                w = csv.DictWriter(f, fieldnames=COLUMNS)
+                w.writeheader()
+                for r in records:
+                    w.writerow({k: json.dumps(r[k], sort_keys=True) if k in JSON_COLUMNS else
+                                ("" if r[k] is None else r[k]) for k in COLUMNS})
+        else:
+            pa, pq = _arrow()
+            table = pa.table({k: [json.dumps(r[k], sort_keys=True) if k in JSON_COLUMNS else r[k] for r in records]
+                              for k in COLUMNS})
+            pq.write_table(table, tmp)
+        tmp.replace(p)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return len(records)
+
+
+def _arrow() -> tuple[Any, Any]:
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise InvalidArgument("dataset file", "*.parquet", "parquet needs pyarrow (pip install pyarrow); or use .csv") from None
+    return pa, pq
+
+
+def read_profiles(path: str | Path) -> list[dict[str, Any]]:
+    """Rows of a dataset file, checked: the columns, every row's platform, spec (its key must match
+    its fields), status and figures. The first problem is a one-line error naming the row."""
+    p = Path(path)
+    fmt = _format(p)
+    if not p.is_file():
+        raise InvalidArgument("dataset file", str(p), "no such file")
+    try:
+        if fmt == ".csv":
+            with p.open(newline="") as f:
+                reader = csv.DictReader(f)
+                header = tuple(reader.fieldnames or ())
+                raw = list(reader)
+        else:
+            _, pq = _arrow()
+            table = pq.read_table(p)
+            header = tuple(table.column_names)
+            raw = table.to_pylist()
+    except InvalidArgument:
+        raise
+    except Exception as exc:
+        raise InvalidArgument("dataset file", str(p), f"cannot be read as {fmt[1:]} ({type(exc).__name__})") from None
+    missing = [c for c in COLUMNS if c not in header]
+    if missing:
+        raise InvalidArgument("dataset file", str(p), f"not a rooftune dataset: missing column(s) {', '.join(missing)}")
+    return [_check_row(i + 2 if fmt == ".csv" else i + 1, r, p) for i, r in enumerate(raw)]
+
+
+def _check_row(line: int, r: dict[str, Any], p: Path) -> dict[str, Any]:
+    def bad(why: str) -> InvalidArgument:
+        return InvalidArgument("dataset file", str(p), f"row {line}: {why}; nothing imported")
+
+    out: dict[str, Any] = {}
+    for k in JSON_COLUMNS:
+        try:
+            out[k] = json.loads(r[k]) if isinstance(r[k], str) else r[k]
+        except (json.JSONDecodeError, TypeError):
+            raise bad(f"{k} is not JSON") from None
+    platform = out["platform"]
+    if not isinstance(platform, dict) or platform.get("id") != r["platform_id"] or not r["platform_id"]:
+        raise bad("the platform fingerprint does not match platform_id")
+    try:
+        spec = ConvSpec.from_dict(out["spec"])
+    except (InvalidArgument, TypeError) as exc:
+        raise bad(f"bad spec ({exc})") from None
+    if spec.key() != r["spec_key"]:
+        raise bad("spec_key does not match the spec")
+    if r["status"] not in STATUSES:
+        raise bad(f"status {r['status']!r} not one of {', '.join(STATUSES)}")
+    try:
+        threads = int(r["threads"])
+        median = float(r["median_s"]) if r["median_s"] not in ("", None) else None
+        iqr = float(r["iqr_s"]) if r["iqr_s"] not in ("", None) else None
+        reps = int(float(r["repetitions"] or 0))
+        created = float(r["created_at"] or 0.0)
+    except (TypeError, ValueError):
+        raise bad("threads, median_s, iqr_s, repetitions or created_at is not a number") from None
+    if threads < 1:
+        raise bad(f"threads {threads} < 1")
+    if r["status"] == "ok" and (median is None or not math.isfinite(median) or median <= 0):
+        raise bad("an ok row needs a positive finite median_s")
+    if not str(r["primitive"] or "").strip():
+        raise bad("empty primitive")
+    return {"platform_id": r["platform_id"], "platform": platform, "spec_key": r["spec_key"], "spec": spec.to_dict(),
+            "primitive": str(r["primitive"]), "threads": threads, "status": r["status"], "median_s": median,
+            "iqr_s": iqr, "repetitions": reps, "reason": r["reason"] or "", "warnings": out["warnings"] or [],
+            "sources": out["sources"] or [], "created_at": created}
+
+
+def import_profiles(store: Any, path: str | Path) -> dict[str, int]:
+    """Check every row of ``path``, then store them all in one transaction (rows already stored
+    are kept as they are). Returns rows read, added, and platforms."""
+    rows = read_profiles(path)
+    groups: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {}
+    for r in rows:
+        groups.setdefault(r["platform_id"], (r["platform"], []))[1].append(r)
+    added = store.save_profile_groups(list(groups.values()))
+    return {"rows": len(rows), "added": added, "platforms": len(groups)}
+
+
+def summarize(rows: Sequence[dict[str, Any]], layers: dict[str, list[ConvSpec]], threads: int | None = None,
+              baseline: str = "pytorch-default") -> list[dict[str, Any]]:
+    """Per model: which primitive wins how many layers, and the speedup of the per-layer fastest
+    primitive over ``baseline`` (sum of layer times), from profiled rows."""
+    best: dict[tuple[str, int], tuple[str, float]] = {}
+    base: dict[tuple[str, int], float] = {}
+    for r in rows:
+        if r["status"] != "ok" or r["primitive"].startswith("transform:"):
+            continue
+        k = (r["spec_key"], int(r["threads"]))
+        if r["primitive"] == baseline:
+            base[k] = r["median_s"]
+        if k not in best or r["median_s"] < best[k][1]:
+            best[k] = (r["primitive"], r["median_s"])
+    out = []
+    for model, specs in layers.items():
+        thread_counts = sorted({t for (_, t) in best}) if threads is None else [threads]
+        for t in thread_counts:
+            wins: dict[str, int] = {}
+            t_best = t_base = 0.0
+            covered = 0
+            for s in specs:
+                k = (s.key(), t)
+                if k not in best or k not in base:
+                    continue
+                covered += 1
+                name, tb = best[k]
+                wins[name] = wins.get(name, 0) + 1
+                t_best += tb
+                t_base += base[k]
+            if covered:
+                out.append({"model": model, "threads": t, "layers": len(specs), "profiled": covered,
+                            "wins": dict(sorted(wins.items(), key=lambda kv: -kv[1])),
+                            "baseline_s": t_base, "best_s": t_best, "speedup": t_base / t_best if t_best else math.nan})
+    return out

@@ -1,0 +1,101 @@
+"""Layer configurations to profile: every convolution of torchvision models at chosen batch sizes,
+and space-filling samples (Sobol) over the ranges those models span."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+
+import torch
+
+from rooftune.errors import InvalidArgument
+from rooftune.primitives.spec import ConvSpec
+
+
+@dataclass(frozen=True)
+class Layer:
+    """A convolution of a model: where it is, and its spec."""
+
+    model: str
+    name: str
+    spec: ConvSpec
+
+
+def model_layers(model: str, batch: int = 1, dtype: str = "fp32") -> list[Layer]:
+    """The 2-D convolutions of ``model`` (as `rooftune analyze` names models), in execution order,
+    read with forward hooks on one run at ``batch``."""
+    from rooftune.workload import load_workload
+
+    wl = load_workload(model, batch=batch, check=False)
+    found: list[Layer] = []
+    hooks = []
+    names = {m: n for n, m in wl.module.named_modules()}
+
+    def hook(mod: torch.nn.Conv2d, args: tuple[torch.Tensor, ...], _out: torch.Tensor) -> None:
+        x = args[0]
+        if x.dim() != 4 or isinstance(mod.padding, str):
+            return
+        n, c, h, w = x.shape
+        spec = ConvSpec(int(n), int(c), int(h), int(w), mod.out_channels, mod.kernel_size[0], mod.kernel_size[1],
+                        stride=tuple(mod.stride), padding=tuple(mod.padding), dilation=tuple(mod.dilation),
+                        groups=mod.groups, dtype=dtype)
+        found.append(Layer(model, names.get(mod, "?"), spec))
+
+    for m in wl.module.modules():
+        if isinstance(m, torch.nn.Conv2d):
+            hooks.append(m.register_forward_hook(hook))
+    try:
+        with torch.no_grad():
+            wl.module(*wl.inputs)
+    finally:
+        for h in hooks:
+            h.remove()
+    return found
+
+
+#: Ranges of the sampled specs: those of the torchvision CNNs at 224x224 input.
+SAMPLE_RANGES = {"C": (3, 1024), "K": (8, 1024), "HW": (7, 112)}
+_KERNELS = ((1, 1), (3, 3), (3, 3), (5, 5), (7, 7), (1, 7), (7, 1))
+
+
+def sample_specs(n: int, batches: Sequence[int] = (1,), seed: int = 0, dtype: str = "fp32") -> list[ConvSpec]:
+    """``n`` specs from a scrambled Sobol sequence (torch.quasirandom) over channels (log scale),
+    spatial size (log scale), kernel, stride, depthwise or not and batch; impossible
+    combinations are repaired (a kernel larger than the padded input is shrunk)."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise InvalidArgument("sample", n, "allowed an integer >= 0")
+    if n == 0:
+        return []
+    engine = torch.quasirandom.SobolEngine(dimension=7, scramble=True, seed=seed)
+    pts = engine.draw(n).tolist()
+
+    def log_range(u: float, lo: int, hi: int) -> int:
+        return int(round(math.exp(math.log(lo) + u * (math.log(hi) - math.log(lo)))))
+
+    out = []
+    for u in pts:
+        c = log_range(u[0], *SAMPLE_RANGES["C"])
+        k = log_range(u[1], *SAMPLE_RANGES["K"])
+        hw = log_range(u[2], *SAMPLE_RANGES["HW"])
+        r, s = _KERNELS[min(int(u[3] * len(_KERNELS)), len(_KERNELS) - 1)]
+        stride = 2 if u[4] > 0.75 else 1
+        depthwise = u[5] > 0.85 and (r, s) == (3, 3)
+        batch = batches[min(int(u[6] * len(batches)), len(batches) - 1)]
+        if depthwise:
+            k = c
+        r, s = min(r, hw), min(s, hw)
+        pad = (r // 2, s // 2)
+        out.append(ConvSpec(batch, c, hw, hw, k, r, s, stride=stride, padding=pad, groups=c if depthwise else 1, dtype=dtype))
+    return out
+
+
+def dedupe(specs: Iterable[ConvSpec]) -> list[ConvSpec]:
+    seen: dict[str, ConvSpec] = {}
+    for s in specs:
+        seen.setdefault(s.key(), s)
+    return list(seen.values())
+
+
+def with_batch(spec: ConvSpec, batch: int) -> ConvSpec:
+    return replace(spec, N=batch)

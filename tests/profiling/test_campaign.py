@@ -1,0 +1,172 @@
+"""Specs from models and sampling, a resumable campaign, datasets across machines, the CLI."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+import torch
+
+from rooftune.cli import main
+from rooftune.errors import InvalidArgument
+from rooftune.primitives import PRIMITIVES, ConvSpec, Kernel, Primitive
+from rooftune.profiling import (
+    export_profiles, import_profiles, model_layers, profile, run_campaign, sample_specs, summarize,
+)
+from rooftune.store import Store
+
+FAST = ["pytorch-default", "im2col-gemm", "winograd-f2x2", "nnpack"]
+SPECS = [(ConvSpec(1, 8, 12, 12, 16, 3, 3, padding=1), ["t"]), (ConvSpec(1, 16, 8, 8, 8, 1, 1), ["t"])]
+
+
+def test_model_layers_are_every_conv_in_order() -> None:
+    layers = model_layers("resnet50")
+    assert len(layers) == 53 and layers[0].name == "conv1"
+    first = layers[0].spec
+    assert (first.C, first.H, first.K, first.R, first.stride, first.padding) == (3, 224, 64, 7, (2, 2), (3, 3))
+    mb = model_layers("mobilenet_v2", batch=2)
+    assert all(layer.spec.N == 2 for layer in mb) and any(layer.spec.depthwise for layer in mb)
+
+
+def test_sampled_specs_are_seeded_valid_and_varied() -> None:
+    a, b = sample_specs(40, batches=[1, 8], seed=3), sample_specs(40, batches=[1, 8], seed=3)
+    assert a == b and len(a) == 40 and sample_specs(40, seed=4) != a
+    assert {s.N for s in a} == {1, 8} and len({(s.R, s.S) for s in a}) >= 4
+    assert any(s.depthwise for s in a) and any(s.stride == (2, 2) for s in a)
+    with pytest.raises(InvalidArgument, match="sample"):
+        sample_specs(-1)
+
+
+def test_a_campaign_stores_every_row_once_and_resumes(tmp_path: Path) -> None:
+    with Store(tmp_path / "p.db") as store:
+        first = run_campaign(SPECS[:1], store=store, primitives=FAST, threads=[1], budget_s=1e-9)
+        assert first.stopped_by_budget and first.added == 0  # the budget was spent before the first spec
+        r = run_campaign(SPECS, store=store, primitives=FAST, threads=[1])
+        rows = store.profiles()
+        assert r.added == len(rows) and not r.stopped_by_budget
+        by = {(row["spec_key"], row["primitive"]): row for row in rows}
+        k3, k1 = SPECS[0][0].key(), SPECS[1][0].key()
+        assert by[(k3, "winograd-f2x2")]["status"] == "ok" and by[(k3, "winograd-f2x2")]["median_s"] > 0
+        assert by[(k1, "winograd-f2x2")]["status"] == "unsupported" and "1x1 kernel" in by[(k1, "winograd-f2x2")]["reason"]
+        assert by[(k3, "transform:nchw-to-nhwc")]["status"] == "ok"
+        assert all(row["repetitions"] >= 6 for row in rows if row["status"] == "ok")
+        again = run_campaign(SPECS, store=store, primitives=FAST, threads=[1])
+        assert again.added == 0 and again.skipped == len(rows) and store.count("profiles") == len(rows)
+
+
+class Broken(Primitive):
+    name = "broken"
+    library = "test"
+
+    def prepare(self, spec: ConvSpec, weight: torch.Tensor, bias: torch.Tensor | None) -> Kernel:
+        return Kernel(spec, lambda x: torch.zeros(spec.output_shape))
+
+
+def test_a_wrong_primitive_is_stored_failed_never_timed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(PRIMITIVES, "broken", Broken)
+    with Store(tmp_path / "p.db") as store:
+        run_campaign(SPECS[:1], store=store, primitives=["broken"], threads=[1], transforms=False)
+        [row] = store.profiles()
+    assert row["status"] == "failed" and row["median_s"] is None and "max error" in row["reason"]
+
+
+def test_export_import_carries_rows_and_platform(tmp_path: Path) -> None:
+    with Store(tmp_path / "a.db") as a:
+        run_campaign(SPECS, store=a, primitives=FAST[:2], threads=[1])
+        n = export_profiles(a, tmp_path / "d.csv")
+        rows_a = a.profiles()
+    assert n == len(rows_a)
+    with Store(tmp_path / "b.db") as b:
+        r = import_profiles(b, tmp_path / "d.csv")
+        assert r == {"rows": n, "added": n, "platforms": 1}
+        rows_b = b.profiles()
+        assert [(x["spec_key"], x["primitive"], x["median_s"]) for x in rows_b] == \
+            [(x["spec_key"], x["primitive"], x["median_s"]) for x in rows_a]
+        assert import_profiles(b, tmp_path / "d.csv")["added"] == 0
+    pytest.importorskip("pyarrow")
+    with Store(tmp_path / "a.db") as a:
+        export_profiles(a, tmp_path / "d.parquet")
+    with Store(tmp_path / "c.db") as c:
+        assert import_profiles(c, tmp_path / "d.parquet")["added"] == n
+
+
+def test_a_corrupt_or_foreign_file_imports_nothing(tmp_path: Path) -> None:
+    with Store(tmp_path / "a.db") as a:
+        run_campaign(SPECS[:1], store=a, primitives=FAST[:1], threads=[1])
+        export_profiles(a, tmp_path / "good.csv")
+    lines = list(csv.DictReader((tmp_path / "good.csv").open()))
+    cases = {}
+    bad = [dict(r) for r in lines]
+    bad[-1]["spec_key"] = "0" * 20
+    cases["key.csv"] = (bad, "spec_key does not match")
+    bad = [dict(r) for r in lines]
+    bad[0]["spec"] = "{not json"
+    cases["json.csv"] = (bad, "spec is not JSON")
+    bad = [dict(r) for r in lines]
+    bad[0]["status"] = "ok"
+    bad[0]["median_s"] = "-1"
+    cases["median.csv"] = (bad, "positive finite median_s")
+    for name, (rows, fragment) in cases.items():
+        with (tmp_path / name).open("w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+    (tmp_path / "foreign.csv").write_text("a,b\n1,2\n")
+    cases["foreign.csv"] = (None, "missing column")
+    (tmp_path / "x.txt").write_text("")
+    cases["x.txt"] = (None, "allowed a name ending in .csv or .parquet")
+    with Store(tmp_path / "b.db") as b:
+        for name, (_, fragment) in cases.items():
+            with pytest.raises(InvalidArgument, match=fragment):
+                import_profiles(b, tmp_path / name)
+        assert b.count("profiles") == 0
+
+
+def test_summary_counts_winners_and_speedup() -> None:
+    s1, s2 = SPECS[0][0], SPECS[1][0]
+    rows = [{"spec_key": s.key(), "primitive": p, "threads": 1, "status": "ok", "median_s": t}
+            for s, p, t in ((s1, "pytorch-default", 2.0), (s1, "fft", 1.0), (s2, "pytorch-default", 1.0),
+                            (s2, "gemm-1x1-nhwc", 0.5))]
+    [r] = summarize(rows, {"m@b1": [s1, s2]})
+    assert r["wins"] == {"fft": 1, "gemm-1x1-nhwc": 1} and r["speedup"] == pytest.approx(3.0 / 1.5)
+
+
+def test_profile_cli_and_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = str(tmp_path / "c.db")
+    code = main(["profile", "--sample", "2", "--primitives", "pytorch-default,im2col-gemm", "--threads", "1",
+                 "--db", db, "--budget", "120"])
+    assert code == 0 and "rows added" in capsys.readouterr().out
+    for args, fragment in (
+        (["profile", "--db", db], "give --models and/or --sample"),
+        (["profile", "--sample", "1", "--threads", "99", "--db", db], "invalid threads 99"),
+        (["profile", "--sample", "1", "--primitives", "nope", "--db", db], "invalid primitive 'nope'"),
+        (["profile", "--sample", "1", "--isa-variant", "sse9", "--db", db], "--isa-variant"),
+        (["data", "import", str(tmp_path / "missing.csv"), "--db", db], "no such file"),
+    ):
+        assert main(args) == 2, args
+        err = capsys.readouterr().err
+        assert fragment in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    with Store(db) as s:
+        assert s.count("profiles") > 0
+
+
+def test_an_isa_variant_is_a_platform_of_its_own(tmp_path: Path) -> None:
+    db = str(tmp_path / "v.db")
+    assert main(["profile", "--sample", "1", "--primitives", "pytorch-default", "--threads", "1", "--db", db]) == 0
+    assert main(["profile", "--sample", "1", "--primitives", "pytorch-default", "--threads", "1", "--db", db,
+                 "--isa-variant", "avx2"]) == 0
+    with Store(db) as s:
+        platforms = {r["platform_id"] for r in s.profiles()}
+        fps = s.fingerprints()
+    assert len(platforms) == 2
+    capped = [fps[p] for p in platforms if fps[p].get("isa_cap")]
+    assert capped and capped[0]["isa_cap"] == "avx2" and "avx512f" not in capped[0]["effective_isa"]
+
+
+def test_profile_check_verifies_the_shipped_grid(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    assert main(["profile", "--check", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["failed"] == [] and d["primitives"]["winograd-f4x4"]["ok"] > 0
