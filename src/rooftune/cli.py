@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from datetime import datetime
 from typing import Annotated, Any
@@ -471,6 +472,188 @@ def profile(
         sys.stdout.write(json.dumps({"campaign": result.to_dict(), "summary": rows_summary}, indent=2, default=str) + "\n")
     else:
         _print_profile(result, rows_summary)
+
+
+def _pct(v: Any) -> str:
+    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v * 100:.1f} %"
+
+
+def _print_eval(r: dict[str, Any]) -> None:
+    out.print(f"leave-one-network-out on platform {r.get('platform_id')} ({r.get('threads')} threads): "
+              f"{r.get('specs')} specs, held out in turn: {', '.join(r['networks'])}", highlight=False)
+    t = Table(title="Regressors (predicted time per primitive, held-out networks)", title_justify="left")
+    for col in ("model", "MAPE", "RMSPE", "within +-10 %", "Spearman", "top-1", "top-1 within 5 %", "regret mean",
+                "regret worst", "fit"):
+        t.add_column(col, justify="left" if col == "model" else "right")
+    for name, m in r["regressors"].items():
+        t.add_row(name, _pct(m.get("mape")), _pct(m.get("rmspe")), _pct(m.get("within_10pct")),
+                  f"{m.get('spearman', math.nan):.3f}", _pct(m.get("top1")), _pct(m.get("top1_within_5pct")),
+                  _pct(m.get("regret_mean")), _pct(m.get("regret_worst")), _seconds(m.get("fit_s", math.nan)))
+    out.print(t)
+    t = Table(title="Choosing the method directly (held-out networks)", title_justify="left")
+    for col in ("chooser", "accuracy", "regret mean", "regret worst", "fallbacks"):
+        t.add_column(col, justify="left" if col == "chooser" else "right")
+    for group in ("classifiers", "baselines"):
+        for name, m in r.get(group, {}).items():
+            t.add_row(f"{name} ({group[:-1]})", _pct(m.get("accuracy")), _pct(m.get("regret_mean")),
+                      _pct(m.get("regret_worst")), str(m.get("fallbacks", 0)))
+    out.print(t)
+    if "select_time" in r:
+        st = r["select_time"]
+        out.print(f"selecting all {st['layers']} convolutions of {st['model']}: {_seconds(st['seconds'])}", highlight=False)
+
+
+@app.command()
+def train(
+    estimator: Annotated[str, typer.Option("--estimator", help="gbr (gradient boosting), rf (random forest) or mlp.")] = "gbr",
+    eval_: Annotated[bool, typer.Option("--eval", help="Leave-one-network-out figures for gbr, rf, mlp and the classifiers.")] = False,
+    held_out: Annotated[str | None, typer.Option("--held-out", help="Only hold out these networks (default: each in turn).")] = None,
+    platform: Annotated[str | None, typer.Option("--platform", help="Train on this platform's data (default: this machine).")] = None,
+    threads: Annotated[int | None, typer.Option("--threads", help="Thread count of the profiled rows (default: the most profiled).")] = None,
+    save: Annotated[str | None, typer.Option("--save", help="Write the fitted model to FILE.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the figures as one JSON object.")] = False,
+    db: Annotated[str | None, typer.Option("--db", help="Store: a file path or SQLAlchemy URL.")] = None,
+) -> None:
+    """Learn a performance model of the convolution primitives from profiled data."""
+    from rooftune.perfmodel import ESTIMATORS, evaluate, load_profile_data, select_time, train as fit
+    from rooftune.store import Store
+
+    if estimator not in ESTIMATORS:
+        raise InvalidArgument("--estimator", estimator, f"allowed {', '.join(ESTIMATORS)}")
+    with Store(db) as s:
+        data = load_profile_data(s, platform, threads)
+    report: dict[str, Any] = {}
+    if eval_:
+        nets = [n.strip() for n in held_out.split(",") if n.strip()] if held_out else None
+        for n in nets or []:
+            if n not in data.networks:
+                raise InvalidArgument("--held-out", n, f"profiled networks: {', '.join(data.networks) or 'none'}")
+        with err.status("evaluating (leave one network out)") as status:
+            report = evaluate(data, held_out=nets, progress=lambda m: status.update(m))
+    with err.status(f"fitting {estimator} on {len(data)} specs"):
+        model = fit(data, estimator, save)
+    if eval_:
+        report["select_time"] = select_time(model)
+    report["model"] = {"estimator": estimator, "specs": len(data), "primitives": model.primitives_,
+                       "saved": save, "provenance": model.provenance_}
+    if json_out:
+        sys.stdout.write(json.dumps(report, indent=2, default=str) + "\n")
+        return
+    if eval_:
+        _print_eval(report)
+    out.print(f"fitted {estimator} on {len(data)} specs of platform {data.platform_id}"
+              + (f"; saved to {save}" if save else " (pass --save FILE to keep it)"), highlight=False)
+
+
+@app.command()
+def transfer(
+    samples: Annotated[int, typer.Option("--samples", help="Specs to profile on this machine (k).")] = 50,
+    sampler: Annotated[str, typer.Option("--sampler", help="active (k-center over the features) or random.")] = "active",
+    method: Annotated[str, typer.Option("--method", help="residual (boosting on the base's error), finetune (mlp base) or scratch.")] = "residual",
+    base: Annotated[str | None, typer.Option("--base", help="Base model FILE (default: the shipped one).")] = None,
+    models: Annotated[str, typer.Option("--models", help="Networks whose convolutions join the candidate pool.")] = "resnet50,mobilenet_v2",
+    eval_: Annotated[bool, typer.Option("--eval", help="Draw the learning curve on a platform's stored data instead.")] = False,
+    target: Annotated[str | None, typer.Option("--target", help="With --eval: the target platform id (default: this machine).")] = None,
+    curve: Annotated[str | None, typer.Option("--curve", help="With --eval: write the learning curve to this PNG/SVG.")] = None,
+    save: Annotated[str | None, typer.Option("--save", help="Where to write the adapted model (default: next to the store).")] = None,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the result as one JSON object.")] = False,
+    db: Annotated[str | None, typer.Option("--db", help="Store: a file path or SQLAlchemy URL.")] = None,
+) -> None:
+    """Adapt a performance model to this machine from a few profiled samples."""
+    from rooftune.perfmodel import (
+        METHODS, SAMPLERS, learning_curve, load_base_model, load_model, load_profile_data, transfer as adapt,
+    )
+    from rooftune.perfmodel.transfer import plot_learning_curve
+    from rooftune.store import Store
+
+    if sampler not in SAMPLERS:
+        raise InvalidArgument("--sampler", sampler, f"allowed {', '.join(SAMPLERS)}")
+    if method not in METHODS:
+        raise InvalidArgument("--method", method, f"allowed {', '.join(METHODS)}")
+    base_model = load_model(base) if base else load_base_model()
+    if eval_:
+        with Store(db) as s:
+            data = load_profile_data(s, target)
+        with err.status("learning curve") as status:
+            result = learning_curve(base_model, data, sampler=sampler, seed=seed, progress=lambda m: status.update(m))
+        if curve:
+            result["figure"] = plot_learning_curve(result, curve)
+        if json_out:
+            sys.stdout.write(json.dumps(result, indent=2, default=str) + "\n")
+            return
+        t = Table(title=f"Transfer to {result['target']}: predictions within +-10 % on the specs not sampled "
+                        f"({result['sampler']} sampler)", title_justify="left")
+        t.add_column("method")
+        for k in result["ks"]:
+            t.add_column(f"k={k}", justify="right")
+        for m, c in result["curve"].items():
+            t.add_row(m, *[_pct(c[k]["within_10pct"]) if k in c else "-" for k in result["ks"]])
+        out.print(t)
+        if curve:
+            out.print(f"learning curve written to {curve}")
+        return
+    progress, update = _progress()
+    names = [m.strip() for m in models.split(",") if m.strip()]
+    with progress:
+        _model, info = adapt(base_model, samples=samples, sampler=sampler, method=method, models=names, seed=seed,
+                             db=db, save=save, progress=update)
+    if json_out:
+        sys.stdout.write(json.dumps(info, indent=2, default=str) + "\n")
+        return
+    out.print(f"adapted the model to platform {info['platform_id']} with {info['samples']} profiled specs "
+              f"({info['sampler']} sampler, {info['method']}); saved to {info['saved']}", highlight=False)
+
+
+@app.command()
+def select(
+    model: Annotated[str, typer.Argument(help="A model name, as `rooftune analyze` takes it.")],
+    batch: Annotated[int, typer.Option("--batch", help="Batch size the selection is made for.")] = 1,
+    threads: Annotated[int | None, typer.Option("--threads", help="Threads (default: all usable cores).")] = None,
+    model_file: Annotated[str | None, typer.Option("--model", help="Performance model FILE (default: transferred to this machine, else the shipped one).")] = None,
+    strategy: Annotated[str, typer.Option("--strategy", help="layout-aware (conversions counted) or per-layer.")] = "layout-aware",
+    measure: Annotated[bool, typer.Option("--measure/--no-measure", help="Measure against vanilla, best uniform and oracle.")] = True,
+    save: Annotated[str | None, typer.Option("--save", help="Write selection.json and load.py to this directory.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the result as one JSON object.")] = False,
+    db: Annotated[str | None, typer.Option("--db", help="Store: a file path or SQLAlchemy URL.")] = None,
+) -> None:
+    """Choose a primitive per convolution, rewrite the model, verify it and measure it."""
+    from rooftune.perfmodel import default_model, load_model
+    from rooftune.selection import save_selection, select as run_select
+
+    if isinstance(batch, bool) or batch < 1:
+        raise InvalidArgument("--batch", batch, "allowed an integer >= 1")
+    perf, source = (load_model(model_file), model_file) if model_file else default_model()
+    with err.status("selecting") as status:
+        r = run_select(model, batch=batch, threads=threads, perfmodel=perf, db=db, strategy=strategy,
+                       measure_s=8.0 if measure else None, progress=lambda m: status.update(m))
+    if save:
+        save_selection(r, save)
+    d = r.to_dict()
+    d["perfmodel"] = source
+    if json_out:
+        sys.stdout.write(json.dumps(d, indent=2, default=str) + "\n")
+        return
+    out.print(f"{r.model} (batch {r.batch}, {r.threads} threads): {r.layers} convolutions selected in "
+              f"{_seconds(r.select_time_s)} with {source} ({r.selection.strategy})", highlight=False)
+    t = Table(title="Selected primitive per convolution", title_justify="left")
+    for col in ("layer", "spec", "primitive", "predicted"):
+        t.add_column(col, justify="right" if col == "predicted" else "left")
+    fell = {f["layer"] for f in r.verification.fallbacks}
+    for c in r.selection.choices:
+        prim = c.primitive + (" -> default (failed verification)" if c.layer in fell else "")
+        t.add_row(c.layer, c.spec.describe(), prim, _seconds(c.time_s) + (" (extrapolated)" if c.extrapolated else ""))
+    out.print(t)
+    v = r.verification
+    out.print(f"verification: {'ok' if v.ok else 'FAILED'}: max error {v.max_rel:.2e} of the output's scale "
+              f"(bound {v.tolerance:g}), cosine {v.cosine:.6f}; {len(v.fallbacks)} layer(s) fell back", highlight=False)
+    for label, c in r.comparisons.items():
+        out.print(f"selected vs {label}: {c['speedup']:.3f}x (95 % CI {c['ci'][0]:.3f}-{c['ci'][1]:.3f}), "
+                  f"{_seconds(c['selected_s'])} vs {_seconds(c['other_s'])}", highlight=False)
+    for n in r.notes:
+        out.print(f"note: {n}", highlight=False)
+    if save:
+        out.print(f"saved to {save}/selection.json (load.py rebuilds the model)")
 
 
 data_app = typer.Typer(no_args_is_help=True, help="Carry profiled data between machines.")

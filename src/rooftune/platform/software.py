@@ -18,13 +18,18 @@ _OPENMP_LIBRARIES = (
 #: runs or how many threads it gets.
 KERNEL_ENV_PREFIXES = ("OMP_", "KMP_", "GOMP_", "MKL_", "ONEDNN_", "DNNL_")
 KERNEL_ENV_NAMES = ("ATEN_CPU_CAPABILITY", "LD_PRELOAD", "MALLOC_CONF", "TORCH_NUM_THREADS")
+#: Variables that match the prefixes but change no kernel: scikit-learn sets both on import (a
+#: duplicate-runtime check and fork handling of Intel's OpenMP), which must not change the platform.
+KERNEL_ENV_IGNORED = ("KMP_DUPLICATE_LIB_OK", "KMP_INIT_AT_FORK")
 
 
 def openmp_runtime(maps_text: str) -> dict[str, str] | None:
-    """The OpenMP runtime mapped into a process, from its /proc/PID/maps."""
+    """The OpenMP runtime mapped into a process, from its /proc/PID/maps. Where several copies are
+    mapped (scikit-learn and others vendor their own libgomp), torch's own is the one reported: it
+    runs the kernels, and the answer must not depend on what was imported first."""
     paths = {line.split()[-1] for line in maps_text.splitlines() if "/" in line}
     for marker, name in _OPENMP_LIBRARIES:
-        for p in sorted(paths):
+        for p in sorted(paths, key=lambda q: ("/torch/" not in q, q)):
             if marker in Path(p).name:
                 return {"name": name, "library": Path(p).name, "path": p}
     return None
@@ -47,6 +52,6 @@ def kernel_environment(env: Mapping[str, str]) -> dict[str, str]:
     picked = {
         k: v
         for k, v in env.items()
-        if k.startswith(KERNEL_ENV_PREFIXES) or k in KERNEL_ENV_NAMES
+        if (k.startswith(KERNEL_ENV_PREFIXES) or k in KERNEL_ENV_NAMES) and k not in KERNEL_ENV_IGNORED
     }
     return dict(sorted(picked.items()))

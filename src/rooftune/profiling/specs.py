@@ -57,6 +57,10 @@ def model_layers(model: str, batch: int = 1, dtype: str = "fp32") -> list[Layer]
 #: Ranges of the sampled specs: those of the torchvision CNNs at 224x224 input.
 SAMPLE_RANGES = {"C": (3, 1024), "K": (8, 1024), "HW": (7, 112)}
 _KERNELS = ((1, 1), (3, 3), (3, 3), (5, 5), (7, 7), (1, 7), (7, 1))
+#: FLOPs per sample of the largest sampled spec: the largest convolution of the torchvision CNNs at
+#: 224x224 (vgg16's 3.7 GFLOP). Wide channels at a large spatial size (up to 118 GFLOP in the
+#: unbounded ranges) occur in no real network and would take minutes per primitive.
+MAX_SAMPLE_FLOPS = 4e9
 
 
 def sample_specs(n: int, batches: Sequence[int] = (1,), seed: int = 0, dtype: str = "fp32") -> list[ConvSpec]:
@@ -86,7 +90,12 @@ def sample_specs(n: int, batches: Sequence[int] = (1,), seed: int = 0, dtype: st
             k = c
         r, s = min(r, hw), min(s, hw)
         pad = (r // 2, s // 2)
-        out.append(ConvSpec(batch, c, hw, hw, k, r, s, stride=stride, padding=pad, groups=c if depthwise else 1, dtype=dtype))
+        spec = ConvSpec(batch, c, hw, hw, k, r, s, stride=stride, padding=pad, groups=c if depthwise else 1, dtype=dtype)
+        while spec.flops > MAX_SAMPLE_FLOPS * batch and min(spec.C, spec.K) > 8:
+            scale = math.sqrt(spec.flops / (MAX_SAMPLE_FLOPS * batch))
+            c, k = max(8, int(spec.C / scale)), max(8, int(spec.K / scale))
+            spec = replace(spec, C=c, K=c if depthwise else k, groups=c if depthwise else 1)
+        out.append(spec)
     return out
 
 

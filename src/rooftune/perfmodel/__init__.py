@@ -1,0 +1,129 @@
+"""Learned performance models of convolution primitives: features, regressors of log(time) per
+primitive, classifiers of the fastest method, evaluation split by network, transfer learning to a
+new platform, and a base model shipped with the package.
+
+    data = load_profile_data(store)                      # profiled rows of this machine
+    model = data.fit(PerfModel("gbr"))                   # seconds per (spec, primitive)
+    evaluate(data)                                       # leave-one-network-out figures
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from typing import Any
+
+from rooftune.errors import InvalidArgument
+from rooftune.perfmodel.classifiers import BASELINES, CLASSIFIERS, MethodClassifier, acl_rules, framework_default
+from rooftune.perfmodel.data import ProfileData, load_profile_data, rows_to_data
+from rooftune.perfmodel.evaluate import evaluate, regression_metrics
+from rooftune.perfmodel.features import FEATURE_SCHEMA_VERSION, FEATURES, featurize
+from rooftune.perfmodel.persist import load_model, read_header, save_model
+from rooftune.perfmodel.regressors import ESTIMATORS, PerfModel
+from rooftune.perfmodel.transfer import METHODS, SAMPLERS, TransferModel, choose_samples, learning_curve
+
+#: The model shipped inside the package (trained on data profiled on this kind of machine).
+BASE_MODEL = "base_model.pkl"
+
+
+def base_model_path() -> Any:
+    return resources.files("rooftune.perfmodel").joinpath(BASE_MODEL)
+
+
+def load_base_model() -> Any:
+    path = base_model_path()
+    if not path.is_file():
+        raise InvalidArgument("base model", str(path), "is not installed with this rooftune",
+                              "train one with `rooftune train --save FILE` and pass --model FILE")
+    with resources.as_file(path) as p:
+        return load_model(p)
+
+
+__all__ = [
+    "BASELINES", "BASE_MODEL", "CLASSIFIERS", "ESTIMATORS", "FEATURES", "FEATURE_SCHEMA_VERSION", "METHODS",
+    "SAMPLERS", "MethodClassifier", "PerfModel", "ProfileData", "TransferModel", "acl_rules", "base_model_path",
+    "choose_samples", "evaluate", "featurize", "framework_default", "learning_curve", "load_base_model",
+    "load_model", "load_profile_data", "read_header", "regression_metrics", "rows_to_data", "save_model",
+    "default_model", "select_time", "train", "transfer", "transferred_model_path",
+]
+
+
+def transferred_model_path(platform_id: str) -> Any:
+    """Where `rooftune transfer` keeps the model adapted to a platform (next to the default store)."""
+    from rooftune.store import default_db_path
+
+    return default_db_path().parent / f"perfmodel-{platform_id}.pkl"
+
+
+def default_model(platform_id: str | None = None) -> tuple[Any, str]:
+    """The model `rooftune select` uses: the one transferred to this platform if there is one,
+    else the shipped base model; and where it came from."""
+    from rooftune.platform import current_platform
+
+    path = transferred_model_path(platform_id or current_platform().id)
+    if path.is_file():
+        return load_model(path), str(path)
+    return load_base_model(), "shipped base model"
+
+
+def select_time(model: Any, name: str = "resnet50", batch: int = 1) -> dict[str, Any]:
+    """Seconds to select a primitive for every convolution of ``name`` with ``model``: features,
+    predictions and the layout-aware solve (the graph is read once, outside the timing)."""
+    import time
+
+    from rooftune.selection import candidate_primitives, conv_graph, layout_aware, predicted_table
+    from rooftune.workload import load_workload
+
+    wl = load_workload(name, batch=batch, check=False)
+    graph = conv_graph(wl.module, list(wl.inputs))
+    prims = candidate_primitives()
+    t0 = time.perf_counter()
+    layout_aware(predicted_table(graph, model, prims))
+    return {"model": name, "layers": len(graph), "seconds": time.perf_counter() - t0}
+
+
+def transfer(base: Any, *, samples: int = 50, sampler: str = "active", method: str = "residual",
+             models: Any = ("resnet50", "mobilenet_v2"), pool: int = 200, threads: int | None = None,
+             seed: int = 0, db: str | None = None, store: Any = None, save: Any = None,
+             progress: Any = None) -> tuple[Any, dict[str, Any]]:
+    """Adapt ``base`` to this machine: choose ``samples`` specs from a pool (the convolutions of
+    ``models`` and ``pool`` sampled specs), profile them (rows already stored are reused), fit the
+    transfer model on them and save it where `rooftune select` finds it."""
+    from rooftune.perfmodel.persist import save_model as _save
+    from rooftune.platform import current_platform
+    from rooftune.profiling import collect_specs, run_campaign
+    from rooftune.store import Store
+
+    if isinstance(samples, bool) or not isinstance(samples, int) or samples < 5:
+        raise InvalidArgument("samples", samples, "allowed an integer >= 5")
+    if method not in METHODS or method == "base":
+        raise InvalidArgument("method", method, "allowed finetune, residual, scratch")
+    platform = current_platform()
+    threads = threads or platform.usable_cores
+    specs, _layers = collect_specs(list(models), pool, [1], seed)
+    idx = choose_samples([s for s, _ in specs], samples, sampler, seed)
+    chosen = [specs[i] for i in idx]
+    own = store is None
+    store = store if store is not None else Store(db)
+    try:
+        campaign = run_campaign(chosen, store=store, threads=[threads], progress=progress)
+        data = load_profile_data(store, platform.id, threads)
+    finally:
+        if own:
+            store.close()
+    keys = {s.key() for s, _ in chosen}
+    sub = data.subset([i for i, s in enumerate(data.specs) if s.key() in keys])
+    model = TransferModel(base, method, random_state=seed).fit(
+        sub.specs, sub.times, sub.primitives, provenance={**sub.provenance(), "sampler": sampler},
+        conversions=sub.conversions())
+    path = save if save is not None else transferred_model_path(platform.id)
+    _save(model, path)
+    return model, {"platform_id": platform.id, "samples": len(sub), "sampler": sampler, "method": method,
+                   "campaign": campaign.to_dict(), "saved": str(path)}
+
+
+def train(data: ProfileData, estimator: str = "gbr", save: Any = None) -> Any:
+    """Fit a PerfModel on all of ``data`` (and save it when ``save`` is a path)."""
+    model = data.fit(PerfModel(estimator))
+    if save is not None:
+        save_model(model, save)
+    return model

@@ -1,0 +1,143 @@
+"""Evaluation split by network: the layers of a held-out network never appear in training (a spec
+two networks share goes to the test side). Every network is held out in turn (leave one network
+out) and the predictions of all folds are pooled."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from rooftune.perfmodel.classifiers import BASELINES, MethodClassifier
+from rooftune.perfmodel.data import ProfileData
+from rooftune.perfmodel.regressors import PerfModel
+
+
+def regression_metrics(pred: np.ndarray, true: np.ndarray) -> dict[str, float]:
+    """Over the (spec, primitive) pairs measured: MAPE, RMSPE, share within +-10 %; per spec:
+    Spearman rank correlation of the primitives, top-1 accuracy, regret of the predicted argmin
+    (its measured time over the best measured time), and top-1 within 5 % of the best."""
+    from scipy.stats import spearmanr
+
+    known = ~np.isnan(true) & ~np.isnan(pred)
+    rel = (pred[known] - true[known]) / true[known]
+    rhos, top1, near, regrets = [], [], [], []
+    for i in range(len(true)):
+        k = known[i]
+        if k.sum() < 1:
+            continue
+        t, p = true[i, k], pred[i, k]
+        if k.sum() >= 3 and np.ptp(t) > 0:
+            rho = spearmanr(p, t).statistic
+            if not math.isnan(rho):
+                rhos.append(rho)
+        chosen, best = int(np.argmin(p)), int(np.argmin(t))
+        top1.append(chosen == best)
+        regrets.append(t[chosen] / t[best])
+        near.append(t[chosen] <= 1.05 * t[best])
+    if not len(rel):
+        return {"pairs": 0}
+    return {
+        "pairs": int(known.sum()), "specs": len(regrets),
+        "mape": float(np.mean(np.abs(rel))), "rmspe": float(np.sqrt(np.mean(rel ** 2))),
+        "within_10pct": float(np.mean(np.abs(rel) <= 0.10)),
+        "spearman": float(np.mean(rhos)) if rhos else math.nan,
+        "top1": float(np.mean(top1)), "top1_within_5pct": float(np.mean(near)),
+        "regret_mean": float(np.mean(regrets)) - 1.0, "regret_worst": float(np.max(regrets)) - 1.0,
+    }
+
+
+def _regret_of_choice(data: ProfileData, names: Sequence[str]) -> dict[str, float]:
+    """Regret of naming a primitive per spec; a name with no time on the spec (unsupported there)
+    falls back to the framework's default path, as a selector would."""
+    col = {p: j for j, p in enumerate(data.primitives)}
+    regrets, hits, fallbacks = [], [], 0
+    for i, name in enumerate(names):
+        t = data.times[i]
+        if np.all(np.isnan(t)):
+            continue
+        best = np.nanmin(t)
+        j = col.get(name)
+        if j is None or np.isnan(t[j]):
+            fallbacks += 1
+            j = col.get("pytorch-default")
+            if j is None or np.isnan(t[j]):
+                continue
+        regrets.append(t[j] / best)
+        hits.append(t[j] == best)
+    if not regrets:
+        return {"specs": 0}
+    return {"specs": len(regrets), "accuracy": float(np.mean(hits)), "regret_mean": float(np.mean(regrets)) - 1,
+            "regret_worst": float(np.max(regrets)) - 1, "fallbacks": fallbacks}
+
+
+def folds(data: ProfileData, held_out: Sequence[str] | None = None) -> list[tuple[str, ProfileData, ProfileData]]:
+    nets = list(held_out or data.networks)
+    out = []
+    for net in nets:
+        train, test = data.split_by_network([net])
+        if len(train) and len(test):
+            out.append((net, train, test))
+    return out
+
+
+def evaluate(data: ProfileData, estimators: Sequence[str] = ("gbr", "rf", "mlp"), held_out: Sequence[str] | None = None,
+             classifiers: Sequence[str] = ("tree", "nb"), make: Callable[[str], PerfModel] | None = None,
+             progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Leave-one-network-out figures for each regressor and classifier, beside the baselines."""
+    say = progress or (lambda _m: None)
+    make = make or (lambda e: PerfModel(e))
+    fs = folds(data, held_out)
+    if not fs:
+        return {"networks": [], "regressors": {}, "classifiers": {}, "baselines": {}}
+    caches = None
+    if data.fingerprint:
+        from rooftune.perfmodel.features import cache_sizes
+
+        caches = cache_sizes(data.fingerprint)
+    result: dict[str, Any] = {"networks": [f[0] for f in fs], "specs": len(data), "primitives": data.primitives,
+                              "platform_id": data.platform_id, "threads": data.threads,
+                              "regressors": {}, "classifiers": {}, "baselines": {}}
+    for est in estimators:
+        preds, trues, per_net, fit_s = [], [], {}, 0.0
+        for net, train, test in fs:
+            say(f"{est}: holding out {net}")
+            t0 = time.perf_counter()
+            m = make(est).fit(train.specs, train.times, train.primitives, caches=caches)
+            fit_s += time.perf_counter() - t0
+            cols = [train.primitives.index(p) if p in train.primitives else None for p in test.primitives]
+            p_all = m.predict(test.specs)
+            pred = np.column_stack([p_all[:, c] if c is not None else np.full(len(test), np.nan) for c in cols])
+            preds.append(pred)
+            trues.append(test.times)
+            per_net[net] = regression_metrics(pred, test.times)
+        pooled = regression_metrics(np.vstack(preds), np.vstack(trues))
+        pooled["fit_s"] = fit_s / len(fs)
+        pooled["by_network"] = per_net
+        result["regressors"][est] = pooled
+    for kind in classifiers:
+        chosen_all, tests = [], []
+        for net, train, test in fs:
+            say(f"{kind} classifier: holding out {net}")
+            idx, _ = train.best()
+            keep = idx >= 0
+            labels = [train.primitives[j] for j in idx[keep]]
+            clf = MethodClassifier(kind).fit([s for s, k in zip(train.specs, keep) if k], labels)
+            chosen_all.extend(clf.predict(test.specs))
+            tests.append(test)
+        pooled_test = _concat(tests)
+        result["classifiers"][kind] = _regret_of_choice(pooled_test, chosen_all)
+    pooled_test = _concat([f[2] for f in fs])
+    for name, rule in BASELINES.items():
+        result["baselines"][name] = _regret_of_choice(pooled_test, [rule(s) for s in pooled_test.specs])
+    return result
+
+
+def _concat(parts: Sequence[ProfileData]) -> ProfileData:
+    first = parts[0]
+    return ProfileData(first.platform_id, first.threads, [s for p in parts for s in p.specs], first.primitives,
+                       np.vstack([p.times for p in parts]), [s for p in parts for s in p.sources], first.transforms,
+                       first.fingerprint)

@@ -1,0 +1,66 @@
+"""Features of a convolution for the performance model: the spec's fields, its output size, FLOPs,
+bytes moved, arithmetic intensity, the im2col buffer, and the working set against the platform's
+cache sizes. Sizes and counts enter as log2 (times are roughly multiplicative in them)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from rooftune.primitives.spec import ConvSpec
+
+#: Bumped whenever a feature is added, removed or computed differently: a saved model with another
+#: schema is refused (its columns would mean something else).
+FEATURE_SCHEMA_VERSION = 1
+
+FEATURES: tuple[str, ...] = (
+    "log_N", "log_C", "log_H", "log_W", "log_K", "R", "S", "stride", "padding", "dilation", "log_groups",
+    "depthwise", "pointwise", "int8", "log_P", "log_Q", "log_flops", "log_bytes", "log_intensity",
+    "log_im2col_bytes", "log_weight_bytes", "log_cpg", "log_kpg", "ws_over_l1", "ws_over_l2", "ws_over_l3",
+)
+
+#: Cache sizes assumed when a platform has no fingerprint (a common server core).
+DEFAULT_CACHES = {"L1d": 48 * 1024, "L2": 1024 * 1024, "L3": 32 * 1024 * 1024}
+
+
+def cache_sizes(fingerprint: Mapping[str, Any] | None) -> dict[str, int]:
+    """L1d, L2, L3 sizes (bytes) from a stored platform fingerprint (``caches`` list)."""
+    sizes = dict(DEFAULT_CACHES)
+    for c in (fingerprint or {}).get("caches", []) or []:
+        name = c.get("name") if isinstance(c, Mapping) else None
+        if name in sizes and c.get("size_bytes"):
+            sizes[name] = int(c["size_bytes"])
+    return sizes
+
+
+def _l2(v: float) -> float:
+    return math.log2(max(v, 1e-12))
+
+
+def feature_row(spec: ConvSpec, caches: Mapping[str, int] | None = None) -> list[float]:
+    caches = caches or DEFAULT_CACHES
+    elem = 1 if spec.dtype == "int8" else 4
+    cpg, kpg = spec.C // spec.groups, spec.K // spec.groups
+    in_b = spec.N * spec.C * spec.H * spec.W * elem
+    w_b = spec.K * cpg * spec.R * spec.S * elem
+    out_b = spec.N * spec.K * spec.P * spec.Q * 4
+    moved = in_b + w_b + out_b
+    im2col = spec.N * spec.P * spec.Q * spec.C * spec.R * spec.S * elem
+    ws = moved + (im2col if spec.R * spec.S > 1 else 0)
+    return [
+        _l2(spec.N), _l2(spec.C), _l2(spec.H), _l2(spec.W), _l2(spec.K), float(spec.R), float(spec.S),
+        float(max(spec.stride)), float(max(spec.padding)), float(max(spec.dilation)), _l2(spec.groups),
+        float(spec.depthwise), float(spec.R == spec.S == 1), float(spec.dtype == "int8"), _l2(spec.P), _l2(spec.Q),
+        _l2(spec.flops), _l2(moved), _l2(spec.flops / moved), _l2(im2col), _l2(w_b), _l2(cpg), _l2(kpg),
+        _l2(ws / caches["L1d"]), _l2(ws / caches["L2"]), _l2(ws / caches["L3"]),
+    ]
+
+
+def featurize(specs: Sequence[ConvSpec], caches: Mapping[str, int] | None = None) -> np.ndarray:
+    """One row per spec, columns :data:`FEATURES`."""
+    if not specs:
+        return np.zeros((0, len(FEATURES)))
+    return np.asarray([feature_row(s, caches) for s in specs], dtype=np.float64)

@@ -1,0 +1,220 @@
+"""Regressors of log(time) per primitive, following scikit-learn's conventions (``fit`` returns
+self, learned attributes end in ``_``, ``predict`` refuses before ``fit``, ``get_params``).
+
+    m = PerfModel("gbr").fit(specs, times, primitives=names)    # times: (n_specs, n_primitives) s, NaN unknown
+    m.predict(specs)                                            # (n_specs, n_primitives) seconds
+
+``estimator`` is ``gbr`` (gradient boosting, one per primitive), ``rf`` (random forest, one per
+primitive) or ``mlp`` (a PyTorch MLP with a trunk shared by all primitives and one output head per
+primitive: what the transfer learning fine-tunes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.exceptions import NotFittedError
+
+from rooftune.errors import InvalidArgument
+from rooftune.perfmodel.features import DEFAULT_CACHES, FEATURES, featurize
+from rooftune.primitives.spec import ConvSpec
+
+ESTIMATORS = ("gbr", "rf", "mlp")
+
+
+def as_features(X: Any, caches: Mapping[str, int] | None) -> np.ndarray:
+    """Feature matrix from a list of ConvSpec or an array already featurized."""
+    if isinstance(X, np.ndarray):
+        return X.astype(np.float64, copy=False)
+    X = list(X)
+    if X and isinstance(X[0], ConvSpec):
+        return featurize(X, caches)
+    return np.asarray(X, dtype=np.float64).reshape(len(X), -1) if X else np.zeros((0, len(FEATURES)))
+
+
+class MLP:
+    """Shared trunk, one head per primitive, trained on the known entries of log-time (masked MSE)."""
+
+    def __init__(self, n_features: int, n_outputs: int, hidden: int, seed: int) -> None:
+        import torch
+
+        torch.manual_seed(seed)
+        self.trunk = torch.nn.Sequential(
+            torch.nn.Linear(n_features, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, hidden), torch.nn.ReLU(),
+            torch.nn.Linear(hidden, hidden), torch.nn.ReLU())
+        self.heads = torch.nn.Linear(hidden, n_outputs)
+
+    def forward(self, x: Any) -> Any:
+        return self.heads(self.trunk(x))
+
+    def train(self, X: np.ndarray, Y: np.ndarray, epochs: int, lr: float, weight_decay: float,
+              trunk: bool = True) -> None:
+        import torch
+
+        x = torch.as_tensor(X, dtype=torch.float32)
+        y = torch.as_tensor(np.nan_to_num(Y), dtype=torch.float32)
+        mask = torch.as_tensor(~np.isnan(Y), dtype=torch.float32)
+        params = list(self.heads.parameters()) + (list(self.trunk.parameters()) if trunk else [])
+        for p in self.trunk.parameters():
+            p.requires_grad_(trunk)
+        opt = torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
+        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, epochs)
+        n = max(float(mask.sum()), 1.0)
+        with torch.enable_grad():
+            for _ in range(epochs):
+                opt.zero_grad()
+                loss = (((self.forward(x) - y) ** 2) * mask).sum() / n
+                loss.backward()
+                opt.step()
+                sched.step()
+        for p in self.trunk.parameters():
+            p.requires_grad_(True)
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        import torch
+
+        with torch.no_grad():
+            return self.forward(torch.as_tensor(X, dtype=torch.float32)).numpy().astype(np.float64)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"trunk": self.trunk, "heads": self.heads}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.trunk, self.heads = state["trunk"], state["heads"]
+
+
+class PerfModel(BaseEstimator):
+    """Predicts each primitive's time on a convolution from its features."""
+
+    def __init__(self, estimator: str = "gbr", n_estimators: int = 400, max_depth: int = 4,
+                 learning_rate: float = 0.05, hidden: int = 128, epochs: int = 1500, random_state: int = 0) -> None:
+        self.estimator = estimator
+        self.n_estimators = n_estimators
+        self.max_depth = max_depth
+        self.learning_rate = learning_rate
+        self.hidden = hidden
+        self.epochs = epochs
+        self.random_state = random_state
+
+    # ------------------------------------------------------------------ fitting
+    def fit(self, X: Any, Y: np.ndarray, primitives: Sequence[str], caches: Mapping[str, int] | None = None,
+            provenance: Mapping[str, Any] | None = None,
+            conversions: Sequence[tuple[ConvSpec, float]] | None = None) -> PerfModel:
+        """``Y[i, j]``: seconds of primitive ``primitives[j]`` on spec i (NaN unknown). ``conversions``:
+        measured NCHW <-> NHWC conversions of spec inputs, for :meth:`predict_conversion`."""
+        if self.estimator not in ESTIMATORS:
+            raise InvalidArgument("estimator", self.estimator, f"allowed {', '.join(ESTIMATORS)}")
+        self.caches_ = dict(caches or DEFAULT_CACHES)
+        F = as_features(X, self.caches_)
+        Y = np.asarray(Y, dtype=np.float64)
+        if Y.ndim != 2 or Y.shape != (len(F), len(primitives)):
+            raise InvalidArgument("times", Y.shape, f"allowed shape ({len(F)}, {len(primitives)}): specs x primitives")
+        if len(F) == 0 or np.all(np.isnan(Y)):
+            raise InvalidArgument("training data", "empty", "needs profiled times; run `rooftune profile` first")
+        logY = np.log(np.where(Y > 0, Y, np.nan))
+        self.primitives_ = list(primitives)
+        self.n_features_in_ = F.shape[1]
+        self.feature_names_in_ = np.asarray(FEATURES[: F.shape[1]], dtype=object)
+        self.x_mean_ = F.mean(axis=0)
+        self.x_std_ = F.std(axis=0) + 1e-9
+        self.feature_min_ = F.min(axis=0)
+        self.feature_max_ = F.max(axis=0)
+        self.n_train_ = {p: int(np.sum(~np.isnan(logY[:, j]))) for j, p in enumerate(self.primitives_)}
+        self.provenance_ = dict(provenance or {})
+        self.conversion_ = fit_conversion(conversions or [])
+        if self.estimator == "mlp":
+            self.y_mean_ = float(np.nanmean(logY))
+            self.y_std_ = float(np.nanstd(logY)) or 1.0
+            self.net_ = MLP(F.shape[1], len(self.primitives_), self.hidden, self.random_state)
+            self.net_.train(self._scale(F), (logY - self.y_mean_) / self.y_std_, self.epochs, 3e-3, 1e-5)
+        else:
+            self.estimators_ = {}
+            for j, p in enumerate(self.primitives_):
+                known = ~np.isnan(logY[:, j])
+                if known.sum() < 2:
+                    continue
+                self.estimators_[p] = self._make().fit(F[known], logY[known, j])
+        return self
+
+    def _make(self) -> Any:
+        if self.estimator == "gbr":
+            from sklearn.ensemble import GradientBoostingRegressor
+
+            return GradientBoostingRegressor(n_estimators=self.n_estimators, max_depth=self.max_depth,
+                                             learning_rate=self.learning_rate, subsample=0.8, loss="huber",
+                                             random_state=self.random_state)
+        from sklearn.ensemble import RandomForestRegressor
+
+        return RandomForestRegressor(n_estimators=self.n_estimators, min_samples_leaf=1, max_features=0.6,
+                                     random_state=self.random_state, n_jobs=1)
+
+    def _scale(self, F: np.ndarray) -> np.ndarray:
+        return (F - self.x_mean_) / self.x_std_
+
+    def _check(self) -> None:
+        if not hasattr(self, "primitives_"):
+            raise NotFittedError("this PerfModel is not fitted yet: call fit() or load a saved model")
+
+    # ------------------------------------------------------------------ predicting
+    def predict_log(self, X: Any) -> np.ndarray:
+        """log(seconds), (n_specs, n_primitives); NaN for a primitive the model has no data for."""
+        self._check()
+        F = as_features(X, self.caches_)
+        if F.shape[1] != self.n_features_in_:
+            raise InvalidArgument("features", F.shape[1], f"this model takes {self.n_features_in_}")
+        if self.estimator == "mlp":
+            return self.net_.predict(self._scale(F)) * self.y_std_ + self.y_mean_
+        out = np.full((len(F), len(self.primitives_)), np.nan)
+        for j, p in enumerate(self.primitives_):
+            if p in self.estimators_ and len(F):
+                out[:, j] = self.estimators_[p].predict(F)
+        return out
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Seconds per (spec, primitive)."""
+        return np.exp(self.predict_log(X))
+
+    def predict_conversion(self, specs: Sequence[ConvSpec]) -> np.ndarray:
+        """Seconds to convert each spec's input between NCHW and NHWC."""
+        self._check()
+        return predict_conversion(getattr(self, "conversion_", None), specs)
+
+    def extrapolated(self, X: Any, margin: float = 0.5) -> np.ndarray:
+        """True for a spec outside the training range (any feature beyond min/max by more than
+        ``margin`` in its own units; sizes are log2, so 0.5 is a factor of 1.4)."""
+        self._check()
+        F = as_features(X, self.caches_)
+        return np.any((F < self.feature_min_ - margin) | (F > self.feature_max_ + margin), axis=1)
+
+    def describe(self) -> dict[str, Any]:
+        self._check()
+        return {"estimator": self.estimator, "primitives": self.primitives_, "rows": self.n_train_,
+                "provenance": self.provenance_, "params": self.get_params()}
+
+
+def _input_bytes(spec: ConvSpec) -> float:
+    return float(spec.N * spec.C * spec.H * spec.W * (1 if spec.dtype == "int8" else 4))
+
+
+def fit_conversion(samples: Sequence[tuple[ConvSpec, float]]) -> tuple[float, float] | None:
+    """log(seconds) = a + b log(bytes) over measured layout conversions (None with fewer than 3)."""
+    pts = [(np.log(_input_bytes(s)), np.log(t)) for s, t in samples if t and t > 0]
+    if len(pts) < 3:
+        return None
+    x, y = np.asarray(pts).T
+    b, a = np.polyfit(x, y, 1)
+    return float(a), float(b)
+
+
+#: A conversion's rate when none was measured: read and write the tensor at 10 GB/s.
+FALLBACK_CONVERSION_RATE = 10e9
+
+
+def predict_conversion(coef: tuple[float, float] | None, specs: Sequence[ConvSpec]) -> np.ndarray:
+    sizes = np.asarray([_input_bytes(s) for s in specs], dtype=np.float64)
+    if coef is None:
+        return 2 * sizes / FALLBACK_CONVERSION_RATE
+    return np.exp(coef[0] + coef[1] * np.log(sizes))

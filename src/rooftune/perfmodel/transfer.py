@@ -1,0 +1,213 @@
+"""Transfer learning: a model trained on platform A adapted to platform B from k profiled samples
+(after Mulder, Radu, Dubach 2020).
+
+* ``finetune``: the MLP's trunk frozen, its heads retrained on B's samples;
+* ``residual``: boosting on the base model's error: a small gradient-boosting model of
+  log(t_B) - base_log(spec, primitive) from the spec's features, the primitive and the base prediction;
+* compared with ``scratch`` (the same regressor trained on the k samples alone) and ``base``
+  (A's model unchanged).
+
+Samples are chosen at random or by an active sampler (greedy k-center in the standardized feature
+space: each next spec is the one farthest from those already chosen, so a few dozen cover the range).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.exceptions import NotFittedError
+
+from rooftune.errors import InvalidArgument
+from rooftune.perfmodel.data import ProfileData
+from rooftune.perfmodel.features import featurize
+from rooftune.perfmodel.regressors import PerfModel, as_features
+from rooftune.primitives.spec import ConvSpec
+
+METHODS = ("finetune", "residual", "scratch", "base")
+SAMPLERS = ("active", "random")
+DEFAULT_KS = (10, 25, 50, 100, 200)
+
+
+def choose_samples(specs: Sequence[ConvSpec], k: int, sampler: str = "active", seed: int = 0) -> list[int]:
+    """Indices of ``k`` specs to profile on the new platform."""
+    if sampler not in SAMPLERS:
+        raise InvalidArgument("sampler", sampler, f"allowed {', '.join(SAMPLERS)}")
+    n = len(specs)
+    k = min(k, n)
+    rng = np.random.default_rng(seed)
+    if sampler == "random" or k == 0:
+        return sorted(rng.choice(n, size=k, replace=False).tolist())
+    F = featurize(list(specs))
+    F = (F - F.mean(axis=0)) / (F.std(axis=0) + 1e-9)
+    chosen = [int(rng.integers(n))]
+    dist = np.linalg.norm(F - F[chosen[0]], axis=1)
+    while len(chosen) < k:
+        nxt = int(np.argmax(dist))
+        chosen.append(nxt)
+        dist = np.minimum(dist, np.linalg.norm(F - F[nxt], axis=1))
+    return sorted(chosen)
+
+
+class TransferModel(BaseEstimator):
+    """A base :class:`PerfModel` adapted to a new platform; predicts like a PerfModel."""
+
+    def __init__(self, base: PerfModel | None = None, method: str = "residual", n_estimators: int = 150,
+                 random_state: int = 0) -> None:
+        self.base = base
+        self.method = method
+        self.n_estimators = n_estimators
+        self.random_state = random_state
+
+    def fit(self, X: Any, Y: np.ndarray, primitives: Sequence[str], provenance: dict[str, Any] | None = None,
+            conversions: Sequence[tuple[ConvSpec, float]] | None = None) -> TransferModel:
+        if self.method not in METHODS:
+            raise InvalidArgument("method", self.method, f"allowed {', '.join(METHODS)}")
+        if self.method != "scratch" and (self.base is None or not hasattr(self.base, "primitives_")):
+            raise InvalidArgument("base model", None, "a fitted PerfModel is needed for " + self.method)
+        self.primitives_ = list(self.base.primitives_) if self.base is not None else list(primitives)
+        for p in primitives:
+            if p not in self.primitives_:
+                self.primitives_.append(p)
+        Y = self._align(np.asarray(Y, dtype=np.float64), primitives)
+        self.caches_ = dict(self.base.caches_) if self.base is not None else None
+        self.provenance_ = {**(getattr(self.base, "provenance_", {}) or {}), "transfer": dict(provenance or {}),
+                            "method": self.method, "samples": int(np.any(~np.isnan(Y), axis=1).sum())}
+        F = as_features(X, self.caches_)
+        self.conversion_ = getattr(self.base, "conversion_", None) if self.base is not None else None
+        if conversions:
+            from rooftune.perfmodel.regressors import fit_conversion
+
+            self.conversion_ = fit_conversion(conversions) or self.conversion_
+        if self.method == "scratch":
+            self.model_ = PerfModel("gbr", n_estimators=200, max_depth=3, random_state=self.random_state)
+            self.model_.fit(F, Y, self.primitives_)
+        elif self.method == "finetune":
+            if self.base.estimator != "mlp":
+                raise InvalidArgument("base model", self.base.estimator, "fine-tuning needs an mlp base model")
+            self.model_ = copy.deepcopy(self.base)
+            Yb = self._align(Y, self.primitives_, self.base.primitives_)
+            logY = (np.log(Yb) - self.model_.y_mean_) / self.model_.y_std_
+            self.model_.net_.train(self.model_._scale(F), logY, 400, 3e-3, 1e-4, trunk=False)
+        elif self.method == "residual":
+            from sklearn.ensemble import GradientBoostingRegressor
+
+            base_log = self._base_log(F)
+            rows, targets = self._residual_rows(F, base_log), (np.log(Y) - base_log).ravel()
+            known = ~np.isnan(targets)
+            self.shift_ = float(np.median(targets[known])) if known.any() else 0.0
+            self.residual_ = None
+            if known.sum() >= 5:
+                self.residual_ = GradientBoostingRegressor(
+                    n_estimators=self.n_estimators, max_depth=2, learning_rate=0.1, subsample=0.8, loss="huber",
+                    random_state=self.random_state).fit(rows[known], targets[known] - self.shift_)
+        return self
+
+    def _align(self, Y: np.ndarray, names: Sequence[str], into: Sequence[str] | None = None) -> np.ndarray:
+        into = list(into if into is not None else self.primitives_)
+        out = np.full((len(Y), len(into)), np.nan)
+        for j, p in enumerate(names):
+            if p in into:
+                out[:, into.index(p)] = Y[:, j]
+        return out
+
+    def _base_log(self, F: np.ndarray) -> np.ndarray:
+        b = self.base.predict_log(F)
+        return self._align(b, self.base.primitives_)
+
+    def _residual_rows(self, F: np.ndarray, base_log: np.ndarray) -> np.ndarray:
+        n, P = base_log.shape
+        onehot = np.eye(P)
+        return np.asarray([np.concatenate([F[i], onehot[j], [np.nan_to_num(base_log[i, j])]])
+                           for i in range(n) for j in range(P)])
+
+    def predict_log(self, X: Any) -> np.ndarray:
+        if not hasattr(self, "primitives_"):
+            raise NotFittedError("this TransferModel is not fitted yet: call fit()")
+        F = as_features(X, self.caches_)
+        if self.method == "scratch":
+            return self.model_.predict_log(F)
+        if self.method == "finetune":
+            return self._align(self.model_.predict_log(F), self.base.primitives_)
+        base_log = self._base_log(F)
+        if self.method == "base":
+            return base_log
+        out = base_log + self.shift_
+        if self.residual_ is not None and len(F):
+            out = out + self.residual_.predict(self._residual_rows(F, base_log)).reshape(base_log.shape)
+        return out
+
+    def predict(self, X: Any) -> np.ndarray:
+        return np.exp(self.predict_log(X))
+
+    def predict_conversion(self, specs: Sequence[ConvSpec]) -> np.ndarray:
+        from rooftune.perfmodel.regressors import predict_conversion
+
+        return predict_conversion(getattr(self, "conversion_", None), specs)
+
+    def extrapolated(self, X: Any) -> np.ndarray:
+        base = self.base if self.base is not None else self.model_
+        return base.extrapolated(X)
+
+
+def learning_curve(base: PerfModel, target: ProfileData, ks: Sequence[int] = DEFAULT_KS, sampler: str = "active",
+                   methods: Sequence[str] = METHODS, seed: int = 0, repeats: int = 1,
+                   progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """For each k: choose k of the target's specs, adapt (each method), and score the predictions
+    on the target's other specs. Figures per method per k (mean over ``repeats`` draws)."""
+    from rooftune.perfmodel.evaluate import regression_metrics
+
+    say = progress or (lambda _m: None)
+    curve: dict[str, dict[int, dict[str, float]]] = {m: {} for m in methods}
+    for k in ks:
+        if k >= len(target):
+            continue
+        runs: dict[str, list[dict[str, float]]] = {m: [] for m in methods}
+        for r in range(repeats):
+            idx = choose_samples(target.specs, k, sampler, seed + r)
+            rest = [i for i in range(len(target)) if i not in set(idx)]
+            train, test = target.subset(idx), target.subset(rest)
+            for m in methods:
+                if m == "finetune" and base.estimator != "mlp":
+                    continue
+                say(f"k={k} {m}")
+                tm = TransferModel(base if m != "scratch" else None, m, random_state=seed + r)
+                if m == "scratch":
+                    tm.base = None
+                tm.fit(train.specs, train.times, train.primitives)
+                pred = tm.predict(test.specs)
+                cols = [tm.primitives_.index(p) if p in tm.primitives_ else None for p in test.primitives]
+                pred = np.column_stack([pred[:, c] if c is not None else np.full(len(test), np.nan) for c in cols])
+                runs[m].append(regression_metrics(pred, test.times))
+        for m, rs in runs.items():
+            if rs:
+                curve[m][k] = {key: float(np.mean([x[key] for x in rs])) for key in rs[0] if key != "by_network"}
+    return {"target": target.platform_id, "specs": len(target), "sampler": sampler, "ks": list(ks),
+            "curve": {m: c for m, c in curve.items() if c}}
+
+
+def plot_learning_curve(result: dict[str, Any], path: str, metric: str = "within_10pct") -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for m, c in result["curve"].items():
+        ks = sorted(c)
+        ax.plot(ks, [c[k][metric] * 100 for k in ks], marker="o", label=m)
+    ax.set_xscale("log")
+    ax.set_xticks(result["ks"])
+    ax.set_xticklabels([str(k) for k in result["ks"]])
+    ax.set_xlabel("profiled samples on the target platform (k)")
+    ax.set_ylabel("predictions within +-10 % (%)" if metric == "within_10pct" else metric)
+    ax.set_title(f"transfer to {result['target']} ({result['sampler']} sampler)")
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path

@@ -1,0 +1,259 @@
+"""Per-layer primitive selection: predicted costs (a performance model) or profiled ones (the
+oracle), the layout-aware optimum, the model rewritten and verified, and measured interleaved
+against vanilla PyTorch, the best uniform primitive and the oracle selection.
+
+    result = rooftune.selection.select("resnet50", model_path=None)   # the shipped base model
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from rooftune.errors import InvalidArgument
+from rooftune.primitives import get_primitive
+from rooftune.selection.graph import ConvGraph, conv_graph
+from rooftune.selection.rewrite import SelectedConv, Verification, rewrite, selected_layers, verify
+from rooftune.selection.solve import (
+    DEFAULT, Choice, CostTable, Selection, best_uniform, candidate_primitives, layout_aware, per_layer, uniform,
+)
+
+#: The measurement of a whole rewritten network against another: interleaved, 2 % target.
+SELECT_POLICY_BUDGET_S = 8.0
+
+
+def predicted_table(graph: ConvGraph, model: Any, primitives: Sequence[str]) -> CostTable:
+    """Costs from a performance model; a primitive that does not support a layer, or that the
+    model has no data for, costs infinity there."""
+    pred = model.predict(graph.specs) if len(graph) else np.zeros((0, len(model.primitives_)))
+    times = np.full((len(graph), len(primitives)), np.inf)
+    for j, name in enumerate(primitives):
+        if name not in model.primitives_:
+            continue
+        col = model.primitives_.index(name)
+        prim = get_primitive(name)
+        for i, spec in enumerate(graph.specs):
+            if prim.supports(spec) is True and math.isfinite(pred[i, col]):
+                times[i, j] = pred[i, col]
+    d = primitives.index(DEFAULT)
+    times[:, d] = np.where(np.isfinite(times[:, d]), times[:, d], 1.0)  # the default path always applies
+    return CostTable(graph, list(primitives), times, model.predict_conversion(graph.specs),
+                     model.extrapolated(graph.specs))
+
+
+def profiled_table(graph: ConvGraph, data: Any, primitives: Sequence[str]) -> tuple[CostTable | None, list[str]]:
+    """Costs from profiled rows (the oracle), or None and the layers that were never profiled."""
+    index = {s.key(): i for i, s in enumerate(data.specs)}
+    missing = [graph.names[i] for i, s in enumerate(graph.specs) if s.key() not in index]
+    if missing or not len(graph):
+        return None, missing
+    times = np.full((len(graph), len(primitives)), np.inf)
+    conv = np.zeros(len(graph))
+    for i, s in enumerate(graph.specs):
+        row = data.times[index[s.key()]]
+        for j, name in enumerate(primitives):
+            if name in data.primitives:
+                t = row[data.primitives.index(name)]
+                if not np.isnan(t):
+                    times[i, j] = t
+        tr = data.transforms.get(s.key(), {})
+        both = [tr[n] for n in ("nchw-to-nhwc", "nhwc-to-nchw") if n in tr]
+        conv[i] = sum(both) / len(both) if both else 0.0
+    d = primitives.index(DEFAULT)
+    if not np.all(np.isfinite(times[:, d])):
+        return None, [graph.names[i] for i in np.where(~np.isfinite(times[:, d]))[0]]
+    return CostTable(graph, list(primitives), times, conv, np.zeros(len(graph), bool)), []
+
+
+@dataclass
+class Candidate:
+    name: str
+    selection: Selection
+    module: torch.nn.Module
+    verification: Verification
+
+
+@dataclass
+class SelectResult:
+    model: str
+    batch: int
+    threads: int
+    platform_id: str
+    layers: int
+    selection: Selection
+    verification: Verification
+    select_time_s: float
+    comparisons: dict[str, dict[str, Any]] = field(default_factory=dict)
+    others: dict[str, dict[str, Any]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    module: torch.nn.Module | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"model": self.model, "batch": self.batch, "threads": self.threads, "platform_id": self.platform_id,
+                "layers": self.layers, "select_time_s": self.select_time_s, "selection": self.selection.to_dict(),
+                "verification": self.verification.to_dict(), "comparisons": self.comparisons, "others": self.others,
+                "notes": self.notes}
+
+
+def _candidate(name: str, module: torch.nn.Module, sel: Selection, inputs: Sequence[torch.Tensor]) -> Candidate:
+    new = rewrite(module, sel)
+    v = verify(module, new, inputs)
+    if not v.ok:  # lossy primitives first, then everything, back to the default path
+        for _, m in selected_layers(new):
+            if m.primitive.startswith(("winograd", "fft")):
+                m.fallback = True
+        v2 = verify(module, new, inputs)
+        v2.fallbacks = v.fallbacks + [{"layer": n, "primitive": m.primitive, "reason": "end-to-end check failed"}
+                                      for n, m in selected_layers(new) if m.fallback]
+        v = v2
+    return Candidate(name, sel, new, v)
+
+
+def select(model: str | torch.nn.Module, *, batch: int = 1, threads: int | None = None, model_path: str | None = None,
+           perfmodel: Any = None, db: str | None = None, store: Any = None, precisions: Sequence[str] = ("fp32",),
+           strategy: str = "layout-aware", measure_s: float | None = SELECT_POLICY_BUDGET_S,
+           progress: Callable[[str], None] | None = None) -> SelectResult:
+    """Select a primitive per convolution of ``model``, rewrite it, verify it and (unless
+    ``measure_s`` is None) measure it against vanilla, the best uniform primitive and the oracle."""
+    from rooftune.bench import Policy, compare
+    from rooftune.perfmodel import load_base_model
+    from rooftune.perfmodel.data import load_profile_data
+    from rooftune.platform import current_platform
+    from rooftune.store import Store
+    from rooftune.workload import load_workload
+
+    say = progress or (lambda _m: None)
+    if strategy not in ("layout-aware", "per-layer"):
+        raise InvalidArgument("strategy", strategy, "allowed layout-aware, per-layer")
+    platform = current_platform()
+    threads = threads or platform.usable_cores
+    if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= platform.usable_cores:
+        raise InvalidArgument("threads", threads, f"allowed 1..{platform.usable_cores}")
+    if perfmodel is None:
+        from rooftune.perfmodel.persist import load_model
+
+        perfmodel = load_model(model_path) if model_path else load_base_model()
+    wl = load_workload(model, batch=batch) if isinstance(model, str) else None
+    module = wl.module if wl is not None else model.eval()
+    inputs = list(wl.inputs) if wl is not None else None
+    if inputs is None:
+        raise InvalidArgument("model", type(model).__name__, "pass a model name, or use select_module(module, inputs)")
+    name = model if isinstance(model, str) else type(model).__name__
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        say("reading the convolutions")
+        graph = conv_graph(module, inputs)
+        if not len(graph):
+            raise InvalidArgument("model", name, "has no 2-D convolution to select a primitive for")
+        prims = candidate_primitives(precisions)
+        t0 = time.perf_counter()
+        table = predicted_table(graph, perfmodel, prims)
+        chosen = layout_aware(table) if strategy == "layout-aware" else per_layer(table)
+        select_s = time.perf_counter() - t0
+        notes = list(chosen.notes)
+        if not graph.traced:
+            notes.append("torch.fx could not trace the model: convolutions taken as a chain in execution order")
+        n_extra = int(table.extrapolated.sum())
+        if n_extra:
+            notes.append(f"{n_extra} layer(s) outside the performance model's training range: predictions extrapolated")
+        own = store is None
+        store = store if store is not None else Store(db)
+        try:
+            try:
+                data = load_profile_data(store, platform.id, threads)
+            except InvalidArgument:
+                data = None
+        finally:
+            if own:
+                store.close()
+        oracle_table, missing = profiled_table(graph, data, prims) if data is not None else (None, graph.names)
+        say("rewriting and verifying")
+        main = _candidate("selected", module, chosen, inputs)
+        others: list[Candidate] = []
+        ref_table = oracle_table or table
+        uni = best_uniform(ref_table)
+        others.append(_candidate("best-uniform", module, uni, inputs))
+        if oracle_table is not None:
+            others.append(_candidate("oracle", module, layout_aware(oracle_table), inputs))
+        else:
+            notes.append(f"no oracle: {len(missing)} layer(s) not profiled on this platform at {threads} threads "
+                         f"(run `rooftune profile --models {name} --threads {threads}`)")
+        result = SelectResult(name, batch, threads, platform.id, len(graph), chosen, main.verification, select_s,
+                              notes=notes, module=main.module)
+        for c in others:
+            result.others[c.name] = {"strategy": c.selection.strategy, "expected_s": c.selection.total_s,
+                                     "verification": c.verification.to_dict(),
+                                     "primitives": _histogram(c.selection)}
+        if measure_s:
+            policy = Policy(budget_s=measure_s, warmup_s=0.5, min_sample_time_s=0.02)
+
+            def runner(m: torch.nn.Module) -> Callable[[], Any]:
+                def run() -> Any:
+                    with torch.no_grad():
+                        return m(*inputs)
+                return run
+
+            pairs = [("vanilla", module)] + [(c.name, c.module) for c in others]
+            for label, other in pairs:
+                say(f"measuring selected vs {label}")
+                cmp = compare(runner(other), runner(main.module), label_a=label, label_b="selected", policy=policy,
+                              platform_id=platform.id)
+                result.comparisons[label] = {"speedup": cmp.ratio, "ci": list(cmp.ci), "other_s": cmp.a.median,
+                                             "selected_s": cmp.b.median, "warnings": list(cmp.warnings)}
+        return result
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _histogram(sel: Selection) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for c in sel.choices:
+        out[c.primitive] = out.get(c.primitive, 0) + 1
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+def save_selection(result: SelectResult, directory: str | Path) -> Path:
+    """``selection.json`` and ``load.py`` (``model = load()`` rebuilds the rewritten model)."""
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "selection.json").write_text(json.dumps(result.to_dict(), indent=2))
+    (d / "load.py").write_text(
+        '"""The model rewritten by `rooftune select`: model = load() (same weights as the model it was selected on)."""\n'
+        "from pathlib import Path\n\nfrom rooftune.selection import load_selected\n\n\n"
+        "def load():\n    return load_selected(Path(__file__).with_name('selection.json'))\n")
+    return d
+
+
+def load_selected(path: str | Path, module: torch.nn.Module | None = None) -> torch.nn.Module:
+    """Rebuild a saved selection on ``module`` (default: the named model, loaded as `select` did)."""
+    from rooftune.primitives.spec import ConvSpec
+    from rooftune.workload import load_workload
+
+    doc = json.loads(Path(path).read_text())
+    if module is None:
+        module = load_workload(doc["model"], batch=doc["batch"], check=False).module
+    sel = Selection(doc["selection"]["strategy"],
+                    [Choice(c["layer"], ConvSpec.from_dict(c["spec"]), c["primitive"], c["expected_s"])
+                     for c in doc["selection"]["layers"]])
+    new = rewrite(module, sel)
+    for fb in doc["verification"]["fallbacks"]:
+        m = new.get_submodule(fb["layer"])
+        if isinstance(m, SelectedConv):
+            m.fallback = True
+    return new
+
+
+__all__ = [
+    "Candidate", "Choice", "ConvGraph", "CostTable", "SelectResult", "Selection", "SelectedConv", "Verification",
+    "best_uniform", "candidate_primitives", "conv_graph", "layout_aware", "load_selected", "per_layer", "predicted_table", "profiled_table",
+    "rewrite", "save_selection", "select", "uniform", "verify",
+]

@@ -1,0 +1,134 @@
+"""Rewriting a PyTorch model so every convolution runs its selected primitive, converting its input
+to the layout the primitive reads; verification layer by layer (a layer whose primitive disagrees
+with ``F.conv2d`` on the real activation falls back to the default path) and end to end."""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from rooftune.primitives import get_primitive, in_layout, to_layout
+from rooftune.primitives.check import tolerance_for
+from rooftune.primitives.spec import ConvSpec
+from rooftune.selection.solve import Selection
+
+
+class SelectedConv(torch.nn.Module):
+    """A Conv2d that runs a chosen primitive on inputs of the shape it was selected for (any other
+    shape, or a failed verification, runs the original convolution)."""
+
+    def __init__(self, conv: torch.nn.Conv2d, spec: ConvSpec, primitive: str) -> None:
+        super().__init__()
+        self.conv = conv
+        self.spec = spec
+        self.primitive = primitive
+        p = get_primitive(primitive)
+        self.layout = p.in_layout
+        with torch.no_grad():
+            self.kernel = p.prepare(spec, conv.weight.detach(), None if conv.bias is None else conv.bias.detach())
+        self.fallback = False
+        self.checking = False
+        self.check: dict[str, Any] = {}
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.fallback or tuple(x.shape) != self.spec.input_shape:
+            return self.conv(x)
+        xin = x if in_layout(x, self.layout) else to_layout(x, self.layout)
+        y = self.kernel.run(xin)
+        if self.checking:
+            ref = F.conv2d(x.double(), self.conv.weight.double(), None if self.conv.bias is None else self.conv.bias.double(),
+                           self.conv.stride, self.conv.padding, self.conv.dilation, self.conv.groups)
+            scale = float(ref.abs().max()) or 1.0
+            rel = float((y.double() - ref).abs().max()) / scale
+            _, tol, why = tolerance_for(get_primitive(self.primitive))
+            self.check = {"max_rel": rel, "tolerance": tol, "ok": rel <= tol and bool(torch.isfinite(y).all()),
+                          "why": why}
+            if not self.check["ok"]:
+                return F.conv2d(x, self.conv.weight, self.conv.bias, self.conv.stride, self.conv.padding,
+                                self.conv.dilation, self.conv.groups)
+        return y
+
+    def extra_repr(self) -> str:
+        return f"{self.primitive}{' (fallback)' if self.fallback else ''}: {self.spec.describe()}"
+
+
+@dataclass
+class Verification:
+    ok: bool
+    max_rel: float
+    cosine: float
+    tolerance: float
+    fallbacks: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "max_rel": self.max_rel, "cosine": self.cosine, "tolerance": self.tolerance,
+                "fallbacks": self.fallbacks}
+
+
+def rewrite(model: torch.nn.Module, selection: Selection) -> torch.nn.Module:
+    """A copy of ``model`` with each selected convolution replaced by a :class:`SelectedConv`."""
+    new = copy.deepcopy(model).eval()
+    for c in selection.choices:
+        parent_name, _, attr = c.layer.rpartition(".")
+        parent = new.get_submodule(parent_name) if parent_name else new
+        conv = getattr(parent, attr)
+        setattr(parent, attr, SelectedConv(conv, c.spec, c.primitive))
+    return new
+
+
+def selected_layers(model: torch.nn.Module) -> list[tuple[str, SelectedConv]]:
+    return [(n, m) for n, m in model.named_modules() if isinstance(m, SelectedConv)]
+
+
+#: End-to-end bound on the rewritten model's output, relative to its largest magnitude: the layers'
+#: own bounds compound through the network; lossy transforms (Winograd, FFT) get the looser one.
+END_TO_END_TOLERANCE = {"exact": 1e-3, "lossy": 2e-2}
+MIN_COSINE = 0.9999
+
+
+def verify(original: torch.nn.Module, rewritten: torch.nn.Module, inputs: Sequence[torch.Tensor]) -> Verification:
+    """Each SelectedConv checked on its real input (falls back when it disagrees), then the whole
+    output against the original model's."""
+    layers = selected_layers(rewritten)
+    for _, m in layers:
+        m.checking, m.check = True, {}
+    try:
+        with torch.no_grad():
+            rewritten(*inputs)
+    finally:
+        for _, m in layers:
+            m.checking = False
+    fallbacks = []
+    for name, m in layers:
+        if m.check and not m.check["ok"]:
+            m.fallback = True
+            fallbacks.append({"layer": name, "primitive": m.primitive, "max_rel": m.check["max_rel"],
+                              "tolerance": m.check["tolerance"], "reason": m.check["why"]})
+    with torch.no_grad():
+        ref = _flat(original(*inputs))
+        out = _flat(rewritten(*inputs))
+    lossy = any(m.primitive.startswith(("winograd", "fft")) for _, m in layers if not m.fallback)
+    tol = END_TO_END_TOLERANCE["lossy" if lossy else "exact"]
+    scale = float(ref.abs().max()) or 1.0
+    rel = float((out - ref).abs().max()) / scale
+    cos = float(F.cosine_similarity(out.flatten(), ref.flatten(), dim=0))
+    ok = math.isfinite(rel) and rel <= tol and cos >= MIN_COSINE
+    return Verification(ok, rel, cos, tol, fallbacks)
+
+
+def _flat(y: Any) -> torch.Tensor:
+    if isinstance(y, torch.Tensor):
+        return y.detach().double().reshape(-1)
+    if isinstance(y, (list, tuple)):
+        return torch.cat([_flat(v) for v in y])
+    if isinstance(y, dict):
+        return torch.cat([_flat(v) for v in y.values()])
+    if hasattr(y, "logits"):
+        return _flat(y.logits)
+    raise TypeError(f"cannot compare outputs of type {type(y).__name__}")

@@ -1,0 +1,190 @@
+"""Features, regressors, classifiers, evaluation by network, transfer and persistence, on
+synthetic profiled data whose ground truth is known (a roofline-like cost per primitive)."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sklearn.exceptions import NotFittedError
+
+from rooftune.errors import InvalidArgument
+from rooftune.perfmodel import (
+    FEATURES, MethodClassifier, PerfModel, ProfileData, TransferModel, acl_rules, choose_samples, evaluate,
+    featurize, framework_default, learning_curve, load_model, regression_metrics, save_model,
+)
+from rooftune.perfmodel.persist import MAGIC
+from rooftune.primitives.spec import ConvSpec
+from rooftune.profiling import sample_specs
+
+PRIMS = ["pytorch-default", "im2col-gemm", "gemm-1x1-nchw", "winograd-f4x4"]
+
+
+def truth(spec: ConvSpec, prim: str, speed: float = 1.0) -> float:
+    """A cost with structure the features can express: FLOPs at a per-primitive rate, plus a
+    fixed overhead; the 1x1 GEMM only on 1x1, Winograd only on 3x3 stride 1."""
+    if prim == "gemm-1x1-nchw" and (spec.R, spec.S) != (1, 1):
+        return np.nan
+    if prim == "winograd-f4x4" and ((spec.R, spec.S) != (3, 3) or spec.stride != (1, 1) or spec.groups != 1):
+        return np.nan
+    rate = {"pytorch-default": 40e9, "im2col-gemm": 25e9, "gemm-1x1-nchw": 60e9, "winograd-f4x4": 70e9}[prim]
+    if spec.groups > 1:
+        rate /= 20
+    return speed * (spec.flops / rate + 20e-6)
+
+
+def synthetic(n: int = 160, seed: int = 0, speed: float = 1.0, nets: int = 4) -> ProfileData:
+    specs = sample_specs(n, seed=seed)
+    times = np.asarray([[truth(s, p, speed) for p in PRIMS] for s in specs])
+    sources = [[f"net{i % nets}"] if i % 5 else ["sampled"] for i in range(n)]
+    return ProfileData("p" + str(seed), 2, specs, list(PRIMS), times, sources)
+
+
+def test_features_follow_the_schema() -> None:
+    s = ConvSpec(1, 64, 56, 56, 64, 3, 3, padding=1)
+    F = featurize([s, ConvSpec(1, 32, 112, 112, 32, 3, 3, padding=1, groups=32)])
+    assert F.shape == (2, len(FEATURES)) and np.all(np.isfinite(F))
+    assert F[0, FEATURES.index("log_flops")] == pytest.approx(np.log2(s.flops))
+    assert F[1, FEATURES.index("depthwise")] == 1 and F[0, FEATURES.index("depthwise")] == 0
+
+
+def test_regressor_follows_sklearn_conventions_and_learns() -> None:
+    data = synthetic()
+    m = PerfModel("gbr", n_estimators=150)
+    with pytest.raises(NotFittedError):
+        m.predict(data.specs[:2])
+    assert m.get_params()["estimator"] == "gbr" and not hasattr(m, "primitives_")
+    assert m.fit(data.specs, data.times, data.primitives) is m
+    assert m.primitives_ == PRIMS and m.n_features_in_ == len(FEATURES) and m.n_train_["gemm-1x1-nchw"] > 10
+    test = synthetic(40, seed=9)
+    pred = m.predict(test.specs)
+    metrics = regression_metrics(pred, test.times)
+    assert metrics["mape"] < 0.3 and metrics["spearman"] > 0.7 and metrics["regret_mean"] < 0.1
+    with pytest.raises(InvalidArgument, match="estimator"):
+        PerfModel("xgb").fit(data.specs, data.times, data.primitives)
+    with pytest.raises(InvalidArgument, match="times"):
+        PerfModel("gbr").fit(data.specs, data.times[:, :2], data.primitives)
+
+
+@pytest.mark.parametrize("estimator", ["rf", "mlp"])
+def test_other_regressors_learn(estimator: str) -> None:
+    data = synthetic()
+    m = PerfModel(estimator, n_estimators=100, epochs=600).fit(data.specs, data.times, data.primitives)
+    metrics = regression_metrics(m.predict(synthetic(40, seed=9).specs), synthetic(40, seed=9).times)
+    assert metrics["spearman"] > 0.6 and metrics["mape"] < 0.5
+
+
+def test_extrapolation_is_flagged() -> None:
+    data = synthetic()
+    m = PerfModel("rf", n_estimators=20).fit(data.specs, data.times, data.primitives)
+    inside = data.specs[0]
+    outside = ConvSpec(64, 2048, 200, 200, 2048, 3, 3, padding=1)
+    assert list(m.extrapolated([inside, outside])) == [False, True]
+
+
+def test_save_load_round_trip_and_refusals(tmp_path: Path) -> None:
+    data = synthetic(60)
+    m = data.fit(PerfModel("gbr", n_estimators=30))
+    path = save_model(m, tmp_path / "m.pkl")
+    back = load_model(path)
+    assert np.allclose(back.predict(data.specs[:5]), m.predict(data.specs[:5]))
+    assert back.provenance_["specs"] == 60 and back.provenance_["platforms"] == ["p0"]
+    payload = pickle.loads(path.read_bytes())
+    payload["feature_schema"] = 999
+    (tmp_path / "old.pkl").write_bytes(pickle.dumps(payload))
+    with pytest.raises(InvalidArgument, match="feature schema 999"):
+        load_model(tmp_path / "old.pkl")
+    payload["feature_schema"], payload["versions"]["scikit-learn"] = 1, "0.20.0"
+    (tmp_path / "sk.pkl").write_bytes(pickle.dumps(payload))
+    with pytest.raises(InvalidArgument, match="scikit-learn 0.20.0"):
+        load_model(tmp_path / "sk.pkl")
+    (tmp_path / "junk.pkl").write_bytes(b"not a pickle")
+    with pytest.raises(InvalidArgument, match="not a saved rooftune model"):
+        load_model(tmp_path / "junk.pkl")
+    (tmp_path / "other.pkl").write_bytes(pickle.dumps({"magic": "x"}))
+    with pytest.raises(InvalidArgument, match="not a saved rooftune model"):
+        load_model(tmp_path / "other.pkl")
+    assert payload["magic"] == MAGIC
+    with pytest.raises(InvalidArgument, match="does not exist"):
+        load_model(tmp_path / "missing.pkl")
+
+
+def test_classifier_and_baselines() -> None:
+    data = synthetic(200)
+    idx, _ = data.best()
+    labels = [PRIMS[i] for i in idx]
+    clf = MethodClassifier("tree").fit(data.specs, labels)
+    test = synthetic(60, seed=5)
+    tidx, _ = test.best()
+    acc = np.mean(clf.predict(test.specs) == np.asarray([PRIMS[i] for i in tidx], dtype=object))
+    assert acc > 0.8
+    assert MethodClassifier("nb").fit(data.specs, labels).predict(test.specs[:3]).shape == (3,)
+    with pytest.raises(NotFittedError):
+        MethodClassifier().predict(test.specs[:1])
+    assert acl_rules(ConvSpec(1, 64, 56, 56, 64, 3, 3, padding=1)) == "winograd-f4x4"
+    assert acl_rules(ConvSpec(1, 64, 56, 56, 64, 3, 3, padding=2, dilation=2)) == "im2col-gemm"
+    assert acl_rules(ConvSpec(1, 64, 56, 56, 64, 9, 9, padding=4)) == "fft"
+    assert acl_rules(ConvSpec(1, 3, 224, 224, 64, 7, 7, stride=2, padding=3)) == "im2col-gemm"
+    assert acl_rules(ConvSpec(1, 64, 56, 56, 256, 1, 1)) == "gemm-1x1-nchw"
+    assert framework_default(ConvSpec(1, 64, 56, 56, 256, 1, 1)) == "pytorch-default"
+
+
+def test_evaluation_holds_each_network_out() -> None:
+    data = synthetic(120)
+    train, test = data.split_by_network(["net1"])
+    assert all("net1" in s for s in test.sources) and not any("net1" in s for s in train.sources)
+    assert len(train) + len(test) == len(data)
+    r = evaluate(data, estimators=("rf",), make=lambda e: PerfModel(e, n_estimators=20))
+    assert r["networks"] == ["net0", "net1", "net2", "net3"]
+    rf = r["regressors"]["rf"]
+    assert set(rf["by_network"]) == set(r["networks"]) and 0 <= rf["within_10pct"] <= 1 and rf["regret_mean"] >= 0
+    assert set(r["classifiers"]) == {"tree", "nb"} and set(r["baselines"]) == {"framework-default", "acl-rules"}
+    # the synthetic truth makes Winograd/1x1 GEMM best where they apply: the default path has regret
+    assert r["baselines"]["framework-default"]["regret_mean"] > r["classifiers"]["tree"]["regret_mean"]
+
+
+def test_transfer_adapts_to_a_slower_platform() -> None:
+    a = synthetic(160)
+    base = a.fit(PerfModel("gbr", n_estimators=100))
+    b = synthetic(120, seed=3, speed=1.7)  # platform B: everything 1.7x slower
+    idx = choose_samples(b.specs, 25, "active", seed=0)
+    assert len(set(idx)) == 25 and idx == choose_samples(b.specs, 25, "active", seed=0)
+    rest = [i for i in range(len(b)) if i not in idx]
+    tr, te = b.subset(idx), b.subset(rest)
+    scores = {}
+    for method in ("base", "residual", "scratch"):
+        m = TransferModel(None if method == "scratch" else base, method).fit(tr.specs, tr.times, tr.primitives)
+        scores[method] = regression_metrics(m.predict(te.specs), te.times)["mape"]
+    assert scores["residual"] < scores["base"] / 3 and scores["residual"] < scores["scratch"]
+    with pytest.raises(InvalidArgument, match="sampler"):
+        choose_samples(b.specs, 5, "greedy")
+
+
+def test_finetune_and_learning_curve(tmp_path: Path) -> None:
+    from rooftune.perfmodel.transfer import plot_learning_curve
+
+    a = synthetic(120)
+    base = a.fit(PerfModel("mlp", epochs=400))
+    b = synthetic(80, seed=3, speed=1.7)
+    curve = learning_curve(base, b, ks=(10, 25), methods=("base", "finetune", "residual"))
+    assert set(curve["curve"]) == {"base", "finetune", "residual"} and set(curve["curve"]["finetune"]) == {10, 25}
+    assert curve["curve"]["finetune"][25]["mape"] < curve["curve"]["base"][25]["mape"]
+    png = plot_learning_curve(curve, str(tmp_path / "curve.png"))
+    assert Path(png).stat().st_size > 1000
+    with pytest.raises(InvalidArgument, match="mlp"):
+        TransferModel(a.fit(PerfModel("rf", n_estimators=10)), "finetune").fit(b.specs[:5], b.times[:5], PRIMS)
+
+
+def test_platform_id_does_not_depend_on_scikit_learn_being_imported() -> None:
+    import subprocess
+    import sys
+
+    code = "from rooftune.platform import current_platform as c; {} print(c().id)"
+    plain = subprocess.run([sys.executable, "-c", code.format("")], capture_output=True, text=True, check=True)
+    with_sk = subprocess.run([sys.executable, "-c", code.format("import sklearn.ensemble;")],
+                             capture_output=True, text=True, check=True)
+    swapped = subprocess.run([sys.executable, "-c", "import sklearn.ensemble; " + code.format("")],
+                             capture_output=True, text=True, check=True)
+    assert plain.stdout == with_sk.stdout == swapped.stdout

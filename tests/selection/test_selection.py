@@ -1,0 +1,160 @@
+"""The conv graph, the solvers (against brute force), rewriting with verification and fallback,
+saving and loading a selection, and the select/train CLI."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from rooftune.cli import main
+from rooftune.perfmodel import PerfModel, save_model
+from rooftune.primitives import ConvSpec
+from rooftune.selection import (
+    CostTable, SelectedConv, Selection, best_uniform, conv_graph, layout_aware, load_selected, per_layer, rewrite,
+    save_selection, uniform, verify,
+)
+from rooftune.selection.graph import ConvGraph
+from rooftune.selection.solve import Choice, _selection
+
+PRIMS = ["pytorch-default", "onednn-nhwc", "im2col-gemm", "winograd-f2x2"]
+
+
+class Block(torch.nn.Module):
+    """conv -> bn -> relu -> conv, plus a 1x1 shortcut: a DAG of three convolutions."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = torch.nn.Conv2d(8, 16, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(16)
+        self.b = torch.nn.Conv2d(16, 16, 3, padding=1)
+        self.short = torch.nn.Conv2d(8, 16, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.b(torch.relu(self.bn(self.a(x))))) + self.short(x)
+
+
+def _model() -> tuple[torch.nn.Module, list[torch.Tensor]]:
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(Block(), torch.nn.Conv2d(16, 4, 3, padding=1)).eval()
+    return m, [torch.randn(1, 8, 12, 12)]
+
+
+def test_graph_follows_data_through_other_ops() -> None:
+    m, x = _model()
+    g = conv_graph(m, x)
+    assert g.names == ["0.a", "0.b", "0.short", "1"] and g.traced
+    assert set(g.edges) == {(0, 1), (1, 3), (2, 3)} and g.inputs == [0, 2] and not g.is_chain
+    assert g.specs[0] == ConvSpec(1, 8, 12, 12, 16, 3, 3, padding=1)
+
+
+def _brute(table: CostTable) -> float:
+    best = np.inf
+    for pick in itertools.product(range(len(table.primitives)), repeat=len(table.graph)):
+        if all(np.isfinite(table.times[i, p]) for i, p in enumerate(pick)):
+            best = min(best, _selection(table, pick, "x").total_s)
+    return best
+
+
+@pytest.mark.parametrize("chain", [True, False])
+def test_layout_aware_solvers_are_exact(chain: bool) -> None:
+    rng = np.random.default_rng(1)
+    n = 5
+    edges = [(i, i + 1) for i in range(n - 1)] if chain else [(0, 1), (0, 2), (1, 3), (2, 3), (3, 4)]
+    spec = ConvSpec(1, 8, 8, 8, 8, 3, 3, padding=1)
+    g = ConvGraph([f"c{i}" for i in range(n)], [spec] * n, edges, [0])
+    for trial in range(5):
+        times = rng.uniform(1, 2, size=(n, len(PRIMS)))
+        times[rng.integers(n), 3] = np.inf  # a primitive that does not apply somewhere
+        table = CostTable(g, PRIMS, times, rng.uniform(0.1, 1.5, size=n), np.zeros(n, bool))
+        sel = layout_aware(table)
+        assert sel.total_s == pytest.approx(_brute(table)), trial
+        assert sel.total_s <= per_layer(table).total_s + 1e-12
+        assert sel.total_s <= best_uniform(table).total_s + 1e-12
+
+
+def test_conversions_change_the_choice() -> None:
+    spec = ConvSpec(1, 8, 8, 8, 8, 3, 3, padding=1)
+    g = ConvGraph(["a", "b", "c"], [spec] * 3, [(0, 1), (1, 2)], [0])
+    # the NHWC primitive is a little faster on the middle layer only; converting costs more
+    times = np.array([[1.0, 1.1, 9, 9], [1.0, 0.9, 9, 9], [1.0, 1.1, 9, 9]])
+    table = CostTable(g, PRIMS, times, np.full(3, 0.5), np.zeros(3, bool))
+    assert [c.primitive for c in per_layer(table).choices][1] == "onednn-nhwc"
+    assert [c.primitive for c in layout_aware(table).choices] == ["pytorch-default"] * 3
+    assert uniform(table, "winograd-f2x2").total_s == pytest.approx(27)
+
+
+def test_rewrite_verify_and_fallback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    m, x = _model()
+    g = conv_graph(m, x)
+    names = ["onednn-nhwc", "im2col-gemm", "pytorch-default", "winograd-f2x2"]
+    sel = Selection("test", [Choice(n, s, p, 1.0) for n, s, p in zip(g.names, g.specs, names)])
+    new = rewrite(m, sel)
+    assert isinstance(new[0].a, SelectedConv) and not isinstance(m[0].a, SelectedConv)  # the original is kept
+    v = verify(m, new, x)
+    assert v.ok and v.max_rel < 1e-3 and not v.fallbacks
+    with torch.no_grad():
+        assert torch.allclose(new(*x), m(*x), atol=1e-4)
+        other = torch.randn(2, 8, 12, 12)  # a shape it was not selected for runs the original convolutions
+        assert torch.allclose(new(other), m(other), atol=1e-5)
+    # a primitive that returns a wrong answer on the real activation falls back to the default path
+    bad = rewrite(m, sel)
+    run = bad[0].b.kernel.run
+    monkeypatch.setattr(bad[0].b.kernel, "run", lambda t: run(t) * 1.5)
+    v = verify(m, bad, x)
+    assert v.ok and [f["layer"] for f in v.fallbacks] == ["0.b"] and bad[0].b.fallback
+    # saving and loading a selection rebuilds the same module
+    from rooftune.selection import SelectResult
+
+    r = SelectResult("resnet18", 1, 1, "p", len(g), sel, v, 0.0, module=bad)
+    save_selection(r, tmp_path / "sel")
+    doc = json.loads((tmp_path / "sel" / "selection.json").read_text())
+    assert doc["selection"]["layers"][1]["primitive"] == "im2col-gemm" and (tmp_path / "sel" / "load.py").is_file()
+    again = load_selected(tmp_path / "sel" / "selection.json", module=m)
+    assert again[0].b.fallback and again[0].a.primitive == "onednn-nhwc"
+    with torch.no_grad():
+        assert torch.allclose(again(*x), m(*x), atol=1e-4)
+
+
+def _tiny_model_file(tmp_path: Path) -> Path:
+    from rooftune.profiling import sample_specs
+
+    specs = sample_specs(60, seed=0)
+    prims = ["pytorch-default", "onednn-nhwc", "onednn-prepacked-nhwc", "im2col-gemm"]
+    rate = {"pytorch-default": 30e9, "onednn-nhwc": 35e9, "onednn-prepacked-nhwc": 50e9, "im2col-gemm": 10e9}
+    times = np.asarray([[s.flops / rate[p] + 1e-5 for p in prims] for s in specs])
+    m = PerfModel("rf", n_estimators=20).fit(specs, times, prims, conversions=[(s, 1e-6) for s in specs])
+    return save_model(m, tmp_path / "m.pkl")
+
+
+def test_select_cli_rewrites_verifies_and_saves(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    model_file = _tiny_model_file(tmp_path)
+    db = str(tmp_path / "r.db")
+    code = main(["select", "resnet18", "--model", str(model_file), "--no-measure", "--json", "--db", db,
+                 "--save", str(tmp_path / "out")])
+    assert code == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["layers"] == 20 and d["verification"]["ok"]
+    used = {c["primitive"] for c in d["selection"]["layers"]}
+    assert "onednn-prepacked-nhwc" in used and "im2col-gemm" not in used
+    assert "best-uniform" in d["others"] and any("no oracle" in n for n in d["notes"])
+    assert (tmp_path / "out" / "selection.json").is_file()
+
+
+def test_select_and_train_cli_reject_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = str(tmp_path / "r.db")
+    assert main(["select", "resnet18", "--strategy", "greedy", "--no-measure", "--model",
+                 str(_tiny_model_file(tmp_path)), "--db", db]) != 0
+    e = capsys.readouterr().err
+    assert "strategy" in e and "Traceback" not in e
+    assert main(["select", "resnet18", "--model", str(tmp_path / "nope.pkl"), "--db", db]) != 0
+    assert "does not exist" in capsys.readouterr().err
+    assert main(["train", "--db", db]) != 0
+    e = capsys.readouterr().err
+    assert "no profiled convolutions" in e and "rooftune profile" in e
+    assert main(["train", "--estimator", "svm", "--db", db]) != 0
+    assert "estimator" in capsys.readouterr().err
