@@ -158,3 +158,33 @@ def test_select_and_train_cli_reject_bad_input(tmp_path: Path, capsys: pytest.Ca
     assert "no profiled convolutions" in e and "rooftune profile" in e
     assert main(["train", "--estimator", "svm", "--db", db]) != 0
     assert "estimator" in capsys.readouterr().err
+
+
+def test_train_cli_evaluates_and_saves(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from rooftune.perfmodel import load_model
+    from rooftune.platform import current_platform
+    from rooftune.profiling import sample_specs
+    from rooftune.store import Store
+
+    prims = {"pytorch-default": 30e9, "onednn-nhwc": 35e9, "im2col-gemm": 10e9}
+    rows = []
+    for i, s in enumerate(sample_specs(48, seed=2)):
+        for p, rate in prims.items():
+            rows.append({"spec_key": s.key(), "spec": s.to_dict(), "primitive": p, "threads": 1, "status": "ok",
+                         "median_s": s.flops / rate + 1e-5, "iqr_s": 0.0, "repetitions": 10, "reason": "",
+                         "warnings": [], "sources": [f"net{i % 3}"]})
+        rows.append({"spec_key": s.key(), "spec": s.to_dict(), "primitive": "transform:nchw-to-nhwc", "threads": 1,
+                     "status": "ok", "median_s": 1e-6 * (1 + i), "iqr_s": 0.0, "repetitions": 10, "reason": "",
+                     "warnings": [], "sources": [f"net{i % 3}"]})
+    db = str(tmp_path / "p.db")
+    with Store(db) as st:
+        st.save_profiles(current_platform(), rows)
+    code = main(["train", "--eval", "--json", "--estimator", "rf", "--save", str(tmp_path / "m.pkl"), "--db", db])
+    assert code == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["networks"] == ["net0", "net1", "net2"] and set(r["regressors"]) == {"gbr", "rf", "mlp"}
+    assert r["regressors"]["gbr"]["spearman"] > 0.8 and r["select_time"]["layers"] == 53
+    m = load_model(tmp_path / "m.pkl")
+    assert m.estimator == "rf" and m.provenance_["specs"] == 48 and m.conversion_ is not None
+    assert main(["train", "--eval", "--held-out", "resnet50", "--db", db]) != 0
+    assert "profiled networks: net0, net1, net2" in capsys.readouterr().err

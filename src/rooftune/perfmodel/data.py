@@ -69,7 +69,12 @@ class ProfileData:
                          provenance=self.provenance(), conversions=self.conversions())
 
     def provenance(self) -> dict[str, Any]:
+        import time
+
         return {"platforms": [self.platform_id], "cpu_model": self.fingerprint.get("cpu_model", ""),
+                "microarchitecture": self.fingerprint.get("microarchitecture", ""),
+                "usable_cores": self.fingerprint.get("usable_cores"),
+                "trained_at": time.strftime("%Y-%m-%d", time.gmtime()),
                 "threads": self.threads, "specs": len(self), "rows": int(np.sum(~np.isnan(self.times))),
                 "networks": self.networks}
 
