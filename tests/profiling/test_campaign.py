@@ -71,6 +71,47 @@ def test_a_wrong_primitive_is_stored_failed_never_timed(tmp_path: Path, monkeypa
     assert row["status"] == "failed" and row["median_s"] is None and "max error" in row["reason"]
 
 
+class SlowFirst(Primitive):
+    """Correct, but slowed by 4 ms per call during the first round (as when another tenant holds a core)."""
+
+    name = "slow-first"
+    library = "test"
+
+    def prepare(self, spec: ConvSpec, weight: torch.Tensor, bias: torch.Tensor | None) -> Kernel:
+        import time
+
+        state = {"slow": False}
+
+        def run(x: torch.Tensor) -> torch.Tensor:
+            if state["slow"]:
+                time.sleep(0.004)
+            return torch.nn.functional.conv2d(x, weight, bias, spec.stride, spec.padding)
+
+        kernel = Kernel(spec, run)
+        SlowFirst.state = state
+        return kernel
+
+
+def test_rounds_keep_the_fastest_and_say_when_they_disagree(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rooftune.profiling import campaign
+
+    monkeypatch.setitem(PRIMITIVES, "slow-first", SlowFirst)
+    real = campaign.measure
+    calls = []
+
+    def measure(fn, **kw):  # the first round of the primitive is slow, the second is not
+        calls.append(kw["label"])
+        SlowFirst.state["slow"] = calls.count("conv.slow-first") == 1
+        return real(fn, **kw)
+
+    monkeypatch.setattr(campaign, "measure", measure)
+    spec = SPECS[0][0]
+    [row] = campaign.profile_spec(spec, [SlowFirst()], 1, transforms=False, rounds=2)
+    assert calls == ["conv.slow-first", "conv.slow-first"]
+    assert row["status"] == "ok" and row["median_s"] < 0.002
+    assert any("rounds disagree" in w for w in row["warnings"])
+
+
 def test_export_import_carries_rows_and_platform(tmp_path: Path) -> None:
     with Store(tmp_path / "a.db") as a:
         run_campaign(SPECS, store=a, primitives=FAST[:2], threads=[1])
