@@ -188,3 +188,35 @@ def test_platform_id_does_not_depend_on_scikit_learn_being_imported() -> None:
     swapped = subprocess.run([sys.executable, "-c", "import sklearn.ensemble; " + code.format("")],
                              capture_output=True, text=True, check=True)
     assert plain.stdout == with_sk.stdout == swapped.stdout
+
+
+def test_transfer_profiles_the_chosen_samples_and_saves_where_select_looks(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import rooftune.perfmodel as pm
+    import rooftune.profiling as profiling
+    from rooftune.platform import current_platform
+
+    base = synthetic(120).fit(PerfModel("gbr", n_estimators=50))
+    profiled: list[ConvSpec] = []
+
+    def fake_campaign(specs, *, store, threads, progress=None, **kw):  # synthetic times, 1.5x slower platform
+        rows = []
+        for spec, sources in specs:
+            profiled.append(spec)
+            for p in PRIMS:
+                t = truth(spec, p, 1.5)
+                rows.append({"spec_key": spec.key(), "spec": spec.to_dict(), "primitive": p, "threads": threads[0],
+                             "status": "ok" if t == t else "unsupported", "median_s": t if t == t else None,
+                             "iqr_s": 0.0, "repetitions": 1, "reason": "", "warnings": [], "sources": list(sources)})
+        store.save_profiles(current_platform(), rows)
+        return profiling.CampaignResult(current_platform().id, added=len(rows))
+
+    monkeypatch.setattr(profiling, "run_campaign", fake_campaign)
+    monkeypatch.setattr(pm, "transferred_model_path", lambda pid: tmp_path / f"perfmodel-{pid}.pkl")
+    model, info = pm.transfer(base, samples=12, models=["resnet18"], pool=30, db=str(tmp_path / "t.db"))
+    assert len(profiled) == 12 == info["samples"] and Path(info["saved"]).is_file()
+    loaded, source = pm.default_model()
+    assert source == info["saved"] and isinstance(loaded, TransferModel)
+    assert loaded.provenance_["transfer"]["specs"] == 12 and loaded.provenance_["method"] == "residual"
+    with pytest.raises(InvalidArgument, match="samples"):
+        pm.transfer(base, samples=2, db=str(tmp_path / "t.db"))
