@@ -89,8 +89,8 @@ class MLP:
 class PerfModel(BaseEstimator):
     """Predicts each primitive's time on a convolution from its features."""
 
-    def __init__(self, estimator: str = "gbr", n_estimators: int = 400, max_depth: int = 4,
-                 learning_rate: float = 0.05, hidden: int = 128, epochs: int = 1500, random_state: int = 0) -> None:
+    def __init__(self, estimator: str = "gbr", n_estimators: int = 200, max_depth: int = 4,
+                 learning_rate: float = 0.1, hidden: int = 128, epochs: int = 1500, random_state: int = 0) -> None:
         self.estimator = estimator
         self.n_estimators = n_estimators
         self.max_depth = max_depth
