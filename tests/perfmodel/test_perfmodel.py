@@ -220,3 +220,16 @@ def test_transfer_profiles_the_chosen_samples_and_saves_where_select_looks(
     assert loaded.provenance_["transfer"]["specs"] == 12 and loaded.provenance_["method"] == "residual"
     with pytest.raises(InvalidArgument, match="samples"):
         pm.transfer(base, samples=2, db=str(tmp_path / "t.db"))
+
+
+def test_the_shipped_base_model_loads_with_its_provenance() -> None:
+    from rooftune.perfmodel import load_base_model, read_header, base_model_path
+
+    m = load_base_model()
+    prov = m.provenance_
+    assert prov["specs"] >= 300 and len(prov["networks"]) >= 10 and prov["platforms"] and prov["cpu_model"]
+    assert read_header(base_model_path())["feature_schema"] == 1
+    spec = ConvSpec(1, 64, 56, 56, 64, 3, 3, padding=1)
+    pred = m.predict([spec])[0]
+    j = m.primitives_.index("pytorch-default")
+    assert 1e-6 < pred[j] < 1.0 and not m.extrapolated([spec])[0]
