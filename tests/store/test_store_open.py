@@ -59,7 +59,7 @@ def test_version_1_database_is_upgraded(tmp_path: Path, fake_platform: Platform)
     build_version_1(path, fake_platform)
     assert tables(path) == {"schema_info", "platforms", "ceilings"}
     with Store(path) as s:
-        assert s.schema_version() == SCHEMA_VERSION == 4
+        assert s.schema_version() == SCHEMA_VERSION == 5
         assert s.platforms() == [fake_platform]  # old rows survive
         assert s.load_ceilings(fake_platform.id, threads=[0, 1]) == {"from": "v1"}
         new = {"label": "new", "samples": [1.0, 2.0, 3.0]}
@@ -67,8 +67,8 @@ def test_version_1_database_is_upgraded(tmp_path: Path, fake_platform: Platform)
         assert s.count("measurements") == 1
         s.save_analysis(fake_platform, {"model": "m"}, model="m", batch=1, threads=1)
         assert [a["model"] for a in s.analyses(fake_platform.id)] == ["m"]
-    assert tables(path) == {"schema_info", "platforms", "ceilings", "measurements", "analyses", "trials"}
-    assert schema_rows(path) == [("schema_version", "4")]
+    assert tables(path) == {"schema_info", "platforms", "ceilings", "measurements", "analyses", "trials", "profiles"}
+    assert schema_rows(path) == [("schema_version", str(SCHEMA_VERSION))]
 
 
 def test_reopening_a_current_database_changes_nothing(tmp_path: Path, fake_platform: Platform) -> None:
@@ -76,9 +76,9 @@ def test_reopening_a_current_database_changes_nothing(tmp_path: Path, fake_platf
     with Store(path) as s:
         s.save_ceilings(fake_platform, {"x": 1}, quick=False, threads=[0])
     with Store(path) as s:
-        assert s.schema_version() == 4
+        assert s.schema_version() == SCHEMA_VERSION
         assert (s.count("platforms"), s.count("ceilings")) == (1, 1)
-    assert schema_rows(path) == [("schema_version", "4")]
+    assert schema_rows(path) == [("schema_version", str(SCHEMA_VERSION))]
 
 
 def test_empty_file_becomes_a_store(tmp_path: Path) -> None:
