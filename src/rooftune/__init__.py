@@ -5,7 +5,8 @@ that needs them is called.
 
 ``rooftune.machine(...)`` measures (or loads) the machine's ceilings; the same name is the
 ``rooftune.machine`` package, whose module object is callable so both spellings work.
-``rooftune.analyze(model, ...)`` places every op of a model on them.
+``rooftune.analyze(model, ...)`` places every op of a model on them; ``rooftune.tune``,
+``rooftune.select`` and ``rooftune.optimize`` (all of it, end to end, with a report) follow.
 """
 
 from __future__ import annotations
@@ -26,15 +27,18 @@ __all__ = [
     "__version__",
     "analyze",
     "machine",
+    "optimize",
     "profile",
+    "select",
     "tune",
 ]
 
 _LAZY_SUBPACKAGES = {"machine", "bench", "platform", "store", "report", "workload", "costs", "analysis", "runtimes",
-                     "tuning", "primitives", "profiling"}
+                     "tuning", "primitives", "profiling", "perfmodel", "selection", "pipeline"}
 #: Public functions that live in a subpackage: name -> (module, attribute).
 _LAZY_FUNCTIONS = {"analyze": ("rooftune.analysis", "analyze"), "tune": ("rooftune.tuning", "tune"),
-                   "profile": ("rooftune.profiling", "profile")}
+                   "profile": ("rooftune.profiling", "profile"),
+                   "optimize": ("rooftune.pipeline", "optimize"), "select": ("rooftune.selection", "select")}
 
 
 def __getattr__(name: str) -> Any:

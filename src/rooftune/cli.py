@@ -656,6 +656,53 @@ def select(
         out.print(f"saved to {save}/selection.json (load.py rebuilds the model)")
 
 
+@app.command()
+def optimize(
+    model: Annotated[str, typer.Argument(help="A model as `rooftune analyze` takes it (default: the embedded resnet18, batch 1).")] = "resnet18",
+    batch: Annotated[int | None, typer.Option("--batch", help="Batch size (default: the model's, 1 for resnet18).")] = None,
+    objective: Annotated[str, typer.Option("--objective", help="latency (p50 per inference) or throughput (samples/s).")] = "latency",
+    budget: Annotated[float, typer.Option("--budget", help="Seconds for the whole run, split between the steps.")] = 480.0,
+    out_dir: Annotated[str, typer.Option("--out", help="Folder for report.html, summary.json, best.json, the figures.")] = "rooftune-out",
+    runtime: Annotated[str | None, typer.Option("--runtime", help="Restrict tuning to these runtimes, e.g. eager,onnxruntime.")] = None,
+    skip: Annotated[str | None, typer.Option("--skip", help="Leave out steps: tune, select (comma-separated).")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the summary as one JSON object.")] = False,
+    db: Annotated[str | None, typer.Option("--db", help="Store: a file path or SQLAlchemy URL.")] = None,
+) -> None:
+    """Measure, explain and speed up a model end to end; write a self-contained report."""
+    from rooftune.pipeline import STEPS
+    from rooftune.pipeline import optimize as run_optimize
+
+    skipped = [x.strip() for x in skip.split(",") if x.strip()] if skip else []
+    for x in skipped:
+        if x not in ("tune", "select"):
+            raise InvalidArgument("--skip", x, "allowed tune, select")
+    runtimes = [r.strip() for r in runtime.split(",") if r.strip()] if runtime else None
+    progress, update = _progress()
+    with progress:
+        r = run_optimize(model, batch=batch, objective=objective, budget_s=budget, out=out_dir, db=db,
+                         runtimes=runtimes, steps=[s for s in STEPS if s not in skipped], progress=update)
+    if json_out:
+        sys.stdout.write(json.dumps(r.to_dict(), indent=2, default=str) + "\n")
+    else:
+        t = Table(title=f"rooftune optimize {r.model} (batch {r.batch}, {r.objective}) in {r.duration_s:.0f} s",
+                  title_justify="left")
+        for col in ("step", "status", "seconds", "message"):
+            t.add_column(col, justify="right" if col == "seconds" else "left")
+        for s in r.steps.values():
+            colour = {"ok": "green", "failed": "red", "interrupted": "yellow"}.get(s.status, "dim")
+            t.add_row(s.name, f"[{colour}]{s.status}[/{colour}]", f"{s.seconds:.1f}", s.message[:100])
+        out.print(t)
+        out.print(f"[bold]{r.headline()}[/bold]", highlight=False)
+        if r.select is not None and "vanilla" in r.select.comparisons:
+            c = r.select.comparisons["vanilla"]
+            out.print(f"selected primitives (PyTorch eager) vs vanilla: {c['speedup']:.2f}x "
+                      f"(95 % CI {c['ci'][0]:.2f}-{c['ci'][1]:.2f})", highlight=False)
+        out.print(f"report: {r.out / 'report.html'}", highlight=False)
+    if r.interrupted:
+        err.print(f"interrupted: the partial report is {r.out / 'report.html'}; measurements taken are stored")
+        raise typer.Exit(130)
+
+
 data_app = typer.Typer(no_args_is_help=True, help="Carry profiled data between machines.")
 app.add_typer(data_app, name="data")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rooftune.tuning.config import RunConfig, allocator_library
 from rooftune.tuning.guidelines import average_width, baselines, guideline
-from rooftune.tuning.study import OBJECTIVES, TrialResult, TuneResult, tune
+from rooftune.tuning.study import OBJECTIVES, TrialResult, TuneResult, save_config, tune
 from rooftune.tuning.trial import TrialFailed, Worker
 
 __all__ = [
@@ -18,5 +18,6 @@ __all__ = [
     "average_width",
     "baselines",
     "guideline",
+    "save_config",
     "tune",
 ]

@@ -153,8 +153,9 @@ class RunConfig:
         return ", ".join(parts)
 
 
-def load_config(path: str | Path) -> RunConfig:
-    """A configuration file written by ``rooftune tune --save`` (or just its ``config`` object)."""
+def load_config(path: str | Path, usable_cores: int | None = None) -> RunConfig:
+    """A configuration file written by ``rooftune tune --save`` (or just its ``config`` object);
+    thread counts are checked against ``usable_cores`` (default: this process's usable cores)."""
     p = Path(path)
     if not p.is_file():
         raise InvalidArgument("--config", str(path), "no such file; write one with rooftune tune --save FILE")
@@ -166,6 +167,8 @@ def load_config(path: str | Path) -> RunConfig:
         data = data["config"]
     if not isinstance(data, dict):
         raise InvalidArgument("--config", str(path), "expected a JSON object")
-    from rooftune.platform import current_platform
+    if usable_cores is None:
+        from rooftune.platform import current_platform
 
-    return RunConfig.from_dict(data, usable_cores=current_platform().usable_cores)
+        usable_cores = current_platform().usable_cores
+    return RunConfig.from_dict(data, usable_cores=usable_cores)

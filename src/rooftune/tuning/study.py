@@ -111,6 +111,8 @@ class TuneResult:
     notes: tuple[str, ...]
     duration_s: float
     resumed: int = 0
+    #: The workload as a trial's process loads it: model, inputs, options.
+    workload: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         failed = [t for t in self.trials if not t.ok]
@@ -391,7 +393,11 @@ def tune(
         fixed = [guide_cfg, *(replace(b, batch=wl.batch) for b in baselines(platform, available))]
         for i, cfg in enumerate(fixed):
             step(f"guideline and baselines: {cfg.name}", i, len(fixed))
-            results.append(evaluate(cfg))
+            r = evaluate(cfg)
+            if r.config.name != cfg.name:  # two baselines with one configuration here (no tcmalloc, say): both named
+                r = replace(r, config=replace(r.config, name=cfg.name))
+                notes.append(f"{cfg.name} is the same configuration as another baseline on this machine")
+            results.append(r)
         guide, base = results[0], {r.config.name: r for r in results[1:]}
 
         if not guidelines_only:
@@ -454,14 +460,15 @@ def tune(
                 continue
             speedup[name] = _interleaved(best.config, b.config, setup, objective, compare_policy)
         if save:
-            _save_best(best, Path(save))
+            save_config(best, Path(save), workload)
     finally:
         if own_store:
             store.close()
         shutil.rmtree(workdir, ignore_errors=True)
     return TuneResult(model=model, objective=objective, batch=wl.batch, best=best, guideline=guide,
                       guideline_reasons=tuple(reasons), baselines=base, speedup=speedup, trials=tuple(results),
-                      notes=tuple(notes), duration_s=time.perf_counter() - started, resumed=resumed)
+                      notes=tuple(notes), duration_s=time.perf_counter() - started, resumed=resumed,
+                      workload=workload)
 
 
 def _interleaved(a: RunConfig, b: RunConfig, setup: Setup, objective: str = "latency",
@@ -507,15 +514,19 @@ def _validation_spec(validate: str | Callable[..., Any] | None) -> str | None:
     return str(validate)
 
 
-def _save_best(best: TrialResult, path: Path) -> None:
-    """The configuration as JSON; its prepared artifact copied beside it."""
+def save_config(trial: TrialResult, path: Path, workload: dict[str, Any] | None = None) -> Path:
+    """A trial's configuration as JSON, with the workload it was measured on (what
+    ``python -m rooftune.tuning.replay`` runs) and its prepared artifact copied beside it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = {"config": best.config.to_dict(), "figures": best.figures(), "verify": best.verify}
-    if best.artifact and Path(best.artifact).exists():
-        src = Path(best.artifact)
+    data: dict[str, Any] = {"config": trial.config.to_dict(), "figures": trial.figures(), "verify": trial.verify}
+    if workload is not None:
+        data["workload"] = workload
+    if trial.artifact and Path(trial.artifact).exists():
+        src = Path(trial.artifact)
         dst = path.with_name(path.stem + "_" + src.name)
         shutil.copy2(src, dst)
         if src.suffix == ".xml" and src.with_suffix(".bin").exists():
             shutil.copy2(src.with_suffix(".bin"), dst.with_suffix(".bin"))
         data["artifact"] = str(dst)
     path.write_text(json.dumps(data, indent=2))
+    return path

@@ -1,0 +1,347 @@
+"""The main job: ``optimize = machine -> analyze -> tune -> select -> verify -> report``.
+
+:func:`optimize` measures (or loads) the machine's ceilings, places the model on them, tunes its
+runtime configuration within a budget, selects a convolution primitive per layer with the
+performance model, and writes everything to one folder: ``report.html`` (self-contained),
+``summary.json``, the best configuration (``best.json``, its artifact beside it, and
+``vanilla.json`` to re-measure against), the rewritten model (``selection/``) and the figures.
+
+A step that fails is recorded with its one-line reason and the pipeline goes on with what works;
+Ctrl-C stops it, and the report of what finished is still written (every measurement is already
+in the store).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shlex
+import sys
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rooftune.errors import InvalidArgument, RooftuneError
+
+#: The embedded default: what ``rooftune optimize`` runs with no model.
+DEFAULT_MODEL = "resnet18"
+#: Seconds for the whole run unless told: with start-up and the report, inside 10 minutes on 2 cores.
+DEFAULT_BUDGET_S = 480.0
+#: Below this the steps cannot each get a useful share.
+MIN_BUDGET_S = 60.0
+#: Shares of the budget (the rest, after what the ceilings took, goes to tuning).
+ANALYZE_SHARE, ANALYZE_MAX_S = 0.03, 15.0
+SELECT_SHARE, SELECT_MAX_S = 0.12, 60.0
+#: Kept for the report and the figures.
+REPORT_RESERVE_S = 15.0
+STEPS = ("machine", "analyze", "tune", "select", "report")
+
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass
+class Step:
+    """What one step of the pipeline did."""
+
+    name: str
+    status: str = "pending"  # pending | ok | failed | skipped | interrupted
+    seconds: float = 0.0
+    message: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "status": self.status, "seconds": self.seconds, "message": self.message}
+
+
+@dataclass
+class OptimizeResult:
+    """Everything :func:`optimize` found; ``report.html`` and ``summary.json`` are written from it."""
+
+    model: str
+    batch: int
+    objective: str
+    budget_s: float
+    out: Path
+    steps: dict[str, Step]
+    platform: Any = None
+    ceilings: Any = None
+    analysis: Any = None
+    tune: Any = None
+    select: Any = None
+    interrupted: bool = False
+    duration_s: float = 0.0
+    files: dict[str, str] = field(default_factory=dict)
+    commands: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def speedup(self) -> dict[str, Any] | None:
+        """The tuned configuration against vanilla PyTorch, measured interleaved: ratio and 95 % CI."""
+        if self.tune is None:
+            return None
+        return self.tune.speedup.get("vanilla")
+
+    def headline(self) -> str:
+        sp = self.speedup
+        if self.tune is None or sp is None or not sp.get("ratio") == sp.get("ratio"):
+            return "no tuned configuration was measured against vanilla PyTorch"
+        what = "latency" if self.objective == "latency" else "throughput"
+        return (f"{sp['ratio']:.2f}x faster than vanilla PyTorch ({what}, 95 % CI {sp['ci_low']:.2f}-{sp['ci_high']:.2f}) "
+                f"with {self.tune.best.config.describe()}")
+
+    def to_dict(self) -> dict[str, Any]:
+        a = self.analysis
+        c = self.ceilings
+        return {
+            "model": self.model, "batch": self.batch, "objective": self.objective, "budget_s": self.budget_s,
+            "out": str(self.out), "interrupted": self.interrupted, "duration_s": self.duration_s,
+            "headline": self.headline(), "speedup_vs_vanilla": self.speedup,
+            "steps": [s.to_dict() for s in self.steps.values()],
+            "platform": self.platform.to_dict() if self.platform is not None else None,
+            "ceilings": c.to_dict() if c is not None else None,
+            "analysis": a.to_dict() if a is not None else None,
+            "tune": self.tune.to_dict() if self.tune is not None else None,
+            "select": self.select.to_dict() if self.select is not None else None,
+            "files": self.files, "commands": self.commands, "notes": self.notes,
+        }
+
+
+def _check_out(out: str | Path) -> Path:
+    p = Path(out)
+    if p.exists() and not p.is_dir():
+        raise InvalidArgument("--out", str(out), "exists and is not a directory")
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise InvalidArgument("--out", str(out), "its parent directory does not exist")
+    return p
+
+
+def _export(module: Any, example_inputs: Sequence[Any] | None, out: Path) -> str:
+    """A module object becomes a .pt2 file in the output folder, so trial subprocesses can load it."""
+    import torch
+
+    if not isinstance(module, torch.nn.Module):
+        raise InvalidArgument("model", type(module).__name__, "allowed a model name (as rooftune analyze takes it) or an nn.Module")
+    if not example_inputs:
+        raise InvalidArgument("example_inputs", None, "an nn.Module needs its example inputs (a tuple of tensors)")
+    try:
+        ep = torch.export.export(module.eval(), tuple(example_inputs))
+    except Exception as exc:  # export refuses dynamic Python control flow and the like
+        first = (str(exc).strip().splitlines() or [""])[0][:200]
+        raise InvalidArgument("model", type(module).__name__, f"torch.export cannot export it ({first}); "
+                              "pass module:callable instead") from None
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "model.pt2"
+    torch.export.save(ep, path)
+    return str(path)
+
+
+def optimize(
+    model: str | Any = DEFAULT_MODEL,
+    *,
+    batch: int | None = None,
+    objective: str = "latency",
+    budget_s: float = DEFAULT_BUDGET_S,
+    out: str | Path = "rooftune-out",
+    example_inputs: Sequence[Any] | None = None,
+    db: str | None = None,
+    runtimes: Sequence[str] | None = None,
+    trials: int | None = None,
+    steps: Sequence[str] = STEPS,
+    progress: Progress | None = None,
+    trial_policy: Any = None,
+    compare_policy: Any = None,
+) -> OptimizeResult:
+    """Measure, explain and speed up ``model`` on this machine; write the report to ``out``.
+
+    ``model`` is a name as ``rooftune analyze`` takes it, or an ``nn.Module`` with
+    ``example_inputs`` (exported with torch.export into ``out``). ``budget_s`` bounds the whole
+    run: analysis and selection get small shares, tuning the rest. ``steps`` may leave out
+    ``tune`` or ``select``. Bad arguments raise :class:`InvalidArgument` before anything is
+    measured or written.
+    """
+    from rooftune.store import Store
+    from rooftune.tuning import OBJECTIVES
+    from rooftune.workload import load_workload
+
+    started = time.perf_counter()
+    say = progress or (lambda *_: None)
+    if objective not in OBJECTIVES:
+        raise InvalidArgument("objective", objective, f"allowed {', '.join(OBJECTIVES)}")
+    if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)) or not math.isfinite(budget_s) \
+            or budget_s < MIN_BUDGET_S:
+        raise InvalidArgument("budget", budget_s, f"allowed a number of seconds >= {MIN_BUDGET_S:g}")
+    if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
+        raise InvalidArgument("batch", batch, "allowed an integer >= 1")
+    for s in steps:
+        if s not in STEPS:
+            raise InvalidArgument("step", s, f"allowed {', '.join(STEPS)}")
+    if runtimes:
+        from rooftune.runtimes import RUNTIMES, available_runtimes
+
+        available, why = available_runtimes()
+        for r in runtimes:
+            if r not in RUNTIMES:
+                raise InvalidArgument("runtime", r, f"allowed {', '.join(RUNTIMES)}")
+            if r not in available:
+                raise InvalidArgument("runtime", r, why[r])
+    out_dir = _check_out(out)
+    if not isinstance(model, str):
+        name = _export(model, example_inputs, out_dir)
+    else:
+        name = model
+    wl = load_workload(name, batch=batch)  # a model that cannot load fails here, before anything runs
+    store = Store(db)  # a bad store URL fails here too
+    out_dir.mkdir(parents=True, exist_ok=True)
+    result = OptimizeResult(model=name, batch=wl.batch, objective=objective, budget_s=float(budget_s), out=out_dir,
+                            steps={s: Step(s, "pending" if s in steps else "skipped") for s in STEPS})
+    result.commands = _commands(result, db)
+
+    def run(step: str, fn: Callable[[], None]) -> bool:
+        st = result.steps[step]
+        if st.status == "skipped":
+            return True
+        t0 = time.perf_counter()
+        try:
+            fn()
+            st.status = "ok"
+        except KeyboardInterrupt:
+            st.status = "interrupted"
+            st.message = "interrupted (Ctrl-C); what finished before is in this report and the store"
+            result.interrupted = True
+            return False
+        except RooftuneError as exc:
+            st.status, st.message = "failed", str(exc)
+        except Exception as exc:  # a step that breaks is reported; the pipeline goes on with what works
+            first = (str(exc).strip().splitlines() or [""])[0][:300]
+            st.status, st.message = "failed", f"{type(exc).__name__}: {first}"
+            result.notes.append(f"{step} failed:\n" + traceback.format_exc(limit=4))
+        finally:
+            st.seconds = time.perf_counter() - t0
+        return True
+
+    def left() -> float:
+        return budget_s - (time.perf_counter() - started)
+
+    try:
+        import torch
+
+        from rooftune.platform import current_platform
+
+        result.platform = current_platform()
+        threads = result.platform.usable_cores
+
+        def machine_step() -> None:
+            from rooftune.machine import get_ceilings
+
+            say("machine: ceilings (from the store when measured)", 0, 1)
+            result.ceilings = get_ceilings(quick=True, store=store, platform=result.platform)
+            if result.ceilings.from_store:
+                result.steps["machine"].message = "ceilings from the store" + (" (quick)" if result.ceilings.quick else "")
+            else:
+                result.steps["machine"].message = "ceilings measured now (quick); `rooftune machine` measures them fully"
+
+        def analyze_step() -> None:
+            from rooftune.analysis import analyze_workload
+
+            if result.ceilings is None:
+                raise RooftuneError("no ceilings: the machine step failed")
+            say("analyze: every op on the roofline", 0, 1)
+            b = max(3.0, min(ANALYZE_MAX_S, ANALYZE_SHARE * budget_s))
+            previous = torch.get_num_threads()
+            try:
+                result.analysis = analyze_workload(wl, result.ceilings, threads=threads, budget_s=b)
+            finally:
+                torch.set_num_threads(previous)
+            import rooftune
+
+            store.save_analysis(result.platform, result.analysis.to_dict(), model=name, batch=wl.batch,
+                                threads=threads, rooftune_version=rooftune.__version__)
+
+        select_reserve = max(20.0, min(SELECT_MAX_S, SELECT_SHARE * budget_s)) if "select" in steps else 0.0
+
+        def tune_step() -> None:
+            from rooftune.tuning import save_config, tune
+
+            b = left() - select_reserve - REPORT_RESERVE_S
+            if b < 20:
+                raise RooftuneError(f"only {max(b, 0):.0f} s of the budget left for tuning; give a larger --budget")
+            kwargs: dict[str, Any] = {}
+            if trial_policy is not None:
+                kwargs["trial_policy"] = trial_policy
+            if compare_policy is not None:
+                kwargs["compare_policy"] = compare_policy
+            r = tune(name, objective=objective, budget_s=b, trials=trials, batch=batch, runtimes=runtimes,
+                     store=store, save=out_dir / "best.json", progress=lambda s, d, t: say(f"tune: {s}", d, t), **kwargs)
+            result.tune = r
+            result.files["best configuration"] = "best.json"
+            vanilla = r.baselines.get("vanilla")
+            if vanilla is not None and vanilla.ok:
+                save_config(vanilla, out_dir / "vanilla.json", r.workload)
+                result.files["vanilla configuration"] = "vanilla.json"
+            saved = json.loads((out_dir / "best.json").read_text())
+            if saved.get("artifact"):
+                result.files["optimized artifact"] = Path(saved["artifact"]).name
+
+        def select_step() -> None:
+            from rooftune.perfmodel import default_model
+            from rooftune.selection import save_selection, select
+
+            perf, source = default_model()
+            n_cmp = 3
+            measure_s = max(2.0, min(10.0, (min(select_reserve, left() - REPORT_RESERVE_S) - 10.0) / n_cmp))
+            say("select: a primitive per convolution", 0, 1)
+            r = select(name, batch=wl.batch, threads=threads, perfmodel=perf, store=store, measure_s=measure_s,
+                       progress=lambda m: say(f"select: {m}", 0, 1))
+            r.notes.append(f"performance model: {source}")
+            result.select = r
+            save_selection(r, out_dir / "selection")
+            result.files["rewritten model"] = "selection/load.py"
+
+        for step, fn in (("machine", machine_step), ("analyze", analyze_step), ("tune", tune_step),
+                         ("select", select_step)):
+            if result.steps[step].status == "skipped":
+                continue
+            say(f"{step}", STEPS.index(step), len(STEPS))
+            if not run(step, fn):
+                break
+        for s in result.steps.values():
+            if s.status == "pending" and s.name != "report":
+                s.status, s.message = "skipped", "not run: the run was interrupted"
+    finally:
+        store.close()
+        result.duration_s = time.perf_counter() - started
+        _write_outputs(result)
+    return result
+
+
+def _write_outputs(result: OptimizeResult) -> None:
+    from rooftune.report.html import write_report
+
+    st = result.steps["report"]
+    t0 = time.perf_counter()
+    try:
+        write_report(result)
+        st.status = "ok"
+    except Exception as exc:  # the summary is still written
+        st.status, st.message = "failed", f"{type(exc).__name__}: {exc}"
+    st.seconds = time.perf_counter() - t0
+    result.files["summary"] = "summary.json"
+    tmp = result.out / "summary.json.tmp"
+    tmp.write_text(json.dumps(result.to_dict(), indent=2, default=str))
+    tmp.replace(result.out / "summary.json")
+
+
+def _commands(r: OptimizeResult, db: str | None) -> list[str]:
+    q = shlex.quote
+    out = q(str(r.out))
+    dbo = f" --db {q(db)}" if db else ""
+    py = q(sys.executable)
+    return [
+        f"rooftune optimize {q(r.model)} --batch {r.batch} --objective {r.objective} --budget {r.budget_s:g} --out {out}{dbo}",
+        f"rooftune exec --config {out}/best.json -- {py} -m rooftune.tuning.replay {out}/best.json",
+        f"rooftune exec --config {out}/vanilla.json -- {py} -m rooftune.tuning.replay {out}/vanilla.json",
+        f"rooftune select {q(r.model)} --batch {r.batch} --save {out}/selection{dbo}",
+    ]

@@ -1,0 +1,273 @@
+"""The self-contained HTML report of ``rooftune optimize``: figures embedded as data URIs, no
+script, no network access; readable offline and shareable as one file."""
+
+from __future__ import annotations
+
+import base64
+import html
+import math
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rooftune.pipeline import OptimizeResult
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;
+color:#222;line-height:1.45}
+h1{margin-bottom:.2em} h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:1.8em}
+table{border-collapse:collapse;margin:.6em 0;font-size:.9em} th,td{border:1px solid #ddd;padding:.25em .6em;text-align:left}
+th{background:#f3f3f3} td.n{text-align:right;font-variant-numeric:tabular-nums}
+.headline{font-size:1.25em;background:#eef7ee;border-left:5px solid #2ca02c;padding:.6em 1em}
+.warn{background:#fff6e5;border-left:5px solid #e69500;padding:.5em 1em}
+.bad{color:#b00020} .ok{color:#1a7f37} .dim{color:#666}
+figure{margin:1em 0} figure img{max-width:100%;border:1px solid #eee} figcaption{font-size:.85em;color:#555}
+pre{background:#f6f6f6;padding:.7em;overflow-x:auto;font-size:.85em}
+"""
+
+
+def _e(x: Any) -> str:
+    return html.escape(str(x))
+
+
+def _t(seconds: float | None) -> str:
+    if seconds is None or not isinstance(seconds, (int, float)) or not math.isfinite(seconds):
+        return "-"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if abs(seconds) >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds * 1e9:.3g} ns"
+
+
+def _rate(v: float | None, unit: str) -> str:
+    if v is None or not math.isfinite(v):
+        return "-"
+    for prefix, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(v) >= scale:
+            return f"{v / scale:.3g} {prefix}{unit}"
+    return f"{v:.3g} {unit}"
+
+
+def _size(b: float) -> str:
+    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if b >= scale:
+            return f"{b / scale:.3g} {unit}"
+    return f"{b:.0f} B"
+
+
+def _table(header: list[str], rows: list[list[Any]], numeric: set[int] | None = None) -> str:
+    numeric = numeric or set()
+    head = "".join(f"<th>{_e(h)}</th>" for h in header)
+    body = "".join(
+        "<tr>" + "".join(f"<td{' class=n' if i in numeric else ''}>{_e(c)}</td>" for i, c in enumerate(r)) + "</tr>"
+        for r in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _figure(path: Path | None, caption: str) -> str:
+    if path is None or not path.is_file():
+        return ""
+    data = base64.b64encode(path.read_bytes()).decode("ascii")
+    return (f'<figure><img alt="{_e(caption)}" src="data:image/png;base64,{data}">'
+            f"<figcaption>{_e(caption)} ({_e(path.name)})</figcaption></figure>")
+
+
+def write_figures(r: OptimizeResult) -> dict[str, Path]:
+    """Every figure the run's results allow, as PNG in ``out/figures``; one that fails is left out."""
+    from rooftune.report.analysis_figures import plot_ops_roofline, plot_time_roofline
+    from rooftune.report.figures import plot_roofline, plot_sweep
+    from rooftune.report.tuning_figures import plot_selection, plot_speedups, plot_trials
+
+    d = r.out / "figures"
+    d.mkdir(parents=True, exist_ok=True)
+    jobs: list[tuple[str, Any, tuple[Any, ...]]] = []
+    if r.ceilings is not None:
+        jobs += [("roofline", plot_roofline, (r.ceilings,)), ("bandwidth_sweep", plot_sweep, (r.ceilings,))]
+    if r.analysis is not None:
+        jobs += [("model_roofline", plot_ops_roofline, (r.analysis,)),
+                 ("time_roofline", plot_time_roofline, (r.analysis,))]
+    if r.tune is not None:
+        jobs.append(("trials", plot_trials, (r.tune,)))
+    if r.tune is not None or r.select is not None:
+        jobs.append(("speedups", plot_speedups, (r.tune, r.select)))
+    if r.select is not None:
+        jobs.append(("selection", plot_selection, (r.select,)))
+    made: dict[str, Path] = {}
+    for name, fn, args in jobs:
+        try:
+            made[name] = fn(*args, d / f"{name}.png")
+        except Exception as exc:  # a figure that cannot be drawn is noted, the report still written
+            r.notes.append(f"figure {name} not drawn: {type(exc).__name__}: {exc}")
+    for name, p in made.items():
+        r.files[f"figure {name}"] = str(p.relative_to(r.out))
+    return made
+
+
+def _machine(r: OptimizeResult, figs: dict[str, Path]) -> str:
+    c = r.ceilings
+    if c is None:
+        return "<p class=dim>The ceilings were not measured (see the steps).</p>"
+    peaks = [[name, *[_rate(per.get(n, math.nan), "FLOP/s") for n in c.threads]]
+             for name, per in c.peak_flops_per_thread.items()]
+    peaks += [[name, *["skipped: " + reason for _ in c.threads]] for name, reason in c.skipped.items()]
+    bw = [[level, _size(c.capacity_bytes[level]) if c.capacity_bytes.get(level) else "-", _rate(v, "B/s")]
+          for level, v in c.bandwidth.items()]
+    when = datetime.fromtimestamp(c.measured_at).strftime("%Y-%m-%d %H:%M")
+    return (
+        f"<p>Measured {_e(when)}{' (quick)' if c.quick else ''}{', read from the store' if c.from_store else ''}. "
+        f"Dispatch overhead of one tiny torch op: <b>{_t(c.dispatch_overhead_s)}</b> (the floor of the time-based roofline).</p>"
+        + _table(["roof", *[f"{n} thread(s)" for n in c.threads]], peaks, set(range(1, len(c.threads) + 1)))
+        + _table(["memory level", "capacity", f"bandwidth ({c.max_threads} threads)"], bw, {1, 2})
+        + _figure(figs.get("roofline"), "The machine's roofline: every measured compute and bandwidth ceiling")
+        + _figure(figs.get("bandwidth_sweep"), "Bandwidth against working-set size, with the detected plateaus")
+    )
+
+
+def _analysis(r: OptimizeResult, figs: dict[str, Path]) -> str:
+    a = r.analysis
+    if a is None:
+        return "<p class=dim>The model was not analysed (see the steps).</p>"
+    bounds = ", ".join(f"{k} {v:.0%}" for k, v in a.by_bound().items())
+    kinds = [[k["kind"], k["ops"], _t(k["time_s"]), f"{k['share']:.0%}", _rate(k["flops"], "FLOP"), _t(k["headroom_s"])]
+             for k in a.by_kind()[:10]]
+    opp = [[o.name, o.kind, _t(o.time_s), _t(o.headroom_s), o.bound, o.reason] for o in a.opportunities(10)]
+    return (
+        f"<p>End to end <b>{_t(a.end_to_end_s)}</b> (IQR {_t(a.end_to_end_iqr_s)}) at batch {a.batch} on {a.threads} "
+        f"thread(s); the roofline's lower bound is {_t(a.lower_bound_s)}, so the model runs at "
+        f"<b>{a.efficiency:.0%}</b> of what the ceilings allow. {_rate(a.flops, 'FLOP')} and {_rate(a.bytes, 'B')} "
+        f"compulsory traffic. Time by bound: {_e(bounds)}; {_t(a.unattributed_s)} is not in any op "
+        f"(Python and framework between ops).</p>"
+        + "<h3>Where the time goes, by op kind</h3>"
+        + _table(["kind", "ops", "time", "share", "FLOPs", "headroom"], kinds, {1, 2, 3, 4, 5})
+        + "<h3>Top opportunities</h3>"
+        + _table(["op", "kind", "time", "headroom", "bound", "why"], opp, {2, 3})
+        + _figure(figs.get("model_roofline"), "Every op on the roofline: area is its share of the time, colour its kind")
+        + _figure(figs.get("time_roofline"), "Time-based roofline: time against FLOPs, with the dispatch-overhead floor")
+        + "".join(f"<p class=warn>{_e(w)}</p>" for w in a.warnings)
+    )
+
+
+def _speed(sp: dict[str, Any] | None) -> str:
+    if not sp or sp.get("ratio") != sp.get("ratio"):
+        return "-"
+    return f"{sp['ratio']:.2f}x ({sp['ci_low']:.2f}-{sp['ci_high']:.2f})"
+
+
+def _tuning(r: OptimizeResult, figs: dict[str, Path]) -> str:
+    t = r.tune
+    if t is None:
+        return "<p class=dim>The runtime configuration was not tuned (see the steps).</p>"
+    rows = []
+    for name, tr in [("best", t.best), ("guideline", t.guideline), *t.baselines.items()]:
+        if not tr.ok:
+            rows.append([name, tr.config.describe(), "failed", "", "", "", tr.error[:120]])
+        else:
+            rows.append([name, tr.config.describe(), _t(tr.latency_s), _t(tr.p90_s), _t(tr.p99_s),
+                         f"{tr.throughput:.1f}", _speed(t.speedup.get(name))])
+    failed = [x for x in t.trials if not x.ok]
+    fails = _table(["configuration", "why it failed"], [[x.config.describe(), x.error[:200]] for x in failed[:15]])
+    gap = (t.guideline.score(t.objective) / t.best.score(t.objective)) if t.guideline.ok and t.best.ok else math.nan
+    return (
+        f"<p>{len(t.trials)} configurations in {t.duration_s:.0f} s ({len(failed)} failed, {t.resumed} from the store); "
+        f"objective {_e(t.objective)}, batch {t.batch}. Every trial ran in a fresh process and its output was checked "
+        f"against the fp32 eager output; the best was then re-measured interleaved (A B A B) against every baseline.</p>"
+        + _table(["name", "configuration", "p50", "p90", "p99", "samples/s", "best is (95 % CI)"], rows, {2, 3, 4, 5, 6})
+        + (f"<p>The instant guideline configuration is {gap:.2f}x the best's time: "
+           + _e("; ".join(t.guideline_reasons)) + "</p>" if gap == gap else "")
+        + _figure(figs.get("trials"), "Every trial of the search, in order")
+        + (f"<details><summary>{len(failed)} failed configurations (never reported as best)</summary>{fails}</details>"
+           if failed else "")
+        + "".join(f"<p class=dim>note: {_e(n)}</p>" for n in t.notes)
+    )
+
+
+def _selection(r: OptimizeResult, figs: dict[str, Path]) -> str:
+    s = r.select
+    if s is None:
+        return "<p class=dim>No primitive selection (see the steps).</p>"
+    fell = {f["layer"]: f for f in s.verification.fallbacks}
+    rows = [[c.layer, c.spec.describe(), c.primitive + (" -> default (failed verification)" if c.layer in fell else ""),
+             _t(c.time_s) + (" (extrapolated)" if c.extrapolated else "")] for c in s.selection.choices]
+    cmp = [[f"selected vs {label}", f"{c['speedup']:.3f}x", f"{c['ci'][0]:.3f}-{c['ci'][1]:.3f}", _t(c["selected_s"]),
+            _t(c["other_s"])] for label, c in s.comparisons.items()]
+    return (
+        f"<p>{s.layers} convolutions, primitives chosen in {_t(s.select_time_s)} ({_e(s.selection.strategy)}), "
+        f"expected {_t(s.selection.total_s)} of which {_t(s.selection.conversion_s)} layout conversions. "
+        f"The rewritten model runs in PyTorch eager; it is measured interleaved against the others in one process.</p>"
+        + _table(["comparison", "speedup", "95 % CI", "selected", "other"], cmp, {1, 2, 3, 4})
+        + _figure(figs.get("selection"), "Primitive chosen per convolution and its expected time")
+        + f"<details><summary>Primitive per layer</summary>{_table(['layer', 'spec', 'primitive', 'expected'], rows, {3})}</details>"
+        + "".join(f"<p class=dim>note: {_e(n)}</p>" for n in s.notes)
+    )
+
+
+def _verification(r: OptimizeResult) -> str:
+    rows = []
+    if r.tune is not None and r.tune.best.ok:
+        v = r.tune.best.verify
+        rows.append(["tuned configuration", r.tune.best.config.describe(), "ok" if v.get("ok") else "FAILED",
+                     f"{v.get('max_rel', math.nan):.2e}", f"{v.get('cosine', math.nan):.6f}", v.get("rule", "")])
+    if r.select is not None:
+        v = r.select.verification
+        rows.append(["selected primitives", f"{len(v.fallbacks)} layer(s) fell back to the default path",
+                     "ok" if v.ok else "FAILED", f"{v.max_rel:.2e}", f"{v.cosine:.6f}",
+                     f"max error <= {v.tolerance:g} of the output's scale"])
+    if not rows:
+        return "<p class=dim>Nothing faster was found, so nothing needed verifying.</p>"
+    return ("<p>Every faster variant was checked against the fp32 eager output of the same inputs before it could "
+            "be reported.</p>" + _table(["variant", "what", "check", "max error / scale", "cosine", "rule"], rows, {3, 4}))
+
+
+def render(r: OptimizeResult, figs: dict[str, Path]) -> str:
+    p = r.platform
+    plat = (f"{_e(p.cpu_model)} ({_e(p.microarchitecture or 'unknown microarchitecture')}), {p.physical_cores} cores / "
+            f"{p.logical_cores} CPUs, {p.usable_cores} usable; ISA {_e(' '.join(p.effective_isa))}; platform id "
+            f"<code>{_e(p.id)}</code>; torch {_e(p.library_versions.get('torch'))}") if p is not None else "unknown"
+    steps = _table(["step", "status", "seconds", "message"],
+                   [[s.name, s.status, f"{s.seconds:.1f}", s.message] for s in r.steps.values()], {2})
+    banner = ("<p class=warn><b>Interrupted.</b> This report holds what finished before Ctrl-C; every measurement "
+              "taken is in the store, and the same command continues the tuning where it stopped.</p>"
+              if r.interrupted else "")
+    failed = [s for s in r.steps.values() if s.status == "failed"]
+    if failed:
+        banner += "".join(f"<p class=warn>step {_e(s.name)} failed: {_e(s.message)}</p>" for s in failed)
+    files = _table(["what", "file"], [[k, v] for k, v in r.files.items()])
+    cmds = "\n".join(_e(c) for c in r.commands)
+    notes = "".join(f"<pre>{_e(n)}</pre>" for n in r.notes)
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>rooftune: {_e(r.model)}</title><style>{CSS}</style></head>
+<body>
+<h1>rooftune optimize: {_e(r.model)}</h1>
+<p class=dim>batch {r.batch}, objective {_e(r.objective)}, budget {r.budget_s:.0f} s, ran {r.duration_s:.0f} s;
+written {_e(datetime.now().strftime('%Y-%m-%d %H:%M'))}</p>
+<p>{plat}</p>
+{banner}
+<p class=headline>{_e(r.headline())}</p>
+{_figure(figs.get("speedups"), "Every speedup of this run, measured interleaved, with its 95 % confidence interval")}
+<h2>Steps</h2>{steps}
+<h2>The machine</h2>{_machine(r, figs)}
+<h2>The model on the roofline</h2>{_analysis(r, figs)}
+<h2>Runtime configuration</h2>{_tuning(r, figs)}
+<h2>Convolution primitives</h2>{_selection(r, figs)}
+<h2>Verification</h2>{_verification(r)}
+<h2>Reproduce</h2>
+<p>The first command re-runs this report; the next two re-measure the tuned configuration and vanilla PyTorch, each
+in a process started with its configuration's environment; the last redoes the primitive selection.</p>
+<pre>{cmds}</pre>
+<h2>Files</h2>{files}
+{notes}
+</body></html>
+"""
+
+
+def write_report(r: OptimizeResult) -> Path:
+    """Figures, then ``report.html`` (written whole, then moved into place)."""
+    figs = write_figures(r)
+    path = r.out / "report.html"
+    tmp = path.with_suffix(".html.tmp")
+    r.files["report"] = "report.html"
+    tmp.write_text(render(r, figs), encoding="utf-8")
+    tmp.replace(path)
+    return path

@@ -1,0 +1,121 @@
+"""Figures of a tuning study and a primitive selection: the trials, the speedups with their
+confidence intervals, and the primitive chosen per convolution."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rooftune.report.analysis_figures import _save
+from rooftune.report.figures import _figure
+
+if TYPE_CHECKING:
+    from rooftune.selection import SelectResult
+    from rooftune.tuning import TuneResult
+
+RUNTIME_COLOURS = {"eager": "#1f77b4", "torchscript": "#ff7f0e", "compile": "#2ca02c", "onnxruntime": "#d62728",
+                   "openvino": "#9467bd"}
+PRIMITIVE_CMAP = "tab20"
+
+
+def _value(t: Any, objective: str) -> float:
+    return t.latency_s * 1e3 if objective == "latency" else t.throughput
+
+
+def plot_trials(r: TuneResult, path: str | Path) -> Path:
+    """Every trial in the order it ran: latency (ms, lower is better) or samples/s, coloured by
+    runtime; the guideline and baselines marked, the best starred, failed trials as crosses."""
+    fig, ax = _figure()
+    ok = [(i, t) for i, t in enumerate(r.trials) if t.ok]
+    failed = [i for i, t in enumerate(r.trials) if not t.ok]
+    seen: set[str] = set()
+    for i, t in ok:
+        rt = t.config.runtime
+        ax.scatter(i, _value(t, r.objective), color=RUNTIME_COLOURS.get(rt, "grey"), s=28, alpha=0.8,
+                   label=rt if rt not in seen else None, zorder=3)
+        seen.add(rt)
+    values = [_value(t, r.objective) for _, t in ok]
+    if failed and values:
+        y = max(values) * 1.08 if r.objective == "latency" else min(values) * 0.92
+        ax.scatter(failed, [y] * len(failed), marker="x", color="#888888", s=24, label="failed (not counted)", zorder=2)
+    fixed = {id(r.guideline): "guideline", **{id(t): name for name, t in r.baselines.items()}}
+    for i, t in ok:
+        if id(t) in fixed:
+            ax.annotate(fixed[id(t)], (i, _value(t, r.objective)), fontsize=7, xytext=(4, 4), textcoords="offset points")
+    if r.best.ok:
+        bi = next((i for i, t in enumerate(r.trials) if t is r.best), None)
+        if bi is not None:
+            ax.scatter(bi, _value(r.best, r.objective), marker="*", s=220, color="gold", edgecolor="black", zorder=4,
+                       label=f"best: {r.best.config.describe()[:60]}")
+    ax.set_xlabel("trial (guideline and baselines first, then the search)")
+    ax.set_ylabel("latency per inference, p50 (ms)" if r.objective == "latency" else "samples/s")
+    ax.set_title(f"{r.model}: {len(r.trials)} configurations, objective {r.objective}")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def speedup_rows(tune: TuneResult | None, select: SelectResult | None) -> list[tuple[str, float, float, float]]:
+    """(label, ratio, CI low, CI high) for every interleaved comparison of the run."""
+    rows: list[tuple[str, float, float, float]] = []
+    if tune is not None:
+        for name, sp in tune.speedup.items():
+            ratio = sp.get("ratio", math.nan)
+            if ratio == ratio:
+                rows.append((f"tuned vs {name}", ratio, sp.get("ci_low", ratio), sp.get("ci_high", ratio)))
+    if select is not None:
+        for name, c in select.comparisons.items():
+            rows.append((f"selected primitives vs {name}", c["speedup"], c["ci"][0], c["ci"][1]))
+    return rows
+
+
+def plot_speedups(tune: TuneResult | None, select: SelectResult | None, path: str | Path) -> Path:
+    """Each speedup measured interleaved (A B A B), as a bar with its 95 % confidence interval."""
+    rows = speedup_rows(tune, select)
+    fig, ax = _figure()
+    if not rows:
+        ax.text(0.5, 0.5, "no comparison was measured", ha="center", va="center", transform=ax.transAxes)
+        ax.set_axis_off()
+        return _save(fig, path)
+    labels = [r[0] for r in rows]
+    ratios = [r[1] for r in rows]
+    err = [[max(r[1] - r[2], 0) for r in rows], [max(r[3] - r[1], 0) for r in rows]]
+    colours = ["#2ca02c" if r[2] > 1 else "#d62728" if r[3] < 1 else "#7f7f7f" for r in rows]
+    y = list(range(len(rows)))
+    ax.barh(y, ratios, xerr=err, color=colours, alpha=0.8, capsize=3)
+    ax.axvline(1.0, color="black", lw=1)
+    for yi, r in zip(y, ratios):
+        ax.text(r, yi, f" {r:.2f}x", va="center", fontsize=8)
+    ax.set_yticks(y, labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("speedup (time of the other / time of ours), 95 % CI; green: faster with the whole CI")
+    ax.set_title("Speedups, each measured interleaved in this run")
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def plot_selection(r: SelectResult, path: str | Path) -> Path:
+    """The time the selector expected per convolution, coloured by the primitive it chose."""
+    import matplotlib
+
+    choices = r.selection.choices
+    fig, ax = _figure()
+    prims = sorted({c.primitive for c in choices})
+    cmap = matplotlib.colormaps[PRIMITIVE_CMAP]
+    colour = {p: cmap(i % 20) for i, p in enumerate(prims)}
+    fell = {f["layer"] for f in r.verification.fallbacks}
+    for i, c in enumerate(choices):
+        ax.bar(i, c.time_s * 1e3, color=colour[c.primitive], hatch="//" if c.layer in fell else None,
+               edgecolor="black" if c.extrapolated else None)
+    for p in prims:
+        ax.bar(0, 0, color=colour[p], label=p)
+    ax.set_xlabel("convolution, in execution order (hatched: fell back to the default path; outlined: extrapolated)")
+    ax.set_ylabel("expected time (ms)")
+    ax.set_title(f"{r.model}: primitive per convolution ({r.selection.strategy}), "
+                 f"conversions {r.selection.conversion_s * 1e3:.2f} ms")
+    ax.legend(fontsize=7, ncol=2)
+    ax.grid(True, axis="y", alpha=0.3)
+    fig.tight_layout()
+    return _save(fig, path)

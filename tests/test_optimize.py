@@ -1,0 +1,192 @@
+"""`rooftune optimize`: the whole pipeline on a small model, its folder of outputs, the report in a
+real browser, reproduction through `rooftune exec`, interruption and failing steps."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+import rooftune
+from rooftune.bench import Policy
+from rooftune.errors import InvalidArgument
+from rooftune.pipeline import OptimizeResult, optimize
+from rooftune.store import Store
+from tests.conftest import make_ceilings
+from tests.report.browser import blank, browser_missing, open_report
+from tests.test_cli import assert_one_line_error, rooftune as cli
+
+CNN = "tests.analysis.tiny_models:small_cnn"
+FAST = Policy(number=1, warmup_s=0.05, budget_s=0.3, min_samples=6)
+QUICK = dict(runtimes=["eager", "torchscript"], trials=1, trial_policy=FAST, compare_policy=FAST, budget_s=90)
+
+
+def store_with_ceilings(path: Path) -> Path:
+    from rooftune.platform import current_platform
+
+    platform = current_platform()
+    c = make_ceilings(platform)
+    with Store(path) as s:
+        s.save_ceilings(platform, c.to_dict(), quick=False, threads=c.threads)
+    return path
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> OptimizeResult:
+    d = tmp_path_factory.mktemp("optimize")
+    db = store_with_ceilings(d / "r.db")
+    return optimize(CNN, out=d / "out", db=str(db), **QUICK)
+
+
+@pytest.mark.parametrize(
+    "args,fragments",
+    [
+        (["resnet5O"], ["model 'resnet5O'", "did you mean resnet50"]),
+        (["resnet18", "--budget", "10"], ["budget 10", ">= 60"]),
+        (["resnet18", "--objective", "speed"], ["objective 'speed'", "latency, throughput"]),
+        (["resnet18", "--batch", "0"], ["batch 0"]),
+        (["resnet18", "--skip", "machine"], ["--skip 'machine'", "tune, select"]),
+        (["resnet18", "--runtime", "tensorrt"], ["runtime 'tensorrt'"]),
+        (["resnet18", "--out", "/no/such/dir/out"], ["--out", "parent directory does not exist"]),
+    ],
+)
+def test_bad_input_is_one_line_and_writes_nothing(tmp_path: Path, args: list[str], fragments: list[str]) -> None:
+    db = tmp_path / "r.db"
+    proc = cli("optimize", *args, "--out", str(tmp_path / "out"), db=db) if "--out" not in args else cli("optimize", *args, db=db)
+    assert_one_line_error(proc, *fragments)
+    assert not db.exists()
+    assert not (tmp_path / "out").exists()
+
+
+def test_out_that_is_a_file_is_refused(tmp_path: Path) -> None:
+    f = tmp_path / "file"
+    f.write_text("keep me")
+    proc = cli("optimize", CNN, "--out", str(f), db=tmp_path / "r.db")
+    assert_one_line_error(proc, "--out", "exists and is not a directory")
+    assert f.read_text() == "keep me"
+
+
+def test_every_step_runs_and_the_folder_holds_every_output(run: OptimizeResult) -> None:
+    assert {s.name: s.status for s in run.steps.values()} == {
+        "machine": "ok", "analyze": "ok", "tune": "ok", "select": "ok", "report": "ok"}, run.steps
+    out = run.out
+    for name in ("report.html", "summary.json", "best.json", "vanilla.json", "selection/selection.json",
+                 "selection/load.py"):
+        assert (out / name).is_file(), name
+    figures = {p.stem for p in (out / "figures").glob("*.png")}
+    assert {"roofline", "model_roofline", "time_roofline", "trials", "speedups", "selection"} <= figures
+    s = json.loads((out / "summary.json").read_text())
+    assert s["model"] == CNN and s["objective"] == "latency" and not s["interrupted"]
+    sp = s["speedup_vs_vanilla"]
+    assert sp["ci_low"] <= sp["ratio"] <= sp["ci_high"]
+    assert s["tune"]["best"]["verify"]["ok"] and s["select"]["verification"]["ok"]
+    assert s["analysis"]["end_to_end_s"] > 0 and s["ceilings"]["peak_flops"]["fp32"] == 200e9  # from the store
+    assert any("rooftune exec --config" in c for c in s["commands"])
+    best = json.loads((out / "best.json").read_text())
+    assert best["workload"]["model"] == CNN and best["config"]["runtime"] in ("eager", "torchscript")
+    with Store(s["out"] + "/../r.db") as st:
+        assert st.count("trials") >= 4 and st.count("analyses") == 1
+
+
+def test_the_report_states_the_figures_it_measured(run: OptimizeResult) -> None:
+    text = (run.out / "report.html").read_text()
+    assert "http://" not in text and "https://" not in text and "<script" not in text  # self-contained
+    assert run.headline() in text.replace("&#x27;", "'")
+    assert f"{run.tune.speedup['vanilla']['ratio']:.2f}x" in text
+    for c in run.select.selection.choices:
+        assert c.layer in text
+    for cmd in run.commands:
+        assert cmd.replace("'", "&#x27;") in text
+
+
+@pytest.mark.skipif(browser_missing() is not None, reason=str(browser_missing()))
+def test_the_report_renders_in_headless_chromium(run: OptimizeResult, tmp_path: Path) -> None:
+    shot = tmp_path / "report.png"
+    r = open_report(run.out / "report.html", shot)
+    severe = [e for e in r["log"] if e.get("level") == "SEVERE"]
+    assert severe == [], severe
+    assert len(r["images"]) == len(list((run.out / "figures").glob("*.png")))
+    for img in r["images"]:
+        assert img["complete"] and img["width"] > 100 and img["height"] > 100, img
+    assert r["title"] == f"rooftune: {CNN}"
+    assert "Runtime configuration" in r["text"] and "Reproduce" in r["text"]
+    assert shot.stat().st_size > 10_000 and not blank(shot)
+
+
+def test_exec_replays_the_saved_best_and_vanilla(run: OptimizeResult) -> None:
+    for name in ("best.json", "vanilla.json"):
+        cfg = run.out / name
+        proc = subprocess.run([sys.executable, "-m", "rooftune.cli", "exec", "--config", str(cfg), "--",
+                               sys.executable, "-m", "rooftune.tuning.replay", str(cfg), "--seconds", "0.5"],
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        r = json.loads(proc.stdout.strip().splitlines()[-1])
+        assert r["verify"]["ok"] and r["median_s"] > 0 and r["samples"] >= 6
+        saved = json.loads(cfg.read_text())["config"]
+        if saved["set_threads"]:
+            assert r["threads"] == saved["intra_threads"]
+
+
+def test_replay_refuses_a_config_without_its_workload(tmp_path: Path) -> None:
+    from rooftune.tuning import RunConfig
+
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({"config": RunConfig(intra_threads=1).to_dict()}))
+    proc = subprocess.run([sys.executable, "-m", "rooftune.tuning.replay", str(cfg)], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2 and proc.stderr.startswith("error: invalid --config") and "names no workload" in proc.stderr
+
+
+def test_ctrl_c_leaves_a_partial_report_and_the_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import rooftune.tuning
+
+    def interrupted(*_a: Any, **_k: Any) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(rooftune.tuning, "tune", interrupted)
+    db = store_with_ceilings(tmp_path / "r.db")
+    r = optimize(CNN, out=tmp_path / "out", db=str(db), **QUICK)
+    assert r.interrupted
+    assert [(s.name, s.status) for s in r.steps.values()] == [
+        ("machine", "ok"), ("analyze", "ok"), ("tune", "interrupted"), ("select", "skipped"), ("report", "ok")]
+    text = (tmp_path / "out" / "report.html").read_text()
+    assert "Interrupted." in text and "The model on the roofline" in text
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["interrupted"] is True
+    with Store(db) as s:
+        assert s.count("analyses") == 1  # what finished is stored
+
+
+def test_a_failing_step_is_reported_and_the_rest_goes_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import rooftune.selection
+
+    def broken(*_a: Any, **_k: Any) -> None:
+        raise RuntimeError("primitive library exploded\nsecond line")
+
+    monkeypatch.setattr(rooftune.selection, "select", broken)
+    db = store_with_ceilings(tmp_path / "r.db")
+    r = optimize(CNN, out=tmp_path / "out", db=str(db), steps=("machine", "analyze", "select"), budget_s=60)
+    steps = {s.name: s for s in r.steps.values()}
+    assert steps["select"].status == "failed" and steps["select"].message == "RuntimeError: primitive library exploded"
+    assert steps["tune"].status == "skipped" and steps["analyze"].status == "ok" and steps["report"].status == "ok"
+    assert "step select failed: RuntimeError: primitive library exploded" in (tmp_path / "out" / "report.html").read_text()
+
+
+def test_a_module_object_is_exported_and_optimized(tmp_path: Path) -> None:
+    from tests.analysis.tiny_models import small_cnn
+
+    module, x = small_cnn()
+    db = store_with_ceilings(tmp_path / "r.db")
+    r = rooftune.optimize(module, example_inputs=(x,), out=tmp_path / "out", db=str(db),
+                          steps=("machine", "analyze"), budget_s=60)
+    assert r.model == str(tmp_path / "out" / "model.pt2") and r.steps["analyze"].status == "ok"
+    assert r.analysis.flops > 0
+    with pytest.raises(InvalidArgument, match="example inputs"):
+        rooftune.optimize(module, out=tmp_path / "o2", db=str(db))
+    with pytest.raises(InvalidArgument, match="allowed a model name"):
+        rooftune.optimize((module, x), out=tmp_path / "o2", db=str(db))
+    assert not (tmp_path / "o2").exists()
