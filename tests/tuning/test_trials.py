@@ -41,7 +41,7 @@ def test_a_worker_prepares_verifies_measures_and_samples(tmp_path: Path) -> None
         assert Path(w.info["artifact"]).name == "model.torchscript.pt"
         m = w.measure({"number": 1, "warmup_s": 0.0, "budget_s": 0.2, "min_samples": 6}, "t")
         assert len(m["samples"]) >= 6 and all(s > 0 for s in m["samples"])
-        assert w.sample(3) > 0
+        assert w.sample(3) > 0 and w.sample(2, warmup=1) > 0
 
 
 def test_a_crash_and_a_hang_are_failed_trials_not_errors(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ original stdout; fd 1 is pointed at stderr so that libraries printing cannot cor
     {"cmd": "init", "workload": {...}, "config": {...}, "reference": path, "workdir": path}
         -> {"ok": true, "prepare_s": ..., "verify": {...}} | {"ok": false, "error": "..."}
     {"cmd": "measure", "policy": {...}}   -> {"ok": true, "measurement": {...}}
-    {"cmd": "sample", "number": n}        -> {"ok": true, "seconds": per-call time}
+    {"cmd": "sample", "number": n, "warmup": w} -> {"ok": true, "seconds": per-call time of n calls after w untimed}
     {"cmd": "exit"}
 """
 
@@ -47,6 +47,8 @@ def main() -> int:
             elif cmd == "sample":
                 assert prepared is not None
                 n = int(msg.get("number", 1))
+                for _ in range(int(msg.get("warmup", 0))):
+                    prepared.run()
                 t0 = time.perf_counter()
                 for _ in range(n):
                     prepared.run()

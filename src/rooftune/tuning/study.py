@@ -38,6 +38,8 @@ DEFAULT_BUDGET_S = 240.0
 #: Timing of one trial: latency samples are single inferences, so p90/p99 are per inference.
 TRIAL_POLICY = Policy(number=1, warmup_s=0.3, budget_s=2.0, min_samples=10, target_rel_ci=0.02)
 #: The final interleaved comparison of the best against each baseline.
+#: Untimed calls before each timed one in the interleaved comparisons, after the worker resumes.
+RESUME_WARMUP_CALLS = 1
 COMPARE_POLICY = Policy(number=1, warmup_s=0.3, budget_s=4.0, min_samples=10, target_rel_ci=0.02)
 #: Seed of the TPE sampler: the same study on the same machine asks the same questions.
 SEED = 0
@@ -479,7 +481,7 @@ def _interleaved(a: RunConfig, b: RunConfig, setup: Setup, objective: str = "lat
         return {"ratio": 1.0, "ci_low": 1.0, "ci_high": 1.0, "pairs": 0}
     try:
         with setup.group(a) as ga, setup.group(b) as gb:
-            clock = VirtualClock()
+            clock = VirtualClock(warmup=RESUME_WARMUP_CALLS)
             per_a = ga.items_per_call if objective == "throughput" else 1
             per_b = gb.items_per_call if objective == "throughput" else 1
             c = compare(clock.timed(gb, idle=(ga,), per=per_b), clock.timed(ga, idle=(gb,), per=per_a),

@@ -87,8 +87,9 @@ class Worker:
         budget = float(policy.get("budget_s", 2.0)) + float(policy.get("warmup_s", 0.0))
         return self.call({"cmd": "measure", "policy": policy, "label": label}, budget + MEASURE_SLACK_S)["measurement"]
 
-    def sample(self, number: int = 1, timeout_s: float = MEASURE_SLACK_S) -> float:
-        return float(self.call({"cmd": "sample", "number": number}, timeout_s)["seconds"])
+    def sample(self, number: int = 1, timeout_s: float = MEASURE_SLACK_S, warmup: int = 0) -> float:
+        """Seconds per call of ``number`` calls, after ``warmup`` untimed calls."""
+        return float(self.call({"cmd": "sample", "number": number, "warmup": warmup}, timeout_s)["seconds"])
 
     def pause(self) -> None:
         """Stop every thread of the worker (SIGSTOP): an idle runtime's spinning threads would
@@ -157,9 +158,14 @@ class Group:
         clock = VirtualClock()
         return measure(clock.timed(self), label=label, policy=Policy(**policy), clock=clock).to_dict()
 
-    def sample(self, number: int = 1, timeout_s: float = MEASURE_SLACK_S) -> float:
+    def sample(self, number: int = 1, timeout_s: float = MEASURE_SLACK_S, warmup: int = 0) -> float:
         if len(self.workers) == 1:
-            return self.workers[0].sample(number, timeout_s)
+            return self.workers[0].sample(number, timeout_s, warmup)
+        if warmup:  # an untimed round of every instance at once
+            for w in self.workers:
+                w.send({"cmd": "sample", "number": warmup})
+            for w in self.workers:
+                w.receive({"cmd": "sample"}, timeout_s)
         msg = {"cmd": "sample", "number": number}
         t0 = time.perf_counter()
         for w in self.workers:
@@ -192,8 +198,11 @@ class VirtualClock:
     interleave two subprocesses without counting the pipe between them. While one worker is
     timed, the others given to :meth:`timed` are paused, so only one configuration runs at once."""
 
-    def __init__(self) -> None:
+    def __init__(self, warmup: int = 0) -> None:
         self.now = 0.0
+        #: Untimed calls after a paused worker resumes: its first call would pay for the pause
+        #: (cold caches, thread pools waking), which a program calling it back to back never sees.
+        self.warmup = warmup
 
     def __call__(self) -> float:
         return self.now
@@ -205,7 +214,7 @@ class VirtualClock:
             for other in idle:
                 other.pause()
             worker.resume()
-            self.now += worker.sample() / per
+            self.now += worker.sample(warmup=self.warmup if idle else 0) / per
 
         return call
 

@@ -1,0 +1,108 @@
+"""The main job as a new user meets it, and whether its speedup holds when re-measured.
+
+    .venv/bin/python benchmarks/optimize_reproduce.py [--model resnet18] [--budget 480] [--rounds 8]
+        [--out DIR] [--db PATH] [--json OUT]
+
+Targets (issue "The main job: rooftune optimize MODEL"):
+  * `rooftune optimize` on the default model finishes within 10 minutes on a 2-core machine
+    (wall clock of the whole command, start-up included);
+  * the speedup over vanilla PyTorch it reports is reproduced within 10 % by `rooftune exec`:
+    `rooftune exec --config OUT/best.json -- python -m rooftune.tuning.replay OUT/best.json`
+    and the same for OUT/vanilla.json, run alternately (A B A B ...) for --rounds rounds, each
+    in a fresh process with the configuration's environment; the reproduced speedup is the ratio
+    of the median per-round medians, with the paired bootstrap 95 % CI.
+
+The replay processes start from a clean environment (no OMP_*/MKL_*/KMP_* variables inherited),
+as a user's shell would.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent.parent
+ROOFTUNE = [sys.executable, "-m", "rooftune.cli"]
+
+
+def clean_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "MKL_", "KMP_", "GOMP_", "LD_PRELOAD",
+                                                                       "MALLOC_CONF"))}
+
+
+def replay(config: Path, seconds: float) -> dict:
+    cmd = [*ROOFTUNE, "exec", "--config", str(config), "--", sys.executable, "-m", "rooftune.tuning.replay",
+           str(config), "--seconds", str(seconds)]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=clean_env(), timeout=600)
+    if p.returncode != 0:
+        raise SystemExit(f"replay of {config} failed ({p.returncode}): {p.stderr.strip()[-400:]}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    from rooftune.bench import stats
+    from rooftune.platform import current_platform
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default=None, help="default: rooftune optimize's own default")
+    ap.add_argument("--budget", type=float, default=None, help="default: rooftune optimize's own default")
+    ap.add_argument("--rounds", type=int, default=8)
+    ap.add_argument("--seconds", type=float, default=3.0, help="measurement budget of one replay")
+    ap.add_argument("--out", default="/tmp/rooftune-optimize-bench")
+    ap.add_argument("--db", default=None)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+
+    out = Path(args.out)
+    cmd = [*ROOFTUNE, "optimize", *([args.model] if args.model else []), "--out", str(out), "--json"]
+    if args.budget:
+        cmd += ["--budget", str(args.budget)]
+    if args.db:
+        cmd += ["--db", args.db]
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, capture_output=True, text=True, env=clean_env())
+    wall = time.perf_counter() - t0
+    if p.returncode != 0:
+        raise SystemExit(f"rooftune optimize failed ({p.returncode}): {p.stderr.strip()[-600:]}")
+    summary = json.loads(p.stdout)
+    reported = summary["speedup_vs_vanilla"]
+    steps = {s["name"]: (s["status"], round(s["seconds"], 1)) for s in summary["steps"]}
+    print(f"rooftune optimize {summary['model']}: {wall:.0f} s wall clock (target <= 600 s); steps {steps}")
+    print(f"reported: {summary['headline']}")
+
+    best, vanilla = out / "best.json", out / "vanilla.json"
+    a: list[float] = []  # vanilla per-round medians
+    b: list[float] = []  # best per-round medians
+    for i in range(args.rounds):
+        for cfg, xs in ((vanilla, a), (best, b)):
+            r = replay(cfg, args.seconds)
+            if not r["verify"]["ok"]:
+                raise SystemExit(f"replay of {cfg} produced a wrong output: {r['verify']}")
+            xs.append(r["median_s"])
+        print(f"round {i + 1}: vanilla {a[-1] * 1e3:.2f} ms, best {b[-1] * 1e3:.2f} ms, ratio {a[-1] / b[-1]:.3f}")
+    ratio = stats.median(a) / stats.median(b)
+    lo, hi = stats.ratio_of_medians_ci(a, b)
+    agreement = ratio / reported["ratio"]
+    ok = abs(agreement - 1) <= 0.10
+    print(f"reproduced by rooftune exec: {ratio:.3f}x (95 % CI {lo:.3f}-{hi:.3f}) over {args.rounds} rounds; "
+          f"reported {reported['ratio']:.3f}x ({reported['ci_low']:.3f}-{reported['ci_high']:.3f}); "
+          f"reproduced/reported = {agreement:.3f} ({'within' if ok else 'NOT within'} 10 %)")
+    platform = current_platform()
+    result = {
+        "date": time.strftime("%Y-%m-%d"), "platform_id": platform.id, "cpu": platform.cpu_model,
+        "usable_cores": platform.usable_cores, "model": summary["model"], "wall_s": wall, "steps": steps,
+        "best": summary["tune"]["best"]["description"] if summary.get("tune") else None,
+        "reported": reported, "reproduced": {"ratio": ratio, "ci_low": lo, "ci_high": hi, "vanilla_s": a, "best_s": b},
+        "agreement": agreement, "within_10pct": ok, "within_10min": wall <= 600,
+    }
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
