@@ -40,6 +40,8 @@ TRIAL_POLICY = Policy(number=1, warmup_s=0.3, budget_s=2.0, min_samples=10, targ
 #: The final interleaved comparison of the best against each baseline.
 #: Untimed calls before each timed one in the interleaved comparisons, after the worker resumes.
 RESUME_WARMUP_CALLS = 1
+#: Fresh pairs of processes each interleaved comparison is spread over (see _interleaved).
+COMPARE_PROCESS_PAIRS = 2
 COMPARE_POLICY = Policy(number=1, warmup_s=0.3, budget_s=4.0, min_samples=10, target_rel_ci=0.02)
 #: Seed of the TPE sampler: the same study on the same machine asks the same questions.
 SEED = 0
@@ -408,8 +410,9 @@ def tune(
             study = optuna.create_study(direction="minimize", sampler=sampler)
             limit = trials if trials is not None else 10_000
             # The interleaved comparisons at the end are part of the budget.
-            reserve = (sum(1 for b in base.values() if b.ok) + RUNNERS_UP) * (
-                compare_policy.budget_s + compare_policy.warmup_s + 2 * WORKER_START_S)
+            one_pair = compare_policy.budget_s + compare_policy.warmup_s + 2 * WORKER_START_S
+            reserve = sum(1 for b in base.values() if b.ok) * (
+                one_pair + (COMPARE_PROCESS_PAIRS - 1) * (compare_policy.warmup_s + 2 * WORKER_START_S)) + RUNNERS_UP * one_pair
             search_until = budget_s - reserve
             n = repeats = 0
             seen = {r.config.key() for r in results}
@@ -448,7 +451,7 @@ def tune(
         if not guidelines_only:
             for other in ranked[1:1 + RUNNERS_UP]:
                 step("confirming the best against the runners-up, interleaved", 0, RUNNERS_UP)
-                c = _interleaved(best.config, other.config, setup, objective, compare_policy)
+                c = _interleaved(best.config, other.config, setup, objective, compare_policy, pairs=1)
                 if c.get("ci_high", math.inf) < 1.0:  # median(other) / median(best), all of it below 1
                     notes.append(f"re-measured interleaved, {other.config.describe()} was {1 / c['ratio']:.2f}x faster "
                                  f"than {best.config.describe()} (trial medians said otherwise): it is the best")
@@ -474,23 +477,39 @@ def tune(
 
 
 def _interleaved(a: RunConfig, b: RunConfig, setup: Setup, objective: str = "latency",
-                 policy: Policy = COMPARE_POLICY) -> dict[str, float]:
+                 policy: Policy = COMPARE_POLICY, pairs: int | None = None) -> dict[str, float]:
     """median(b) / median(a) from A B A B ... samples of two live sets of subprocesses (the one not
-    being timed is paused), with the 95 % CI: time per call for latency, per item for throughput."""
+    being timed is paused), with the 95 % CI: time per call for latency, per item for throughput.
+
+    The budget is split over ``pairs`` fresh pairs of processes and their samples pooled: one
+    process can run a few percent to 25 % slower than the next for its whole life (where its
+    memory landed), which more samples from the same process cannot average out.
+    """
     if a.key() == b.key():
         return {"ratio": 1.0, "ci_low": 1.0, "ci_high": 1.0, "pairs": 0}
+    pairs = COMPARE_PROCESS_PAIRS if pairs is None else pairs
+    each = replace(policy, budget_s=policy.budget_s / pairs)
+    xa: list[float] = []
+    xb: list[float] = []
+    warnings: list[str] = []
     try:
-        with setup.group(a) as ga, setup.group(b) as gb:
-            clock = VirtualClock(warmup=RESUME_WARMUP_CALLS)
-            per_a = ga.items_per_call if objective == "throughput" else 1
-            per_b = gb.items_per_call if objective == "throughput" else 1
-            c = compare(clock.timed(gb, idle=(ga,), per=per_b), clock.timed(ga, idle=(gb,), per=per_a),
-                        label_a=b.name, label_b=a.name or "best", policy=policy, clock=clock)
+        for _ in range(pairs):
+            with setup.group(a) as ga, setup.group(b) as gb:
+                clock = VirtualClock(warmup=RESUME_WARMUP_CALLS)
+                per_a = ga.items_per_call if objective == "throughput" else 1
+                per_b = gb.items_per_call if objective == "throughput" else 1
+                c = compare(clock.timed(gb, idle=(ga,), per=per_b), clock.timed(ga, idle=(gb,), per=per_a),
+                            label_a=b.name, label_b=a.name or "best", policy=each, clock=clock)
+            n = min(len(c.a.samples), len(c.b.samples))
+            xa += list(c.a.samples[:n])
+            xb += list(c.b.samples[:n])
+            warnings += list(c.warnings)
     except TrialFailed as exc:
         return {"ratio": math.nan, "ci_low": math.nan, "ci_high": math.nan, "error": str(exc)}
     unit = "item" if objective == "throughput" else "latency"
-    return {"ratio": c.ratio, "ci_low": c.ci[0], "ci_high": c.ci[1], "pairs": c.a.n,
-            f"baseline_{unit}_s": c.a.median, f"best_{unit}_s": c.b.median}
+    lo, hi = stats.ratio_of_medians_ci(xa, xb)
+    return {"ratio": stats.median(xa) / stats.median(xb), "ci_low": lo, "ci_high": hi, "pairs": len(xa),
+            "process_pairs": pairs, f"baseline_{unit}_s": stats.median(xa), f"best_{unit}_s": stats.median(xb)}
 
 
 def _validation_spec(validate: str | Callable[..., Any] | None) -> str | None:
