@@ -22,7 +22,7 @@ from tests.report.browser import blank, browser_missing, open_report
 from tests.test_cli import assert_one_line_error, rooftune as cli
 
 CNN = "tests.analysis.tiny_models:small_cnn"
-FAST = Policy(number=1, warmup_s=0.05, budget_s=0.3, min_samples=6)
+FAST = Policy(number=1, warmup_s=0.05, budget_s=0.3, min_samples=6, max_samples=60)
 QUICK = dict(runtimes=["eager", "torchscript"], trials=1, trial_policy=FAST, compare_policy=FAST, budget_s=90)
 
 
@@ -190,3 +190,33 @@ def test_a_module_object_is_exported_and_optimized(tmp_path: Path) -> None:
     with pytest.raises(InvalidArgument, match="allowed a model name"):
         rooftune.optimize((module, x), out=tmp_path / "o2", db=str(db))
     assert not (tmp_path / "o2").exists()
+
+
+def test_ctrl_c_in_a_terminal_exits_130_with_the_partial_report(tmp_path: Path) -> None:
+    """SIGINT to the whole process group, as a terminal's Ctrl-C sends it, while trials run."""
+    import os
+    import signal
+    import time
+
+    db = store_with_ceilings(tmp_path / "r.db")
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "rooftune.cli", "optimize", CNN, "--budget", "120", "--out", str(out),
+                             "--runtime", "eager,torchscript", "--db", str(db)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        with Store(db) as s:
+            if s.count("trials") >= 1:  # the tuning step is running
+                break
+        time.sleep(0.5)
+    assert proc.poll() is None, proc.communicate()
+    os.killpg(proc.pid, signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr and "partial report" in stderr
+    summary = json.loads((out / "summary.json").read_text())
+    status = {s["name"]: s["status"] for s in summary["steps"]}
+    assert summary["interrupted"] and status["analyze"] == "ok" and status["tune"] == "interrupted"
+    assert "Interrupted." in (out / "report.html").read_text()
+    with Store(db) as s:
+        assert s.count("trials") >= 1 and s.count("analyses") == 1

@@ -780,7 +780,9 @@ def _root(
 def main(argv: list[str] | None = None) -> int:
     """Entry point: the only place errors become exit codes and one-line messages."""
     try:
-        app(args=argv, standalone_mode=False)
+        rc = app(args=argv, standalone_mode=False)
+        if isinstance(rc, int) and rc:  # typer.Exit(code) inside a command, as click returns it
+            return rc
     except RooftuneError as exc:
         err.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
         return 2

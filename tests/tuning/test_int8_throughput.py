@@ -18,7 +18,7 @@ from rooftune.tuning.study import Setup, _evaluate, _interleaved, _validation_sp
 from rooftune.tuning.trial import Group
 
 CNN = "tests.analysis.tiny_models:small_cnn"
-FAST = Policy(number=1, warmup_s=0.05, budget_s=0.3, min_samples=6)
+FAST = Policy(number=1, warmup_s=0.05, budget_s=0.3, min_samples=6, max_samples=60)
 
 
 def spec(model: str = CNN) -> dict:
@@ -94,7 +94,7 @@ def test_two_instances_run_side_by_side_and_count_both(tmp_path: Path) -> None:
 
 def test_throughput_study_searches_batch_and_instances(tmp_path: Path) -> None:
     r = tune(CNN, objective="throughput", runtimes=["eager"], trials=3, budget_s=600, db=str(tmp_path / "t.db"),
-             trial_policy=FAST, compare_policy=FAST)
+             trial_policy=FAST, compare_policy=FAST, compare_pairs=1)
     d = json.loads(json.dumps(r.to_dict(), default=str))
     assert d["objective"] == "throughput" and d["best"]["throughput"] > 0
     assert r.guideline.config.batch == 8 and r.guideline.config.instances >= 1

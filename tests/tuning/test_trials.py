@@ -17,7 +17,7 @@ from rooftune.tuning import RunConfig, TrialFailed, Worker, tune
 from rooftune.workload import load_workload
 
 CNN = "tests.analysis.tiny_models:small_cnn"
-FAST = Policy(number=1, warmup_s=0.05, budget_s=0.3, min_samples=6)
+FAST = Policy(number=1, warmup_s=0.05, budget_s=0.3, min_samples=6, max_samples=60)
 
 
 def reference(tmp_path: Path, model: str) -> Path:
@@ -55,7 +55,7 @@ def test_a_crash_and_a_hang_are_failed_trials_not_errors(tmp_path: Path) -> None
 def test_a_study_stores_every_trial_and_resumes(tmp_path: Path) -> None:
     db = tmp_path / "r.db"
     kwargs = dict(runtimes=["eager", "torchscript"], trials=2, budget_s=600, db=str(db),
-                  trial_policy=FAST, compare_policy=FAST, save=tmp_path / "out" / "best.json")
+                  trial_policy=FAST, compare_policy=FAST, compare_pairs=1, save=tmp_path / "out" / "best.json")
     r = tune(CNN, **kwargs)
     d = json.loads(json.dumps(r.to_dict(), default=str))
     assert {"model", "objective", "best", "baselines", "speedup", "guideline", "trials"} <= set(d)

@@ -297,6 +297,7 @@ def tune(
     compare_policy: Policy = COMPARE_POLICY,
     validate: str | Callable[..., Any] | None = None,
     calibration_size: int | None = None,
+    compare_pairs: int = COMPARE_PROCESS_PAIRS,
 ) -> TuneResult:
     """Tune ``model``'s runtime configuration on this machine (see the module docstring).
 
@@ -306,7 +307,8 @@ def tune(
     calibration inputs - or ``validate``, an importable ``module:function(outputs, references)``
     returning a bool or (bool, why), called in the trial's process).
 
-    Every trial is stored as it finishes; calling again with the same model, objective and
+    Each comparison of the best against a baseline is spread over ``compare_pairs`` fresh pairs
+    of processes. Every trial is stored as it finishes; calling again with the same model, objective and
     search space resumes: stored configurations are not run again.
     """
     import optuna
@@ -322,6 +324,8 @@ def tune(
         raise InvalidArgument("objective", objective, f"allowed {', '.join(OBJECTIVES)}")
     if not (isinstance(budget_s, (int, float)) and math.isfinite(budget_s) and budget_s > 0):
         raise InvalidArgument("budget", budget_s, "allowed a positive number of seconds")
+    if isinstance(compare_pairs, bool) or not isinstance(compare_pairs, int) or compare_pairs < 1:
+        raise InvalidArgument("compare pairs", compare_pairs, "allowed an integer >= 1")
     if trials is not None and (isinstance(trials, bool) or not isinstance(trials, int) or trials < 0):
         raise InvalidArgument("trials", trials, "allowed an integer >= 0")
     for p in precisions:
@@ -412,7 +416,7 @@ def tune(
             # The interleaved comparisons at the end are part of the budget.
             one_pair = compare_policy.budget_s + compare_policy.warmup_s + 2 * WORKER_START_S
             reserve = sum(1 for b in base.values() if b.ok) * (
-                one_pair + (COMPARE_PROCESS_PAIRS - 1) * (compare_policy.warmup_s + 2 * WORKER_START_S)) + RUNNERS_UP * one_pair
+                one_pair + (compare_pairs - 1) * (compare_policy.warmup_s + 2 * WORKER_START_S)) + RUNNERS_UP * one_pair
             search_until = budget_s - reserve
             n = repeats = 0
             seen = {r.config.key() for r in results}
@@ -463,7 +467,7 @@ def tune(
             step("best against every baseline, interleaved", i, len(base))
             if not b.ok:
                 continue
-            speedup[name] = _interleaved(best.config, b.config, setup, objective, compare_policy)
+            speedup[name] = _interleaved(best.config, b.config, setup, objective, compare_policy, pairs=compare_pairs)
         if save:
             save_config(best, Path(save), workload)
     finally:
@@ -488,7 +492,7 @@ def _interleaved(a: RunConfig, b: RunConfig, setup: Setup, objective: str = "lat
     if a.key() == b.key():
         return {"ratio": 1.0, "ci_low": 1.0, "ci_high": 1.0, "pairs": 0}
     pairs = COMPARE_PROCESS_PAIRS if pairs is None else pairs
-    each = replace(policy, budget_s=policy.budget_s / pairs)
+    each = replace(policy, budget_s=policy.budget_s / pairs, max_samples=max(policy.min_samples, policy.max_samples // pairs))
     xa: list[float] = []
     xb: list[float] = []
     warnings: list[str] = []
