@@ -80,6 +80,7 @@ def test_every_step_runs_and_the_folder_holds_every_output(run: OptimizeResult) 
         assert (out / name).is_file(), name
     figures = {p.stem for p in (out / "figures").glob("*.png")}
     assert {"roofline", "model_roofline", "time_roofline", "trials", "speedups", "selection"} <= figures
+    assert {p.stem for p in (out / "figures").glob("*.svg")} == figures
     s = json.loads((out / "summary.json").read_text())
     assert s["model"] == CNN and s["objective"] == "latency" and not s["interrupted"]
     sp = s["speedup_vs_vanilla"]

@@ -97,10 +97,11 @@ def write_figures(r: OptimizeResult) -> dict[str, Path]:
     for name, fn, args in jobs:
         try:
             made[name] = fn(*args, d / f"{name}.png")
+            fn(*args, d / f"{name}.svg")  # the same figure as vector graphics, for papers and slides
         except Exception as exc:  # a figure that cannot be drawn is noted, the report still written
             r.notes.append(f"figure {name} not drawn: {type(exc).__name__}: {exc}")
     for name, p in made.items():
-        r.files[f"figure {name}"] = str(p.relative_to(r.out))
+        r.files[f"figure {name}"] = f"{p.relative_to(r.out)} (and .svg)"
     return made
 
 

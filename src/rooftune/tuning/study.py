@@ -468,6 +468,11 @@ def tune(
             if not b.ok:
                 continue
             speedup[name] = _interleaved(best.config, b.config, setup, objective, compare_policy, pairs=compare_pairs)
+        for name, sp in speedup.items():
+            if sp.get("ci_high", math.inf) < 1.0:  # median(baseline) / median(best), all of it below 1
+                notes.append(f"the baseline {name} was {1 / sp['ratio']:.2f}x faster than the best in the final "
+                             f"interleaved comparison (95 % CI of best/baseline {sp['ci_low']:.2f}-{sp['ci_high']:.2f}); "
+                             f"the search's trial medians ranked it lower")
         if save:
             save_config(best, Path(save), workload)
     finally:
