@@ -56,7 +56,11 @@ def replay(path: str | Path, seconds: float = 5.0) -> dict[str, Any]:
         if not check["ok"]:
             return result
         m = measure(prepared.run, label=f"replay.{config.runtime}", policy=Policy(budget_s=seconds, warmup_s=min(0.5, seconds / 5)))
-    result.update(median_s=m.median, iqr_s=m.iqr, samples=len(m.samples), cv=m.cv, warnings=list(m.warnings))
+    result.update(median_s=m.median, iqr_s=m.iqr, samples=len(m.samples), cv=m.cv, warnings=list(m.warnings),
+                  batch=config.batch, items_per_s=config.batch / m.median)
+    if config.instances > 1:
+        result["note"] = (f"one instance measured alone; the configuration runs {config.instances} side by side "
+                          f"(start one replay per instance to see their combined throughput)")
     return result
 
 
