@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from rooftune.errors import InvalidArgument, RooftuneError
+from rooftune.units import fmt_size
 
 app = typer.Typer(
     add_completion=False,
@@ -44,13 +45,6 @@ def _rate(v: float, unit: str) -> str:
         if abs(v) >= scale:
             return f"{v / scale:.1f} {prefix}{unit}"
     return f"{v:.3g} {unit}"
-
-
-def _size(b: float) -> str:
-    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
-        if b >= scale:
-            return f"{b / scale:.3g} {unit}"
-    return f"{b:.0f} B"
 
 
 def _progress() -> tuple[Any, Any]:
@@ -116,7 +110,7 @@ def _print_ceilings(c: Any) -> None:
         cap = c.capacity_bytes.get(level)
         b.add_row(
             level,
-            _size(cap) if cap else "-",
+            fmt_size(cap) if cap else "-",
             _rate(bw, "B/s"),
             *[_rate(c.bandwidth_by_kernel[k][level], "B/s") if level in c.bandwidth_by_kernel[k] else "-" for k in kernels],
         )
@@ -193,7 +187,7 @@ def _print_analysis(a: Any, top: int) -> None:
     )
     out.print(
         f"roofline lower bound [bold]{_seconds(a.lower_bound_s)}[/bold]: efficiency {a.efficiency:.1%}; "
-        f"{_rate(a.flops, 'FLOP')}, {_size(a.bytes)} compulsory, {_rate(a.flops / a.end_to_end_s, 'FLOP/s')} attained"
+        f"{_rate(a.flops, 'FLOP')}, {fmt_size(a.bytes)} compulsory, {_rate(a.flops / a.end_to_end_s, 'FLOP/s')} attained"
     )
     out.print("time by bound: " + ", ".join(f"{k} {v:.0%}" for k, v in a.by_bound().items()))
     out.print("time by kind:  " + ", ".join(f"{k['kind']} {k['share']:.0%}" for k in a.by_kind() if k["share"] >= 0.005))

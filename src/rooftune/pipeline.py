@@ -179,14 +179,9 @@ def optimize(
         if s not in STEPS:
             raise InvalidArgument("step", s, f"allowed {', '.join(STEPS)}")
     if runtimes:
-        from rooftune.runtimes import RUNTIMES, available_runtimes
+        from rooftune.runtimes import chosen_runtimes
 
-        available, why = available_runtimes()
-        for r in runtimes:
-            if r not in RUNTIMES:
-                raise InvalidArgument("runtime", r, f"allowed {', '.join(RUNTIMES)}")
-            if r not in available:
-                raise InvalidArgument("runtime", r, why[r])
+        chosen_runtimes(runtimes)
     out_dir = _check_out(out)
     if not isinstance(model, str):
         name = _export(model, example_inputs, out_dir)
@@ -244,21 +239,17 @@ def optimize(
                 result.steps["machine"].message = "ceilings measured now (quick); `rooftune machine` measures them fully"
 
         def analyze_step() -> None:
-            from rooftune.analysis import analyze_workload
+            from rooftune.analysis import analyze
 
             if result.ceilings is None:
                 raise RooftuneError("no ceilings: the machine step failed")
             say("analyze: every op on the roofline", 0, 1)
             b = max(3.0, min(ANALYZE_MAX_S, ANALYZE_SHARE * budget_s))
             previous = torch.get_num_threads()
-            try:
-                result.analysis = analyze_workload(wl, result.ceilings, threads=threads, budget_s=b)
+            try:  # stored with its platform, as `rooftune analyze` stores it
+                [result.analysis] = analyze(wl, ceilings=result.ceilings, threads=threads, budget_s=b, store=store)
             finally:
                 torch.set_num_threads(previous)
-            import rooftune
-
-            store.save_analysis(result.platform, result.analysis.to_dict(), model=name, batch=wl.batch,
-                                threads=threads, rooftune_version=rooftune.__version__)
 
         select_reserve = max(20.0, min(SELECT_MAX_S, SELECT_SHARE * budget_s)) if "select" in steps else 0.0
 

@@ -8,6 +8,7 @@ from functools import cached_property
 from typing import Any
 
 from rooftune.bench import stats
+from rooftune.units import fmt_time
 
 
 @dataclass(frozen=True)
@@ -157,7 +158,7 @@ class Measurement:
 
     def __repr__(self) -> str:
         return (
-            f"Measurement({self.label!r}: median {_fmt_time(self.median)}, IQR {_fmt_time(self.iqr)}, "
+            f"Measurement({self.label!r}: median {fmt_time(self.median)}, IQR {fmt_time(self.iqr)}, "
             f"n={self.n}x{self.number}{', noisy' if self.warnings else ''})"
         )
 
@@ -190,10 +191,3 @@ class Comparison:
     def __str__(self) -> str:
         lo, hi = self.ci
         return f"{self.b.label} vs {self.a.label}: {self.ratio:.3f}x (95% CI {lo:.3f}-{hi:.3f})"
-
-
-def _fmt_time(t: float) -> str:
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
-        if abs(t) >= scale:
-            return f"{t / scale:.3g} {unit}"
-    return f"{t / 1e-9:.3g} ns"

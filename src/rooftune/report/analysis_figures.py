@@ -6,7 +6,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rooftune.report.figures import _LEVEL_COLOURS, _figure, _fmt_rate
+from rooftune.report.figures import _LEVEL_COLOURS, _figure
+from rooftune.units import fmt_rate
 
 if TYPE_CHECKING:
     from rooftune.analysis import Analysis
@@ -36,7 +37,7 @@ def _roof_lines(ax: Any, roofs: dict[str, Any], peak: float, alpha: float = 1.0,
     ai = np.logspace(-3, 4, 300)
     for level, bw in roofs["bandwidth"].items():
         ax.plot(ai, np.minimum(bw * ai, peak), color=_LEVEL_COLOURS.get(level, "grey"), lw=1.5, alpha=alpha,
-                label=f"{level} {_fmt_rate(bw, 'B/s')}" if label else None)
+                label=f"{level} {fmt_rate(bw, 'B/s')}" if label else None)
     ax.axhline(peak, color="black", lw=1.2, alpha=alpha)
 
 
@@ -51,7 +52,7 @@ def plot_ops_roofline(a: Analysis, path: str | Path) -> Path:
     fig, ax = _figure()
     peak = _peak(a.roofs)
     _roof_lines(ax, a.roofs, peak)
-    ax.annotate(f"fp32 peak {_fmt_rate(peak, 'FLOP/s')} ({a.threads} threads)", (2e3, peak), ha="right", va="bottom", fontsize=8)
+    ax.annotate(f"fp32 peak {fmt_rate(peak, 'FLOP/s')} ({a.threads} threads)", (2e3, peak), ha="right", va="bottom", fontsize=8)
     seen: set[str] = set()
     for o in a.ops:
         if not o.flops or not o.bytes or o.time_s <= 0:
@@ -96,10 +97,10 @@ def plot_time_roofline(a: Analysis, path: str | Path) -> Path:
             continue
         grid = np.logspace(np.log10(min(xs)) - 0.5, np.log10(max(xs)) + 0.5, 100)
         if attr == "flops":
-            ax.plot(grid, grid / peak, color="black", lw=1.5, label=f"T = F / {_fmt_rate(peak, 'FLOP/s')}")
+            ax.plot(grid, grid / peak, color="black", lw=1.5, label=f"T = F / {fmt_rate(peak, 'FLOP/s')}")
         else:
             for level, bw in a.roofs["bandwidth"].items():
-                ax.plot(grid, grid / bw, color=_LEVEL_COLOURS.get(level, "grey"), lw=1.5, label=f"T = B / {level} {_fmt_rate(bw, 'B/s')}")
+                ax.plot(grid, grid / bw, color=_LEVEL_COLOURS.get(level, "grey"), lw=1.5, label=f"T = B / {level} {fmt_rate(bw, 'B/s')}")
         ax.axhline(floor, color="grey", ls="--", lw=1, label=f"dispatch floor {floor * 1e6:.1f} us")
         seen: set[str] = set()
         for o in ops:

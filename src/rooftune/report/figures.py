@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rooftune.errors import InvalidArgument
+from rooftune.units import fmt_rate
 
 if TYPE_CHECKING:
     from rooftune.machine import Ceilings
@@ -42,13 +43,6 @@ def _figure() -> tuple[Any, Any]:
     return plt.subplots(figsize=(8, 5.5), dpi=110)
 
 
-def _fmt_rate(v: float, unit: str) -> str:
-    for prefix, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6)):
-        if v >= scale:
-            return f"{v / scale:.3g} {prefix}{unit}"
-    return f"{v:.3g} {unit}"
-
-
 def plot_roofline(ceilings: Ceilings, path: str | Path) -> Path:
     """Log-log roofline: attainable FLOP/s against arithmetic intensity, every ceiling labelled."""
     import numpy as np
@@ -60,10 +54,10 @@ def plot_roofline(ceilings: Ceilings, path: str | Path) -> Path:
     for level, bw in ceilings.bandwidth.items():
         y = np.minimum(bw * ai, top)
         colour = _LEVEL_COLOURS.get(level, "grey")
-        ax.plot(ai, y, color=colour, lw=1.8, label=f"{level} {_fmt_rate(bw, 'B/s')}")
+        ax.plot(ai, y, color=colour, lw=1.8, label=f"{level} {fmt_rate(bw, 'B/s')}")
         x_label = 2e-3
         ax.annotate(
-            f"{level}: {_fmt_rate(bw, 'B/s')}",
+            f"{level}: {fmt_rate(bw, 'B/s')}",
             (x_label, bw * x_label),
             rotation=33,
             color=colour,
@@ -73,7 +67,7 @@ def plot_roofline(ceilings: Ceilings, path: str | Path) -> Path:
     styles = ["-", "--", "-.", ":", (0, (5, 1))]
     for (name, v), style in zip(sorted(roofs.items(), key=lambda kv: -kv[1]), styles * 2, strict=False):
         ax.axhline(v, color="black", ls=style, lw=1.2)
-        ax.annotate(f"{_ROOF_LABELS.get(name, name)}: {_fmt_rate(v, 'FLOP/s')}", (2e3, v), fontsize=8, ha="right", va="bottom")
+        ax.annotate(f"{_ROOF_LABELS.get(name, name)}: {fmt_rate(v, 'FLOP/s')}", (2e3, v), fontsize=8, ha="right", va="bottom")
     ax.set_xscale("log")
     ax.set_yscale("log")
     lo = min(min(ceilings.bandwidth.values(), default=1e9) * 1e-3, top / 1e4)

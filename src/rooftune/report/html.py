@@ -10,6 +10,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rooftune.units import finite, fmt_rate, fmt_size, fmt_time
+
 if TYPE_CHECKING:
     from rooftune.pipeline import OptimizeResult
 
@@ -32,28 +34,11 @@ def _e(x: Any) -> str:
 
 
 def _t(seconds: float | None) -> str:
-    if seconds is None or not isinstance(seconds, (int, float)) or not math.isfinite(seconds):
-        return "-"
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
-        if abs(seconds) >= scale:
-            return f"{seconds / scale:.3g} {unit}"
-    return f"{seconds * 1e9:.3g} ns"
+    return fmt_time(seconds) if finite(seconds) else "-"
 
 
 def _rate(v: float | None, unit: str) -> str:
-    if v is None or not math.isfinite(v):
-        return "-"
-    for prefix, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(v) >= scale:
-            return f"{v / scale:.3g} {prefix}{unit}"
-    return f"{v:.3g} {unit}"
-
-
-def _size(b: float) -> str:
-    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
-        if b >= scale:
-            return f"{b / scale:.3g} {unit}"
-    return f"{b:.0f} B"
+    return fmt_rate(v, unit) if finite(v) else "-"
 
 
 def _table(header: list[str], rows: list[list[Any]], numeric: set[int] | None = None) -> str:
@@ -112,7 +97,7 @@ def _machine(r: OptimizeResult, figs: dict[str, Path]) -> str:
     peaks = [[name, *[_rate(per.get(n, math.nan), "FLOP/s") for n in c.threads]]
              for name, per in c.peak_flops_per_thread.items()]
     peaks += [[name, *["skipped: " + reason for _ in c.threads]] for name, reason in c.skipped.items()]
-    bw = [[level, _size(c.capacity_bytes[level]) if c.capacity_bytes.get(level) else "-", _rate(v, "B/s")]
+    bw = [[level, fmt_size(c.capacity_bytes[level]) if c.capacity_bytes.get(level) else "-", _rate(v, "B/s")]
           for level, v in c.bandwidth.items()]
     when = datetime.fromtimestamp(c.measured_at).strftime("%Y-%m-%d %H:%M")
     return (

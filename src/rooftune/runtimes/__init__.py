@@ -5,6 +5,8 @@ A new runtime is one module with a :class:`Runtime` subclass plus one line in :d
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rooftune.errors import InvalidArgument
 from rooftune.runtimes.base import Prepared, Runtime, first_tensor
 from rooftune.runtimes.onnx_runtime import OnnxRuntime
@@ -40,4 +42,18 @@ def available_runtimes() -> tuple[dict[str, Runtime], dict[str, str]]:
     return ok, notes
 
 
-__all__ = ["RUNTIMES", "Prepared", "Runtime", "available_runtimes", "first_tensor", "get_runtime"]
+def chosen_runtimes(names: Sequence[str] | None = None) -> tuple[dict[str, Runtime], dict[str, str]]:
+    """:func:`available_runtimes` restricted to ``names`` (all when None); an unknown or missing
+    name raises InvalidArgument with the allowed ones or the reason."""
+    ok, notes = available_runtimes()
+    if not names:
+        return ok, notes
+    for r in names:
+        if r not in RUNTIMES:
+            raise InvalidArgument("runtime", r, f"allowed {', '.join(RUNTIMES)}")
+        if r not in ok:
+            raise InvalidArgument("runtime", r, notes[r])
+    return {k: v for k, v in ok.items() if k in names}, notes
+
+
+__all__ = ["RUNTIMES", "Prepared", "Runtime", "available_runtimes", "chosen_runtimes", "first_tensor", "get_runtime"]

@@ -64,26 +64,35 @@ def main() -> int:
     return 0
 
 
-def _init(msg: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-    from pathlib import Path
-
+def load_for(config: Any, w: dict[str, Any]) -> tuple[Any, Any]:
+    """What a process running ``config`` does first: torch's thread pools as configured (before any
+    parallel work), then the workload and the runtime; ValueError when the runtime cannot run it."""
     import torch
 
     from rooftune.runtimes import get_runtime
-    from rooftune.tuning.config import RunConfig
-    from rooftune.tuning.verify import compare_outputs, compare_set
     from rooftune.workload import load_workload
 
-    config = RunConfig(**msg["config"])
     if config.set_threads:
         torch.set_num_threads(config.intra_threads)
         torch.set_num_interop_threads(config.inter_threads)
-    w = msg["workload"]
     wl = load_workload(w["model"], batch=config.batch, inputs=w.get("inputs"), options=w.get("options"), check=False)
     runtime = get_runtime(config.runtime)
     why = runtime.unsupported(config)
     if why:
         raise ValueError(why)
+    return wl, runtime
+
+
+def _init(msg: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    from pathlib import Path
+
+    import torch
+
+    from rooftune.tuning.config import RunConfig
+    from rooftune.tuning.verify import compare_outputs, compare_set
+
+    config = RunConfig(**msg["config"])
+    wl, runtime = load_for(config, msg["workload"])
     # int8 is calibrated and guarded on the calibration set (inputs and their fp32 eager outputs).
     calib = torch.load(msg["calibration"]) if msg.get("calibration") and config.precision == "int8" else None
     t0 = time.perf_counter()

@@ -26,10 +26,10 @@ def replay(path: str | Path, seconds: float = 5.0) -> dict[str, Any]:
 
     from rooftune.bench import Policy, measure
     from rooftune.errors import InvalidArgument
-    from rooftune.runtimes import first_tensor, get_runtime
+    from rooftune.runtimes import first_tensor
+    from rooftune.tuning._worker import load_for
     from rooftune.tuning.config import load_config
     from rooftune.tuning.verify import compare_outputs
-    from rooftune.workload import load_workload
 
     # Started by `rooftune exec` with OMP_PROC_BIND set, OpenMP has already pinned this process's
     # main thread to one core, so its affinity no longer shows the cores the threads will use.
@@ -38,14 +38,10 @@ def replay(path: str | Path, seconds: float = 5.0) -> dict[str, Any]:
     w = saved.get("workload") if isinstance(saved, dict) else None
     if not w:
         raise InvalidArgument("--config", str(path), "names no workload; write it with rooftune tune --save or rooftune optimize")
-    if config.set_threads:  # before any parallel work, as a trial's process does
-        torch.set_num_threads(config.intra_threads)
-        torch.set_num_interop_threads(config.inter_threads)
-    wl = load_workload(w["model"], batch=config.batch, inputs=w.get("inputs"), options=w.get("options"), check=False)
-    runtime = get_runtime(config.runtime)
-    why = runtime.unsupported(config)
-    if why:
-        raise InvalidArgument("runtime", config.runtime, why)
+    try:  # as a trial's process does
+        wl, runtime = load_for(config, w)
+    except ValueError as exc:
+        raise InvalidArgument("runtime", config.runtime, str(exc)) from None
     with torch.no_grad():
         reference = first_tensor(wl.module(*wl.inputs)).float()
     with tempfile.TemporaryDirectory(prefix="rooftune-replay-") as workdir:

@@ -314,7 +314,7 @@ def tune(
     import optuna
 
     from rooftune.platform import current_platform
-    from rooftune.runtimes import RUNTIMES, available_runtimes, get_runtime
+    from rooftune.runtimes import chosen_runtimes, get_runtime
     from rooftune.store import Store
     from rooftune.workload import capture, load_workload
 
@@ -340,14 +340,7 @@ def tune(
     platform = current_platform()
     if "bf16" in precisions and not set(platform.effective_isa) & {"avx512_bf16", "amx_bf16"}:
         raise InvalidArgument("precision", "bf16", "this CPU has no native bf16 (avx512_bf16 or amx_bf16)")
-    available, notes_by_rt = available_runtimes()
-    if runtimes:
-        for r in runtimes:
-            if r not in RUNTIMES:
-                raise InvalidArgument("runtime", r, f"allowed {', '.join(RUNTIMES)}")
-            if r not in available:
-                raise InvalidArgument("runtime", r, notes_by_rt[r])
-        available = {k: v for k, v in available.items() if k in runtimes}
+    available, notes_by_rt = chosen_runtimes(runtimes)
     if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
         raise InvalidArgument("batch", batch, "allowed an integer >= 1")
     wl = load_workload(model, batch=batch, inputs=inputs, options=options)
@@ -389,8 +382,9 @@ def tune(
         def evaluate(cfg: RunConfig, prepare_timeout_s: float = PREPARE_TIMEOUT_S) -> TrialResult:
             cfg = get_runtime(cfg.runtime).normalize(cfg)
             k = cfg.key()
-            if k in done:
-                return done[k]
+            if k in done:  # measured before, perhaps under another name (two baselines can coincide)
+                r = done[k]
+                return r if r.config.name == cfg.name else replace(r, config=replace(r.config, name=cfg.name))
             r = _evaluate(cfg, setup, trial_policy, prepare_timeout_s)
             store.save_trial(platform, study_key=key, config_key=k, status="ok" if r.ok else "failed",
                              config=cfg.to_dict(), result=r.to_dict())
@@ -402,9 +396,9 @@ def tune(
         for i, cfg in enumerate(fixed):
             step(f"guideline and baselines: {cfg.name}", i, len(fixed))
             r = evaluate(cfg)
-            if r.config.name != cfg.name:  # two baselines with one configuration here (no tcmalloc, say): both named
-                r = replace(r, config=replace(r.config, name=cfg.name))
-                notes.append(f"{cfg.name} is the same configuration as another baseline on this machine")
+            twin = next((x.config.name for x in results if x.config.key() == r.config.key()), None)
+            if twin:
+                notes.append(f"{cfg.name} is the same configuration as {twin} on this machine")
             results.append(r)
         guide, base = results[0], {r.config.name: r for r in results[1:]}
 

@@ -1,0 +1,34 @@
+"""How times, rates and sizes are written for people: the one set of formatters for the
+command line, the figures and the report."""
+
+from __future__ import annotations
+
+import math
+
+
+def fmt_time(t: float) -> str:
+    """Seconds with 3 significant digits in s, ms, us or ns."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if abs(t) >= scale:
+            return f"{t / scale:.3g} {unit}"
+    return f"{t / 1e-9:.3g} ns"
+
+
+def fmt_rate(v: float, unit: str) -> str:
+    """A rate or count with 3 significant digits and a T, G or M prefix."""
+    for prefix, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6)):
+        if v >= scale:
+            return f"{v / scale:.3g} {prefix}{unit}"
+    return f"{v:.3g} {unit}"
+
+
+def fmt_size(b: float) -> str:
+    """Bytes in binary units (KiB, MiB, GiB)."""
+    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if b >= scale:
+            return f"{b / scale:.3g} {unit}"
+    return f"{b:.0f} B"
+
+
+def finite(v: float | None) -> bool:
+    return isinstance(v, (int, float)) and math.isfinite(v)
