@@ -64,3 +64,29 @@ def crashes_in_trial() -> tuple[nn.Module, torch.Tensor]:
 
 def hangs_in_trial() -> tuple[nn.Module, torch.Tensor]:
     return _InTrial("hang"), torch.ones(1, 4)
+
+
+class Residual(nn.Module):
+    """torchvision's BasicBlock in small: one ReLU module called twice (after the first
+    convolution and after the residual add)."""
+
+    def __init__(self, width: int = 8) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, width, 3, padding=1)
+        self.conv1 = nn.Conv2d(width, width, 3, padding=1)
+        self.bn1 = nn.BatchNorm2d(width)
+        self.conv2 = nn.Conv2d(width, width, 3, padding=1)
+        self.bn2 = nn.BatchNorm2d(width)
+        self.relu = nn.ReLU(inplace=True)
+        self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(width, 10))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.stem(x)
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.relu(self.bn2(self.conv2(out)) + x)
+        return self.head(out)
+
+
+def residual() -> tuple[nn.Module, torch.Tensor]:
+    torch.manual_seed(0)
+    return Residual().eval(), torch.randn(1, 3, 32, 32)

@@ -113,3 +113,45 @@ def test_int8_study_and_bad_precision(tmp_path: Path) -> None:
         tune(CNN, precisions=("fp32", "int4"), db=str(tmp_path / "x.db"))
     with pytest.raises(InvalidArgument, match="calibration"):
         tune(CNN, precisions=("fp32", "int8"), calibration_size=0, db=str(tmp_path / "x.db"))
+
+
+def test_pt2e_quantizes_a_model_that_calls_one_module_twice() -> None:
+    """A reused ReLU (torchvision's BasicBlock) made the x86 quantizer refuse the whole model."""
+    if int8_missing("eager"):
+        pytest.skip(int8_missing("eager"))
+    from rooftune.runtimes.quantize import pt2e_int8
+    from tests.analysis.tiny_models import residual
+
+    model, x = residual()
+    calibration = calibration_inputs((x,), 4)
+    with torch.no_grad():
+        want = model(x)
+        for lower in (True, False):
+            got = pt2e_int8(model, (x,), calibration, lower=lower)(x)
+            cos = torch.nn.functional.cosine_similarity(got.flatten(), want.flatten(), dim=0)
+            assert got.shape == want.shape and float(cos) > 0.99
+
+
+def test_compile_runs_int8_through_inductor_with_freezing(tmp_path: Path) -> None:
+    runtime = get_runtime("compile")
+    if runtime.available() or int8_missing("compile"):
+        pytest.skip(runtime.available() or int8_missing("compile"))
+    setup = Setup(spec("tests.analysis.tiny_models:residual"), tmp_path, int8=True, calibration_size=4)
+    r = _evaluate(RunConfig(runtime="compile", intra_threads=1, precision="int8"), setup, FAST)
+    assert r.verify.get("inputs") == 4 and r.verify["cosine"] > 0.99, r.error
+    assert r.ok and r.latency_s > 0
+
+
+def test_reduced_precision_seeds_follow_the_guideline(fake_platform) -> None:
+    from rooftune.runtimes import RUNTIMES
+    from rooftune.tuning.guidelines import guideline, precision_seeds
+    from rooftune.workload import OpGraph
+
+    available = {n: get_runtime(n) for n in ("onnxruntime", "openvino", "eager") if n in RUNTIMES}
+    guide, _ = guideline(fake_platform, OpGraph("g", (), "torch.export"), available)
+    assert precision_seeds(guide, available, ("fp32",)) == []
+    seeds = precision_seeds(guide, available, ("fp32", "int8", "bf16"))
+    assert {(s.runtime, s.precision) for s in seeds} == {("onnxruntime", "int8"), ("openvino", "int8"), ("openvino", "bf16")}
+    assert all(s.intra_threads == guide.intra_threads and s.name.startswith("guideline ") for s in seeds)
+    ort = next(s for s in seeds if s.runtime == "onnxruntime")
+    assert ort.runtime_options == guide.runtime_options and ort.name == "guideline int8"

@@ -56,9 +56,13 @@ def calibration_inputs(example: Sequence[torch.Tensor], n: int = CALIBRATION_SIZ
     return out
 
 
-def pt2e_int8(module: torch.nn.Module, example: Inputs, calibration: Sequence[Inputs]) -> torch.nn.Module:
-    """PT2E: export, insert observers by the x86 quantizer, calibrate, convert, lower to oneDNN
-    int8 kernels (qconv/qlinear with fused requantization)."""
+def pt2e_int8(module: torch.nn.Module, example: Inputs, calibration: Sequence[Inputs], *,
+              lower: bool = True) -> torch.nn.Module:
+    """PT2E: export, insert observers by the x86 quantizer, calibrate, convert, and (``lower``)
+    lower to oneDNN int8 kernels (qconv/qlinear with fused requantization) for eager runs.
+    Without ``lower`` the converted graph (quantize/dequantize around fp32 ops) is what
+    ``torch.compile`` with freezing takes: inductor fuses the same patterns itself and cannot
+    compile the already-lowered graph."""
     from torchao.quantization.pt2e.lowering import lower_pt2e_quantized_to_x86
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
     from torchao.quantization.pt2e.quantizer.x86_inductor_quantizer import (
@@ -68,12 +72,33 @@ def pt2e_int8(module: torch.nn.Module, example: Inputs, calibration: Sequence[In
 
     with torch.no_grad():
         exported = torch.export.export(module.eval(), tuple(example), strict=False).module()
+        _one_partition_per_call(exported)
         quantizer = X86InductorQuantizer().set_global(get_default_x86_inductor_quantization_config())
         prepared = prepare_pt2e(exported, quantizer)
         for xs in calibration:
             prepared(*xs)
         converted = convert_pt2e(prepared)
-        return lower_pt2e_quantized_to_x86(converted, tuple(example))
+        return lower_pt2e_quantized_to_x86(converted, tuple(example)) if lower else converted
+
+
+def _one_partition_per_call(gm: torch.fx.GraphModule) -> None:
+    """Give each call of a module its own source partition.
+
+    A non-strict export records a node's module by its qualified name only, so the quantizer
+    sees the two calls of a reused module (torchvision's BasicBlock calls ``self.relu`` after
+    the first convolution and after the residual add) as one partition with two outputs and
+    refuses the model ("Input partition has more than one output node"). The module stack's key
+    numbers the calls (``layer1.0.relu``, ``layer1.0.relu@1``); that number is carried into the
+    name the partitioner groups by.
+    """
+    for node in gm.graph.nodes:
+        stack = node.meta.get("nn_module_stack")
+        if not stack:
+            continue
+        key, (fqn, cls) = list(stack.items())[-1]
+        _, at, call = str(key).rpartition("@")
+        if at and call.isdigit() and not str(fqn).endswith(f"@{call}"):
+            stack[key] = (f"{fqn}@{call}", cls)
 
 
 class _Reader:

@@ -56,13 +56,15 @@ def _caller(m: Any, config: RunConfig) -> Any:
     return call
 
 
-def _module(wl: Workload, config: RunConfig, calibration: Sequence[tuple[torch.Tensor, ...]]) -> torch.nn.Module:
-    """The model in the config's layout and precision; int8 through PT2E and the x86 quantizer."""
+def _module(wl: Workload, config: RunConfig, calibration: Sequence[tuple[torch.Tensor, ...]],
+            lower: bool = True) -> torch.nn.Module:
+    """The model in the config's layout and precision; int8 through PT2E and the x86 quantizer
+    (lowered to oneDNN's int8 kernels unless ``lower`` is False, see :func:`pt2e_int8`)."""
     m = torch_module(wl, config)
     if config.precision == "int8":
         from rooftune.runtimes.quantize import pt2e_int8
 
-        m = pt2e_int8(m, torch_inputs(wl, config), calibration or [wl.inputs])
+        m = pt2e_int8(m, torch_inputs(wl, config), calibration or [wl.inputs], lower=lower)
     return m
 
 
@@ -124,11 +126,16 @@ class Compile(Runtime):
 
     def prepare(self, wl: Workload, config: RunConfig, workdir: Path,
                 calibration: Sequence[tuple[torch.Tensor, ...]] = ()) -> Prepared:
-        m = _module(wl, config, calibration)
+        import torch._inductor.config as inductor_config
+
+        m = _module(wl, config, calibration, lower=False)
         xs = torch_inputs(wl, config)
         compiled = torch.compile(m, mode=config.option("mode", "default"))
-        with torch.inference_mode():
-            compiled(*xs)  # compiles here, outside any timed region
+        # Freezing (inductor compiles on the first call, here, outside any timed region): weights
+        # become constants, batch norm is folded into the convolutions, convolution and linear
+        # weights are pre-packed for oneDNN; inductor's int8 lowering requires it.
+        with inductor_config.patch(freezing=True), torch.inference_mode():
+            compiled(*xs)
 
         def run() -> Any:
             with torch.inference_mode():

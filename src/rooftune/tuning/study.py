@@ -29,7 +29,7 @@ import torch
 from rooftune.bench import Measurement, Policy, compare, stats
 from rooftune.errors import InvalidArgument
 from rooftune.tuning.config import ALLOCATORS, RunConfig, allocator_library
-from rooftune.tuning.guidelines import baselines, guideline, physical_usable
+from rooftune.tuning.guidelines import baselines, guideline, physical_usable, precision_seeds
 from rooftune.tuning.trial import PREPARE_TIMEOUT_S, Group, TrialFailed, VirtualClock
 
 OBJECTIVES = ("latency", "throughput")
@@ -401,6 +401,11 @@ def tune(
                 notes.append(f"{cfg.name} is the same configuration as {twin} on this machine")
             results.append(r)
         guide, base = results[0], {r.config.name: r for r in results[1:]}
+        if not guidelines_only:
+            seeds = precision_seeds(guide_cfg, available, precisions)
+            for i, cfg in enumerate(seeds):
+                step(f"guideline in other precisions: {cfg.name}", i, len(seeds))
+                results.append(evaluate(cfg))
 
         if not guidelines_only:
             sampler = optuna.samplers.TPESampler(seed=SEED)
