@@ -80,7 +80,7 @@ def main() -> int:
         }
         rows.append(row)
 
-        def fmt(k: str) -> str:
+        def fmt(k: str, sp: dict = sp) -> str:
             s = sp.get(k)
             return f"{s['ratio']:.2f} ({s['ci_low']:.2f}-{s['ci_high']:.2f})" if s and not math.isnan(s["ratio"]) else "-"
 

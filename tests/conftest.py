@@ -8,8 +8,8 @@ tiny files. Each builder models a real machine's /proc and /sys closely enough f
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import pytest
 

@@ -48,7 +48,14 @@ def _rate(v: float, unit: str) -> str:
 
 
 def _progress() -> tuple[Any, Any]:
-    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     progress = Progress(
         SpinnerColumn(),
@@ -93,7 +100,7 @@ def _print_ceilings(c: Any) -> None:
         t.add_column(f"{n} thread{'s' if n > 1 else ''}", justify="right")
     for name, per in c.peak_flops_per_thread.items():
         t.add_row(name, *[_rate(per.get(n, float("nan")), "FLOP/s") for n in c.threads])
-    for name, reason in c.skipped.items():
+    for name in c.skipped:
         t.add_row(name, *["skipped" for _ in c.threads])
     out.print(t)
     for name, reason in c.skipped.items():
@@ -203,7 +210,7 @@ def _print_analysis(a: Any, top: int) -> None:
             _seconds(o.headroom_s) if o.headroom_s is not None else "-",
         )
     out.print(t)
-    out.print(f"[bold]Top opportunities[/bold] (headroom = measured - roofline lower bound):")
+    out.print("[bold]Top opportunities[/bold] (headroom = measured - roofline lower bound):")
     for i, o in enumerate(a.opportunities(top), 1):
         out.print(f" {i:2d}. {o.name} ({o.module or '-'}): {_seconds(o.headroom_s)} - {o.reason}", highlight=False)
     for w in a.warnings:
@@ -433,7 +440,8 @@ def profile(
     if check:
         _check_primitives(json_out)
         return
-    from rooftune.profiling import ISA_VARIANTS, profile as run_profile, run_isa_variant, summarize
+    from rooftune.profiling import ISA_VARIANTS, run_isa_variant, summarize
+    from rooftune.profiling import profile as run_profile
     from rooftune.store import Store
 
     batches = _parse_int_list(batch, "batch") or [1]
@@ -509,7 +517,8 @@ def train(
     db: Annotated[str | None, typer.Option("--db", help="Store: a file path or SQLAlchemy URL.")] = None,
 ) -> None:
     """Learn a performance model of the convolution primitives from profiled data."""
-    from rooftune.perfmodel import ESTIMATORS, evaluate, load_profile_data, select_time, train as fit
+    from rooftune.perfmodel import ESTIMATORS, evaluate, load_profile_data, select_time
+    from rooftune.perfmodel import train as fit
     from rooftune.store import Store
 
     if estimator not in ESTIMATORS:
@@ -556,7 +565,15 @@ def transfer(
 ) -> None:
     """Adapt a performance model to this machine from a few profiled samples."""
     from rooftune.perfmodel import (
-        METHODS, SAMPLERS, learning_curve, load_base_model, load_model, load_profile_data, transfer as adapt,
+        METHODS,
+        SAMPLERS,
+        learning_curve,
+        load_base_model,
+        load_model,
+        load_profile_data,
+    )
+    from rooftune.perfmodel import (
+        transfer as adapt,
     )
     from rooftune.perfmodel.transfer import plot_learning_curve
     from rooftune.store import Store
@@ -613,7 +630,8 @@ def select(
 ) -> None:
     """Choose a primitive per convolution, rewrite the model, verify it and measure it."""
     from rooftune.perfmodel import default_model, load_model
-    from rooftune.selection import save_selection, select as run_select
+    from rooftune.selection import save_selection
+    from rooftune.selection import select as run_select
 
     if isinstance(batch, bool) or batch < 1:
         raise InvalidArgument("--batch", batch, "allowed an integer >= 1")

@@ -24,9 +24,9 @@ def test_flops_equal_flop_counter(name: str) -> None:
     costs = costs_of(graph)
     assert len(costs) == len(graph.ops)
 
-    unknown = sorted({op.target for op, c in zip(graph.ops, costs) if c.kind == "unknown"})
+    unknown = sorted({op.target for op, c in zip(graph.ops, costs, strict=True) if c.kind == "unknown"})
     assert unknown == []
-    unreadable = [(op.target, c.formula) for op, c in zip(graph.ops, costs) if c.flops is None or c.bytes is None]
+    unreadable = [(op.target, c.formula) for op, c in zip(graph.ops, costs, strict=True) if c.flops is None or c.bytes is None]
     assert unreadable == []
 
     by_kind: dict[str, float] = defaultdict(float)

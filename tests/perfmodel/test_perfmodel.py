@@ -12,8 +12,20 @@ from sklearn.exceptions import NotFittedError
 
 from rooftune.errors import InvalidArgument
 from rooftune.perfmodel import (
-    FEATURES, MethodClassifier, PerfModel, ProfileData, TransferModel, acl_rules, choose_samples, evaluate,
-    featurize, framework_default, learning_curve, load_model, regression_metrics, save_model,
+    FEATURES,
+    MethodClassifier,
+    PerfModel,
+    ProfileData,
+    TransferModel,
+    acl_rules,
+    choose_samples,
+    evaluate,
+    featurize,
+    framework_default,
+    learning_curve,
+    load_model,
+    regression_metrics,
+    save_model,
 )
 from rooftune.perfmodel.persist import MAGIC
 from rooftune.primitives.spec import ConvSpec
@@ -223,7 +235,7 @@ def test_transfer_profiles_the_chosen_samples_and_saves_where_select_looks(
 
 
 def test_the_shipped_base_model_loads_with_its_provenance() -> None:
-    from rooftune.perfmodel import load_base_model, read_header, base_model_path
+    from rooftune.perfmodel import base_model_path, load_base_model, read_header
 
     m = load_base_model()
     prov = m.provenance_

@@ -8,7 +8,14 @@ import torch
 
 from rooftune.errors import InvalidArgument
 from rooftune.primitives import (
-    PRIMITIVES, TRANSFORMS, ConvSpec, Kernel, Primitive, all_primitives, get_primitive, transform_between,
+    PRIMITIVES,
+    TRANSFORMS,
+    ConvSpec,
+    Kernel,
+    Primitive,
+    all_primitives,
+    get_primitive,
+    transform_between,
 )
 from rooftune.primitives.check import CHECK_SPECS, TOLERANCES, selftest, verify
 

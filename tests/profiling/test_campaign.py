@@ -12,7 +12,12 @@ from rooftune.cli import main
 from rooftune.errors import InvalidArgument
 from rooftune.primitives import PRIMITIVES, ConvSpec, Kernel, Primitive
 from rooftune.profiling import (
-    export_profiles, import_profiles, model_layers, profile, run_campaign, sample_specs, summarize,
+    export_profiles,
+    import_profiles,
+    model_layers,
+    run_campaign,
+    sample_specs,
+    summarize,
 )
 from rooftune.store import Store
 
@@ -148,7 +153,7 @@ def test_a_corrupt_or_foreign_file_imports_nothing(tmp_path: Path) -> None:
     bad[0]["status"] = "ok"
     bad[0]["median_s"] = "-1"
     cases["median.csv"] = (bad, "positive finite median_s")
-    for name, (rows, fragment) in cases.items():
+    for name, (rows, _) in cases.items():
         with (tmp_path / name).open("w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=list(rows[0]))
             w.writeheader()

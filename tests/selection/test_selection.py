@@ -15,8 +15,18 @@ from rooftune.cli import main
 from rooftune.perfmodel import PerfModel, save_model
 from rooftune.primitives import ConvSpec
 from rooftune.selection import (
-    CostTable, SelectedConv, Selection, best_uniform, conv_graph, layout_aware, load_selected, per_layer, rewrite,
-    save_selection, uniform, verify,
+    CostTable,
+    SelectedConv,
+    Selection,
+    best_uniform,
+    conv_graph,
+    layout_aware,
+    load_selected,
+    per_layer,
+    rewrite,
+    save_selection,
+    uniform,
+    verify,
 )
 from rooftune.selection.graph import ConvGraph
 from rooftune.selection.solve import Choice, _selection
@@ -92,7 +102,7 @@ def test_rewrite_verify_and_fallback(tmp_path: Path, monkeypatch: pytest.MonkeyP
     m, x = _model()
     g = conv_graph(m, x)
     names = ["onednn-nhwc", "im2col-gemm", "pytorch-default", "winograd-f2x2"]
-    sel = Selection("test", [Choice(n, s, p, 1.0) for n, s, p in zip(g.names, g.specs, names)])
+    sel = Selection("test", [Choice(n, s, p, 1.0) for n, s, p in zip(g.names, g.specs, names, strict=True)])
     new = rewrite(m, sel)
     assert isinstance(new[0].a, SelectedConv) and not isinstance(m[0].a, SelectedConv)  # the original is kept
     v = verify(m, new, x)

@@ -63,7 +63,7 @@ def test_two_writers_at_once(tmp_path: Path, fake_platform: Platform) -> None:
             if p.poll() is None:
                 p.kill()
                 p.wait()
-    for (_, p), (out, err) in zip(procs, results, strict=True):
+    for (_, p), (_, err) in zip(procs, results, strict=True):
         assert p.returncode == 0, err
         assert "Traceback" not in err
     assert [out.strip() for out, _ in results] == ["done a", "done b"]

@@ -33,7 +33,7 @@ def refuse_all(outputs: list, references: list) -> tuple[bool, str]:
 def test_calibration_set_is_seeded_and_shaped_like_the_inputs() -> None:
     example = (torch.randn(2, 3, 8, 8) * 3 + 1, torch.tensor([[1, 5, 9]]))
     a, b = calibration_inputs(example, 5), calibration_inputs(example, 5)
-    assert len(a) == 5 and all(torch.equal(x, y) for xa, xb in zip(a, b) for x, y in zip(xa, xb))
+    assert len(a) == 5 and all(torch.equal(x, y) for xa, xb in zip(a, b, strict=True) for x, y in zip(xa, xb, strict=True))
     floats = torch.stack([xs[0] for xs in a])
     assert floats.shape[1:] == example[0].shape and 1.5 < float(floats.std()) < 4.5
     ids = torch.stack([xs[1] for xs in a])
@@ -155,3 +155,36 @@ def test_reduced_precision_seeds_follow_the_guideline(fake_platform) -> None:
     assert all(s.intra_threads == guide.intra_threads and s.name.startswith("guideline ") for s in seeds)
     ort = next(s for s in seeds if s.runtime == "onnxruntime")
     assert ort.runtime_options == guide.runtime_options and ort.name == "guideline int8"
+
+
+def test_an_int8_study_measures_the_guideline_in_int8_before_searching(tmp_path: Path, monkeypatch) -> None:
+    """The study's order and budget with the trials' processes replaced by a stand-in."""
+    import rooftune.tuning.study as study
+    from rooftune.tuning.study import TrialResult
+
+    ran: list[RunConfig] = []
+
+    def fake_evaluate(cfg: RunConfig, setup: Setup, policy: Policy, prepare_timeout_s: float) -> TrialResult:
+        ran.append(cfg)
+        return TrialResult(cfg, True, latency_s=0.002 if cfg.precision == "int8" else 0.004, throughput=1.0,
+                           verify={"ok": True, "cosine": 1.0, "top1": 1.0, "inputs": 8})
+
+    monkeypatch.setattr(study, "_evaluate", fake_evaluate)
+    monkeypatch.setattr(study, "_interleaved", lambda *a, **k: {"ratio": 2.0, "ci_low": 1.9, "ci_high": 2.1})
+    runtimes = [n for n in ("onnxruntime", "openvino") if not get_runtime(n).available() and not int8_missing(n)]
+    if not runtimes:
+        pytest.skip("neither ONNX Runtime nor OpenVINO can run int8 here")
+    r = tune(CNN, precisions=("fp32", "int8"), runtimes=runtimes, trials=0, budget_s=600, calibration_size=8,
+             db=str(tmp_path / "t.db"))
+    seeds = [c for c in ran if c.name.startswith("guideline int8")]
+    assert [c.runtime for c in seeds] == runtimes and all(c.precision == "int8" for c in seeds)
+    assert all(c.intra_threads == r.guideline.config.intra_threads for c in seeds)
+    assert ran.index(seeds[0]) > max(i for i, c in enumerate(ran) if c.name == "guideline")  # after the fixed ones
+    assert not any(c.name.startswith("trial") for c in ran)  # trials=0: no search
+    assert r.best.config.precision == "int8"
+    # no time left for them: skipped with a note, not run past the budget
+    ran.clear()
+    r = tune(CNN, precisions=("fp32", "int8"), runtimes=runtimes, trials=0, budget_s=1, calibration_size=8,
+             db=str(tmp_path / "u.db"))
+    assert not any(c.precision == "int8" for c in ran)
+    assert any(n.startswith("no time left in the budget for guideline int8") for n in r.notes)

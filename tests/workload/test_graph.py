@@ -196,7 +196,7 @@ def test_fallback_run_timed(branchy: tuple[Workload, OpGraph]) -> None:
 
 def test_capture_export_raises_where_capture_falls_back(branchy: tuple[Workload, OpGraph]) -> None:
     wl, _ = branchy
-    with pytest.raises(Exception):
+    with pytest.raises(Exception):  # noqa: B017 - export's error classes differ between torch versions
         capture_export(wl)
 
 

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from rooftune.analysis.analyze import DEFAULT_BUDGET_S, TOP_N, Analysis, OpResult, analyze, analyze_workload, write_csv
+from rooftune.analysis.analyze import (
+    DEFAULT_BUDGET_S,
+    TOP_N,
+    Analysis,
+    OpResult,
+    analyze,
+    analyze_workload,
+    write_csv,
+)
 from rooftune.analysis.findings import describe, reason
 from rooftune.analysis.placement import OVERHEAD_FACTOR, Placement, Roofs, place
 

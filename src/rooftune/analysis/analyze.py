@@ -298,7 +298,7 @@ def analyze_workload(
         torch.set_num_threads(previous)
     roofs = Roofs.from_ceilings(ceilings, threads)
     results = []
-    for op, cost, m in zip(graph.ops, costs, parts):
+    for op, cost, m in zip(graph.ops, costs, parts, strict=True):
         dtype = _dtype_of(op)
         t = m.median
         pl = place(cost, t, dtype, roofs)
@@ -311,7 +311,7 @@ def analyze_workload(
                 headroom_s=pl.headroom_s, reason=reason(op, cost.kind, pl.bound, pl.efficiency, pl.level),
             )
         )
-    pair_ratios = [t / w for t, w in zip(total.samples, whole.samples) if w > 0]
+    pair_ratios = [t / w for t, w in zip(total.samples, whole.samples, strict=False) if w > 0]
     warnings = list(roofs.notes)
     if graph.capture_note:
         warnings.append(graph.capture_note)

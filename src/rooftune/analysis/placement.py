@@ -75,7 +75,7 @@ class Roofs:
 
     def level_for(self, working_set: float) -> str:
         """The closest level whose capacity holds the working set; DRAM (or the last level) else."""
-        for lv, bw in self.bandwidth.items():
+        for lv in self.bandwidth:
             cap = self.capacity.get(lv)
             if cap is not None and working_set <= cap:
                 return lv

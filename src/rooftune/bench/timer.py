@@ -262,7 +262,7 @@ def measure_parts(
         durations = list(run(clock))
         if len(durations) != len(labels):
             raise ValueError(f"run returned {len(durations)} durations for {len(labels)} parts")
-        for samples, d in zip(per_part, durations):
+        for samples, d in zip(per_part, durations, strict=True):
             samples.append(d)
         totals.append(math.fsum(durations))
         n = len(totals)
@@ -289,5 +289,5 @@ def measure_parts(
         )
 
     # A part's own spread is reported as noise; the whole and the sum are held to the stop rule.
-    parts = [make(name, samples, "stable") for name, samples in zip(labels, per_part)]
+    parts = [make(name, samples, "stable") for name, samples in zip(labels, per_part, strict=True)]
     return make(label, whole, reason), make(f"{label} (sum of parts)", totals, reason), parts

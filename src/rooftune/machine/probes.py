@@ -16,7 +16,14 @@ from typing import Any
 import numpy as np
 
 from rooftune.bench import Measurement, Policy, measure
-from rooftune.machine.kernels import STREAM_ARRAYS, STREAM_UNROLL, aligned_empty, fma_kernel, fma_state, stream_kernel
+from rooftune.machine.kernels import (
+    STREAM_ARRAYS,
+    STREAM_UNROLL,
+    aligned_empty,
+    fma_kernel,
+    fma_state,
+    stream_kernel,
+)
 from rooftune.machine.team import ThreadTeam
 
 #: Ceilings are upper bounds. Other tenants and the OS can only slow a kernel down, so the fastest
@@ -220,7 +227,7 @@ def bandwidth_sweep(
                 views = [tuple(arr[:n] for arr in d) for d in data]
                 bytes_per_rep = n * 4 * n_arrays * team_size
 
-                def call(reps: int, views: list[Any] = views) -> Callable[[], None]:
+                def call(reps: int, views: list[Any] = views, kernel: Any = kernel) -> Callable[[], None]:
                     s = np.float32(0.5)
                     return lambda: team.run(lambda i: kernel(views[i][0], views[i][1], views[i][2], s, reps))
 

@@ -13,7 +13,13 @@ from importlib import resources
 from typing import Any
 
 from rooftune.errors import InvalidArgument
-from rooftune.perfmodel.classifiers import BASELINES, CLASSIFIERS, MethodClassifier, acl_rules, framework_default
+from rooftune.perfmodel.classifiers import (
+    BASELINES,
+    CLASSIFIERS,
+    MethodClassifier,
+    acl_rules,
+    framework_default,
+)
 from rooftune.perfmodel.data import ProfileData, load_profile_data, rows_to_data
 from rooftune.perfmodel.evaluate import evaluate, regression_metrics
 from rooftune.perfmodel.features import FEATURE_SCHEMA_VERSION, FEATURES, featurize

@@ -125,7 +125,7 @@ def evaluate(data: ProfileData, estimators: Sequence[str] = ("gbr", "rf", "mlp")
             idx, _ = train.best()
             keep = idx >= 0
             labels = [train.primitives[j] for j in idx[keep]]
-            clf = MethodClassifier(kind).fit([s for s, k in zip(train.specs, keep) if k], labels)
+            clf = MethodClassifier(kind).fit([s for s, k in zip(train.specs, keep, strict=True) if k], labels)
             chosen_all.extend(clf.predict(test.specs))
             tests.append(test)
         pooled_test = _concat(tests)

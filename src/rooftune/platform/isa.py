@@ -103,7 +103,7 @@ def apply_cap(isa: frozenset[str], cap: str | None) -> frozenset[str]:
     if cap is None:
         return isa
     removed: set[str] = set()
-    for name, features in _X86_LEVELS[_LEVEL_INDEX[cap] + 1 :]:
+    for _, features in _X86_LEVELS[_LEVEL_INDEX[cap] + 1 :]:
         removed |= features
     return isa - removed
 

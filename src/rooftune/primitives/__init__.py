@@ -13,7 +13,15 @@ from rooftune.primitives.base import LAYOUTS, Kernel, Primitive, in_layout, to_l
 from rooftune.primitives.onnx_mlas import OnnxRuntimeMLAS
 from rooftune.primitives.quantized import QuantizedEngine
 from rooftune.primitives.spec import ConvSpec
-from rooftune.primitives.torch_conv import NNPACK, ATenNative, Gemm1x1, Im2colGemm, OneDNNDirect, OneDNNPrepacked, PyTorchDefault
+from rooftune.primitives.torch_conv import (
+    NNPACK,
+    ATenNative,
+    Gemm1x1,
+    Im2colGemm,
+    OneDNNDirect,
+    OneDNNPrepacked,
+    PyTorchDefault,
+)
 from rooftune.primitives.transforms import TRANSFORMS, Transform, transform_between
 from rooftune.primitives.transforms_domain import FFTConv, Winograd
 

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from rooftune.report.analysis_figures import plot_analysis, plot_ops_roofline, plot_time_roofline, plot_trajectory
+from rooftune.report.analysis_figures import (
+    plot_analysis,
+    plot_ops_roofline,
+    plot_time_roofline,
+    plot_trajectory,
+)
 from rooftune.report.figures import FIGURE_FORMATS, check_figure_path, plot_roofline, plot_sweep
 
 __all__ = [

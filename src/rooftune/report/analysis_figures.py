@@ -137,7 +137,7 @@ def plot_trajectory(analyses: Sequence[Analysis], path: str | Path, top: int = 5
     xs = [a.flops / a.bytes for a in analyses]
     ys = [a.flops / a.end_to_end_s for a in analyses]
     ax.plot(xs, ys, "-*", color="gold", mec="black", ms=12, lw=2, label="whole model", zorder=5)
-    for a, x, y in zip(analyses, xs, ys):
+    for a, x, y in zip(analyses, xs, ys, strict=True):
         ax.annotate(label(a), (x, y), fontsize=7, xytext=(4, 4), textcoords="offset points")
     # The top ops of the last point, followed through every point by their name.
     names = [o.name for o in sorted((o for o in last.ops if o.flops), key=lambda o: -o.time_s)[:top]]

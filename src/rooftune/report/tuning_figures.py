@@ -86,7 +86,7 @@ def plot_speedups(tune: TuneResult | None, select: SelectResult | None, path: st
     y = list(range(len(rows)))
     ax.barh(y, ratios, xerr=err, color=colours, alpha=0.8, capsize=3)
     ax.axvline(1.0, color="black", lw=1)
-    for yi, r in zip(y, rows):
+    for yi, r in zip(y, rows, strict=True):
         ax.text(max(r[1], r[3]), yi, f"  {r[1]:.2f}x", va="center", fontsize=8)
     ax.set_xlim(0, max(max(r[3] for r in rows), 1.0) * 1.15)
     ax.set_yticks(y, labels, fontsize=8)

@@ -87,7 +87,7 @@ class OnnxRuntime(Runtime):
         names = [i.name for i in sess.get_inputs()]
 
         def feeds_of(xs: Sequence[torch.Tensor]) -> dict[str, Any]:
-            return {n: x.float().numpy() if x.is_floating_point() else x.numpy() for n, x in zip(names, xs)}
+            return {n: x.float().numpy() if x.is_floating_point() else x.numpy() for n, x in zip(names, xs, strict=False)}
 
         feeds = feeds_of(torch_inputs(wl, config))
 

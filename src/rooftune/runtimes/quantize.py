@@ -105,7 +105,7 @@ class _Reader:
     """onnxruntime.quantization's CalibrationDataReader over the calibration set."""
 
     def __init__(self, names: Sequence[str], calibration: Sequence[Inputs]) -> None:
-        self._it = iter([{n: x.float().numpy() if x.is_floating_point() else x.numpy() for n, x in zip(names, xs)}
+        self._it = iter([{n: x.float().numpy() if x.is_floating_point() else x.numpy() for n, x in zip(names, xs, strict=False)}
                          for xs in calibration])
 
     def get_next(self) -> dict[str, Any] | None:

@@ -23,7 +23,15 @@ from rooftune.primitives import get_primitive
 from rooftune.selection.graph import ConvGraph, conv_graph
 from rooftune.selection.rewrite import SelectedConv, Verification, rewrite, selected_layers, verify
 from rooftune.selection.solve import (
-    DEFAULT, Choice, CostTable, Selection, best_uniform, candidate_primitives, layout_aware, per_layer, uniform,
+    DEFAULT,
+    Choice,
+    CostTable,
+    Selection,
+    best_uniform,
+    candidate_primitives,
+    layout_aware,
+    per_layer,
+    uniform,
 )
 
 #: The measurement of a whole rewritten network against another: interleaved, 2 % target.

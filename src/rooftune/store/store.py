@@ -25,7 +25,15 @@ from sqlalchemy.orm import Session
 from rooftune.errors import StoreError
 from rooftune.platform import Platform
 from rooftune.store.migrations import MIGRATIONS, SCHEMA_VERSION
-from rooftune.store.schema import AnalysisRow, CeilingsRow, MeasurementRow, PlatformRow, ProfileRow, SchemaInfo, TrialRow
+from rooftune.store.schema import (
+    AnalysisRow,
+    CeilingsRow,
+    MeasurementRow,
+    PlatformRow,
+    ProfileRow,
+    SchemaInfo,
+    TrialRow,
+)
 
 #: Environment variable that names the store when --db is not given.
 DB_ENV = "ROOFTUNE_DB"

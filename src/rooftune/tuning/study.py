@@ -29,7 +29,7 @@ import torch
 from rooftune.bench import Measurement, Policy, compare, stats
 from rooftune.errors import InvalidArgument
 from rooftune.tuning.config import ALLOCATORS, RunConfig, allocator_library
-from rooftune.tuning.guidelines import baselines, guideline, physical_usable, precision_seeds
+from rooftune.tuning.guidelines import baselines, guideline, precision_seeds
 from rooftune.tuning.trial import PREPARE_TIMEOUT_S, Group, TrialFailed, VirtualClock
 
 OBJECTIVES = ("latency", "throughput")
@@ -401,11 +401,6 @@ def tune(
                 notes.append(f"{cfg.name} is the same configuration as {twin} on this machine")
             results.append(r)
         guide, base = results[0], {r.config.name: r for r in results[1:]}
-        if not guidelines_only:
-            seeds = precision_seeds(guide_cfg, available, precisions)
-            for i, cfg in enumerate(seeds):
-                step(f"guideline in other precisions: {cfg.name}", i, len(seeds))
-                results.append(evaluate(cfg))
 
         if not guidelines_only:
             sampler = optuna.samplers.TPESampler(seed=SEED)
@@ -417,6 +412,15 @@ def tune(
             reserve = sum(1 for b in base.values() if b.ok) * (
                 one_pair + (compare_pairs - 1) * (compare_policy.warmup_s + 2 * WORKER_START_S)) + RUNNERS_UP * one_pair
             search_until = budget_s - reserve
+            # The guideline in each reduced precision allowed, first, within the search's time.
+            seeds = precision_seeds(guide_cfg, available, precisions)
+            for i, cfg in enumerate(seeds):
+                left = search_until - (time.perf_counter() - started)
+                if left <= 0:
+                    notes.append(f"no time left in the budget for {', '.join(c.name for c in seeds[i:])}")
+                    break
+                step(f"guideline in other precisions: {cfg.name}", i, len(seeds))
+                results.append(evaluate(cfg, prepare_timeout_s=max(30.0, min(PREPARE_TIMEOUT_S, left))))
             n = repeats = 0
             seen = {r.config.key() for r in results}
             while n < limit and time.perf_counter() - started < search_until:

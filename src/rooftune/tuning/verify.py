@@ -49,12 +49,12 @@ def compare_set(outputs: list[torch.Tensor], refs: list[torch.Tensor], precision
     worst), top-1 agreement over every row of every output, and the largest relative error."""
     if len(outputs) != len(refs) or not refs:
         return {"ok": False, "why": f"{len(outputs)} outputs for {len(refs)} calibration inputs"}
-    each = [compare_outputs(o, r, precision) for o, r in zip(outputs, refs)]
+    each = [compare_outputs(o, r, precision) for o, r in zip(outputs, refs, strict=True)]
     bad_shape = next((e for e in each if "cosine" not in e), None)
     if bad_shape is not None:
         return bad_shape
     rows = [r.reshape(-1, r.shape[-1]).shape[0] if r.dim() else 1 for r in refs]
-    top1 = sum(e["top1"] * n for e, n in zip(each, rows)) / sum(rows)
+    top1 = sum(e["top1"] * n for e, n in zip(each, rows, strict=True)) / sum(rows)
     cos = sum(e["cosine"] for e in each) / len(each)
     rel = max(e["max_rel"] for e in each)
     finite = all(torch.isfinite(o).all() for o in outputs)

@@ -128,7 +128,7 @@ def _reshape_inputs(
         dtypes = [x.dtype for x in given] or [torch.float32] * len(base)
         gen = torch.Generator().manual_seed(INPUT_SEED)
         out = []
-        for s, dt in zip(base, dtypes):
+        for s, dt in zip(base, dtypes, strict=False):
             if dt.is_floating_point:
                 out.append(torch.randn(s, generator=gen, dtype=dt))
             else:
