@@ -1,7 +1,10 @@
 """The main job as a new user meets it, and whether its speedup holds when re-measured.
 
     .venv/bin/python benchmarks/optimize_reproduce.py [--model resnet18] [--budget 480] [--rounds 8]
-        [--out DIR] [--db PATH] [--json OUT]
+        [--int8] [--out DIR] [--db PATH] [--json OUT]
+
+``--int8`` lets the tuning choose int8 (``rooftune optimize --int8``); a replay of an int8 best
+quantizes the model again with the trial's seeded calibration set, so it runs the same model.
 
 Targets (issue "The main job: rooftune optimize MODEL"):
   * `rooftune optimize` on the default model finishes within 10 minutes on a 2-core machine
@@ -56,6 +59,7 @@ def main() -> None:
     ap.add_argument("--out", default="/tmp/rooftune-optimize-bench")
     ap.add_argument("--db", default=None)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--int8", action="store_true", help="let the tuning choose int8")
     args = ap.parse_args()
 
     out = Path(args.out)
@@ -64,6 +68,8 @@ def main() -> None:
         cmd += ["--budget", str(args.budget)]
     if args.db:
         cmd += ["--db", args.db]
+    if args.int8:
+        cmd.append("--int8")
     t0 = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True, env=clean_env())
     wall = time.perf_counter() - t0

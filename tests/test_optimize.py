@@ -52,6 +52,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> OptimizeResult:
         (["resnet18", "--batch", "0"], ["batch 0"]),
         (["resnet18", "--skip", "machine"], ["--skip 'machine'", "tune, select"]),
         (["resnet18", "--runtime", "tensorrt"], ["runtime 'tensorrt'"]),
+        (["resnet18", "--int8", "--calibration", "0"], ["calibration size 0", "1..10000"]),
     ],
 )
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path: Path, args: list[str], fragments: list[str]) -> None:
@@ -143,6 +144,36 @@ def test_replay_refuses_a_config_without_its_workload(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "rooftune.tuning.replay", str(cfg)], capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 2 and proc.stderr.startswith("error: invalid --config") and "names no workload" in proc.stderr
+
+
+def test_replay_quantizes_an_int8_config_with_the_trials_calibration_set(tmp_path: Path) -> None:
+    from rooftune.runtimes import get_runtime
+    from rooftune.runtimes.quantize import int8_missing
+    from rooftune.tuning import RunConfig
+
+    if int8_missing("onnxruntime") or get_runtime("onnxruntime").available():
+        pytest.skip(int8_missing("onnxruntime") or get_runtime("onnxruntime").available())
+    cfg = tmp_path / "int8.json"
+    cfg.write_text(json.dumps({"config": RunConfig(runtime="onnxruntime", precision="int8").to_dict(),
+                               "workload": {"model": CNN, "inputs": None, "options": {}}, "calibration": 4}))
+    proc = subprocess.run([sys.executable, "-m", "rooftune.tuning.replay", str(cfg), "--seconds", "0.3"],
+                          capture_output=True, text=True, timeout=300)
+    r = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert "top-1 agreement" in r["verify"]["rule"] and 0.9 < r["verify"]["cosine"] <= 1.0 + 1e-6
+    assert proc.returncode == (0 if r["verify"]["ok"] else 1)
+    cfg.write_text(json.dumps({**json.loads(cfg.read_text()), "calibration": 0}))
+    proc = subprocess.run([sys.executable, "-m", "rooftune.tuning.replay", str(cfg)], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2 and "invalid calibration 0" in proc.stderr
+
+
+def test_reproduce_commands_carry_the_precisions(tmp_path: Path) -> None:
+    from rooftune.pipeline import _commands
+
+    r = OptimizeResult(model="resnet18", batch=1, objective="latency", budget_s=300, out=tmp_path, steps={})
+    assert "--int8 --calibration 8 --out" in _commands(r, None, ("fp32", "int8"), 8)[0]
+    assert "--bf16 --int8 --out" in _commands(r, None, ("fp32", "bf16", "int8"), 32)[0]
+    assert "--int8" not in _commands(r, None)[0]
 
 
 def test_ctrl_c_leaves_a_partial_report_and_the_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -679,6 +679,9 @@ def optimize(
     skip: Annotated[str | None, typer.Option("--skip", help="Leave out steps: tune, select (comma-separated).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the summary as one JSON object.")] = False,
     db: Annotated[str | None, typer.Option("--db", help="Store: a file path or SQLAlchemy URL.")] = None,
+    bf16: Annotated[bool, typer.Option("--bf16", help="Also tune in bf16 (native bf16 CPUs only).")] = False,
+    int8: Annotated[bool, typer.Option("--int8", help="Also tune in int8 (post-training static quantization; guard: cosine >= 0.99, top-1 >= 99%).")] = False,
+    calibration: Annotated[int | None, typer.Option("--calibration", help="Inputs in the int8 calibration set (default 32).")] = None,
 ) -> None:
     """Measure, explain and speed up a model end to end; write a self-contained report."""
     from rooftune.pipeline import STEPS
@@ -692,7 +695,9 @@ def optimize(
     progress, update = _progress()
     with progress:
         r = run_optimize(model, batch=batch, objective=objective, budget_s=budget, out=out_dir, db=db,
-                         runtimes=runtimes, steps=[s for s in STEPS if s not in skipped], progress=update)
+                         runtimes=runtimes, steps=[s for s in STEPS if s not in skipped], progress=update,
+                         precisions=("fp32",) + (("bf16",) if bf16 else ()) + (("int8",) if int8 else ()),
+                         calibration_size=calibration)
     if json_out:
         sys.stdout.write(json.dumps(r.to_dict(), indent=2, default=str) + "\n")
     else:

@@ -153,14 +153,17 @@ def optimize(
     progress: Progress | None = None,
     trial_policy: Any = None,
     compare_policy: Any = None,
+    precisions: Sequence[str] = ("fp32",),
+    calibration_size: int | None = None,
 ) -> OptimizeResult:
     """Measure, explain and speed up ``model`` on this machine; write the report to ``out``.
 
     ``model`` is a name as ``rooftune analyze`` takes it, or an ``nn.Module`` with
     ``example_inputs`` (exported with torch.export into ``out``). ``budget_s`` bounds the whole
     run: analysis and selection get small shares, tuning the rest. ``steps`` may leave out
-    ``tune`` or ``select``. Bad arguments raise :class:`InvalidArgument` before anything is
-    measured or written.
+    ``tune`` or ``select``. ``precisions`` may add ``int8`` (each runtime's quantizer, calibrated on
+    ``calibration_size`` inputs and guarded) and ``bf16`` (native bf16 CPUs) to the tuning's
+    space. Bad arguments raise :class:`InvalidArgument` before anything is measured or written.
     """
     from rooftune.store import Store
     from rooftune.tuning import OBJECTIVES
@@ -182,6 +185,10 @@ def optimize(
         from rooftune.runtimes import chosen_runtimes
 
         chosen_runtimes(runtimes)
+    from rooftune.platform import current_platform
+    from rooftune.tuning.study import check_precisions
+
+    calibration_size = check_precisions(precisions, calibration_size, current_platform())
     out_dir = _check_out(out)
     if not isinstance(model, str):
         name = _export(model, example_inputs, out_dir)
@@ -192,7 +199,7 @@ def optimize(
     out_dir.mkdir(parents=True, exist_ok=True)
     result = OptimizeResult(model=name, batch=wl.batch, objective=objective, budget_s=float(budget_s), out=out_dir,
                             steps={s: Step(s, "pending" if s in steps else "skipped") for s in STEPS})
-    result.commands = _commands(result, db)
+    result.commands = _commands(result, db, precisions, calibration_size)
 
     def run(step: str, fn: Callable[[], None]) -> bool:
         st = result.steps[step]
@@ -265,7 +272,7 @@ def optimize(
             if compare_policy is not None:
                 kwargs["compare_policy"] = compare_policy
             r = tune(name, objective=objective, budget_s=b, trials=trials, batch=batch, runtimes=runtimes,
-                     store=store, save=out_dir / "best.json", progress=lambda s, d, t: say(f"tune: {s}", d, t), **kwargs)
+                     precisions=precisions, calibration_size=calibration_size, store=store, save=out_dir / "best.json", progress=lambda s, d, t: say(f"tune: {s}", d, t), **kwargs)
             result.tune = r
             result.files["best configuration"] = "best.json"
             vanilla = r.baselines.get("vanilla")
@@ -325,13 +332,20 @@ def _write_outputs(result: OptimizeResult) -> None:
     tmp.replace(result.out / "summary.json")
 
 
-def _commands(r: OptimizeResult, db: str | None) -> list[str]:
+def _commands(r: OptimizeResult, db: str | None, precisions: Sequence[str] = ("fp32",),
+              calibration_size: int | None = None) -> list[str]:
+    from rooftune.runtimes.quantize import CALIBRATION_SIZE
+
     q = shlex.quote
     out = q(str(r.out))
     dbo = f" --db {q(db)}" if db else ""
     py = q(sys.executable)
+    prec = "".join(f" --{p}" for p in ("bf16", "int8") if p in precisions)
+    if "int8" in precisions and calibration_size not in (None, CALIBRATION_SIZE):
+        prec += f" --calibration {calibration_size}"
     return [
-        f"rooftune optimize {q(r.model)} --batch {r.batch} --objective {r.objective} --budget {r.budget_s:g} --out {out}{dbo}",
+        f"rooftune optimize {q(r.model)} --batch {r.batch} --objective {r.objective} --budget {r.budget_s:g}{prec} "
+        f"--out {out}{dbo}",
         f"rooftune exec --config {out}/best.json -- {py} -m rooftune.tuning.replay {out}/best.json",
         f"rooftune exec --config {out}/vanilla.json -- {py} -m rooftune.tuning.replay {out}/vanilla.json",
         f"rooftune select {q(r.model)} --batch {r.batch} --save {out}/selection{dbo}",

@@ -192,8 +192,12 @@ def _verification(r: OptimizeResult) -> str:
     rows = []
     if r.tune is not None and r.tune.best.ok:
         v = r.tune.best.verify
+        rule = v.get("rule", "")
+        if "inputs" in v:  # int8: the guard over the calibration set
+            rule += (f" over {v['inputs']} calibration inputs: mean cosine {v.get('cosine', math.nan):.4f} "
+                     f"(worst {v.get('min_cosine', math.nan):.4f}), top-1 agreement {v.get('top1', math.nan):.1%}")
         rows.append(["tuned configuration", r.tune.best.config.describe(), "ok" if v.get("ok") else "FAILED",
-                     f"{v.get('max_rel', math.nan):.2e}", f"{v.get('cosine', math.nan):.6f}", v.get("rule", "")])
+                     f"{v.get('max_rel', math.nan):.2e}", f"{v.get('cosine', math.nan):.6f}", rule])
     if r.select is not None:
         v = r.select.verification
         rows.append(["selected primitives", f"{len(v.fallbacks)} layer(s) fell back to the default path",

@@ -44,8 +44,16 @@ def replay(path: str | Path, seconds: float = 5.0) -> dict[str, Any]:
         raise InvalidArgument("runtime", config.runtime, str(exc)) from None
     with torch.no_grad():
         reference = first_tensor(wl.module(*wl.inputs)).float()
+    calibration: list[Any] = []
+    if config.precision == "int8":  # the trial's calibration set: seeded, drawn like the workload's inputs
+        from rooftune.runtimes.quantize import CALIBRATION_SIZE, calibration_inputs
+
+        n = saved.get("calibration", CALIBRATION_SIZE)
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 10_000:
+            raise InvalidArgument("calibration", n, "allowed an integer 1..10000")
+        calibration = calibration_inputs(wl.inputs, n)
     with tempfile.TemporaryDirectory(prefix="rooftune-replay-") as workdir:
-        prepared = runtime.prepare(wl, config, Path(workdir))
+        prepared = runtime.prepare(wl, config, Path(workdir), calibration=calibration)
         check = compare_outputs(prepared.output(), reference, config.precision)
         result: dict[str, Any] = {"config": config.describe(), "name": config.name, "verify": check,
                                   "threads": torch.get_num_threads()}

@@ -328,18 +328,9 @@ def tune(
         raise InvalidArgument("compare pairs", compare_pairs, "allowed an integer >= 1")
     if trials is not None and (isinstance(trials, bool) or not isinstance(trials, int) or trials < 0):
         raise InvalidArgument("trials", trials, "allowed an integer >= 0")
-    for p in precisions:
-        if p not in ("fp32", "bf16", "int8"):
-            raise InvalidArgument("precision", p, "allowed fp32, bf16, int8")
-    from rooftune.runtimes.quantize import CALIBRATION_SIZE
-
-    calibration_size = CALIBRATION_SIZE if calibration_size is None else calibration_size
-    if isinstance(calibration_size, bool) or not isinstance(calibration_size, int) or not 1 <= calibration_size <= 10_000:
-        raise InvalidArgument("calibration size", calibration_size, "allowed an integer 1..10000")
-    validate_spec = _validation_spec(validate)
     platform = current_platform()
-    if "bf16" in precisions and not set(platform.effective_isa) & {"avx512_bf16", "amx_bf16"}:
-        raise InvalidArgument("precision", "bf16", "this CPU has no native bf16 (avx512_bf16 or amx_bf16)")
+    calibration_size = check_precisions(precisions, calibration_size, platform)
+    validate_spec = _validation_spec(validate)
     available, notes_by_rt = chosen_runtimes(runtimes)
     if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
         raise InvalidArgument("batch", batch, "allowed an integer >= 1")
@@ -477,7 +468,7 @@ def tune(
                              f"interleaved comparison (95 % CI of best/baseline {sp['ci_low']:.2f}-{sp['ci_high']:.2f}); "
                              f"the search's trial medians ranked it lower")
         if save:
-            save_config(best, Path(save), workload)
+            save_config(best, Path(save), workload, calibration_size=calibration_size)
     finally:
         if own_store:
             store.close()
@@ -486,6 +477,22 @@ def tune(
                       guideline_reasons=tuple(reasons), baselines=base, speedup=speedup, trials=tuple(results),
                       notes=tuple(notes), duration_s=time.perf_counter() - started, resumed=resumed,
                       workload=workload)
+
+
+def check_precisions(precisions: Sequence[str], calibration_size: int | None, platform: Any) -> int:
+    """Refuse an unknown precision, bf16 on a CPU without native bf16, and an impossible
+    calibration size; returns the calibration size to use."""
+    from rooftune.runtimes.quantize import CALIBRATION_SIZE
+
+    for p in precisions:
+        if p not in ("fp32", "bf16", "int8"):
+            raise InvalidArgument("precision", p, "allowed fp32, bf16, int8")
+    if "bf16" in precisions and not set(platform.effective_isa) & {"avx512_bf16", "amx_bf16"}:
+        raise InvalidArgument("precision", "bf16", "this CPU has no native bf16 (avx512_bf16 or amx_bf16)")
+    n = CALIBRATION_SIZE if calibration_size is None else calibration_size
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 10_000:
+        raise InvalidArgument("calibration size", n, "allowed an integer 1..10000")
+    return n
 
 
 def _interleaved(a: RunConfig, b: RunConfig, setup: Setup, objective: str = "latency",
@@ -547,13 +554,18 @@ def _validation_spec(validate: str | Callable[..., Any] | None) -> str | None:
     return str(validate)
 
 
-def save_config(trial: TrialResult, path: Path, workload: dict[str, Any] | None = None) -> Path:
+def save_config(trial: TrialResult, path: Path, workload: dict[str, Any] | None = None,
+                calibration_size: int | None = None) -> Path:
     """A trial's configuration as JSON, with the workload it was measured on (what
-    ``python -m rooftune.tuning.replay`` runs) and its prepared artifact copied beside it."""
+    ``python -m rooftune.tuning.replay`` runs) and its prepared artifact copied beside it; an
+    int8 configuration also records the size of its (seeded) calibration set, so that a replay
+    quantizes the model exactly as the trial did."""
     path.parent.mkdir(parents=True, exist_ok=True)
     data: dict[str, Any] = {"config": trial.config.to_dict(), "figures": trial.figures(), "verify": trial.verify}
     if workload is not None:
         data["workload"] = workload
+    if trial.config.precision == "int8" and calibration_size is not None:
+        data["calibration"] = calibration_size
     if trial.artifact and Path(trial.artifact).exists():
         src = Path(trial.artifact)
         dst = path.with_name(path.stem + "_" + src.name)
