@@ -54,6 +54,30 @@ def test_two_point_transitions_lose_to_the_level_they_sit_in() -> None:
     assert {k: p.bandwidth for k, p in named.items()} == {"L1": 800e9, "L2": 280e9, "L3": 160e9, "DRAM": 40e9}
 
 
+def test_a_level_takes_its_fastest_plateau_past_the_transition() -> None:
+    # Measured shape of a Zen 5 L2 (2 MiB for the team): ~330 GB/s at 160-520 KiB, ~410 GB/s at
+    # 0.8-1.3 MiB; and a fast two-point group right above L1 (partly still in L1) that must not count.
+    points = [(64 * KiB, 1200e9), (80 * KiB, 1190e9), (104 * KiB, 600e9), (120 * KiB, 560e9),
+              (164 * KiB, 328e9), (207 * KiB, 336e9), (261 * KiB, 333e9), (330 * KiB, 338e9),
+              (415 * KiB, 337e9), (524 * KiB, 341e9), (831 * KiB, 405e9), (1047 * KiB, 407e9),
+              (1321 * KiB, 415e9), (1663 * KiB, 250e9), (4 * MiB, 160e9), (8 * MiB, 158e9)]
+    sizes, rates = [p[0] for p in points], [p[1] for p in points]
+    found = detect_plateaus(sizes, rates)
+    named = name_plateaus(found, CAPS, sizes, rates)
+    # 338 and 407 GB/s are within ERT's 1.25x: one level, whose ceiling is its faster part...
+    assert named["L2"].bandwidth == pytest.approx(407e9)
+    assert named["L2"].start_bytes == 164 * KiB and named["L2"].points == 9 and named["L2"].distinct
+    assert named["L1"].bandwidth == pytest.approx(1195e9)
+    # ...and where the faster part is a plateau of its own (>= 1.25x: copy ran 350 then 445 GB/s),
+    # the level still takes it, while the 580 GB/s pair that starts inside the L1 transition does not.
+    rates = [r if s < 831 * KiB or s > 1321 * KiB else 445e9 for s, r in zip(sizes, rates, strict=True)]
+    rates = [350e9 if 164 * KiB <= s <= 524 * KiB else r for s, r in zip(sizes, rates, strict=True)]
+    found = detect_plateaus(sizes, rates)
+    assert sum(1 for p in found if 96 * KiB < p.middle_bytes <= 2 * MiB) == 3
+    named = name_plateaus(found, CAPS, sizes, rates)
+    assert named["L2"].bandwidth == pytest.approx(445e9) and named["L2"].points == 3
+
+
 def test_noise_within_tolerance_stays_one_plateau() -> None:
     sizes = [4096 * 2**i for i in range(6)]
     rates = [100e9, 108e9, 95e9, 104e9, 99e9, 102e9]

@@ -4,7 +4,8 @@ Detection follows the Empirical Roofline Toolkit: walk the sweep from small to l
 group consecutive points whose bandwidth stays within a tolerance of the group's median, drop
 groups too short to be a level (the transitions between caches), and treat two neighbouring groups
 as one level unless the later one is at least 1.25x slower. Naming uses only the cache sizes:
-a plateau belongs to the level whose capacity range holds its (geometric) middle.
+a plateau belongs to the level whose capacity range holds its (geometric) middle, and a level's
+ceiling is its fastest plateau past the transition from the level before.
 """
 
 from __future__ import annotations
@@ -51,11 +52,15 @@ class Plateau:
         }
 
 
-def _plateau(points: Sequence[tuple[int, float]]) -> Plateau:
+def _plateau(points: Sequence[tuple[int, float]], groups: Sequence[Sequence[tuple[int, float]]] = ()) -> Plateau:
+    """A plateau over ``points``; its bandwidth is the median of its points, or, when it was merged
+    from several groups, the fastest group's median (a ceiling is an upper bound; each group's
+    median still needs two or more points to agree)."""
+    bandwidth = max((statistics.median(r for _, r in g) for g in groups), default=None) if groups else None
     return Plateau(
         start_bytes=points[0][0],
         end_bytes=points[-1][0],
-        bandwidth=statistics.median(r for _, r in points),
+        bandwidth=bandwidth if bandwidth is not None else statistics.median(r for _, r in points),
         points=len(points),
     )
 
@@ -82,16 +87,16 @@ def detect_plateaus(
     if current:
         groups.append(current)
     kept = [g for g in groups if len(g) >= min_points]
-    merged: list[list[tuple[int, float]]] = []
+    merged: list[list[list[tuple[int, float]]]] = []  # each plateau as the groups it was merged from
     for g in kept:
         if merged:
-            prev = statistics.median(r for _, r in merged[-1])
+            prev = statistics.median(r for g0 in merged[-1] for _, r in g0)
             here = statistics.median(r for _, r in g)
             if max(prev, here) / min(prev, here) < level_step:
-                merged[-1] = merged[-1] + g
+                merged[-1].append(g)
                 continue
-        merged.append(g)
-    return [_plateau(g) for g in merged]
+        merged.append([g])
+    return [_plateau([p for g in gs for p in g], gs) for gs in merged]
 
 
 #: DRAM begins at twice the last cache: between 1x and 2x a large share of the working set still
@@ -99,6 +104,22 @@ def detect_plateaus(
 #: transition, not DRAM. Measured on a Zen 5 VM: read bandwidth fell from 129 to 95 GB/s between
 #: 32 and 64 MiB with a 32 MiB L3, and a plateau there was reported as DRAM.
 DRAM_MIN_FACTOR = 2.0
+
+
+#: A working set must exceed the previous level's capacity by this factor before that level's
+#: data is gone from it (below, part of each pass still hits the faster level).
+TRANSITION_FACTOR = 1.5
+
+
+def _previous_capacities(capacities: dict[str, int]) -> dict[str, float]:
+    """Each level's previous cache capacity (none for L1; the last cache for DRAM)."""
+    out: dict[str, float] = {}
+    last = 0.0
+    for name in LEVELS:
+        out[name] = last
+        if name in capacities:
+            last = float(capacities[name])
+    return out
 
 
 def level_ranges(capacities: dict[str, int], dram_factor: float = DRAM_MIN_FACTOR) -> dict[str, tuple[float, float]]:
@@ -122,15 +143,25 @@ def name_plateaus(
     sizes: Sequence[int] = (),
     rates: Sequence[float] = (),
 ) -> dict[str, Plateau]:
-    """Assign plateaus to levels. A level that got none falls back to the median of the sweep points
-    well inside its range (marked ``distinct=False``); a level with no points there is left out."""
+    """Assign plateaus to levels: each level takes the fastest plateau past the transition from
+    the level before. A level that got none falls back to the median of the sweep points well
+    inside its range (marked ``distinct=False``); a level with no points there is left out."""
     ranges = level_ranges(capacities)
+    previous = _previous_capacities(capacities)
     named: dict[str, Plateau] = {}
+    rank: dict[str, tuple[int, float, float]] = {}
     for p in plateaus:
         for name, (lo, hi) in ranges.items():
             if lo < p.middle_bytes <= hi:
-                best = named.get(name)
-                if best is None or (p.points, p.bandwidth) > (best.points, best.bandwidth):
+                # Past the transition from the level before, the fastest plateau is the level's
+                # ceiling (interference only slows, and in L2 a larger working set per core trains
+                # the prefetchers: triad 330 GB/s at 160-520 KiB, 405-415 GB/s at 0.8-1.3 MiB of a
+                # 2 MiB L2 on a Zen 5 VM, likwid-bench 407 GB/s at 1 MiB); a plateau that starts in
+                # the transition only counts when no other does, and then the longest one.
+                past = p.start_bytes > TRANSITION_FACTOR * previous.get(name, 0.0)
+                key = (1, p.bandwidth, p.points) if past else (0, p.points, p.bandwidth)
+                if name not in rank or key > rank[name]:
+                    rank[name] = key
                     named[name] = Plateau(p.start_bytes, p.end_bytes, p.bandwidth, p.points, level=name)
                 break
     for name, (lo, hi) in ranges.items():
@@ -139,7 +170,8 @@ def name_plateaus(
         # "Well inside": past 1.5x the previous level (its data is gone) and below half of this
         # level's capacity (no conflict misses yet).
         inside = [
-            (s, r) for s, r in zip(sizes, rates, strict=True) if lo * 1.5 < s <= (hi * 0.5 if hi != math.inf else s)
+            (s, r) for s, r in zip(sizes, rates, strict=True)
+            if lo * TRANSITION_FACTOR < s <= (hi * 0.5 if hi != math.inf else s)
         ]
         if inside:
             p = _plateau(inside)
