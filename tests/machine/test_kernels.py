@@ -50,3 +50,47 @@ def test_team_runs_task_on_every_worker_and_reraises() -> None:
         with pytest.raises(ValueError, match="worker"):
             team.run(boom)
         assert team.run(lambda i: i) == [0, 1]  # still usable after an error
+
+
+def test_a_multi_thread_rate_that_does_not_scale_is_measured_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rooftune.machine import probes
+
+    monkeypatch.setattr(probes, "SCALING_PAUSE_S", 0.0)
+    rates = iter([240.0, 250.0, 470.0, 480.0])  # two vCPUs on one core, then on two
+    rate, taken = probes.with_retries(lambda: (next(rates), object()), threads=2, one_thread=236.0)
+    assert rate == 470.0 and len(taken) == 3  # stops once it scales
+    stuck = iter([240.0] * 10)
+    rate, taken = probes.with_retries(lambda: (next(stuck), object()), threads=2, one_thread=236.0)
+    assert rate == 240.0 and len(taken) == 1 + probes.SCALING_RETRIES
+    assert probes.scaled_poorly(240.0, 2, 236.0) and not probes.scaled_poorly(400.0, 2, 236.0)
+    assert not probes.scaled_poorly(240.0, 1, 236.0)  # one thread: nothing to scale
+    _, taken = probes.with_retries(lambda: (100.0, object()), threads=1, one_thread=236.0)
+    assert len(taken) == 1
+
+
+def test_a_peak_that_still_scaled_poorly_is_measured_again_at_the_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The probes are stand-ins; what is checked is measure_ceilings' second look and its warning."""
+    from rooftune.bench import Measurement, Method, Policy
+    from rooftune.machine import probes
+    from rooftune.machine.ceilings import measure_ceilings
+    from rooftune.platform import current_platform
+
+    platform = current_platform()
+    m = Measurement(label="x", samples=(1.0, 1.0, 1.0), number=1, method=Method(policy=Policy()))
+    calls: list[tuple[str, tuple[int, ...], int | None]] = []
+
+    def fma_peak(dtype, cpus, threads, vector_bytes, effort, chains=None, one_thread=None):
+        calls.append((dtype, tuple(threads), chains))
+        late = chains is not None
+        flops = {t: 100.0 if t == 1 else (190.0 if late and dtype == "float32" else 110.0) for t in threads}
+        return probes.PeakResult(flops=flops, chains=12, lanes=16, measurements=(m,))
+
+    monkeypatch.setattr(probes, "fma_peak", fma_peak)
+    monkeypatch.setattr(probes, "bandwidth_sweep", lambda *a, **k: {})
+    monkeypatch.setattr(probes, "dispatch_overhead", lambda effort: (1e-6, m))
+    c, _ = measure_ceilings(platform, threads=(1, 2), precisions=("fp32", "fp64"), quick=True)
+    assert calls[2:] == [("float32", (2,), 12), ("float64", (2,), 12)]  # a second look, chains known
+    assert c.peak_flops["fp32"] == 190.0 and c.peak_flops_per_thread["fp32"][2] == 190.0
+    assert c.peak_flops["fp64"] == 110.0
+    assert any(w.startswith("fp64 on 2 threads reached only 1.10x") for w in c.warnings)
+    assert not any(w.startswith("fp32 on 2 threads") for w in c.warnings)

@@ -36,10 +36,17 @@ class Plateau:
     points: int
     level: str | None = None
     distinct: bool = True  # False: no plateau was found, the value is the median of the level's points
+    #: The runs of agreeing points it was merged from: (start_bytes, end_bytes, median bandwidth).
+    groups: tuple[tuple[int, int, float], ...] = ()
 
     @property
     def middle_bytes(self) -> float:
         return math.sqrt(self.start_bytes * self.end_bytes)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, object]) -> Plateau:
+        groups = tuple((int(a), int(b), float(bw)) for a, b, bw in d.get("groups", ()))  # type: ignore[attr-defined]
+        return cls(**{**d, "groups": groups})  # type: ignore[arg-type]
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -49,19 +56,18 @@ class Plateau:
             "points": self.points,
             "level": self.level,
             "distinct": self.distinct,
+            "groups": [list(g) for g in self.groups],
         }
 
 
 def _plateau(points: Sequence[tuple[int, float]], groups: Sequence[Sequence[tuple[int, float]]] = ()) -> Plateau:
-    """A plateau over ``points``; its bandwidth is the median of its points, or, when it was merged
-    from several groups, the fastest group's median (a ceiling is an upper bound; each group's
-    median still needs two or more points to agree)."""
-    bandwidth = max((statistics.median(r for _, r in g) for g in groups), default=None) if groups else None
+    """A plateau over ``points`` (bandwidth: their median), remembering the groups it was merged from."""
     return Plateau(
         start_bytes=points[0][0],
         end_bytes=points[-1][0],
-        bandwidth=bandwidth if bandwidth is not None else statistics.median(r for _, r in points),
+        bandwidth=statistics.median(r for _, r in points),
         points=len(points),
+        groups=tuple((g[0][0], g[-1][0], statistics.median(r for _, r in g)) for g in groups),
     )
 
 
@@ -158,11 +164,17 @@ def name_plateaus(
                 # the prefetchers: triad 330 GB/s at 160-520 KiB, 405-415 GB/s at 0.8-1.3 MiB of a
                 # 2 MiB L2 on a Zen 5 VM, likwid-bench 407 GB/s at 1 MiB); a plateau that starts in
                 # the transition only counts when no other does, and then the longest one.
-                past = p.start_bytes > TRANSITION_FACTOR * previous.get(name, 0.0)
-                key = (1, p.bandwidth, p.points) if past else (0, p.points, p.bandwidth)
+                edge = TRANSITION_FACTOR * previous.get(name, 0.0)
+                past = p.start_bytes > edge
+                # A plateau merged from groups (within ERT's 1.25x of each other) is as fast as its
+                # fastest group whose (geometric) middle lies in this level's range, past the
+                # transition (a group's median is not moved by its first point or two).
+                inside = [bw for a, b, bw in p.groups if max(edge, lo) < math.sqrt(a * b) <= hi]
+                bw = max(inside) if inside else p.bandwidth
+                key = (1, bw, p.points) if past else (0, p.points, bw)
                 if name not in rank or key > rank[name]:
                     rank[name] = key
-                    named[name] = Plateau(p.start_bytes, p.end_bytes, p.bandwidth, p.points, level=name)
+                    named[name] = Plateau(p.start_bytes, p.end_bytes, bw, p.points, level=name, groups=p.groups)
                 break
     for name, (lo, hi) in ranges.items():
         if name in named:
