@@ -305,9 +305,9 @@ def optimize(
             say(f"{step}", STEPS.index(step), len(STEPS))
             if not run(step, fn):
                 break
-        for s in result.steps.values():
-            if s.status == "pending" and s.name != "report":
-                s.status, s.message = "skipped", "not run: the run was interrupted"
+        for st in result.steps.values():
+            if st.status == "pending" and st.name != "report":
+                st.status, st.message = "skipped", "not run: the run was interrupted"
     finally:
         store.close()
         result.duration_s = time.perf_counter() - started

@@ -169,8 +169,8 @@ def name_plateaus(
                 # A plateau merged from groups (within ERT's 1.25x of each other) is as fast as its
                 # fastest group whose (geometric) middle lies in this level's range, past the
                 # transition (a group's median is not moved by its first point or two).
-                inside = [bw for a, b, bw in p.groups if max(edge, lo) < math.sqrt(a * b) <= hi]
-                bw = max(inside) if inside else p.bandwidth
+                fits = [g_bw for a, b, g_bw in p.groups if max(edge, lo) < math.sqrt(a * b) <= hi]
+                bw = max(fits) if fits else p.bandwidth
                 key = (1, bw, p.points) if past else (0, p.points, bw)
                 if name not in rank or key > rank[name]:
                     rank[name] = key

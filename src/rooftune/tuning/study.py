@@ -349,9 +349,9 @@ def tune(
     setup = Setup(workload, workdir, int8="int8" in precisions, calibration_size=calibration_size, validate=validate_spec)
     setup.files(wl.batch)
     if "int8" in precisions:
-        without = sorted(n for n, rt in available.items() if rt.unsupported(RunConfig(runtime=n, precision="int8")))
-        for n in without:
-            notes.append(f"int8 not on {n}: {get_runtime(n).unsupported(RunConfig(runtime=n, precision='int8'))}")
+        without = sorted(rn for rn, rt in available.items() if rt.unsupported(RunConfig(runtime=rn, precision="int8")))
+        for rn in without:
+            notes.append(f"int8 not on {rn}: {get_runtime(rn).unsupported(RunConfig(runtime=rn, precision='int8'))}")
 
     space = search_space(platform, available, precisions, objective=objective, batch=batch)
     if not space["runtime"]:
@@ -366,8 +366,8 @@ def tune(
     resumed = 0
     try:
         for row in store.trials(key):
-            t = TrialResult.from_stored(row)
-            done[row["config_key"]] = t
+            stored = TrialResult.from_stored(row)
+            done[row["config_key"]] = stored
             resumed += 1
 
         def evaluate(cfg: RunConfig, prepare_timeout_s: float = PREPARE_TIMEOUT_S) -> TrialResult:
@@ -496,7 +496,7 @@ def check_precisions(precisions: Sequence[str], calibration_size: int | None, pl
 
 
 def _interleaved(a: RunConfig, b: RunConfig, setup: Setup, objective: str = "latency",
-                 policy: Policy = COMPARE_POLICY, pairs: int | None = None) -> dict[str, float]:
+                 policy: Policy = COMPARE_POLICY, pairs: int | None = None) -> dict[str, Any]:
     """median(b) / median(a) from A B A B ... samples of two live sets of subprocesses (the one not
     being timed is paused), with the 95 % CI: time per call for latency, per item for throughput.
 
