@@ -107,3 +107,49 @@ def test_a_paused_worker_uses_no_cpu_and_resumes(tmp_path: Path) -> None:
         assert a.paused and not b.paused and clock() > 0
         os.kill(a.proc.pid, 0)  # still alive while paused
     assert a.proc.returncode is not None and b.proc.returncode is not None
+
+
+def test_a_baseline_faster_with_its_whole_ci_becomes_the_best(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The study's last phase with stand-ins for the trial processes: the trial medians rank a
+    searched configuration first and onnxruntime-default below the runners-up; the interleaved
+    comparison against the baselines finds onnxruntime-default faster."""
+    import rooftune.tuning.study as study
+    from rooftune.tuning.study import TrialResult
+
+    medians = {"vanilla": 0.010, "pytorch-launcher": 0.009, "intel-recommended": 0.009,
+               "onnxruntime-default": 0.0046, "openvino-latency": 0.0045, "guideline": 0.0042}
+
+    def fake_evaluate(cfg, setup, policy, prepare_timeout_s):  # type: ignore[no-untyped-def]
+        return TrialResult(cfg, True, latency_s=medians.get(cfg.name, 0.004), throughput=1.0,
+                           verify={"ok": True})
+
+    compared: list[tuple[str, str]] = []
+
+    def fake_interleaved(a, b, setup, objective, policy, pairs=None):  # type: ignore[no-untyped-def]
+        compared.append((a.name, b.name))
+        if a.key() == b.key():
+            return {"ratio": 1.0, "ci_low": 1.0, "ci_high": 1.0, "pairs": 0}
+        if b.name == "onnxruntime-default":  # the baseline is 5 % faster, its whole CI below 1
+            return {"ratio": 0.95, "ci_low": 0.93, "ci_high": 0.97, "pairs": 40}
+        if a.name == "onnxruntime-default" and b.name == "openvino-latency":
+            return {"ratio": 1.08, "ci_low": 1.05, "ci_high": 1.10, "pairs": 40}
+        return {"ratio": 2.0, "ci_low": 1.9, "ci_high": 2.1, "pairs": 40}
+
+    monkeypatch.setattr(study, "_evaluate", fake_evaluate)
+    monkeypatch.setattr(study, "_interleaved", fake_interleaved)
+    runtimes = [n for n in ("eager", "onnxruntime", "openvino")]
+    from rooftune.runtimes import get_runtime
+
+    if any(get_runtime(n).available() for n in runtimes[1:]):
+        pytest.skip("needs ONNX Runtime and OpenVINO")
+    r = tune(CNN, runtimes=runtimes, trials=1, budget_s=600, db=str(tmp_path / "t.db"))
+    assert r.best.config.name == "onnxruntime-default"
+    assert r.speedup["onnxruntime-default"]["ratio"] == 1.0
+    assert r.speedup["openvino-latency"]["ratio"] == 1.08  # measured against the new best
+    assert list(r.speedup) == [n for n in r.baselines if n in r.speedup]  # the baselines' order
+    won = compared.index(("trial 0", "onnxruntime-default"))
+    assert compared[won - 1] == ("trial 0", "openvino-latency")  # the fastest baseline first, then the next
+    after = compared[won + 1:]
+    assert ("onnxruntime-default", "openvino-latency") in after  # compared again with the new best
+    assert after and all(a == "onnxruntime-default" for a, _ in after)
+    assert any("onnxruntime-default is the best" in n for n in r.notes), r.notes
