@@ -3,9 +3,11 @@ the best re-measured interleaved against every baseline.
 
     reference = fp32 eager output of the workload (saved for the trials)
     evaluate(guideline), evaluate(each baseline)            # each in a fresh subprocess
+    evaluate(guideline in each reduced precision allowed)   # int8 / bf16 seeds
     while budget and trials remain: config = TPE.ask(); evaluate(config); TPE.tell(...)
-    best = fastest verified trial
-    for each baseline: compare(best, baseline) interleaved in two live subprocesses -> ratio, CI
+    best = fastest verified trial, confirmed against the runners-up interleaved
+    for each baseline, fastest first: compare(best, baseline) interleaved -> ratio, CI
+        (a baseline faster with its whole CI becomes the best; the others are compared again)
 
 evaluate(config) = start a worker with the config's environment; prepare; compare its output with
 the reference (a wrong output is a failed trial, never a best); measure with the harness; store.
