@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 import rooftune
 from rooftune.bench import Policy
@@ -161,6 +162,16 @@ def test_replay_quantizes_an_int8_config_with_the_trials_calibration_set(tmp_pat
     r = json.loads(proc.stdout.strip().splitlines()[-1])
     assert "top-1 agreement" in r["verify"]["rule"] and 0.9 < r["verify"]["cosine"] <= 1.0 + 1e-6
     assert proc.returncode == (0 if r["verify"]["ok"] else 1)
+    from rooftune.runtimes.quantize import calibration_inputs
+    from rooftune.tuning.replay import calibration_for
+    from rooftune.workload import load_workload
+
+    xs = load_workload(CNN).inputs
+    got = calibration_for(RunConfig(precision="int8"), {"calibration": 4}, xs)
+    want = calibration_inputs(xs, 4)  # what the trial's Setup calibrated with
+    assert len(got) == 4 and all(torch.equal(a, b) for g, w in zip(got, want, strict=True)
+                                 for a, b in zip(g, w, strict=True))
+    assert calibration_for(RunConfig(), {"calibration": 4}, xs) == []
     cfg.write_text(json.dumps({**json.loads(cfg.read_text()), "calibration": 0}))
     proc = subprocess.run([sys.executable, "-m", "rooftune.tuning.replay", str(cfg)], capture_output=True, text=True,
                           timeout=120)

@@ -26,6 +26,21 @@ CALIBRATION_SIZE = 32
 QUANTIZERS = {"eager": "torchao", "compile": "torchao", "onnxruntime": "onnxruntime", "openvino": "nncf"}
 
 
+#: The largest calibration set accepted (a larger one only costs calibration time).
+MAX_CALIBRATION_SIZE = 10_000
+
+
+def check_calibration_size(n: int | None, name: str = "calibration size") -> int:
+    """``n`` (None: :data:`CALIBRATION_SIZE`) when it is an integer 1..MAX_CALIBRATION_SIZE,
+    else InvalidArgument naming ``name``."""
+    from rooftune.errors import InvalidArgument
+
+    n = CALIBRATION_SIZE if n is None else n
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_CALIBRATION_SIZE:
+        raise InvalidArgument(name, n, f"allowed an integer 1..{MAX_CALIBRATION_SIZE}")
+    return n
+
+
 def int8_missing(runtime: str) -> str | None:
     """None when ``runtime`` can run int8 here, else why not."""
     pkg = QUANTIZERS.get(runtime)

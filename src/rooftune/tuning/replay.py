@@ -44,16 +44,8 @@ def replay(path: str | Path, seconds: float = 5.0) -> dict[str, Any]:
         raise InvalidArgument("runtime", config.runtime, str(exc)) from None
     with torch.no_grad():
         reference = first_tensor(wl.module(*wl.inputs)).float()
-    calibration: list[Any] = []
-    if config.precision == "int8":  # the trial's calibration set: seeded, drawn like the workload's inputs
-        from rooftune.runtimes.quantize import CALIBRATION_SIZE, calibration_inputs
-
-        n = saved.get("calibration", CALIBRATION_SIZE)
-        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 10_000:
-            raise InvalidArgument("calibration", n, "allowed an integer 1..10000")
-        calibration = calibration_inputs(wl.inputs, n)
     with tempfile.TemporaryDirectory(prefix="rooftune-replay-") as workdir:
-        prepared = runtime.prepare(wl, config, Path(workdir), calibration=calibration)
+        prepared = runtime.prepare(wl, config, Path(workdir), calibration=calibration_for(config, saved, wl.inputs))
         check = compare_outputs(prepared.output(), reference, config.precision)
         result: dict[str, Any] = {"config": config.describe(), "name": config.name, "verify": check,
                                   "threads": torch.get_num_threads()}
@@ -66,6 +58,16 @@ def replay(path: str | Path, seconds: float = 5.0) -> dict[str, Any]:
         result["note"] = (f"one instance measured alone; the configuration runs {config.instances} side by side "
                           f"(start one replay per instance to see their combined throughput)")
     return result
+
+
+def calibration_for(config: Any, saved: dict[str, Any], inputs: Any) -> list[Any]:
+    """The calibration set an int8 trial quantized with (seeded, drawn like the workload's
+    inputs, of the size the file records); empty for other precisions."""
+    if config.precision != "int8":
+        return []
+    from rooftune.runtimes.quantize import calibration_inputs, check_calibration_size
+
+    return calibration_inputs(inputs, check_calibration_size(saved.get("calibration"), "calibration"))
 
 
 def main(argv: list[str] | None = None) -> int:

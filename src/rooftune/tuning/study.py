@@ -506,17 +506,14 @@ def _against_baselines(best: TrialResult, base: dict[str, TrialResult], setup: S
 def check_precisions(precisions: Sequence[str], calibration_size: int | None, platform: Any) -> int:
     """Refuse an unknown precision, bf16 on a CPU without native bf16, and an impossible
     calibration size; returns the calibration size to use."""
-    from rooftune.runtimes.quantize import CALIBRATION_SIZE
+    from rooftune.runtimes.quantize import check_calibration_size
 
     for p in precisions:
         if p not in ("fp32", "bf16", "int8"):
             raise InvalidArgument("precision", p, "allowed fp32, bf16, int8")
     if "bf16" in precisions and not set(platform.effective_isa) & {"avx512_bf16", "amx_bf16"}:
         raise InvalidArgument("precision", "bf16", "this CPU has no native bf16 (avx512_bf16 or amx_bf16)")
-    n = CALIBRATION_SIZE if calibration_size is None else calibration_size
-    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 10_000:
-        raise InvalidArgument("calibration size", n, "allowed an integer 1..10000")
-    return n
+    return check_calibration_size(calibration_size)
 
 
 def _interleaved(a: RunConfig, b: RunConfig, setup: Setup, objective: str = "latency",
