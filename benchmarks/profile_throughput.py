@@ -22,23 +22,24 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default="resnet50,mobilenet_v2")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--passes", type=int, default=None, help="passes per campaign (default: the campaign's default)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
 
     from rooftune.platform import current_platform
-    from rooftune.profiling import profile, summarize
+    from rooftune.profiling import PROFILE_PASSES, profile, summarize
     from rooftune.store import Store
 
     platform = current_platform()
     models = [m for m in args.models.split(",") if m]
     print(f"# {platform.cpu_model}, {platform.usable_cores} usable cores, platform {platform.id}; "
-          f"{', '.join(models)} at batch 1, {args.threads} threads")
+          f"{', '.join(models)} at batch 1, {args.threads} threads, {args.passes or PROFILE_PASSES} passes per campaign")
     tmp = Path(tempfile.mkdtemp(prefix="rooftune-profile-bench-"))
     runs = []
     for i in (1, 2):
         db = str(tmp / f"run{i}.db")
         t0 = time.perf_counter()
-        result, layers = profile(models, batches=[1], threads=[args.threads], db=db)
+        result, layers = profile(models, batches=[1], threads=[args.threads], db=db, passes=args.passes or PROFILE_PASSES)
         wall = time.perf_counter() - t0
         with Store(db) as s:
             rows = s.profiles()

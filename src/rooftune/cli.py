@@ -378,9 +378,10 @@ def tune(
 def _print_profile(result: Any, summary: list[dict[str, Any]]) -> None:
     c = result
     state = "stopped by the budget (run the same command to continue)" if c.stopped_by_budget else "complete"
+    again = f", {c.retimed} timed again in passes 2-{c.passes}" if c.passes > 1 else ""
     out.print(f"campaign on platform {c.platform_id}: {c.added} rows added, {c.skipped} already stored; "
               f"{c.counts.get('ok', 0)} timed, {c.counts.get('unsupported', 0)} unsupported, "
-              f"{c.counts.get('failed', 0)} failed; {c.duration_s:.0f} s, {state}", highlight=False)
+              f"{c.counts.get('failed', 0)} failed{again}; {c.duration_s:.0f} s, {state}", highlight=False)
     if not summary:
         return
     t = Table(title="Per-layer fastest primitive against pytorch-default (F.conv2d)", title_justify="left")
@@ -429,6 +430,7 @@ def profile(
     primitives: Annotated[str | None, typer.Option("--primitives", help="Only these primitives (default: all).")] = None,
     int8: Annotated[bool, typer.Option("--int8", help="Also profile every spec in int8 (the int8 primitives).")] = False,
     budget: Annotated[float, typer.Option("--budget", help="Seconds; the campaign stops between specs and resumes when run again.")] = 3600.0,
+    passes: Annotated[int, typer.Option("--passes", help="Time every row in this many passes over the whole campaign; each row keeps its fastest (1..10).")] = 3,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the sampled specs.")] = 0,
     isa_variant: Annotated[str | None, typer.Option("--isa-variant", help="Run capped to an ISA (avx, avx2, avx512): an emulated platform of its own.")] = None,
     summary: Annotated[bool, typer.Option("--summary", help="Print per-model winners and the per-layer best against F.conv2d.")] = False,
@@ -451,7 +453,7 @@ def profile(
     if isa_variant is not None:
         if isa_variant not in ISA_VARIANTS:
             raise InvalidArgument("--isa-variant", isa_variant, f"allowed {', '.join(ISA_VARIANTS)}")
-        argv = ["--batch", batch, "--budget", str(budget), "--seed", str(seed)]
+        argv = ["--batch", batch, "--budget", str(budget), "--passes", str(passes), "--seed", str(seed)]
         for flag, value in (("--models", models), ("--threads", threads), ("--primitives", primitives), ("--db", db)):
             if value:
                 argv += [flag, value]
@@ -465,7 +467,7 @@ def profile(
     with progress:
         result, layers = run_profile(names, sample=sample, batches=batches, threads=thread_list, primitives=prims,
                                      precisions=("fp32", "int8") if int8 else ("fp32",), budget_s=budget, seed=seed,
-                                     db=db, progress=update)
+                                     db=db, progress=update, passes=passes)
     rows_summary: list[dict[str, Any]] = []
     if summary and layers:
         with Store(db) as s:

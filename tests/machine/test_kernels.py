@@ -94,3 +94,35 @@ def test_a_peak_that_still_scaled_poorly_is_measured_again_at_the_end(monkeypatc
     assert c.peak_flops["fp64"] == 110.0
     assert any(w.startswith("fp64 on 2 threads reached only 1.10x") for w in c.warnings)
     assert not any(w.startswith("fp32 on 2 threads") for w in c.warnings)
+
+
+def test_dram_points_and_gemm_roofs_are_measured_again_at_the_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stand-in probes: each DRAM point of the sweep and each GEMM rate keeps the better of its two looks."""
+    from rooftune.bench import Measurement, Method, Policy
+    from rooftune.machine import probes
+    from rooftune.machine.ceilings import measure_ceilings
+    from rooftune.platform import current_platform
+
+    platform = current_platform()
+    m = Measurement(label="x", samples=(1.0, 1.0, 1.0), number=1, method=Method(policy=Policy()))
+    sweeps: list[list[int]] = []
+
+    def bandwidth_sweep(cpus, vector_bytes, sizes, effort, progress=None):
+        sweeps.append(list(sizes))
+        late = len(sweeps) > 1
+        rate = {s: (2e10 if s == max(sizes) else 5e9) if late else 1e10 for s in sizes}
+        return {"triad": [probes.SweepPoint(bytes=s, bandwidth=rate[s], measurement=m) for s in sizes]}
+
+    gemms = iter([{1: 100.0, 2: 150.0}, {1: 90.0, 2: 190.0}])
+    monkeypatch.setattr(probes, "fma_peak", lambda *a, **k: probes.PeakResult({1: 1.0, 2: 2.0}, 12, 16, (m,)))
+    monkeypatch.setattr(probes, "bandwidth_sweep", bandwidth_sweep)
+    monkeypatch.setattr(probes, "gemm_roof", lambda kind, threads, effort: probes.GemmResult(next(gemms), (m,)))
+    monkeypatch.setattr(probes, "dispatch_overhead", lambda effort: (1e-6, m))
+    c, measurements = measure_ceilings(platform, threads=(1, 2), precisions=("fp32",), quick=False)
+    full, dram = sweeps
+    last_cache = max(c.capacity_bytes.values())
+    assert dram == [s for s in full if s >= 2 * last_cache] and dram
+    points = dict(c.sweep["triad"])
+    assert points[max(full)] == 2e10 and all(points[s] == 1e10 for s in full if s != max(full))
+    assert c.peak_flops_per_thread["gemm_fp32"] == {1: 100.0, 2: 190.0} and c.peak_flops["gemm_fp32"] == 190.0
+    assert len(measurements) == 2 + len(full) + len(dram) + 2 + 1  # every look is kept, none twice

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 import pytest
@@ -97,24 +98,69 @@ class SlowFirst(Primitive):
         return kernel
 
 
-def test_rounds_keep_the_fastest_and_say_when_they_disagree(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_passes_keep_the_fastest_and_say_when_they_disagree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from rooftune.profiling import campaign
 
     monkeypatch.setitem(PRIMITIVES, "slow-first", SlowFirst)
     real = campaign.measure
     calls = []
 
-    def measure(fn, **kw):  # the first round of the primitive is slow, the second is not
+    def measure(fn, **kw):  # the first pass of the primitive is slow, the second is not
         calls.append(kw["label"])
         SlowFirst.state["slow"] = calls.count("conv.slow-first") == 1
         return real(fn, **kw)
 
     monkeypatch.setattr(campaign, "measure", measure)
-    spec = SPECS[0][0]
-    [row] = campaign.profile_spec(spec, [SlowFirst()], 1, transforms=False, rounds=2)
-    assert calls == ["conv.slow-first", "conv.slow-first"]
-    assert row["status"] == "ok" and row["median_s"] < 0.002
-    assert any("rounds disagree" in w for w in row["warnings"])
+    with Store(tmp_path / "p.db") as store:
+        r = run_campaign(SPECS[:1], store=store, primitives=["slow-first"], threads=[1], transforms=False, passes=2)
+        [row] = store.profiles()
+    assert calls == ["conv.slow-first", "conv.slow-first"] and (r.added, r.retimed, r.passes) == (1, 1, 2)
+    assert row["status"] == "ok" and row["median_s"] < 0.002 and len(row["pass_medians"]) == 2
+    assert row["median_s"] == min(row["pass_medians"]) and max(row["pass_medians"]) > 0.004
+    assert any("passes disagree" in w for w in row["warnings"])
+
+
+def test_later_passes_resume_and_time_each_row_once_per_pass(tmp_path: Path) -> None:
+    with Store(tmp_path / "p.db") as store:
+        # One pass is what a campaign killed during its second pass has left.
+        first = run_campaign(SPECS, store=store, primitives=FAST[:2], threads=[1], passes=1)
+        before = {(x["spec_key"], x["primitive"]): x for x in store.profiles()}
+        assert first.retimed == 0 and all(len(x["pass_medians"]) == 1 for x in before.values() if x["status"] == "ok")
+        again = run_campaign(SPECS, store=store, primitives=FAST[:2], threads=[1], passes=2)
+        after = {(x["spec_key"], x["primitive"]): x for x in store.profiles()}
+        ok = [k for k, x in before.items() if x["status"] == "ok"]
+        assert again.added == 0 and again.retimed == len(ok) and store.count("profiles") == len(before)
+        for k in ok:
+            assert after[k]["pass_medians"][0] == before[k]["median_s"] and len(after[k]["pass_medians"]) == 2
+            assert after[k]["median_s"] == min(after[k]["pass_medians"])
+            assert after[k]["repetitions"] > before[k]["repetitions"]
+        assert run_campaign(SPECS, store=store, primitives=FAST[:2], threads=[1], passes=2).retimed == 0
+    with pytest.raises(InvalidArgument, match="passes"):
+        run_campaign(SPECS, store=None, passes=0)
+
+
+class WrongLater(Primitive):
+    """Right when first prepared, wrong from the second preparation on."""
+
+    name = "wrong-later"
+    library = "test"
+    prepared = 0
+
+    def prepare(self, spec: ConvSpec, weight: torch.Tensor, bias: torch.Tensor | None) -> Kernel:
+        WrongLater.prepared += 1
+        if WrongLater.prepared > 1:
+            return Kernel(spec, lambda x: torch.zeros(spec.output_shape))
+        return Kernel(spec, lambda x: torch.nn.functional.conv2d(x, weight, bias, spec.stride, spec.padding))
+
+
+def test_a_kernel_wrong_in_a_later_pass_makes_the_row_failed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(PRIMITIVES, "wrong-later", WrongLater)
+    monkeypatch.setattr(WrongLater, "prepared", 0)
+    with Store(tmp_path / "p.db") as store:
+        r = run_campaign(SPECS[:1], store=store, primitives=["wrong-later"], threads=[1], transforms=False, passes=3)
+        [row] = store.profiles()
+    assert row["status"] == "failed" and row["median_s"] is None and row["reason"].startswith("pass 2: max error")
+    assert r.retimed == 1 and r.counts["failed"] == 1  # not timed in pass 3 once failed
 
 
 def test_export_import_carries_rows_and_platform(tmp_path: Path) -> None:
@@ -130,6 +176,15 @@ def test_export_import_carries_rows_and_platform(tmp_path: Path) -> None:
         assert [(x["spec_key"], x["primitive"], x["median_s"]) for x in rows_b] == \
             [(x["spec_key"], x["primitive"], x["median_s"]) for x in rows_a]
         assert import_profiles(b, tmp_path / "d.csv")["added"] == 0
+    # A file exported before campaigns had passes has no pass_medians column: each ok row is one pass.
+    lines = list(csv.DictReader((tmp_path / "d.csv").open()))
+    with (tmp_path / "old.csv").open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=[k for k in lines[0] if k != "pass_medians"], extrasaction="ignore")
+        w.writeheader()
+        w.writerows(lines)
+    with Store(tmp_path / "o.db") as o:
+        assert import_profiles(o, tmp_path / "old.csv")["added"] == n
+        assert all(x["pass_medians"] == [x["median_s"]] for x in o.profiles() if x["status"] == "ok")
     pytest.importorskip("pyarrow")
     with Store(tmp_path / "a.db") as a:
         export_profiles(a, tmp_path / "d.parquet")
@@ -153,6 +208,13 @@ def test_a_corrupt_or_foreign_file_imports_nothing(tmp_path: Path) -> None:
     bad[0]["status"] = "ok"
     bad[0]["median_s"] = "-1"
     cases["median.csv"] = (bad, "positive finite median_s")
+    ok = next(i for i, r in enumerate(lines) if r["status"] == "ok")
+    bad = [dict(r) for r in lines]
+    bad[ok]["pass_medians"] = "[-1.0]"
+    cases["passes.csv"] = (bad, "pass_medians is not a list")
+    bad = [dict(r) for r in lines]
+    bad[ok]["pass_medians"] = json.dumps([2 * float(bad[ok]["median_s"])])
+    cases["fastest.csv"] = (bad, "median_s is not the fastest")
     for name, (rows, _) in cases.items():
         with (tmp_path / name).open("w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=list(rows[0]))

@@ -59,7 +59,7 @@ def test_version_1_database_is_upgraded(tmp_path: Path, fake_platform: Platform)
     build_version_1(path, fake_platform)
     assert tables(path) == {"schema_info", "platforms", "ceilings"}
     with Store(path) as s:
-        assert s.schema_version() == SCHEMA_VERSION == 5
+        assert s.schema_version() == SCHEMA_VERSION == 6
         assert s.platforms() == [fake_platform]  # old rows survive
         assert s.load_ceilings(fake_platform.id, threads=[0, 1]) == {"from": "v1"}
         new = {"label": "new", "samples": [1.0, 2.0, 3.0]}
@@ -194,3 +194,25 @@ def test_unreadable_database_file(tmp_path: Path) -> None:
             Store(path)
     finally:
         path.chmod(0o600)
+
+
+def test_version_5_profiles_gain_pass_medians(tmp_path: Path, fake_platform: Platform) -> None:
+    path = tmp_path / "v5.db"
+    row = {"spec_key": "k" * 16, "spec": {}, "primitive": "p", "threads": 1, "status": "ok", "median_s": 0.002,
+           "iqr_s": 0.0001, "repetitions": 6, "reason": "", "warnings": [], "sources": ["m"]}
+    with Store(path) as s:
+        s.save_profiles(fake_platform, [row])
+    with sqlite3.connect(path) as db:  # as schema 5 left it: no pass_medians column
+        db.execute("ALTER TABLE profiles DROP COLUMN pass_medians")
+        db.execute("UPDATE schema_info SET value = '5' WHERE key = 'schema_version'")
+    with Store(path) as s:
+        assert s.schema_version() == SCHEMA_VERSION == 6
+        [old] = s.profiles()
+        assert old["median_s"] == 0.002 and old["pass_medians"] == [0.002]  # a stored row counts as one pass
+        s.update_profiles(fake_platform.id, [{**old, "median_s": 0.001, "pass_medians": [0.002, 0.001]}])
+        assert s.profiles()[0]["pass_medians"] == [0.002, 0.001]
+        with pytest.raises(StoreError, match="no profiled row"):  # all or nothing
+            s.update_profiles(fake_platform.id, [{**old, "median_s": 0.0005}, {**old, "primitive": "missing"}])
+        assert s.profiles()[0]["median_s"] == 0.001
+    with sqlite3.connect(path) as db:
+        assert "pass_medians" in {r[1] for r in db.execute("PRAGMA table_info(profiles)")}

@@ -62,6 +62,9 @@ class Effort:
     #: Passes over the sweep; each point keeps its best pass, so a burst of interference from
     #: another tenant spoils one pass of a few points, not the level.
     sweep_passes: int = 1
+    #: Measure the DRAM points of the sweep, and the GEMM roofs, once more at the end of the run.
+    late_dram_pass: bool = False
+    late_gemm: bool = False
 
 
 FULL = Effort(
@@ -74,6 +77,8 @@ FULL = Effort(
     peak_policy=Policy(number=1, warmup_s=0.02, budget_s=0.25),
     sweep_policy=Policy(number=1, warmup_s=0.005, budget_s=0.045),
     sweep_passes=2,
+    late_dram_pass=True,
+    late_gemm=True,
     gemm_policy=Policy(number=1, warmup_s=0.03, budget_s=0.3),
     # 1024^3 sgemm: packing and edge effects are a few % of it, yet 6 samples fit in 0.5 s on 1 core.
     gemm_size=1024,

@@ -13,7 +13,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from rooftune.errors import InvalidArgument
-from rooftune.profiling.campaign import PROFILE_POLICY, CampaignResult, profile_spec, run_campaign
+from rooftune.profiling.campaign import (
+    PROFILE_PASSES,
+    PROFILE_POLICY,
+    CampaignResult,
+    check_passes,
+    profile_spec,
+    run_campaign,
+)
 from rooftune.profiling.dataset import export_profiles, import_profiles, read_profiles, summarize
 from rooftune.profiling.specs import Layer, dedupe, model_layers, sample_specs
 
@@ -59,13 +66,15 @@ def collect_specs(models: Sequence[str] = (), sample: int = 0, batches: Sequence
 def profile(models: Sequence[str] = (), *, sample: int = 0, batches: Sequence[int] = (1,),
             threads: Sequence[int] | None = None, primitives: Sequence[str] | None = None,
             precisions: Sequence[str] = ("fp32",), budget_s: float = 3600.0, seed: int = 0, db: str | None = None,
-            store: Any = None, progress: Any = None, transforms: bool = True) -> tuple[CampaignResult, dict[str, list[Any]]]:
+            store: Any = None, progress: Any = None, transforms: bool = True,
+            passes: int = PROFILE_PASSES) -> tuple[CampaignResult, dict[str, list[Any]]]:
     """Run (or continue) a campaign on this machine; returns its result and the models' layers."""
     from rooftune.platform import current_platform
     from rooftune.store import Store
 
     if not models and not sample:
         raise InvalidArgument("campaign", "empty", "give --models and/or --sample N")
+    check_passes(passes)
     for p in precisions:
         if p not in ("fp32", "int8"):
             raise InvalidArgument("precision", p, "allowed fp32, int8")
@@ -81,7 +90,7 @@ def profile(models: Sequence[str] = (), *, sample: int = 0, batches: Sequence[in
     try:
         result = run_campaign(specs, store=store, primitives=primitives,
                               threads=list(threads or [current_platform().usable_cores]), budget_s=budget_s,
-                              progress=progress, transforms=transforms)
+                              progress=progress, transforms=transforms, passes=passes)
     finally:
         if own:
             store.close()
@@ -98,7 +107,7 @@ def run_isa_variant(variant: str, argv: Sequence[str]) -> int:
 
 
 __all__ = [
-    "ISA_VARIANTS", "PROFILE_POLICY", "CampaignResult", "Layer", "collect_specs", "dedupe", "export_profiles",
+    "ISA_VARIANTS", "PROFILE_PASSES", "PROFILE_POLICY", "CampaignResult", "Layer", "collect_specs", "dedupe", "export_profiles",
     "import_profiles", "model_layers", "profile", "profile_spec", "read_profiles", "run_campaign", "run_isa_variant",
     "sample_specs", "summarize",
 ]

@@ -16,7 +16,9 @@ from rooftune.primitives.spec import ConvSpec
 
 COLUMNS = ("platform_id", "platform", "spec_key", "spec", "primitive", "threads", "status", "median_s", "iqr_s",
            "repetitions", "reason", "warnings", "sources", "created_at")
-JSON_COLUMNS = ("platform", "spec", "warnings", "sources")
+#: Written by this version, optional on import (files exported before campaigns had passes lack it).
+OPTIONAL_COLUMNS = ("pass_medians",)
+JSON_COLUMNS = ("platform", "spec", "warnings", "sources", "pass_medians")
 STATUSES = ("ok", "unsupported", "failed")
 FORMATS = (".csv", ".parquet")
 
@@ -42,15 +44,15 @@ def export_profiles(store: Any, path: str | Path, platform_id: str | None = None
     try:
         if fmt == ".csv":
             with tmp.open("w", newline="") as f:
-                w = csv.DictWriter(f, fieldnames=COLUMNS)
+                w = csv.DictWriter(f, fieldnames=COLUMNS + OPTIONAL_COLUMNS)
                 w.writeheader()
                 for r in records:
                     w.writerow({k: json.dumps(r[k], sort_keys=True) if k in JSON_COLUMNS else
-                                ("" if r[k] is None else r[k]) for k in COLUMNS})
+                                ("" if r[k] is None else r[k]) for k in COLUMNS + OPTIONAL_COLUMNS})
         else:
             pa, pq = _arrow()
             table = pa.table({k: [json.dumps(r[k], sort_keys=True) if k in JSON_COLUMNS else r[k] for r in records]
-                              for k in COLUMNS})
+                              for k in COLUMNS + OPTIONAL_COLUMNS})
             pq.write_table(table, tmp)
         tmp.replace(p)
     finally:
@@ -101,10 +103,15 @@ def _check_row(line: int, r: dict[str, Any], p: Path) -> dict[str, Any]:
 
     out: dict[str, Any] = {}
     for k in JSON_COLUMNS:
+        value = r.get(k)
         try:
-            out[k] = json.loads(r[k]) if isinstance(r[k], str) else r[k]
+            out[k] = json.loads(value) if isinstance(value, str) and value else value
         except (json.JSONDecodeError, TypeError):
             raise bad(f"{k} is not JSON") from None
+    passes = out["pass_medians"] or []
+    if not isinstance(passes, list) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                               and math.isfinite(v) and v > 0 for v in passes):
+        raise bad("pass_medians is not a list of positive finite seconds")
     platform = out["platform"]
     if not isinstance(platform, dict) or platform.get("id") != r["platform_id"] or not r["platform_id"]:
         raise bad("the platform fingerprint does not match platform_id")
@@ -128,12 +135,14 @@ def _check_row(line: int, r: dict[str, Any], p: Path) -> dict[str, Any]:
         raise bad(f"threads {threads} < 1")
     if r["status"] == "ok" and (median is None or not math.isfinite(median) or median <= 0):
         raise bad("an ok row needs a positive finite median_s")
+    if passes and (r["status"] != "ok" or abs(min(passes) - median) > 1e-12 * median):
+        raise bad("median_s is not the fastest of pass_medians")
     if not str(r["primitive"] or "").strip():
         raise bad("empty primitive")
     return {"platform_id": r["platform_id"], "platform": platform, "spec_key": r["spec_key"], "spec": spec.to_dict(),
             "primitive": str(r["primitive"]), "threads": threads, "status": r["status"], "median_s": median,
             "iqr_s": iqr, "repetitions": reps, "reason": r["reason"] or "", "warnings": out["warnings"] or [],
-            "sources": out["sources"] or [], "created_at": created}
+            "sources": out["sources"] or [], "created_at": created, "pass_medians": [float(v) for v in passes]}
 
 
 def import_profiles(store: Any, path: str | Path) -> dict[str, int]:

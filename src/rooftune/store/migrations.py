@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, inspect
 
 from rooftune.store.schema import Base
 
@@ -21,6 +21,22 @@ def _create(*tables: str) -> Callable[[Connection], None]:
     return step
 
 
+def _add_columns(table: str, *columns: str) -> Callable[[Connection], None]:
+    """Add ``columns`` (as the current schema declares them) to ``table`` where they are missing: a
+    table created by an earlier step from the current metadata already has them."""
+
+    def step(conn: Connection) -> None:
+        have = {c["name"] for c in inspect(conn).get_columns(table)}
+        for name in columns:
+            if name in have:
+                continue
+            column = Base.metadata.tables[table].c[name]
+            kind = column.type.compile(dialect=conn.dialect)
+            conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
+
+    return step
+
+
 #: version -> step that brings a database from version-1 to version.
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     1: _create("schema_info", "platforms", "ceilings"),
@@ -28,6 +44,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     3: _create("analyses"),
     4: _create("trials"),
     5: _create("profiles"),
+    6: _add_columns("profiles", "pass_medians"),
 }
 
 SCHEMA_VERSION = max(MIGRATIONS)

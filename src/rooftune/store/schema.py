@@ -108,3 +108,6 @@ class ProfileRow(Base):
     warnings: Mapped[list[Any]] = mapped_column(JSON)
     sources: Mapped[list[Any]] = mapped_column(JSON)
     created_at: Mapped[float] = mapped_column(Float)
+    #: The median of each pass of the campaign over this row (``median_s`` is the fastest of them);
+    #: NULL in rows stored before passes existed (schema 5), which count as one pass.
+    pass_medians: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True)

@@ -324,7 +324,7 @@ class Store:
     # ------------------------------------------------------------------ profiles
 
     _PROFILE_FIELDS = ("spec_key", "spec", "primitive", "threads", "status", "median_s", "iqr_s", "repetitions",
-                       "reason", "warnings", "sources")
+                       "reason", "warnings", "sources", "pass_medians")
 
     def save_profiles(self, platform: Platform | Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> int:
         """Store profiled rows of one platform in one transaction; a row whose (platform, spec,
@@ -354,10 +354,33 @@ class Store:
                     have.add(k)
                     values = _finite({f: r.get(f) for f in self._PROFILE_FIELDS})
                     values.update(warnings=list(r.get("warnings") or []), sources=list(r.get("sources") or []),
-                                  repetitions=int(r.get("repetitions") or 0), reason=r.get("reason") or "")
+                                  repetitions=int(r.get("repetitions") or 0), reason=r.get("reason") or "",
+                                  pass_medians=_pass_medians(values))
                     s.add(ProfileRow(platform_id=pid, created_at=float(r.get("created_at") or time.time()), **values))
                     added += 1
         return added
+
+    def update_profiles(self, platform_id: str, rows: Sequence[Mapping[str, Any]]) -> int:
+        """Replace the figures of stored rows (a later pass of a campaign: status, median, IQR,
+        repetitions, reason, warnings, pass medians) in one transaction. A row not stored is an
+        error and nothing is changed. Returns how many were updated."""
+        with self.transaction() as s:
+            for r in rows:
+                q = select(ProfileRow).where(ProfileRow.platform_id == platform_id,
+                                             ProfileRow.spec_key == r["spec_key"],
+                                             ProfileRow.primitive == r["primitive"],
+                                             ProfileRow.threads == int(r["threads"]))
+                row = s.scalars(q).one_or_none()
+                if row is None:
+                    raise StoreError(f"no profiled row {r['spec_key']}/{r['primitive']}/{r['threads']} on platform "
+                                     f"{platform_id} to update; nothing was changed")
+                values = _finite({f: r.get(f) for f in ("status", "median_s", "iqr_s")})
+                row.status, row.median_s, row.iqr_s = values["status"], values["median_s"], values["iqr_s"]
+                row.repetitions = int(r.get("repetitions") or 0)
+                row.reason = r.get("reason") or ""
+                row.warnings = list(r.get("warnings") or [])
+                row.pass_medians = _pass_medians(values | {"pass_medians": r.get("pass_medians")})
+        return len(rows)
 
     @staticmethod
     def _profile_keys(s: Session, platform_id: str) -> set[tuple[str, str, int]]:
@@ -375,8 +398,13 @@ class Store:
             q = select(ProfileRow).order_by(ProfileRow.id)
             if platform_id:
                 q = q.where(ProfileRow.platform_id == platform_id)
-            return [{"platform_id": r.platform_id, "created_at": r.created_at,
-                     **{f: getattr(r, f) for f in self._PROFILE_FIELDS}} for r in s.scalars(q).all()]
+            out = []
+            for r in s.scalars(q).all():
+                row = {"platform_id": r.platform_id, "created_at": r.created_at,
+                       **{f: getattr(r, f) for f in self._PROFILE_FIELDS}}
+                row["pass_medians"] = _pass_medians(row)
+                out.append(row)
+            return out
 
     def fingerprints(self) -> dict[str, dict[str, Any]]:
         """Every stored platform's fingerprint as stored (JSON), by id."""
@@ -431,3 +459,13 @@ def _finite(obj: Any) -> Any:
     if isinstance(obj, (list, tuple)):
         return [_finite(v) for v in obj]
     return obj
+
+
+def _pass_medians(row: Mapping[str, Any]) -> list[float]:
+    """A profiled row's pass medians: as stored, else (a row from before passes, or an import
+    without them) its one median for an ok row, none otherwise."""
+    stored = row.get("pass_medians")
+    if stored:
+        return [float(v) for v in stored if v is not None]
+    median = row.get("median_s")
+    return [float(median)] if row.get("status") == "ok" and median is not None else []
