@@ -125,4 +125,4 @@ def test_dram_points_and_gemm_roofs_are_measured_again_at_the_end(monkeypatch: p
     points = dict(c.sweep["triad"])
     assert points[max(full)] == 2e10 and all(points[s] == 1e10 for s in full if s != max(full))
     assert c.peak_flops_per_thread["gemm_fp32"] == {1: 100.0, 2: 190.0} and c.peak_flops["gemm_fp32"] == 190.0
-    assert len(measurements) == 2 + len(full) + len(dram) + 2 + 1  # every look is kept, none twice
+    assert len(measurements) == 1 + len(full) + len(dram) + 2 + 1  # every look is kept, none twice
