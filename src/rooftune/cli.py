@@ -95,13 +95,21 @@ def _print_ceilings(c: Any) -> None:
         out.print(f"[dim]measured {when} in {c.duration_s:.1f} s{' (quick)' if c.quick else ''}[/dim]")
 
     t = Table(title="Peak compute (FLOP/s; int8: ops/s)", title_justify="left")
-    t.add_column("roof")
-    for n in c.threads:
-        t.add_column(f"{n} thread{'s' if n > 1 else ''}", justify="right")
-    for name, per in c.peak_flops_per_thread.items():
-        t.add_row(name, *[_rate(per.get(n, float("nan")), "FLOP/s") for n in c.threads])
-    for name in c.skipped:
-        t.add_row(name, *["skipped" for _ in c.threads])
+    if len(c.threads) <= 3:  # one row per roof, one column per thread count
+        t.add_column("roof")
+        for n in c.threads:
+            t.add_column(f"{n} thread{'s' if n > 1 else ''}", justify="right")
+        for name, per in c.peak_flops_per_thread.items():
+            t.add_row(name, *[_rate(per.get(n, float("nan")), "FLOP/s") for n in c.threads])
+        for name in c.skipped:
+            t.add_row(name, *["skipped" for _ in c.threads])
+    else:  # more thread counts than fit across: one row per count
+        t.add_column("threads", justify="right")
+        for name in c.peak_flops_per_thread:
+            t.add_column(name, justify="right")
+        for n in c.threads:
+            t.add_row(str(n), *[_rate(per.get(n, float("nan")), "FLOP/s").replace("FLOP/s", "").strip()
+                                for per in c.peak_flops_per_thread.values()])
     out.print(t)
     for name, reason in c.skipped.items():
         out.print(f"[dim]{name} skipped: {reason}[/dim]")

@@ -85,6 +85,17 @@ def test_roofs_from_ceilings_per_thread(fake_platform: Platform) -> None:
         assert any("bandwidths measured on" in n for n in r1.notes)
 
 
+def test_a_thread_count_not_measured_scales_from_the_nearest_below(fake_platform: Platform) -> None:
+    from dataclasses import replace
+
+    c = make_ceilings(fake_platform)
+    per = {"fp32": {1: 100e9, 2: 200e9, 4: 300e9, 8: 700e9}}  # as 1, 2, 4, 8 on a large machine
+    c = replace(c, threads=(1, 2, 4, 8), peak_flops_per_thread=per, peak_flops={"fp32": 700e9})
+    r = Roofs.from_ceilings(c, 3)
+    assert r.peak["fp32"] == 300e9 and "fp32 peak on 3 threads scaled from its 2-thread value" in r.notes  # capped by 4
+    assert Roofs.from_ceilings(c, 6).peak["fp32"] == pytest.approx(450e9)  # 300 x 6/4, below the 8-thread 700
+
+
 def conv_node(c: int, k: int, groups: int, kernel: int = 3, stride: int = 1) -> OpNode:
     return OpNode(
         0, "conv2d", "aten.conv2d", "features.3", "Conv2d",

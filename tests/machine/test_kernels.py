@@ -126,3 +126,22 @@ def test_dram_points_and_gemm_roofs_are_measured_again_at_the_end(monkeypatch: p
     assert points[max(full)] == 2e10 and all(points[s] == 1e10 for s in full if s != max(full))
     assert c.peak_flops_per_thread["gemm_fp32"] == {1: 100.0, 2: 190.0} and c.peak_flops["gemm_fp32"] == 190.0
     assert len(measurements) == 1 + len(full) + len(dram) + 2 + 1  # every look is kept, none twice
+
+
+def test_a_roof_does_not_fall_as_threads_are_added(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rooftune.bench import Measurement, Method, Policy
+    from rooftune.machine import probes
+    from rooftune.machine.ceilings import measure_ceilings
+    from rooftune.platform import current_platform
+
+    m = Measurement(label="x", samples=(1.0, 1.0, 1.0), number=1, method=Method(policy=Policy()))
+    flops = {1: 100.0, 2: 200.0, 3: 190.0, 4: 10.0}  # 4 threads: a worker descheduled for the whole call
+    monkeypatch.setattr(probes, "fma_peak", lambda dtype, cpus, threads, *a, **k: probes.PeakResult(
+        {t: flops[t] for t in threads}, 12, 16, (m,)))
+    monkeypatch.setattr(probes, "bandwidth_sweep", lambda *a, **k: {})
+    monkeypatch.setattr(probes, "dispatch_overhead", lambda effort: (1e-6, m))
+    c, _ = measure_ceilings(current_platform(), threads=(1, 2, 3, 4), precisions=("fp32",), quick=True)
+    assert c.peak_flops_per_thread["fp32"] == {1: 100.0, 2: 200.0, 3: 200.0, 4: 200.0}
+    assert c.peak_flops["fp32"] == 200.0
+    assert any(w.startswith("fp32 on 4 threads measured") for w in c.warnings)
+    assert not any(w.startswith("fp32 on 3 threads measured") for w in c.warnings)  # 5 % below: kept quietly

@@ -7,8 +7,11 @@ from rooftune.machine import validate_precisions, validate_threads
 from rooftune.machine.probes import sweep_sizes
 
 
-def test_threads_default_is_one_to_usable() -> None:
-    assert validate_threads(None, 4) == (1, 2, 3, 4)
+def test_threads_default_is_every_count_on_small_machines_and_geometric_on_large() -> None:
+    assert validate_threads(None, 1) == (1,) and validate_threads(None, 2) == (1, 2)
+    assert validate_threads(None, 3) == (1, 2, 3) and validate_threads(None, 4) == (1, 2, 4)
+    assert validate_threads(None, 16) == (1, 2, 4, 8, 16) and validate_threads(None, 24) == (1, 2, 4, 8, 16, 24)
+    assert validate_threads([3, 1], 4) == (1, 3)
 
 
 @pytest.mark.parametrize("bad", [0, -1, 5])

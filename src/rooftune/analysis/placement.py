@@ -50,8 +50,18 @@ class Roofs:
         peak: dict[str, float] = {}
         for name in set(ceilings.peak_flops) | set(ceilings.peak_flops_per_thread):
             per = ceilings.peak_flops_per_thread.get(name, {})
+            below = [n for n in per if n < threads]
+            above = [n for n in per if n > threads]
             if threads in per:
                 peak[name] = per[threads]
+            elif below:
+                # Not measured on this count (a large machine measures 1, 2, 4, ...): linear scaling
+                # from the nearest count below, at most the nearest count above: still a roof.
+                lo = max(below)
+                peak[name] = per[lo] * threads / lo
+                if above:
+                    peak[name] = min(peak[name], per[min(above)])
+                notes.append(f"{name} peak on {threads} threads scaled from its {lo}-thread value")
             elif name in ceilings.peak_flops:
                 peak[name] = ceilings.peak_flops[name]
                 notes.append(f"{name} peak measured on {ceilings.max_threads} threads, not {threads}")

@@ -329,17 +329,14 @@ def gemm_roof(kind: str, threads: Sequence[int], effort: Effort) -> GemmResult:
         for t in threads:
             torch.set_num_threads(t)
 
-            def once(t: int = t) -> tuple[float, Measurement]:
-                m = measure(
-                    op,
-                    label=f"gemm.{kind}",
-                    params={"threads": t, "m": n, "n": n, "k": n, "ops_per_call": work},
-                    policy=effort.gemm_policy,
-                )
-                return _best_rate(m, work), m
-
-            ops[t], taken = with_retries(once, t, ops.get(1, 0.0))
-            ms += taken
+            m = measure(
+                op,
+                label=f"gemm.{kind}",
+                params={"threads": t, "m": n, "n": n, "k": n, "ops_per_call": work},
+                policy=effort.gemm_policy,
+            )
+            ops[t] = _best_rate(m, work)
+            ms.append(m)
     finally:
         torch.set_num_threads(previous)
     return GemmResult(ops=ops, measurement=tuple(ms))
