@@ -102,3 +102,25 @@ def test_quick_json_figures_and_reuse(tmp_path: Path) -> None:
     assert table.returncode == 0
     assert "Peak compute" in table.stdout and "DRAM" in table.stdout
     assert data["platform"]["id"] in table.stdout
+
+
+def test_many_thread_counts_print_one_row_per_count(fake_platform, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataclasses import replace
+
+    from rich.console import Console
+
+    from rooftune import cli
+    from tests.conftest import make_ceilings
+
+    c = make_ceilings(fake_platform)
+    per = {"fp32": {t: 100e9 * t for t in (1, 2, 4, 8, 16)}, "gemm_fp32": {t: 80e9 * t for t in (1, 2, 4, 8, 16)}}
+    c = replace(c, threads=(1, 2, 4, 8, 16), peak_flops_per_thread=per)
+    console = Console(width=80, record=True)
+    monkeypatch.setattr(cli, "out", console)
+    cli._print_ceilings(c)
+    text = console.export_text()
+    assert any("threads" in line and "fp32" in line and "gemm_fp32" in line for line in text.splitlines())
+    assert all(len(line) <= 80 for line in text.splitlines())
+    rows = [line for line in text.splitlines() if line.startswith("│") and line.split("│")[1].strip().isdigit()]
+    assert [line.split("│")[1].strip() for line in rows[:5]] == ["1", "2", "4", "8", "16"]
+    assert "1.6 T" in rows[4] and "1.3 T" in rows[4]  # fp32 and gemm_fp32 on 16 threads

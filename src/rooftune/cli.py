@@ -108,8 +108,7 @@ def _print_ceilings(c: Any) -> None:
         for name in c.peak_flops_per_thread:
             t.add_column(name, justify="right")
         for n in c.threads:
-            t.add_row(str(n), *[_rate(per.get(n, float("nan")), "FLOP/s").replace("FLOP/s", "").strip()
-                                for per in c.peak_flops_per_thread.values()])
+            t.add_row(str(n), *[_rate(per.get(n, float("nan")), "") for per in c.peak_flops_per_thread.values()])
     out.print(t)
     for name, reason in c.skipped.items():
         out.print(f"[dim]{name} skipped: {reason}[/dim]")

@@ -240,7 +240,6 @@ def measure_ceilings(
             g = probes.gemm_roof(precision, threads, effort)
             measurements += g.measurement
             per_thread[name] = {t: max(rate, g.ops[t]) for t, rate in per_thread[name].items()}
-            peak[name] = per_thread[name][top]
 
     bandwidth_by_kernel: dict[str, dict[str, float]] = {}
     plateaus: dict[str, list[Plateau]] = {}
@@ -281,7 +280,6 @@ def measure_ceilings(
             measurements += r.measurements
             for t in late:
                 per[t] = max(per[t], r.flops[t])
-            peak[precision] = per[top]
     # Only the FMA peaks must scale linearly on distinct cores; a GEMM's scaling is limited by its
     # size and by memory (a 768^3 bf16 GEMM reached 5.3x on 16 cores), so it is no sign of sharing.
     for name in ("fp32", "fp64"):
@@ -297,6 +295,7 @@ def measure_ceilings(
     # A roof cannot fall as threads are added (a run on t threads could leave some idle): a count
     # that measured below a smaller count keeps the smaller count's rate, and says so when it was
     # far below (16 threads read 30 GFLOP/s after 788 on 15: a descheduled worker, not the CPU).
+    # The peaks on max(threads) are set here, after every second look.
     for name, per in per_thread.items():
         best_t, best = 0, 0.0
         for t in sorted(per):

@@ -51,8 +51,7 @@ def _row(spec: ConvSpec, name: str, threads: int, status: str, sources: Sequence
          iqr: float | None = None, reps: int = 0, reason: str = "", warnings: Sequence[str] = ()) -> dict[str, Any]:
     return {"spec_key": spec.key(), "spec": spec.to_dict(), "primitive": name, "threads": threads, "status": status,
             "median_s": median, "iqr_s": iqr, "repetitions": reps, "reason": reason, "warnings": list(warnings),
-            "sources": list(sources), "created_at": time.time(),
-            "pass_medians": [median] if status == "ok" and median is not None else []}
+            "sources": list(sources), "created_at": time.time()}
 
 
 #: A campaign times every row in this many passes over all its specs and keeps the fastest pass's
@@ -168,19 +167,18 @@ def run_campaign(
     check_passes(passes)
     prims = all_primitives(list(primitives) if primitives else None)
     names = [p.name for p in prims] + ([f"transform:{t}" for t in TRANSFORMS] if transforms else [])
-    have = store.profile_keys(platform.id)
+    keys = {(spec.key(), n, t) for t in threads for spec, _ in specs for n in names}
+    stored = _stored(store, platform.id, keys)
     started = time.perf_counter()
     result = CampaignResult(platform.id, passes=passes)
     todo = []
     for t in threads:
         for spec, sources in specs:
-            skip = {n for n in names if (spec.key(), n, t) in have}
+            skip = {n for n in names if (spec.key(), n, t) in stored}
             result.skipped += len(skip)
             if len(skip) < len(names):
                 todo.append((t, spec, sources, skip))
     result.planned = len(todo)
-    keys = {(spec.key(), n, t) for t in threads for spec, _ in specs for n in names}
-    stored = _stored(store, platform.id, keys)
     # Later passes, as far as they can be known before the first: the new specs, and the stored
     # rows that lack passes. Only for the progress bar's total and ETA.
     fresh = {(t, spec.key()) for t, spec, _, _ in todo}
