@@ -4,6 +4,7 @@ synthetic profiled data whose ground truth is known (a roofline-like cost per pr
 from __future__ import annotations
 
 import pickle
+import pickletools
 from pathlib import Path
 
 import numpy as np
@@ -234,13 +235,36 @@ def test_transfer_profiles_the_chosen_samples_and_saves_where_select_looks(
         pm.transfer(base, samples=2, db=str(tmp_path / "t.db"))
 
 
+def test_an_mlp_saves_no_torch_object_and_loads_under_another_torch(tmp_path: Path) -> None:
+    import torch
+
+    data = synthetic(60)
+    m = data.fit(PerfModel("mlp", hidden=16, epochs=30))
+    path = save_model(m, tmp_path / "mlp.pkl")
+    payload = pickle.loads(path.read_bytes())
+    assert payload["pickled_libraries"] == []
+    classes = {arg for op, arg, _ in pickletools.genops(pickle.dumps(payload["model"]))
+               if op.name in ("SHORT_BINUNICODE", "BINUNICODE") and arg.startswith("torch")}
+    assert not classes  # weights as numpy arrays, no torch class named
+    payload["versions"]["torch"] = "1.0.0"
+    (tmp_path / "other-torch.pkl").write_bytes(pickle.dumps(payload))
+    state = torch.random.get_rng_state()
+    back = load_model(tmp_path / "other-torch.pkl")
+    assert torch.equal(state, torch.random.get_rng_state())  # loading leaves the caller's RNG alone
+    assert np.array_equal(back.predict(data.specs[:5]), m.predict(data.specs[:5]))
+    # A gradient-boosting model pickles scikit-learn trees: only that library's version is checked.
+    gbr = save_model(data.fit(PerfModel("gbr", n_estimators=5)), tmp_path / "gbr.pkl")
+    assert pickle.loads(gbr.read_bytes())["pickled_libraries"] == ["scikit-learn"]
+
+
 def test_the_shipped_base_model_loads_with_its_provenance() -> None:
     from rooftune.perfmodel import base_model_path, load_base_model, read_header
 
     m = load_base_model()
     prov = m.provenance_
     assert prov["specs"] >= 300 and len(prov["networks"]) >= 10 and prov["platforms"] and prov["cpu_model"]
-    assert read_header(base_model_path())["feature_schema"] == 1
+    header = read_header(base_model_path())
+    assert header["feature_schema"] == 1 and header["pickled_libraries"] == []  # loads under any torch
     spec = ConvSpec(1, 64, 56, 56, 64, 3, 3, padding=1)
     pred = m.predict([spec])[0]
     j = m.primitives_.index("pytorch-default")

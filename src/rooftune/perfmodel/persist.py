@@ -30,17 +30,47 @@ def _minor(v: str) -> str:
     return ".".join(v.split(".")[:2])
 
 
+#: Libraries whose pickled objects do not promise to load under another minor release, by the
+#: top-level module their classes live in. A model that holds none of their objects (an MLP keeps
+#: its weights as numpy arrays) loads under any release of them.
+VERSIONED_LIBRARIES = {"sklearn": "scikit-learn", "torch": "torch"}
+
+
+class _RecordingPickler(pickle.Pickler):
+    """Notes the top-level module of every object it writes."""
+
+    def __init__(self, file: Any) -> None:
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self.modules: set[str] = set()
+
+    def persistent_id(self, obj: Any) -> None:
+        self.modules.add(type(obj).__module__.split(".")[0])
+        return None
+
+
+def pickled_libraries(model: Any) -> list[str]:
+    """The versioned libraries (:data:`VERSIONED_LIBRARIES`) whose objects pickling ``model`` writes."""
+    import io
+
+    pickler = _RecordingPickler(io.BytesIO())
+    pickler.dump(model)
+    return sorted(lib for mod, lib in VERSIONED_LIBRARIES.items() if mod in pickler.modules)
+
+
 def save_model(model: Any, path: str | Path) -> Path:
     """Write ``model`` (any fitted rooftune estimator) atomically: a crash leaves the old file."""
     path = Path(path)
     payload = {"magic": MAGIC, "feature_schema": FEATURE_SCHEMA_VERSION, "features": list(FEATURES),
-               "versions": versions(), "kind": type(model).__name__,
-               "provenance": getattr(model, "provenance_", {}), "model": model}
+               "versions": versions(), "pickled_libraries": pickled_libraries(model),
+               "kind": type(model).__name__, "provenance": getattr(model, "provenance_", {}), "model": model}
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".perfmodel-", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             pickle.dump(payload, f, protocol=pickle.HIGHEST_PROTOCOL)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would hide a shared model from other users
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -73,7 +103,8 @@ def load_model(path: str | Path) -> Any:
                               f"uses feature schema {payload.get('feature_schema')}, this rooftune uses "
                               f"{FEATURE_SCHEMA_VERSION}", "retrain it with `rooftune train --save FILE`")
     saved, here = payload.get("versions", {}), versions()
-    for lib in ("scikit-learn", "torch"):
+    # Files written before the record of pickled libraries are checked against both.
+    for lib in payload.get("pickled_libraries", sorted(VERSIONED_LIBRARIES.values())):
         if _minor(str(saved.get(lib, "?"))) != _minor(here[lib]):
             raise InvalidArgument("model file", str(path),
                                   f"was saved with {lib} {saved.get(lib)}, this install has {here[lib]}",

@@ -42,6 +42,11 @@ class MLP:
         import torch
 
         torch.manual_seed(seed)
+        self._build(n_features, n_outputs, hidden)
+
+    def _build(self, n_features: int, n_outputs: int, hidden: int) -> None:
+        import torch
+
         self.trunk = torch.nn.Sequential(
             torch.nn.Linear(n_features, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, hidden), torch.nn.ReLU(),
             torch.nn.Linear(hidden, hidden), torch.nn.ReLU())
@@ -79,11 +84,27 @@ class MLP:
         with torch.no_grad():
             return self.forward(torch.as_tensor(X, dtype=torch.float32)).numpy().astype(np.float64)
 
+    # Saved as numpy arrays, not pickled torch modules, so a saved model (the shipped base model
+    # among them) loads under any torch release: the pickle holds no torch object.
     def __getstate__(self) -> dict[str, Any]:
-        return {"trunk": self.trunk, "heads": self.heads}
+        return {"weights": {f"{part}.{k}": v.detach().cpu().numpy().copy()
+                            for part, module in (("trunk", self.trunk), ("heads", self.heads))
+                            for k, v in module.state_dict().items()}}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.trunk, self.heads = state["trunk"], state["heads"]
+        import torch
+
+        if "weights" not in state:  # written before the array format: pickled modules
+            self.trunk, self.heads = state["trunk"], state["heads"]
+            return
+        weights = state["weights"]
+        n_features, hidden = weights["trunk.0.weight"].shape[1], weights["trunk.0.weight"].shape[0]
+        n_outputs = weights["heads.weight"].shape[0]
+        with torch.random.fork_rng(devices=[]):  # the initial weights are overwritten; leave the caller's RNG be
+            self._build(n_features, n_outputs, hidden)
+        for part, module in (("trunk", self.trunk), ("heads", self.heads)):
+            module.load_state_dict({k.split(".", 1)[1]: torch.as_tensor(v) for k, v in weights.items()
+                                    if k.startswith(part + ".")})
 
 
 class PerfModel(BaseEstimator):
