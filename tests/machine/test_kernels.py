@@ -107,7 +107,7 @@ def test_dram_points_and_gemm_roofs_are_measured_again_at_the_end(monkeypatch: p
     m = Measurement(label="x", samples=(1.0, 1.0, 1.0), number=1, method=Method(policy=Policy()))
     sweeps: list[list[int]] = []
 
-    def bandwidth_sweep(cpus, vector_bytes, sizes, effort, progress=None):
+    def bandwidth_sweep(cpus, vector_bytes, sizes, effort, progress=None, stop=None):
         sweeps.append(list(sizes))
         late = len(sweeps) > 1
         rate = {s: (2e10 if s == max(sizes) else 5e9) if late else 1e10 for s in sizes}
@@ -145,3 +145,76 @@ def test_a_roof_does_not_fall_as_threads_are_added(monkeypatch: pytest.MonkeyPat
     assert c.peak_flops["fp32"] == 200.0
     assert any(w.startswith("fp32 on 4 threads measured") for w in c.warnings)
     assert not any(w.startswith("fp32 on 3 threads measured") for w in c.warnings)  # 5 % below: kept quietly
+
+
+def test_a_sweep_ends_for_every_kernel_and_pass_where_stop_says() -> None:
+    from dataclasses import replace
+
+    from rooftune.machine import probes
+
+    sizes = probes.sweep_sizes(256 * 1024, 1, min_bytes=8192)  # 8 KiB .. 256 KiB
+    effort = replace(probes.QUICK, sweep_kernels=("read", "triad"), sweep_passes=2)
+    asked: list[int] = []
+
+    def stop(points: list[tuple[int, float]]) -> bool:
+        asked.append(len(points))
+        return len(points) == 3
+
+    sweep = probes.bandwidth_sweep((0,), 32, sizes, effort, stop=stop)
+    assert asked == [1, 2, 3]  # asked on the first kernel's first pass only, until it said stop
+    # point sizes are rounded to whole blocks, so compare against the first three sizes loosely
+    assert set(sweep) == {"read", "triad"}
+    for pts in sweep.values():
+        assert len(pts) == 3
+        assert all(abs(p.bytes - s) <= 0.05 * s for p, s in zip(pts, sizes[:3], strict=True))
+    assert all(p.bandwidth > 0 for pts in sweep.values() for p in pts)
+
+
+def test_a_shared_last_cache_gets_the_capacity_the_sweep_saw(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stand-in sweep with the shape of a 2-vCPU VM on a 480 MiB-L3 Xeon: the sweep ends early,
+    DRAM is named from ~200 MiB, and L3's capacity is what its plateau reached."""
+    from dataclasses import replace
+
+    from rooftune.bench import Measurement, Method, Policy
+    from rooftune.machine import probes
+    from rooftune.machine.ceilings import measure_ceilings
+    from rooftune.platform import current_platform
+    from rooftune.platform.sysfs import CacheLevel
+
+    KiB, MiB = 1024, 1024**2
+    base = current_platform()
+    cpus = base.usable_cpus()
+    caches = (CacheLevel(1, "Data", 48 * KiB, tuple((c,) for c in cpus)),
+              CacheLevel(2, "Unified", 2 * MiB, tuple((c,) for c in cpus)),
+              CacheLevel(3, "Unified", 480 * MiB, (tuple(cpus),)))
+    platform = replace(base, caches=caches)
+    m = Measurement(label="x", samples=(1.0, 1.0, 1.0), number=1, method=Method(policy=Policy()))
+
+    def rate(s: int) -> float:
+        return (800e9 if s <= 80 * KiB else 330e9 if 160 * KiB <= s <= 1.6 * MiB else 57e9 if 6 * MiB <= s <= 90 * MiB
+                else 30e9 if s >= 200 * MiB else 150e9 if s < 6 * MiB else 44e9)
+
+    swept: list[list[int]] = []
+
+    def bandwidth_sweep(cpus, vector_bytes, sizes, effort, progress=None, stop=None):
+        done: list[int] = []
+        for s in sizes:
+            done.append(s)
+            if stop is not None and stop([(x, rate(x)) for x in done]):
+                break
+        swept.append(done)
+        return {k: [probes.SweepPoint(bytes=s, bandwidth=rate(s), measurement=m) for s in done] for k in ("read", "triad")}
+
+    monkeypatch.setattr(probes, "fma_peak", lambda *a, **k: probes.PeakResult({1: 1.0, 2: 2.0}, 12, 16, (m,)))
+    monkeypatch.setattr(probes, "bandwidth_sweep", bandwidth_sweep)
+    monkeypatch.setattr(probes, "gemm_roof", lambda kind, threads, effort: probes.GemmResult({1: 1.0, 2: 2.0}, (m,)))
+    monkeypatch.setattr(probes, "dispatch_overhead", lambda effort: (1e-6, m))
+    c, _ = measure_ceilings(platform, threads=(1, 2), precisions=("fp32",), quick=False)
+    full, late = swept
+    assert c.capacity_bytes["L2"] == 2 * MiB * 2
+    assert max(full) <= 1024 * MiB  # not 8 x 480 MiB
+    assert late and min(late) >= 200 * MiB and set(late) <= set(full)  # the DRAM points looked at again
+    assert c.bandwidth["DRAM"] == 30e9 and c.bandwidth["L3"] == 57e9
+    assert 64 * MiB <= c.capacity_bytes["L3"] <= 90 * MiB
+    assert c.details["nominal_capacity_bytes"]["L3"] == 480 * MiB
+    assert any(w.startswith("L3: 480 MiB in sysfs, but bandwidth falls to DRAM's") for w in c.warnings)

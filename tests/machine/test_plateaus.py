@@ -144,3 +144,46 @@ def test_a_plateau_spanning_two_levels_gives_each_its_own_groups() -> None:
     assert named["L2"].bandwidth == pytest.approx(235e9)
     p = named[next(iter(k for k in ("L3", "L2") if k in named and named[k].groups))]
     assert Plateau.from_dict(p.to_dict()) == p  # stored and read back
+
+
+def shared_l3_sweep(up_to: int = 1024 * MiB) -> list[tuple[int, float]]:
+    """The shape measured on a 2-vCPU VM of a Xeon whose sysfs says 480 MiB of L3: bandwidth
+    leaves L3 at ~100 MiB and is DRAM's from ~200 MiB on."""
+    sizes = [int(8 * KiB * 2 ** (i / 3)) for i in range(60) if 8 * KiB * 2 ** (i / 3) <= up_to]
+    rates = []
+    for s in sizes:
+        r = (800e9 if s <= 80 * KiB else 330e9 if 160 * KiB <= s <= 1.6 * MiB
+             else 57e9 if 6 * MiB <= s <= 90 * MiB else 30e9 if s >= 200 * MiB else 150e9 if s < 6 * MiB else 44e9)
+        rates.append(r)
+    return list(zip(sizes, rates, strict=True))
+
+
+def test_dram_below_a_nominal_last_cache_is_named_dram() -> None:
+    caps = {"L1": 96 * KiB, "L2": 4 * MiB, "L3": 480 * MiB}
+    sizes, rates = zip(*shared_l3_sweep(), strict=True)
+    named = name_plateaus(detect_plateaus(sizes, rates, min_points=3), caps, sizes, rates)
+    assert {k: p.bandwidth for k, p in named.items()} == {"L1": 800e9, "L2": 330e9, "L3": 57e9, "DRAM": 30e9}
+    assert named["DRAM"].distinct and named["DRAM"].start_bytes >= 200 * MiB
+    assert named["L3"].end_bytes <= 90 * MiB
+    # With the real L3 as large as sysfs says, the same points past it are not called DRAM early.
+    short = [(s, r) for s, r in shared_l3_sweep() if s <= 300 * MiB]  # DRAM plateau under an octave
+    sizes, rates = zip(*short, strict=True)
+    named = name_plateaus(detect_plateaus(sizes, rates, min_points=3), caps, sizes, rates)
+    assert "DRAM" not in named
+
+
+def test_a_sweep_may_end_once_dram_spans_two_octaves() -> None:
+    from rooftune.machine.plateaus import dram_reached
+
+    caps = {"L1": 96 * KiB, "L2": 4 * MiB, "L3": 480 * MiB}
+    points = shared_l3_sweep(up_to=4096 * MiB)
+    ends = [s for i, (s, _) in enumerate(points) if dram_reached(points[: i + 1], caps, 3, 64 * MiB)]
+    assert ends and 800 * MiB <= ends[0] <= 1024 * MiB  # 4x the plateau's start, not 8x the nominal L3
+    assert dram_reached(points[: len(points) // 2], caps, 3, 64 * MiB) is None
+    # A machine whose L3 holds what sysfs says: DRAM from 2x it, the end 4x further, as before.
+    caps32 = {"L1": 96 * KiB, "L2": 4 * MiB, "L3": 32 * MiB}
+    real = [(s, 57e9 if s <= 32 * MiB else 30e9 if s >= 64 * MiB else 40e9) for s, _ in shared_l3_sweep(4096 * MiB)
+            if s >= 6 * MiB]
+    real = [(s, r) for s, r in shared_l3_sweep() if s < 6 * MiB] + real
+    ends = [s for i, (s, _) in enumerate(real) if dram_reached(real[: i + 1], caps32, 3, 64 * MiB)]
+    assert ends and 256 * MiB <= ends[0] <= 320 * MiB

@@ -8,7 +8,15 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rooftune.errors import InvalidArgument
-from rooftune.machine.plateaus import DRAM_MIN_FACTOR, LEVELS, Plateau, detect_plateaus, name_plateaus
+from rooftune.machine.plateaus import (
+    DRAM_MIN_FACTOR,
+    LEVELS,
+    Plateau,
+    detect_plateaus,
+    dram_reached,
+    last_cache,
+    name_plateaus,
+)
 from rooftune.platform import Platform
 
 PRECISIONS = ("fp32", "fp64", "bf16", "int8")
@@ -17,6 +25,24 @@ PRECISIONS = ("fp32", "fp64", "bf16", "int8")
 DRAM_FACTOR = 8
 #: Without any cache information the sweep still has to leave the caches of any current CPU.
 FALLBACK_MAX_BYTES = 256 * 1024**2
+#: The sweep always goes this far, and ends early (once DRAM is seen) only past it.
+MIN_SWEEP_BYTES = 64 * 1024**2
+#: The sweep's arrays (1 + 1/2 + 1/3 of the largest working set) take at most this share of the
+#: memory available, so a small VM on a socket with a huge L3 is not pushed into swap.
+SWEEP_MEMORY_SHARE = 0.5
+SWEEP_ARRAYS_FACTOR = 1 + 1 / 2 + 1 / 3
+
+
+def available_memory(meminfo: str = "/proc/meminfo") -> int | None:
+    """MemAvailable in bytes, None where the kernel does not say."""
+    try:
+        with open(meminfo) as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 @dataclass(frozen=True)
@@ -198,12 +224,30 @@ def measure_ceilings(
             measurements += r.measurements
 
     capacities = level_capacities(platform, team_cpus)
-    last_cache = max(capacities.values()) if capacities else 0
-    max_bytes = max(DRAM_FACTOR * last_cache, 64 * 1024**2) if last_cache else FALLBACK_MAX_BYTES
+    nominal = dict(capacities)
+    last = last_cache(capacities)
+    last_bytes = capacities[last] if last else 0
+    max_bytes = max(DRAM_FACTOR * last_bytes, MIN_SWEEP_BYTES) if last_bytes else FALLBACK_MAX_BYTES
+    memory = available_memory()
+    if memory and max_bytes * SWEEP_ARRAYS_FACTOR > SWEEP_MEMORY_SHARE * memory:
+        max_bytes = max(MIN_SWEEP_BYTES, int(SWEEP_MEMORY_SHARE * memory / SWEEP_ARRAYS_FACTOR))
+        warnings.append(f"the bandwidth sweep stops at {max_bytes / 1024**2:.0f} MiB, half the memory available")
     # From 4 KiB per thread: smaller, every worker's share is a few vectors and the team's
     # start-up is what gets timed (16 threads on 12 KiB read 1.4 GB/s).
     sizes = probes.sweep_sizes(max_bytes, effort.steps_per_octave, min_bytes=4096 * len(team_cpus))
-    sweep = probes.bandwidth_sweep(team_cpus, platform.vector_bytes, sizes, effort, progress=progress)
+    dram_start: list[int] = []
+
+    def seen_dram(points: list[tuple[int, float]]) -> bool:
+        # Once a DRAM plateau spans two octaves after every cache level, larger working sets only
+        # cost time (a 480 MiB nominal L3 would sweep to 3.75 GiB for a DRAM plateau from 200 MiB).
+        start = dram_reached(points, capacities, max(2, effort.steps_per_octave), MIN_SWEEP_BYTES)
+        if start is not None:
+            dram_start.append(start)
+        return start is not None
+
+    sweep = probes.bandwidth_sweep(team_cpus, platform.vector_bytes, sizes, effort, progress=progress,
+                                   stop=seen_dram)
+    sizes = [p.bytes for p in next(iter(sweep.values()))] if sweep else sizes
 
     for precision in ("fp32", "bf16", "int8"):
         if precision not in precisions:
@@ -222,7 +266,8 @@ def measure_ceilings(
     # The DRAM part of the sweep and the GEMM roofs are measured once more now, seconds later:
     # another tenant's memory traffic or a shared core slows them for seconds at a time, and each
     # point keeps its best measurement (interference only ever slows).
-    dram = [s for s in sizes if last_cache and s >= DRAM_MIN_FACTOR * last_cache]
+    dram_from = dram_start[0] if dram_start else DRAM_MIN_FACTOR * last_bytes
+    dram = [s for s in sizes if last_bytes and s >= dram_from]
     if dram and effort.late_dram_pass:
         again = probes.bandwidth_sweep(team_cpus, platform.vector_bytes, dram, replace(effort, sweep_passes=1),
                                        progress=lambda _name, done, total: step("DRAM bandwidth again", done, total))
@@ -258,6 +303,19 @@ def measure_ceilings(
                     f"{kind}: no distinct {lvl} plateau in the sweep; {lvl} bandwidth is the median of "
                     f"the {p.points} points inside its capacity range"
                 )
+    # Where DRAM began below twice the nominal last cache, that cache holds only about as much as
+    # its plateau reached (the largest reach over the kernels): the analysis places working sets
+    # by this capacity.
+    reach = [p.end_bytes for ps in plateaus.values() for p in ps if p.level == last and p.distinct]
+    early = [p for ps in plateaus.values() for p in ps
+             if p.level == "DRAM" and p.distinct and p.start_bytes < DRAM_MIN_FACTOR * last_bytes]
+    if last and early and reach and max(reach) < last_bytes:
+        capacities[last] = max(reach)
+        details["nominal_capacity_bytes"] = nominal
+        warnings.append(
+            f"{last}: {last_bytes / 1024**2:.0f} MiB in sysfs, but bandwidth falls to DRAM's past "
+            f"{max(reach) / 1024**2:.0f} MiB here (a cache shared with other cores or tenants); "
+            f"{max(reach) / 1024**2:.0f} MiB is used as its capacity")
     bandwidth = {
         lvl: max(bw[lvl] for bw in bandwidth_by_kernel.values() if lvl in bw)
         for lvl in LEVELS

@@ -176,6 +176,9 @@ def name_plateaus(
                     rank[name] = key
                     named[name] = Plateau(p.start_bytes, p.end_bytes, bw, p.points, level=name, groups=p.groups)
                 break
+    dram = dram_below_nominal(plateaus, capacities, named)
+    if dram is not None:
+        named["DRAM"] = dram
     for name, (lo, hi) in ranges.items():
         if name in named:
             continue
@@ -191,3 +194,54 @@ def name_plateaus(
                 p.start_bytes, p.end_bytes, p.bandwidth, p.points, level=name, distinct=False
             )
     return {name: named[name] for name in ranges if name in named}
+
+
+#: A sweep in progress may end once its DRAM plateau spans two octaves of working sets; shorter,
+#: it may still be the tail of a cache. Naming asks one octave of every kernel's sweep (the sweep
+#: ended where the first kernel's DRAM plateau spanned two; another kernel's fall may come later).
+DRAM_SPAN = 4.0
+DRAM_SPAN_NAMED = 2.0
+
+
+def last_cache(capacities: dict[str, int]) -> str | None:
+    caches = [lv for lv in LEVELS[:-1] if lv in capacities]
+    return caches[-1] if caches else None
+
+
+def dram_below_nominal(plateaus: Sequence[Plateau], capacities: dict[str, int],
+                       named: dict[str, Plateau]) -> Plateau | None:
+    """The DRAM plateau when it starts below twice the nominal last cache, else None.
+
+    A last-level cache shared by a whole socket holds far less for a few cores of a VM than its
+    sysfs size says (other tenants fill it, or it is split into sub-NUMA clusters): on a 2-vCPU
+    VM of a Xeon with 480 MiB of L3, bandwidth fell from 57 to 30 GB/s between 100 and 200 MiB
+    and stayed there to 4 GiB. The sweep's last plateau is DRAM when it comes after the last
+    cache's plateau, is at least :data:`LEVEL_STEP` slower and spans :data:`DRAM_SPAN_NAMED`.
+    """
+    last = last_cache(capacities)
+    if last is None or last not in named or not named[last].distinct or not plateaus:
+        return None
+    cache, tail = named[last], plateaus[-1]
+    if (tail.start_bytes > cache.end_bytes and tail.bandwidth * LEVEL_STEP <= cache.bandwidth
+            and tail.end_bytes >= DRAM_SPAN_NAMED * tail.start_bytes):
+        return Plateau(tail.start_bytes, tail.end_bytes, tail.bandwidth, tail.points, level="DRAM",
+                       groups=tail.groups)
+    return None
+
+
+def dram_reached(points: Sequence[tuple[int, float]], capacities: dict[str, int], min_points: int,
+                 min_bytes: int) -> int | None:
+    """Where the DRAM plateau of a sweep in progress starts, once the sweep has seen every cache
+    level and a DRAM plateau after them (see :func:`dram_below_nominal`); None before. The sweep
+    can end there."""
+    if not points or points[-1][0] < min_bytes:
+        return None
+    sizes, rates = zip(*points, strict=True)
+    found = detect_plateaus(sizes, rates, min_points=min_points)
+    named = name_plateaus(found, capacities, sizes, rates)
+    dram = named.get("DRAM")
+    if dram is None or not dram.distinct or dram.end_bytes < DRAM_SPAN * dram.start_bytes:
+        return None
+    if any(lv not in named or not named[lv].distinct for lv in LEVELS[:-1] if lv in capacities):
+        return None
+    return dram.start_bytes

@@ -244,29 +244,48 @@ def bandwidth_sweep(
     sizes: Sequence[int],
     effort: Effort,
     progress: Progress | None = None,
+    stop: Callable[[list[tuple[int, float]]], bool] | None = None,
 ) -> dict[str, list[SweepPoint]]:
-    """Bandwidth of each stream kernel at each total working set, on a team pinned to ``cpus``."""
+    """Bandwidth of each stream kernel at each total working set, on a team pinned to ``cpus``.
+
+    ``stop``, when given, is asked after each point of the first kernel's first pass with that
+    kernel's (bytes, bandwidth) so far; once it answers True, every kernel and pass ends at that
+    size (the sweep has seen what it needs: a DRAM plateau well below a nominal last cache).
+    """
     lanes = vector_bytes // 4
     team_size = len(cpus)
     max_elems = max(sizes) // team_size // 4 + lanes * 8
     best: dict[tuple[str, int], SweepPoint] = {}
+    sizes = list(sizes)
     total = len(sizes) * len(effort.sweep_kernels) * effort.sweep_passes
     done = 0
     with ThreadTeam(cpus) as team:
 
         def allocate(_: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-            arrays = (aligned_empty(max_elems), aligned_empty(max_elems // 2 + lanes * 8), aligned_empty(max_elems // 3 + lanes * 8))
-            for arr in arrays:
-                arr.fill(1.0)  # first touch, on the worker's own core
-            return arrays
+            # Untouched pages cost nothing: memory is committed by the first touch below, only as
+            # far as the sweep reaches (a sweep that stops early never commits the rest).
+            return (aligned_empty(max_elems), aligned_empty(max_elems // 2 + lanes * 8),
+                    aligned_empty(max_elems // 3 + lanes * 8))
 
         data = team.run(allocate)
+        touched = 0
+
+        def touch(n: int) -> None:
+            nonlocal touched
+            if n > touched:
+                start = touched
+                team.run(lambda i: [arr[start:n].fill(1.0) for arr in data[i]])  # on the worker's own core
+                touched = n
+
+        first = True
         for _pass, kind in itertools.product(range(effort.sweep_passes), effort.sweep_kernels):
             kernel = stream_kernel(kind, lanes)
             n_arrays = STREAM_ARRAYS[kind]
             block = lanes * STREAM_UNROLL[kind]
-            for size in sizes:
+            seen: list[tuple[int, float]] = []
+            for size in list(sizes):
                 n = max(block, (size // team_size // n_arrays // 4) // block * block)
+                touch(n)
                 views = [tuple(arr[:n] for arr in d) for d in data]
                 bytes_per_rep = n * 4 * n_arrays * team_size
 
@@ -286,8 +305,16 @@ def bandwidth_sweep(
                 if (kind, size) not in best or point.bandwidth > best[kind, size].bandwidth:
                     best[kind, size] = point
                 done += 1
+                seen.append((size, point.bandwidth))
+                ended = first and stop is not None and size < sizes[-1] and stop(seen)
+                if ended:
+                    sizes = sizes[: sizes.index(size) + 1]
+                    total = len(sizes) * len(effort.sweep_kernels) * effort.sweep_passes
                 if progress:
                     progress("bandwidth sweep", done, total)
+                if ended:
+                    break
+            first = False
     return {k: [best[k, s] for s in sizes] for k in effort.sweep_kernels}
 
 
