@@ -187,3 +187,19 @@ def test_a_sweep_may_end_once_dram_spans_two_octaves() -> None:
     real = [(s, r) for s, r in shared_l3_sweep() if s < 6 * MiB] + real
     ends = [s for i, (s, _) in enumerate(real) if dram_reached(real[: i + 1], caps32, 3, 64 * MiB)]
     assert ends and 256 * MiB <= ends[0] <= 320 * MiB
+
+
+def test_a_jittery_dram_tail_still_ends_the_sweep() -> None:
+    """A --quick triad sweep (one point per octave) on a 2-vCPU VM of a 260 MiB-L3 Xeon: the DRAM
+    points jitter by more than the plateau tolerance, which split them into two short plateaus and
+    let the sweep run on to 2 GiB."""
+    from rooftune.machine.plateaus import dram_reached
+
+    caps = {"L1": 96 * KiB, "L2": 4 * MiB, "L3": 260 * MiB}
+    gbs = [526, 561, 560, 539, 174, 175, 175, 173, 171, 83, 51, 51, 40, 36, 26, 27, 23, 26, 26]
+    points = [(7680 * 2**i, g * 1e9) for i, g in enumerate(gbs)]
+    ends = [s for i, (s, _) in enumerate(points) if dram_reached(points[: i + 1], caps, 2, 64 * MiB)]
+    assert ends and ends[0] == points[16][0]  # ~480 MiB: 128 MiB .. 4x it
+    assert dram_reached(points[:16], caps, 2, 64 * MiB) is None
+    # a tail still falling (51 -> 40 -> 36 GB/s) is no DRAM plateau yet
+    assert dram_reached(points[:14], caps, 2, 16 * MiB) is None
