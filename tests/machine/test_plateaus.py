@@ -203,3 +203,8 @@ def test_a_jittery_dram_tail_still_ends_the_sweep() -> None:
     assert dram_reached(points[:16], caps, 2, 64 * MiB) is None
     # a tail still falling (51 -> 40 -> 36 GB/s) is no DRAM plateau yet
     assert dram_reached(points[:14], caps, 2, 16 * MiB) is None
+    # single slowed points (a burst of another tenant's traffic) neither hide L3 nor split DRAM
+    gbs = [981, 1008, 949, 951, 197, 186, 191, 185, 51, 28, 27, 53, 6, 41, 29, 27, 7, 26, 29, 27]
+    points = [(7680 * 2**i, g * 1e9) for i, g in enumerate(gbs)]
+    ends = [s for i, (s, _) in enumerate(points) if dram_reached(points[: i + 1], caps, 2, 64 * MiB)]
+    assert ends and ends[0] <= points[17][0]

@@ -10,6 +10,7 @@ ceiling is its fastest plateau past the transition from the level before.
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 from collections.abc import Sequence
@@ -236,7 +237,12 @@ def dram_reached(points: Sequence[tuple[int, float]], capacities: dict[str, int]
     can end there."""
     if not points or points[-1][0] < min_bytes:
         return None
-    sizes, rates = zip(*points, strict=True)
+    sizes = [s for s, _ in points]
+    # Interference only ever slows, and a larger working set is never faster: a point is at least
+    # as fast as any point after it. One slowed point (6 GB/s between 53 and 41) would otherwise
+    # split the last cache's plateau or the DRAM tail, and the sweep would run on to its end.
+    rates = list(itertools.accumulate(reversed([r for _, r in points]), max))[::-1]
+    points = list(zip(sizes, rates, strict=True))
     found = detect_plateaus(sizes, rates, min_points=min_points)
     named = name_plateaus(found, capacities, sizes, rates)
     if any(lv not in named or not named[lv].distinct for lv in LEVELS[:-1] if lv in capacities):
