@@ -177,9 +177,10 @@ class Setup:
             self._files[batch] = (reference, calibration)
         return self._files[batch]
 
-    def group(self, config: RunConfig, prepare_timeout_s: float = PREPARE_TIMEOUT_S) -> Group:
+    def group(self, config: RunConfig, prepare_timeout_s: float = PREPARE_TIMEOUT_S, wait: bool = True) -> Group:
         reference, calibration = self.files(config.batch)
-        return Group(config, self.workload, reference, self.workdir, prepare_timeout_s, calibration, self.validate)
+        return Group(config, self.workload, reference, self.workdir, prepare_timeout_s, calibration, self.validate,
+                     wait=wait)
 
 
 def _evaluate(config: RunConfig, setup: Setup, policy: Policy = TRIAL_POLICY,
@@ -534,7 +535,10 @@ def _interleaved(a: RunConfig, b: RunConfig, setup: Setup, objective: str = "lat
     warnings: list[str] = []
     try:
         for _ in range(pairs):
-            with setup.group(a) as ga, setup.group(b) as gb:
+            # Both sides start and prepare side by side, then are timed in turn.
+            with setup.group(a, wait=False) as ga, setup.group(b, wait=False) as gb:
+                ga.ready()
+                gb.ready()
                 clock = VirtualClock(warmup=RESUME_WARMUP_CALLS)
                 per_a = ga.items_per_call if objective == "throughput" else 1
                 per_b = gb.items_per_call if objective == "throughput" else 1

@@ -36,7 +36,9 @@ class Worker:
 
     def __init__(self, config: RunConfig, workload: dict[str, Any], reference: Path, workdir: Path,
                  prepare_timeout_s: float = PREPARE_TIMEOUT_S, calibration: Path | None = None,
-                 validate: str | None = None) -> None:
+                 validate: str | None = None, wait: bool = True) -> None:
+        """Starts the process and sends it the configuration; ``wait=False`` returns at once and
+        :meth:`ready` waits for the preparation (several workers then start side by side)."""
         self.config = config
         self.paused = False
         env = {k: v for k, v in os.environ.items() if k not in CONTROLLED or not config.set_threads}
@@ -46,10 +48,24 @@ class Worker:
             [sys.executable, "-m", "rooftune.tuning._worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=self._stderr, text=True, env=env,
         )
-        self.info = self.call({"cmd": "init", "workload": workload, "config": config.to_dict(),
-                               "reference": str(reference), "workdir": str(workdir),
-                               "calibration": str(calibration) if calibration else None, "validate": validate},
-                              prepare_timeout_s)
+        self._init = {"cmd": "init", "workload": workload, "config": config.to_dict(),
+                      "reference": str(reference), "workdir": str(workdir),
+                      "calibration": str(calibration) if calibration else None, "validate": validate}
+        self._prepare_timeout_s = prepare_timeout_s
+        self.info: dict[str, Any] = {}
+        try:
+            self.send(self._init)
+        except BaseException:
+            self.close(kill=True)
+            raise
+        if wait:
+            self.ready()
+
+    def ready(self) -> dict[str, Any]:
+        """The answer to the configuration: prepared and its output checked (once; then cached)."""
+        if not self.info:
+            self.info = self.receive(self._init, self._prepare_timeout_s)
+        return self.info
 
     def _last_stderr(self) -> str:
         self._stderr.seek(0)
@@ -106,7 +122,7 @@ class Worker:
     def close(self, kill: bool = False) -> None:
         self.resume()
         if self.proc.poll() is None:
-            if kill:
+            if kill or not self.info:  # still preparing, or its preparation failed: nothing to wait for
                 self.proc.kill()
             else:
                 try:
@@ -133,16 +149,33 @@ class Group:
 
     def __init__(self, config: RunConfig, workload: dict[str, Any], reference: Path, workdir: Path,
                  prepare_timeout_s: float = PREPARE_TIMEOUT_S, calibration: Path | None = None,
-                 validate: str | None = None) -> None:
+                 validate: str | None = None, wait: bool = True) -> None:
         self.config = config
         self.workers: list[Worker] = []
         try:
+            # The instances start and prepare side by side (nothing is timed before all are ready).
             for _ in range(max(1, config.instances)):
-                self.workers.append(Worker(config, workload, reference, workdir, prepare_timeout_s, calibration, validate))
+                self.workers.append(Worker(config, workload, reference, workdir, prepare_timeout_s, calibration,
+                                           validate, wait=False))
         except BaseException:
-            self.close()
+            self.close(kill=True)
             raise
-        self.info = self.workers[0].info
+        if wait:
+            self.ready()
+
+    def ready(self) -> dict[str, Any]:
+        """Waits until every instance is prepared; the first instance's answer."""
+        try:
+            for w in self.workers:
+                w.ready()
+        except BaseException:
+            self.close(kill=True)
+            raise
+        return self.workers[0].info
+
+    @property
+    def info(self) -> dict[str, Any]:
+        return self.workers[0].ready()
 
     @property
     def items_per_call(self) -> int:
