@@ -18,6 +18,23 @@ def rooftune(*args: str, db: Path | None = None) -> subprocess.CompletedProcess[
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
 
 
+def rooftune_in_process(*args: str, db: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """The command line's entry point called in this process, as :func:`rooftune` runs it in a
+    new one: the same exit code and output, without the 2-5 s of a fresh interpreter importing
+    torch. For the many bad-input cases; :func:`test_each_command_refuses_bad_input_in_its_own_process`
+    checks the real process once per command."""
+    import contextlib
+    import io
+
+    from rooftune import cli
+
+    argv = [*args, *(["--db", str(db)] if db is not None else [])]
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(argv)
+    return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
+
+
 def assert_one_line_error(proc: subprocess.CompletedProcess[str], *fragments: str) -> None:
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
@@ -40,7 +57,24 @@ def assert_one_line_error(proc: subprocess.CompletedProcess[str], *fragments: st
 )
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path: Path, args: list[str], fragments: list[str]) -> None:
     db = tmp_path / "r.db"
-    proc = rooftune("machine", *args, db=db)
+    proc = rooftune_in_process("machine", *args, db=db)
+    assert_one_line_error(proc, *fragments)
+    assert not db.exists()
+
+
+@pytest.mark.parametrize(
+    "args,fragments",
+    [
+        (["machine", "--threads", "0"], ["thread count 0", "allowed 1.."]),
+        (["analyze", "resnet5O"], ["model 'resnet5O'", "did you mean resnet50"]),
+        (["tune", "resnet18", "--objective", "speed"], ["objective 'speed'", "latency, throughput"]),
+        (["optimize", "resnet18", "--budget", "10"], ["budget 10", ">= 60"]),
+    ],
+)
+def test_each_command_refuses_bad_input_in_its_own_process(tmp_path: Path, args: list[str],
+                                                           fragments: list[str]) -> None:
+    db = tmp_path / "r.db"
+    proc = rooftune(*args, db=db)
     assert_one_line_error(proc, *fragments)
     assert not db.exists()
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rooftune.store import Store
-from tests.test_cli import assert_one_line_error, rooftune
+from tests.test_cli import assert_one_line_error, rooftune, rooftune_in_process
 
 CNN = "tests.analysis.tiny_models:small_cnn"
 
@@ -33,7 +33,7 @@ CNN = "tests.analysis.tiny_models:small_cnn"
 )
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path: Path, args: list[str], fragments: list[str]) -> None:
     db = tmp_path / "r.db"
-    proc = rooftune("analyze", *args, db=db)
+    proc = rooftune_in_process("analyze", *args, db=db)
     assert_one_line_error(proc, *fragments)
     assert not db.exists()
 

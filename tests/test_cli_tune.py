@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rooftune.tuning import RunConfig
-from tests.test_cli import assert_one_line_error, rooftune
+from tests.test_cli import assert_one_line_error, rooftune, rooftune_in_process
 
 
 @pytest.mark.parametrize(
@@ -26,7 +26,7 @@ from tests.test_cli import assert_one_line_error, rooftune
 )
 def test_tune_bad_input_is_one_line_and_writes_nothing(tmp_path: Path, args: list[str], fragments: list[str]) -> None:
     db = tmp_path / "r.db"
-    proc = rooftune("tune", *args, db=db)
+    proc = rooftune_in_process("tune", *args, db=db)
     assert_one_line_error(proc, *fragments)
     assert not db.exists()
 

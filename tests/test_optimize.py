@@ -21,6 +21,7 @@ from tests.conftest import make_ceilings
 from tests.report.browser import blank, browser_missing, open_report
 from tests.test_cli import assert_one_line_error
 from tests.test_cli import rooftune as cli
+from tests.test_cli import rooftune_in_process
 
 CNN = "tests.analysis.tiny_models:small_cnn"
 FAST = Policy(number=1, warmup_s=0.05, budget_s=0.3, min_samples=6, max_samples=60)
@@ -58,7 +59,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> OptimizeResult:
 )
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path: Path, args: list[str], fragments: list[str]) -> None:
     db = tmp_path / "r.db"
-    proc = cli("optimize", *args, "--out", str(tmp_path / "out"), db=db)
+    proc = rooftune_in_process("optimize", *args, "--out", str(tmp_path / "out"), db=db)
     assert_one_line_error(proc, *fragments)
     assert not db.exists()
     assert not (tmp_path / "out").exists()
