@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rooftune.tuning import RunConfig
-from tests.test_cli import assert_one_line_error, rooftune, rooftune_in_process
+from tests.test_cli import assert_one_line_error, rooftune_in_process
 
 
 @pytest.mark.parametrize(

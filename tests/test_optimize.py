@@ -19,9 +19,8 @@ from rooftune.pipeline import OptimizeResult, optimize
 from rooftune.store import Store
 from tests.conftest import make_ceilings
 from tests.report.browser import blank, browser_missing, open_report
-from tests.test_cli import assert_one_line_error
+from tests.test_cli import assert_one_line_error, rooftune_in_process
 from tests.test_cli import rooftune as cli
-from tests.test_cli import rooftune_in_process
 
 CNN = "tests.analysis.tiny_models:small_cnn"
 FAST = Policy(number=1, warmup_s=0.05, budget_s=0.3, min_samples=6, max_samples=60)
