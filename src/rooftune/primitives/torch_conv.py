@@ -90,8 +90,15 @@ class ATenNative(Primitive):
         st, pd, dl, g = spec.stride, spec.padding, spec.dilation, spec.groups
 
         def run(x: torch.Tensor) -> torch.Tensor:
-            with torch.backends.mkldnn.flags(enabled=False), torch.backends.nnpack.flags(enabled=False):
-                return F.conv2d(x, weight, bias, st, pd, dl, g)
+            # Only the switch itself: torch.backends.mkldnn.flags() also sets allow_tf32 (True by
+            # default), which torch 2.15 warns about on every CPU-only build.
+            was = torch._C._get_mkldnn_enabled()
+            torch._C._set_mkldnn_enabled(False)
+            try:
+                with torch.backends.nnpack.flags(enabled=False):
+                    return F.conv2d(x, weight, bias, st, pd, dl, g)
+            finally:
+                torch._C._set_mkldnn_enabled(was)
 
         return Kernel(spec, run)
 
