@@ -203,7 +203,9 @@ def test_a_shared_last_cache_gets_the_capacity_the_sweep_saw(monkeypatch: pytest
             if stop is not None and stop([(x, rate(x)) for x in done]):
                 break
         swept.append(done)
-        return {k: [probes.SweepPoint(bytes=s, bandwidth=rate(s), measurement=m) for s in done] for k in ("read", "triad")}
+        # a point's bytes are its size rounded down to whole blocks, as in the real sweep
+        return {k: [probes.SweepPoint(bytes=s - 64, bandwidth=rate(s), measurement=m) for s in done]
+                for k in ("read", "triad")}
 
     monkeypatch.setattr(probes, "fma_peak", lambda *a, **k: probes.PeakResult({1: 1.0, 2: 2.0}, 12, 16, (m,)))
     monkeypatch.setattr(probes, "bandwidth_sweep", bandwidth_sweep)

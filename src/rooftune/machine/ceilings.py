@@ -247,7 +247,7 @@ def measure_ceilings(
 
     sweep = probes.bandwidth_sweep(team_cpus, platform.vector_bytes, sizes, effort, progress=progress,
                                    stop=seen_dram)
-    sizes = [p.bytes for p in next(iter(sweep.values()))] if sweep else sizes
+    sizes = sizes[: len(next(iter(sweep.values())))] if sweep else sizes  # the sizes it reached
 
     for precision in ("fp32", "bf16", "int8"):
         if precision not in precisions:
