@@ -134,15 +134,20 @@ def test_registry_names_match() -> None:
         assert p.name == name and p.library and p.in_layout in ("NCHW", "NHWC")
 
 
-def test_aten_native_switches_onednn_off_only_for_its_call() -> None:
+def test_aten_native_switches_onednn_off_only_for_its_call(monkeypatch: pytest.MonkeyPatch) -> None:
     import warnings
+
+    def flags(*args: object, **kwargs: object) -> None:
+        raise AssertionError("torch.backends.mkldnn.flags() also sets allow_tf32")
+
+    monkeypatch.setattr(torch.backends.mkldnn, "flags", flags)
 
     spec = ConvSpec(N=1, C=4, H=9, W=9, K=8, R=3, S=3, padding=(1, 1))
     w = torch.randn(8, 4, 3, 3)
     kernel = get_primitive("aten-im2col-gemm").prepare(spec, w, None)
     x = torch.randn(1, 4, 9, 9)
     with warnings.catch_warnings():
-        warnings.simplefilter("error")  # torch.backends.mkldnn.flags() warned about TF32 under torch 2.15
+        warnings.simplefilter("error")  # torch 2.15 warns (once a process) when allow_tf32 is set
         y = kernel.run(x)
     torch.testing.assert_close(y, torch.nn.functional.conv2d(x, w, padding=1), rtol=1e-4, atol=1e-4)
     assert torch.backends.mkldnn.enabled

@@ -257,6 +257,7 @@ def _slow_tail(points: Sequence[tuple[int, float]], named: dict[str, Plateau], c
                min_points: int) -> int | None:
     """Start of the sweep's tail past the last cache's plateau when all of it lies within
     :data:`LEVEL_STEP` (one level), spans :data:`DRAM_SPAN` and is a level slower than that cache.
+    ``points``' rates never rise with the working set (see :func:`dram_reached`).
 
     Plateau detection splits a DRAM tail whose points jitter by more than its tolerance (26, 27,
     23, 26 GB/s from 128 MiB to 1 GiB on a shared VM): the sweep would go on to its end, seconds
@@ -267,13 +268,8 @@ def _slow_tail(points: Sequence[tuple[int, float]], named: dict[str, Plateau], c
     if cache is None or not cache.distinct:
         return None
     tail = [p for p in points if p[0] > cache.end_bytes]
-    start = len(tail)
-    while start > 0:
-        rates = [r for _, r in tail[start - 1:]]
-        if max(rates) >= LEVEL_STEP * min(rates):
-            break
-        start -= 1
-    run = tail[start:]
+    # Rates fall along the tail, so the run within one level step ends at the last point.
+    run = [p for p in tail if p[1] < LEVEL_STEP * tail[-1][1]] if tail else []
     if len(run) < min_points or run[-1][0] < DRAM_SPAN * run[0][0]:
         return None
     if statistics.median(r for _, r in run) * LEVEL_STEP > cache.bandwidth:

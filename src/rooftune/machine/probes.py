@@ -283,7 +283,7 @@ def bandwidth_sweep(
             n_arrays = STREAM_ARRAYS[kind]
             block = lanes * STREAM_UNROLL[kind]
             seen: list[tuple[int, float]] = []
-            for size in list(sizes):
+            for size in sizes:
                 n = max(block, (size // team_size // n_arrays // 4) // block * block)
                 touch(n)
                 views = [tuple(arr[:n] for arr in d) for d in data]

@@ -157,21 +157,17 @@ class Group:
             for _ in range(max(1, config.instances)):
                 self.workers.append(Worker(config, workload, reference, workdir, prepare_timeout_s, calibration,
                                            validate, wait=False))
+            if wait:
+                self.ready()
         except BaseException:
             self.close(kill=True)
             raise
-        if wait:
-            self.ready()
 
-    def ready(self) -> dict[str, Any]:
-        """Waits until every instance is prepared; the first instance's answer."""
-        try:
-            for w in self.workers:
-                w.ready()
-        except BaseException:
-            self.close(kill=True)
-            raise
-        return self.workers[0].info
+    def ready(self) -> None:
+        """Waits until every instance is prepared (closing the group is the caller's, on failure too:
+        an instance still preparing is killed then)."""
+        for w in self.workers:
+            w.ready()
 
     @property
     def info(self) -> dict[str, Any]:
