@@ -12,8 +12,8 @@ Targets (issue "Black-box tuning of the runtime configuration"):
     with the guard figures reported per model.
 
 Every speedup is the interleaved (A B A B) comparison `rooftune tune` makes at its end, in two live
-subprocesses, with the bootstrap 95 % CI. "guideline/best" compares the two trials' medians (each
-measured in its own trial, not interleaved).
+subprocesses, with the bootstrap 95 % CI. "guideline/best" is the interleaved comparison of the
+guideline with the best that the study makes too (1.00 when the guideline is the best).
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def main() -> int:
         row = {
             "model": name, "best": r.best.config.describe(), "best_latency_s": r.best.latency_s,
             "speedup": sp, "vs_best_peer": best_peer,
-            "guideline_vs_best": r.guideline.score("latency") / r.best.score("latency") if r.guideline.ok else math.nan,
+            "guideline_vs_best": r.guideline_gap()[0], "guideline_ci": r.guideline_gap()[1:3],
             "guideline": r.guideline.config.describe(), "trials": len(r.trials),
             "failed": sum(1 for t in r.trials if not t.ok), "wall_s": wall,
             "precision": r.best.config.precision,
@@ -95,7 +95,9 @@ def main() -> int:
             top = f"{t['top1']:.1%}" if t["top1"] is not None else "-"
             state = f"{t['latency_s'] * 1e3:.2f} ms" if t["ok"] else "refused" if t["cosine"] is not None else "failed"
             print(f"  int8 trial: {state}, cosine {cos}, top-1 {top}: {t['config']}")
-        print(f"  guideline {r.guideline.latency_s * 1e3:.2f} ms = {row['guideline_vs_best']:.2f}x the best ({r.guideline.config.describe()})", flush=True)
+        lo, hi = row["guideline_ci"]
+        print(f"  guideline {r.guideline.latency_s * 1e3:.2f} ms = {row['guideline_vs_best']:.2f} ({lo:.2f}-{hi:.2f})x "
+              f"the best ({r.guideline.config.describe()})", flush=True)
 
     def col(k: str) -> list[float]:
         return [r["speedup"][k]["ratio"] for r in rows if k in r["speedup"]]

@@ -330,9 +330,10 @@ def _print_tune(r: Any) -> None:
     if r.best.config.precision != "fp32" and "cosine" in v:
         out.print(f"best runs {r.best.config.precision}: mean cosine {v['cosine']:.4f}, top-1 agreement {v['top1']:.1%}"
                   f" over {v.get('inputs', 1)} input(s) ({v.get('rule', '')})", highlight=False)
-    if r.guideline.ok:
-        gap = r.guideline.score(r.objective) / r.best.score(r.objective)
-        out.print(f"guideline: {gap:.2f}x the best's {'latency' if r.objective == 'latency' else 'time per sample'}; "
+    gap, lo, hi, interleaved = r.guideline_gap()
+    if gap == gap:
+        how = f" (95% CI {lo:.2f}-{hi:.2f}, interleaved)" if interleaved else " (trial medians)"
+        out.print(f"guideline: {gap:.2f}x the best's {'latency' if r.objective == 'latency' else 'time per sample'}{how}; "
                   + "; ".join(r.guideline_reasons), highlight=False)
     for n in r.notes:
         err.print(f"[yellow]note:[/yellow] {n}", highlight=False, soft_wrap=True)
@@ -383,9 +384,15 @@ def tune(
 
 
 def _print_profile(result: Any, summary: list[dict[str, Any]]) -> None:
+    from rooftune.profiling.campaign import CONFIRM
+
     c = result
     state = "stopped by the budget (run the same command to continue)" if c.stopped_by_budget else "complete"
-    again = f", {c.retimed} timed again in passes 2-{c.passes}" if c.passes > 1 else ""
+    again = f", {c.retimed} timed again in passes 2-{c.passes + c.extra_run}" if c.passes > 1 else ""
+    if c.extra_run:
+        again += f" ({c.extra_run} confirmation pass{'es' if c.extra_run > 1 else ''} over unconfirmed rows)"
+    if c.passes > 1 and c.unconfirmed:
+        again += f"; {c.unconfirmed} rows' fastest pass not confirmed by another within {(CONFIRM - 1) * 100:.0f} %"
     out.print(f"campaign on platform {c.platform_id}: {c.added} rows added, {c.skipped} already stored; "
               f"{c.counts.get('ok', 0)} timed, {c.counts.get('unsupported', 0)} unsupported, "
               f"{c.counts.get('failed', 0)} failed{again}; {c.duration_s:.0f} s, {state}", highlight=False)
@@ -438,6 +445,7 @@ def profile(
     int8: Annotated[bool, typer.Option("--int8", help="Also profile every spec in int8 (the int8 primitives).")] = False,
     budget: Annotated[float, typer.Option("--budget", help="Seconds; the campaign stops between specs and resumes when run again.")] = 3600.0,
     passes: Annotated[int, typer.Option("--passes", help="Time every row in this many passes over the whole campaign; each row keeps its fastest (1..10).")] = 3,
+    extra_passes: Annotated[int, typer.Option("--extra-passes", help="Then time again, in up to this many more passes, the rows whose fastest pass no other pass confirmed within 3 % (0..10).")] = 3,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the sampled specs.")] = 0,
     isa_variant: Annotated[str | None, typer.Option("--isa-variant", help="Run capped to an ISA (avx, avx2, avx512): an emulated platform of its own.")] = None,
     summary: Annotated[bool, typer.Option("--summary", help="Print per-model winners and the per-layer best against F.conv2d.")] = False,
@@ -460,7 +468,8 @@ def profile(
     if isa_variant is not None:
         if isa_variant not in ISA_VARIANTS:
             raise InvalidArgument("--isa-variant", isa_variant, f"allowed {', '.join(ISA_VARIANTS)}")
-        argv = ["--batch", batch, "--budget", str(budget), "--passes", str(passes), "--seed", str(seed)]
+        argv = ["--batch", batch, "--budget", str(budget), "--passes", str(passes), "--extra-passes", str(extra_passes),
+                "--seed", str(seed)]
         for flag, value in (("--models", models), ("--threads", threads), ("--primitives", primitives), ("--db", db)):
             if value:
                 argv += [flag, value]
@@ -474,7 +483,7 @@ def profile(
     with progress:
         result, layers = run_profile(names, sample=sample, batches=batches, threads=thread_list, primitives=prims,
                                      precisions=("fp32", "int8") if int8 else ("fp32",), budget_s=budget, seed=seed,
-                                     db=db, progress=update, passes=passes)
+                                     db=db, progress=update, passes=passes, extra_passes=extra_passes)
     rows_summary: list[dict[str, Any]] = []
     if summary and layers:
         with Store(db) as s:

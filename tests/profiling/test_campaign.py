@@ -112,9 +112,11 @@ def test_passes_keep_the_fastest_and_say_when_they_disagree(tmp_path: Path, monk
 
     monkeypatch.setattr(campaign, "measure", measure)
     with Store(tmp_path / "p.db") as store:
-        r = run_campaign(SPECS[:1], store=store, primitives=["slow-first"], threads=[1], transforms=False, passes=2)
+        r = run_campaign(SPECS[:1], store=store, primitives=["slow-first"], threads=[1], transforms=False, passes=2,
+                         extra_passes=0)
         [row] = store.profiles()
     assert calls == ["conv.slow-first", "conv.slow-first"] and (r.added, r.retimed, r.passes) == (1, 1, 2)
+    assert r.unconfirmed == 1 and r.extra_run == 0
     assert row["status"] == "ok" and row["median_s"] < 0.002 and len(row["pass_medians"]) == 2
     assert row["median_s"] == min(row["pass_medians"]) and max(row["pass_medians"]) > 0.004
     assert any("passes disagree" in w for w in row["warnings"])
@@ -126,7 +128,7 @@ def test_later_passes_resume_and_time_each_row_once_per_pass(tmp_path: Path) -> 
         first = run_campaign(SPECS, store=store, primitives=FAST[:2], threads=[1], passes=1)
         before = {(x["spec_key"], x["primitive"]): x for x in store.profiles()}
         assert first.retimed == 0 and all(len(x["pass_medians"]) == 1 for x in before.values() if x["status"] == "ok")
-        again = run_campaign(SPECS, store=store, primitives=FAST[:2], threads=[1], passes=2)
+        again = run_campaign(SPECS, store=store, primitives=FAST[:2], threads=[1], passes=2, extra_passes=0)
         after = {(x["spec_key"], x["primitive"]): x for x in store.profiles()}
         ok = [k for k, x in before.items() if x["status"] == "ok"]
         assert again.added == 0 and again.retimed == len(ok) and store.count("profiles") == len(before)
@@ -134,9 +136,42 @@ def test_later_passes_resume_and_time_each_row_once_per_pass(tmp_path: Path) -> 
             assert after[k]["pass_medians"][0] == before[k]["median_s"] and len(after[k]["pass_medians"]) == 2
             assert after[k]["median_s"] == min(after[k]["pass_medians"])
             assert after[k]["repetitions"] > before[k]["repetitions"]
-        assert run_campaign(SPECS, store=store, primitives=FAST[:2], threads=[1], passes=2).retimed == 0
+        assert run_campaign(SPECS, store=store, primitives=FAST[:2], threads=[1], passes=2, extra_passes=0).retimed == 0
     with pytest.raises(InvalidArgument, match="passes"):
         run_campaign(SPECS, store=None, passes=0)
+    with pytest.raises(InvalidArgument, match="extra passes -1"):
+        run_campaign(SPECS, store=None, extra_passes=-1)
+
+
+def test_a_row_no_second_pass_confirms_is_timed_again_until_one_does(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Passes 1 and 2 disagree (the first slowed): a confirmation pass times the row again, finds
+    the fast time a second time and stops; a second run of the campaign times nothing."""
+    from rooftune.profiling import campaign
+
+    assert campaign.confirmed([1.0, 1.02, 2.0]) and not campaign.confirmed([1.0, 1.2, 1.5])
+    assert not campaign.confirmed([1.0])
+    # two fast passes of a tiny convolution agree within 1.5x even on a busy machine; the slow one is 4 ms
+    monkeypatch.setattr(campaign, "CONFIRM", 1.5)
+    monkeypatch.setitem(PRIMITIVES, "slow-first", SlowFirst)
+    real = campaign.measure
+    calls = []
+
+    def measure(fn, **kw):  # the first pass is slow, every later one is fast
+        calls.append(kw["label"])
+        SlowFirst.state["slow"] = calls.count("conv.slow-first") == 1
+        return real(fn, **kw)
+
+    monkeypatch.setattr(campaign, "measure", measure)
+    with Store(tmp_path / "p.db") as store:
+        r = run_campaign(SPECS[:1], store=store, primitives=["slow-first"], threads=[1], transforms=False, passes=2,
+                         extra_passes=3)
+        [row] = store.profiles()
+        assert len(calls) == 3 and (r.retimed, r.extra_run, r.unconfirmed) == (2, 1, 0)
+        assert len(row["pass_medians"]) == 3 and campaign.confirmed(row["pass_medians"])
+        assert run_campaign(SPECS[:1], store=store, primitives=["slow-first"], threads=[1], transforms=False,
+                            passes=2, extra_passes=3).retimed == 0
+    assert len(calls) == 3
 
 
 class WrongLater(Primitive):
@@ -250,6 +285,7 @@ def test_profile_cli_and_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture
         (["profile", "--sample", "1", "--threads", "99", "--db", db], "invalid threads 99"),
         (["profile", "--sample", "1", "--primitives", "nope", "--db", db], "invalid primitive 'nope'"),
         (["profile", "--sample", "1", "--isa-variant", "sse9", "--db", db], "--isa-variant"),
+        (["profile", "--sample", "1", "--extra-passes", "11", "--db", db], "invalid extra passes 11"),
         (["data", "import", str(tmp_path / "missing.csv"), "--db", db], "no such file"),
     ):
         assert main(args) == 2, args

@@ -116,7 +116,7 @@ def test_a_baseline_faster_with_its_whole_ci_becomes_the_best(tmp_path: Path, mo
     import rooftune.tuning.study as study
     from rooftune.tuning.study import TrialResult
 
-    medians = {"vanilla": 0.010, "pytorch-launcher": 0.009, "intel-recommended": 0.009,
+    medians = {"vanilla": 0.010, "pytorch-launcher": 0.0043, "intel-recommended": 0.009,
                "onnxruntime-default": 0.0046, "openvino-latency": 0.0045, "guideline": 0.0042}
 
     def fake_evaluate(cfg, setup, policy, prepare_timeout_s):  # type: ignore[no-untyped-def]
@@ -153,3 +153,46 @@ def test_a_baseline_faster_with_its_whole_ci_becomes_the_best(tmp_path: Path, mo
     assert ("onnxruntime-default", "openvino-latency") in after  # compared again with the new best
     assert after and all(a == "onnxruntime-default" for a, _ in after)
     assert any("onnxruntime-default is the best" in n for n in r.notes), r.notes
+    assert after[-1] == ("onnxruntime-default", "guideline")  # the guideline against the new best
+    assert r.guideline_gap()[0] == 2.0
+
+
+def test_the_guideline_is_measured_interleaved_against_the_best(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The guideline's distance from the best is an interleaved comparison, not the ratio of two
+    trial medians taken at different times; a guideline faster with its whole CI becomes the best."""
+    import rooftune.tuning.study as study
+    from rooftune.tuning.study import TrialResult
+
+    medians = {"guideline": 0.0045, "trial 0": 0.003}  # trial medians: the guideline 1.5x the best
+
+    def fake_evaluate(cfg, setup, policy, prepare_timeout_s):  # type: ignore[no-untyped-def]
+        return TrialResult(cfg, True, latency_s=medians.get(cfg.name, 0.004), throughput=1.0, verify={"ok": True})
+
+    def run(guide_ratio: tuple[float, float, float], path: Path) -> tuple[study.TuneResult, list[tuple[str, str]]]:
+        compared: list[tuple[str, str]] = []
+
+        def fake_interleaved(a, b, setup, objective, policy, pairs=None):  # type: ignore[no-untyped-def]
+            compared.append((a.name, b.name))
+            if a.key() == b.key():
+                return {"ratio": 1.0, "ci_low": 1.0, "ci_high": 1.0, "pairs": 0}
+            if b.name == "guideline":
+                return dict(zip(("ratio", "ci_low", "ci_high"), guide_ratio, strict=True), pairs=40)
+            return {"ratio": 2.0, "ci_low": 1.9, "ci_high": 2.1, "pairs": 40}
+
+        monkeypatch.setattr(study, "_interleaved", fake_interleaved)
+        return tune(CNN, runtimes=["eager"], trials=1, budget_s=600, db=str(path)), compared
+
+    monkeypatch.setattr(study, "_evaluate", fake_evaluate)
+    r, compared = run((1.03, 0.99, 1.06), tmp_path / "a.db")
+    assert r.best.config.name == "trial 0"
+    assert ("trial 0", "guideline") in compared
+    assert r.guideline_gap() == (1.03, 0.99, 1.06, True)  # not 0.0045 / 0.003
+    g = r.to_dict()["guideline"]
+    assert (g["vs_best"], g["vs_best_ci_low"], g["vs_best_ci_high"], g["vs_best_interleaved"]) == (1.03, 0.99, 1.06, True)
+    # the guideline was not also taken as a runner-up
+    assert compared.count(("trial 0", "guideline")) == 1
+
+    r, compared = run((0.90, 0.88, 0.93), tmp_path / "b.db")
+    assert r.best.config.name == "guideline" and r.guideline_gap()[0] == 1.0
+    assert any("the guideline was 1.11x faster" in n for n in r.notes), r.notes
+    assert all(a == "guideline" for a, _ in compared[compared.index(("trial 0", "guideline")) + 1:])

@@ -14,6 +14,7 @@ from typing import Any
 
 from rooftune.errors import InvalidArgument
 from rooftune.profiling.campaign import (
+    EXTRA_PASSES,
     PROFILE_PASSES,
     PROFILE_POLICY,
     CampaignResult,
@@ -67,7 +68,7 @@ def profile(models: Sequence[str] = (), *, sample: int = 0, batches: Sequence[in
             threads: Sequence[int] | None = None, primitives: Sequence[str] | None = None,
             precisions: Sequence[str] = ("fp32",), budget_s: float = 3600.0, seed: int = 0, db: str | None = None,
             store: Any = None, progress: Any = None, transforms: bool = True,
-            passes: int = PROFILE_PASSES) -> tuple[CampaignResult, dict[str, list[Any]]]:
+            passes: int = PROFILE_PASSES, extra_passes: int = EXTRA_PASSES) -> tuple[CampaignResult, dict[str, list[Any]]]:
     """Run (or continue) a campaign on this machine; returns its result and the models' layers."""
     from rooftune.platform import current_platform
     from rooftune.store import Store
@@ -75,6 +76,7 @@ def profile(models: Sequence[str] = (), *, sample: int = 0, batches: Sequence[in
     if not models and not sample:
         raise InvalidArgument("campaign", "empty", "give --models and/or --sample N")
     check_passes(passes)
+    check_passes(extra_passes, "extra passes", low=0)
     for p in precisions:
         if p not in ("fp32", "int8"):
             raise InvalidArgument("precision", p, "allowed fp32, int8")
@@ -90,7 +92,8 @@ def profile(models: Sequence[str] = (), *, sample: int = 0, batches: Sequence[in
     try:
         result = run_campaign(specs, store=store, primitives=primitives,
                               threads=list(threads or [current_platform().usable_cores]), budget_s=budget_s,
-                              progress=progress, transforms=transforms, passes=passes)
+                              progress=progress, transforms=transforms, passes=passes,
+                              extra_passes=extra_passes)
     finally:
         if own:
             store.close()

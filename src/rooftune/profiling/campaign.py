@@ -1,7 +1,8 @@
 """Profiling campaigns: every applicable primitive on every spec at every thread count, verified
 then timed by the harness, one stored row per (platform, spec, primitive, threads).
 
-Every ok row is timed in several passes over the whole campaign and keeps its fastest pass.
+Every ok row is timed in several passes over the whole campaign and keeps its fastest pass; a row
+whose fastest pass no other pass confirms gets up to a few more passes.
 Resumable: rows already stored are skipped, rows already timed in a pass are not timed in it
 again, and the rows of each spec are committed together, so a killed campaign loses at most the
 spec it was on and never stores a row twice.
@@ -40,10 +41,16 @@ class CampaignResult:
     passes: int = 1
     #: Rows timed again in a later pass (each pass of a row counts once).
     retimed: int = 0
+    #: Confirmation passes allowed after the fixed ones, and how many were run.
+    extra_passes: int = 0
+    extra_run: int = 0
+    #: ok rows whose fastest pass no other pass confirmed (within CONFIRM) when the campaign ended.
+    unconfirmed: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {"platform_id": self.platform_id, "planned": self.planned, "skipped": self.skipped,
                 "added": self.added, **self.counts, "passes": self.passes, "retimed": self.retimed,
+                "extra_passes": self.extra_passes, "extra_run": self.extra_run, "unconfirmed": self.unconfirmed,
                 "stopped_by_budget": self.stopped_by_budget, "duration_s": self.duration_s}
 
 
@@ -64,6 +71,12 @@ def _row(spec: ConvSpec, name: str, threads: int, status: str, sources: Sequence
 #: against another, 64 %.
 PROFILE_PASSES = 3
 MAX_PASSES = 10
+#: After the fixed passes, a row is confirmed when a second pass's median lies within this factor
+#: of its fastest: two independent looks found the same floor. An unconfirmed row (every pass but
+#: one slowed, or all of them) is timed in up to EXTRA_PASSES more passes over the unconfirmed
+#: rows only, each again a whole pass apart.
+CONFIRM = 1.03
+EXTRA_PASSES = 3
 #: Passes further apart than this (slowest / fastest median) are noted on the row.
 PASSES_DISAGREE = 1.10
 _DISAGREE_NOTE = "passes disagree: "
@@ -133,10 +146,11 @@ def merge_pass(stored: dict[str, Any], new: dict[str, Any], index: int) -> dict[
             "repetitions": int(stored.get("repetitions") or 0) + int(new["repetitions"])}
 
 
-def check_passes(passes: Any) -> int:
-    """``passes`` if it is a campaign's number of passes, else the one-line error."""
-    if isinstance(passes, bool) or not isinstance(passes, int) or not 1 <= passes <= MAX_PASSES:
-        raise InvalidArgument("passes", passes, f"allowed an integer 1..{MAX_PASSES}")
+def check_passes(passes: Any, what: str = "passes", low: int = 1) -> int:
+    """``passes`` if it is a campaign's number of passes (or of extra passes: ``low`` 0), else the
+    one-line error."""
+    if isinstance(passes, bool) or not isinstance(passes, int) or not low <= passes <= MAX_PASSES:
+        raise InvalidArgument(what, passes, f"allowed an integer {low}..{MAX_PASSES}")
     return passes
 
 
@@ -151,11 +165,13 @@ def run_campaign(
     progress: Progress | None = None,
     transforms: bool = True,
     passes: int = PROFILE_PASSES,
+    extra_passes: int = EXTRA_PASSES,
 ) -> CampaignResult:
     """Profile ``specs`` (each with the names of the models it comes from) and store every row, then
     time the ok rows again in ``passes - 1`` more passes over all the specs (each row keeps its
-    fastest pass). Stops between specs when ``budget_s`` is spent; running it again continues
-    where it stopped, in whichever pass."""
+    fastest pass), then, with two passes or more, the rows no second pass confirmed (``confirmed``)
+    in up to ``extra_passes`` more. Stops between specs when ``budget_s`` is spent; running it
+    again continues where it stopped, in whichever pass."""
     from rooftune.platform import current_platform
 
     platform = current_platform()
@@ -165,12 +181,13 @@ def run_campaign(
     if not (isinstance(budget_s, (int, float)) and budget_s > 0):
         raise InvalidArgument("budget", budget_s, "allowed a positive number of seconds")
     check_passes(passes)
+    check_passes(extra_passes, "extra passes", low=0)
     prims = all_primitives(list(primitives) if primitives else None)
     names = [p.name for p in prims] + ([f"transform:{t}" for t in TRANSFORMS] if transforms else [])
     keys = {(spec.key(), n, t) for t in threads for spec, _ in specs for n in names}
     stored = _stored(store, platform.id, keys)
     started = time.perf_counter()
-    result = CampaignResult(platform.id, passes=passes)
+    result = CampaignResult(platform.id, passes=passes, extra_passes=extra_passes if passes > 1 else 0)
     todo = []
     for t in threads:
         for spec, sources in specs:
@@ -197,6 +214,18 @@ def run_campaign(
         return f"profiling{where} ({t} thread{'s' if t > 1 else ''})"
 
     done = 0
+
+    def retime(index: int, t: int, spec: ConvSpec, sources: Sequence[str], due: set[str]) -> None:
+        torch.set_num_threads(t)
+        rows = [merge_pass(stored[spec.key(), r["primitive"], t], r, index)
+                for r in profile_spec(spec, prims, t, sources, set(names) - due, policy, transforms)]
+        store.update_profiles(platform.id, rows)
+        for r in rows:
+            stored[spec.key(), r["primitive"], t] = r
+            result.retimed += 1
+            if r["status"] == "failed":
+                result.counts["failed"] = result.counts.get("failed", 0) + 1
+
     try:
         for t, spec, sources, skip in todo:
             if spent():
@@ -218,22 +247,52 @@ def run_campaign(
             if spent():
                 break
             step(label(t, index), done, total)
-            torch.set_num_threads(t)
-            rows = [merge_pass(stored[spec.key(), r["primitive"], t], r, index)
-                    for r in profile_spec(spec, prims, t, sources, set(names) - due, policy, transforms)]
-            store.update_profiles(platform.id, rows)
-            for r in rows:
-                stored[spec.key(), r["primitive"], t] = r
-                result.retimed += 1
-                if r["status"] == "failed":
-                    result.counts["failed"] = result.counts.get("failed", 0) + 1
+            retime(index, t, spec, sources, due)
             done += 1
+        # Confirmation passes: only the rows whose fastest pass no other pass confirmed, each pass
+        # over all of them before the next (what is due follows from the stored passes: resumable).
+        for index in range(passes + 1, passes + result.extra_passes + 1):
+            if result.stopped_by_budget:
+                break
+            work = [(t, spec, sources, _unconfirmed(stored, index, t, spec, names))
+                    for t in threads for spec, sources in specs]
+            work = [w for w in work if w[3]]
+            if not work:
+                break
+            result.extra_run = index - passes
+            total = done + len(work)
+            for t, spec, sources, due in work:
+                if spent():
+                    break
+                step(f"confirming unsteady rows, pass {index} ({t} thread{'s' if t > 1 else ''})", done, total)
+                retime(index, t, spec, sources, due)
+                done += 1
+        if passes > 1:
+            result.unconfirmed = sum(1 for r in stored.values() if r["status"] == "ok" and not confirmed(r["pass_medians"]))
         if not result.stopped_by_budget:
             step("profiling", total, total)
     finally:
         torch.set_num_threads(previous)
     result.duration_s = time.perf_counter() - started
     return result
+
+
+def confirmed(pass_medians: Sequence[float]) -> bool:
+    """Whether a second pass's median lies within CONFIRM of the fastest."""
+    m = sorted(pass_medians)
+    return len(m) >= 2 and m[1] <= CONFIRM * m[0]
+
+
+def _unconfirmed(stored: dict[tuple[str, str, int], dict[str, Any]], index: int, t: int, spec: ConvSpec,
+                 names: Sequence[str]) -> set[str]:
+    """The ok rows of ``spec`` at ``t`` threads that had every pass before ``index`` and are not
+    confirmed."""
+    due = set()
+    for n in names:
+        r = stored.get((spec.key(), n, t))
+        if r is not None and r["status"] == "ok" and len(r["pass_medians"]) == index - 1 and not confirmed(r["pass_medians"]):
+            due.add(n)
+    return due
 
 
 def _stored(store: Any, platform_id: str, keys: set[tuple[str, str, int]]) -> dict[tuple[str, str, int], dict[str, Any]]:

@@ -153,13 +153,14 @@ def _tuning(r: OptimizeResult, figs: dict[str, Path]) -> str:
                          f"{tr.throughput:.1f}", _speed(t.speedup.get(name))])
     failed = [x for x in t.trials if not x.ok]
     fails = _table(["configuration", "why it failed"], [[x.config.describe(), x.error[:200]] for x in failed[:15]])
-    gap = (t.guideline.score(t.objective) / t.best.score(t.objective)) if t.guideline.ok and t.best.ok else math.nan
+    gap, lo, hi, interleaved = t.guideline_gap()
+    how = f" (95 % CI {lo:.2f}-{hi:.2f}, measured interleaved against it)" if interleaved else " (trial medians)"
     return (
         f"<p>{len(t.trials)} configurations in {t.duration_s:.0f} s ({len(failed)} failed, {t.resumed} from the store); "
         f"objective {_e(t.objective)}, batch {t.batch}. Every trial ran in a fresh process and its output was checked "
         f"against the fp32 eager output; the best was then re-measured interleaved (A B A B) against every baseline.</p>"
         + _table(["name", "configuration", "p50", "p90", "p99", "samples/s", "best is (95 % CI)"], rows, {2, 3, 4, 5, 6})
-        + (f"<p>The instant guideline configuration is {gap:.2f}x the best's time: "
+        + (f"<p>The instant guideline configuration is {gap:.2f}x the best's time{how}: "
            + _e("; ".join(t.guideline_reasons)) + "</p>" if gap == gap else "")
         + _figure(figs.get("trials"), "Every trial of the search, in order")
         + (f"<details><summary>{len(failed)} failed configurations (never reported as best)</summary>{fails}</details>"

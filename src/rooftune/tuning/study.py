@@ -6,6 +6,7 @@ the best re-measured interleaved against every baseline.
     evaluate(guideline in each reduced precision allowed)   # int8 / bf16 seeds
     while budget and trials remain: config = TPE.ask(); evaluate(config); TPE.tell(...)
     best = fastest verified trial, confirmed against the runners-up interleaved
+    compare(best, guideline) interleaved -> how far the instant configuration is from the best
     for each baseline, fastest first: compare(best, baseline) interleaved -> ratio, CI
         (a baseline faster with its whole CI becomes the best; the others are compared again)
 
@@ -119,6 +120,27 @@ class TuneResult:
     resumed: int = 0
     #: The workload as a trial's process loads it: model, inputs, options.
     workload: dict[str, Any] = field(default_factory=dict)
+    #: median(guideline) / median(best) from an interleaved comparison, with its 95 % CI; None
+    #: when it was not measured (the guideline failed, or the comparison could not run).
+    guideline_vs_best: dict[str, Any] | None = None
+
+    def guideline_gap(self) -> tuple[float, float, float, bool]:
+        """How many times the best's time the guideline takes: (ratio, ci_low, ci_high,
+        interleaved). From the interleaved comparison when there is one, else from the two
+        trials' medians (no CI: nan); nan when the guideline failed."""
+        c = self.guideline_vs_best
+        if c and math.isfinite(c.get("ratio", math.nan)):
+            return c["ratio"], c["ci_low"], c["ci_high"], True
+        if not (self.guideline.ok and self.best.ok):
+            return math.nan, math.nan, math.nan, False
+        return self.guideline.score(self.objective) / self.best.score(self.objective), math.nan, math.nan, False
+
+    def _gap_dict(self) -> dict[str, Any]:
+        ratio, lo, hi, interleaved = self.guideline_gap()
+        if not math.isfinite(ratio):
+            return {"vs_best": None}
+        return {"vs_best": ratio, "vs_best_ci_low": lo if interleaved else None,
+                "vs_best_ci_high": hi if interleaved else None, "vs_best_interleaved": interleaved}
 
     def to_dict(self) -> dict[str, Any]:
         failed = [t for t in self.trials if not t.ok]
@@ -127,8 +149,7 @@ class TuneResult:
             "best": {"name": self.best.config.name, "description": self.best.config.describe(), **self.best.to_dict()},
             "guideline": {"reasons": list(self.guideline_reasons), "description": self.guideline.config.describe(),
                           **self.guideline.to_dict(),
-                          "vs_best": (self.guideline.score(self.objective) / self.best.score(self.objective))
-                          if self.guideline.ok else None},
+                          **self._gap_dict()},
             "baselines": {k: v.to_dict() for k, v in self.baselines.items()},
             "speedup": self.speedup,
             "trials": {"count": len(self.trials), "failed": len(failed), "resumed": self.resumed,
@@ -403,7 +424,8 @@ def tune(
             limit = trials if trials is not None else 10_000
             # The interleaved comparisons at the end are part of the budget.
             one_pair = compare_policy.budget_s + compare_policy.warmup_s + 2 * WORKER_START_S
-            reserve = sum(1 for b in base.values() if b.ok) * (
+            compared = sum(1 for b in base.values() if b.ok) + guide.ok  # the guideline is compared too
+            reserve = compared * (
                 one_pair + (compare_pairs - 1) * (compare_policy.warmup_s + 2 * WORKER_START_S)) + RUNNERS_UP * one_pair
             search_until = budget_s - reserve
             # The guideline in each reduced precision allowed, first, within the search's time.
@@ -450,7 +472,9 @@ def tune(
         # interleaved against the best, and one that is faster with its whole CI takes its place.
         ranked = sorted(verified, key=lambda r: r.score(objective))
         if not guidelines_only:
-            for other in ranked[1:1 + RUNNERS_UP]:
+            # (the guideline is compared with the best below in any case)
+            runners_up = [r for r in ranked[1:] if r.config.key() != guide.config.key()][:RUNNERS_UP]
+            for other in runners_up:
                 step("confirming the best against the runners-up, interleaved", 0, RUNNERS_UP)
                 c = _interleaved(best.config, other.config, setup, objective, compare_policy, pairs=1)
                 if c.get("ci_high", math.inf) < 1.0:  # median(other) / median(best), all of it below 1
@@ -458,7 +482,25 @@ def tune(
                                  f"than {best.config.describe()} (trial medians said otherwise): it is the best")
                     best = other
 
+        guide_vs_best = None
+        if guide.ok:
+            # The guideline's distance from the best is a reported figure: interleaved, like the
+            # speedups (two trial medians taken minutes apart differ by 30 % on a shared machine).
+            step("the guideline against the best, interleaved", 0, 1)
+            guide_vs_best = _interleaved(best.config, guide.config, setup, objective, compare_policy, pairs=compare_pairs)
+            if guide_vs_best.get("ci_high", math.inf) < 1.0:  # median(guideline) / median(best), all below 1
+                notes.append(f"re-measured interleaved, the guideline was {1 / guide_vs_best['ratio']:.2f}x faster than "
+                             f"{best.config.describe()} (trial medians said otherwise): it is the best")
+                best = guide
+                guide_vs_best = {"ratio": 1.0, "ci_low": 1.0, "ci_high": 1.0, "pairs": 0}
+            elif "error" in guide_vs_best:
+                notes.append(f"the guideline could not be compared with the best: {guide_vs_best['error']}")
+        compared_with = best.config.key()
         best, speedup = _against_baselines(best, base, setup, objective, compare_policy, compare_pairs, notes, step)
+        if guide_vs_best is not None and best.config.key() != compared_with:
+            # a baseline took the best's place: the guideline is measured against it
+            step("the guideline against the new best, interleaved", 0, 1)
+            guide_vs_best = _interleaved(best.config, guide.config, setup, objective, compare_policy, pairs=compare_pairs)
         if save:
             save_config(best, Path(save), workload, calibration_size=calibration_size)
     finally:
@@ -468,7 +510,7 @@ def tune(
     return TuneResult(model=model, objective=objective, batch=wl.batch, best=best, guideline=guide,
                       guideline_reasons=tuple(reasons), baselines=base, speedup=speedup, trials=tuple(results),
                       notes=tuple(notes), duration_s=time.perf_counter() - started, resumed=resumed,
-                      workload=workload)
+                      workload=workload, guideline_vs_best=guide_vs_best)
 
 
 def _against_baselines(best: TrialResult, base: dict[str, TrialResult], setup: Setup, objective: str,
