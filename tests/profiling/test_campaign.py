@@ -151,6 +151,12 @@ def test_a_row_no_second_pass_confirms_is_timed_again_until_one_does(tmp_path: P
 
     assert campaign.confirmed([1.0, 1.02, 2.0]) and not campaign.confirmed([1.0, 1.2, 1.5])
     assert not campaign.confirmed([1.0])
+    # what is due follows from the stored passes: a row unconfirmed after 4 passes is due in pass 5 only
+    spec = SPECS[0][0]
+    stored = {(spec.key(), "p", 1): {"status": "ok", "pass_medians": [1.0, 1.2, 1.5, 1.4]},
+              (spec.key(), "q", 1): {"status": "ok", "pass_medians": [1.0, 1.01, 1.5, 1.4]}}
+    assert campaign._unconfirmed(stored, 4, 1, spec, ["p", "q"]) == set()
+    assert campaign._unconfirmed(stored, 5, 1, spec, ["p", "q"]) == {"p"}
     # two fast passes of a tiny convolution agree within 1.5x even on a busy machine; the slow one is 4 ms
     monkeypatch.setattr(campaign, "CONFIRM", 1.5)
     monkeypatch.setitem(PRIMITIVES, "slow-first", SlowFirst)

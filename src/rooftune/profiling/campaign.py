@@ -257,8 +257,8 @@ def run_campaign(
             work = [(t, spec, sources, _unconfirmed(stored, index, t, spec, names))
                     for t in threads for spec, sources in specs]
             work = [w for w in work if w[3]]
-            if not work:
-                break
+            if not work:  # (a resumed campaign may have finished this pass and not the next)
+                continue
             result.extra_run = index - passes
             total = done + len(work)
             for t, spec, sources, due in work:
