@@ -49,7 +49,9 @@ COMPARE_POLICY = Policy(number=1, warmup_s=0.3, budget_s=4.0, min_samples=10, ta
 #: Seed of the TPE sampler: the same study on the same machine asks the same questions.
 SEED = 0
 #: Seconds to start a trial's subprocess (interpreter, torch, model, prepared artifact from cache):
-#: measured 4-6 s on a 2-core machine; the budget keeps this much per final comparison side.
+#: measured 4-6 s on a 2-core machine. The two sides of a comparison start side by side, so the
+#: budget keeps this much per pair of processes (measured: 12 pairs of resnet50's final phase took
+#: 105 s, 8.75 s a pair with 2.3 s of timing).
 WORKER_START_S = 6.0
 #: Runners-up re-measured interleaved against the best before it is reported.
 RUNNERS_UP = 2
@@ -423,10 +425,10 @@ def tune(
             study = optuna.create_study(direction="minimize", sampler=sampler)
             limit = trials if trials is not None else 10_000
             # The interleaved comparisons at the end are part of the budget.
-            one_pair = compare_policy.budget_s + compare_policy.warmup_s + 2 * WORKER_START_S
+            one_pair = compare_policy.budget_s + compare_policy.warmup_s + WORKER_START_S
             compared = sum(1 for b in base.values() if b.ok) + guide.ok  # the guideline is compared too
             reserve = compared * (
-                one_pair + (compare_pairs - 1) * (compare_policy.warmup_s + 2 * WORKER_START_S)) + RUNNERS_UP * one_pair
+                one_pair + (compare_pairs - 1) * (compare_policy.warmup_s + WORKER_START_S)) + RUNNERS_UP * one_pair
             search_until = budget_s - reserve
             # The guideline in each reduced precision allowed, first, within the search's time.
             seeds = precision_seeds(guide_cfg, available, precisions)
@@ -472,8 +474,9 @@ def tune(
         # interleaved against the best, and one that is faster with its whole CI takes its place.
         ranked = sorted(verified, key=lambda r: r.score(objective))
         if not guidelines_only:
-            # (the guideline is compared with the best below in any case)
-            runners_up = [r for r in ranked[1:] if r.config.key() != guide.config.key()][:RUNNERS_UP]
+            # (the guideline and the baselines are compared with the best below in any case)
+            fixed_keys = {r.config.key() for r in (guide, *base.values())}
+            runners_up = [r for r in ranked[1:] if r.config.key() not in fixed_keys][:RUNNERS_UP]
             for other in runners_up:
                 step("confirming the best against the runners-up, interleaved", 0, RUNNERS_UP)
                 c = _interleaved(best.config, other.config, setup, objective, compare_policy, pairs=1)
