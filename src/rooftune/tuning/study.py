@@ -49,9 +49,10 @@ COMPARE_POLICY = Policy(number=1, warmup_s=0.3, budget_s=4.0, min_samples=10, ta
 #: Seed of the TPE sampler: the same study on the same machine asks the same questions.
 SEED = 0
 #: Seconds to start a trial's subprocess (interpreter, torch, model, prepared artifact from cache):
-#: measured 4-6 s on a 2-core machine. The two sides of a comparison start side by side, so the
-#: budget keeps this much per pair of processes (measured: 12 pairs of resnet50's final phase took
-#: 105 s, 8.75 s a pair with 2.3 s of timing).
+#: measured 4-6 s on a 2-core machine; the budget keeps this much per final comparison side. The
+#: two sides start side by side but compete for the same cores: resnet50's final phase on a
+#: 2-core VM took ~15 s a pair of processes, 2.3 s of it timing (counting one start per pair
+#: instead, the study overran a 240 s budget by 20-60 s).
 WORKER_START_S = 6.0
 #: Runners-up re-measured interleaved against the best before it is reported.
 RUNNERS_UP = 2
@@ -425,10 +426,11 @@ def tune(
             study = optuna.create_study(direction="minimize", sampler=sampler)
             limit = trials if trials is not None else 10_000
             # The interleaved comparisons at the end are part of the budget.
-            one_pair = compare_policy.budget_s + compare_policy.warmup_s + WORKER_START_S
-            compared = sum(1 for b in base.values() if b.ok) + guide.ok  # the guideline is compared too
-            reserve = compared * (
-                one_pair + (compare_pairs - 1) * (compare_policy.warmup_s + WORKER_START_S)) + RUNNERS_UP * one_pair
+            one_pair = compare_policy.budget_s + compare_policy.warmup_s + 2 * WORKER_START_S
+            compared = sum(1 for b in base.values() if b.ok)
+            # the guideline is compared once (one pair of processes), like a runner-up
+            reserve = compared * (one_pair + (compare_pairs - 1) * (compare_policy.warmup_s + 2 * WORKER_START_S)) + (
+                RUNNERS_UP + guide.ok) * one_pair
             search_until = budget_s - reserve
             # The guideline in each reduced precision allowed, first, within the search's time.
             seeds = precision_seeds(guide_cfg, available, precisions)
@@ -490,7 +492,7 @@ def tune(
             # The guideline's distance from the best is a reported figure: interleaved, like the
             # speedups (two trial medians taken minutes apart differ by 30 % on a shared machine).
             step("the guideline against the best, interleaved", 0, 1)
-            guide_vs_best = _interleaved(best.config, guide.config, setup, objective, compare_policy, pairs=compare_pairs)
+            guide_vs_best = _interleaved(best.config, guide.config, setup, objective, compare_policy, pairs=1)
             if guide_vs_best.get("ci_high", math.inf) < 1.0:  # median(guideline) / median(best), all below 1
                 notes.append(f"re-measured interleaved, the guideline was {1 / guide_vs_best['ratio']:.2f}x faster than "
                              f"{best.config.describe()} (trial medians said otherwise): it is the best")
@@ -503,7 +505,7 @@ def tune(
         if guide_vs_best is not None and best.config.key() != compared_with:
             # a baseline took the best's place: the guideline is measured against it
             step("the guideline against the new best, interleaved", 0, 1)
-            guide_vs_best = _interleaved(best.config, guide.config, setup, objective, compare_policy, pairs=compare_pairs)
+            guide_vs_best = _interleaved(best.config, guide.config, setup, objective, compare_policy, pairs=1)
         if save:
             save_config(best, Path(save), workload, calibration_size=calibration_size)
     finally:
