@@ -66,10 +66,11 @@ def main() -> int:
         sp = r.speedup
         peers = {p: sp[p]["ratio"] for p in PEERS if p in sp}
         best_peer = min(peers.values()) if peers else math.nan  # the smallest speedup = the fastest peer
+        gap, gap_lo, gap_hi, _ = r.guideline_gap()
         row = {
             "model": name, "best": r.best.config.describe(), "best_latency_s": r.best.latency_s,
             "speedup": sp, "vs_best_peer": best_peer,
-            "guideline_vs_best": r.guideline_gap()[0], "guideline_ci": r.guideline_gap()[1:3],
+            "guideline_vs_best": gap, "guideline_ci": (gap_lo, gap_hi),
             "guideline": r.guideline.config.describe(), "trials": len(r.trials),
             "failed": sum(1 for t in r.trials if not t.ok), "wall_s": wall,
             "precision": r.best.config.precision,

@@ -98,19 +98,25 @@ class SlowFirst(Primitive):
         return kernel
 
 
-def test_passes_keep_the_fastest_and_say_when_they_disagree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def slow_first_pass(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Registers SlowFirst, slowed in its first timed pass only; returns the labels timed."""
     from rooftune.profiling import campaign
 
     monkeypatch.setitem(PRIMITIVES, "slow-first", SlowFirst)
     real = campaign.measure
-    calls = []
+    calls: list[str] = []
 
-    def measure(fn, **kw):  # the first pass of the primitive is slow, the second is not
+    def measure(fn, **kw):  # the first pass of the primitive is slow, every later one is not
         calls.append(kw["label"])
         SlowFirst.state["slow"] = calls.count("conv.slow-first") == 1
         return real(fn, **kw)
 
     monkeypatch.setattr(campaign, "measure", measure)
+    return calls
+
+
+def test_passes_keep_the_fastest_and_say_when_they_disagree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = slow_first_pass(monkeypatch)
     with Store(tmp_path / "p.db") as store:
         r = run_campaign(SPECS[:1], store=store, primitives=["slow-first"], threads=[1], transforms=False, passes=2,
                          extra_passes=0)
@@ -155,20 +161,11 @@ def test_a_row_no_second_pass_confirms_is_timed_again_until_one_does(tmp_path: P
     spec = SPECS[0][0]
     stored = {(spec.key(), "p", 1): {"status": "ok", "pass_medians": [1.0, 1.2, 1.5, 1.4]},
               (spec.key(), "q", 1): {"status": "ok", "pass_medians": [1.0, 1.01, 1.5, 1.4]}}
-    assert campaign._unconfirmed(stored, 4, 1, spec, ["p", "q"]) == set()
-    assert campaign._unconfirmed(stored, 5, 1, spec, ["p", "q"]) == {"p"}
+    assert campaign._due(stored, 4, 1, spec, ["p", "q"], confirming=True) == set()
+    assert campaign._due(stored, 5, 1, spec, ["p", "q"], confirming=True) == {"p"}
     # two fast passes of a tiny convolution agree within 1.5x even on a busy machine; the slow one is 4 ms
     monkeypatch.setattr(campaign, "CONFIRM", 1.5)
-    monkeypatch.setitem(PRIMITIVES, "slow-first", SlowFirst)
-    real = campaign.measure
-    calls = []
-
-    def measure(fn, **kw):  # the first pass is slow, every later one is fast
-        calls.append(kw["label"])
-        SlowFirst.state["slow"] = calls.count("conv.slow-first") == 1
-        return real(fn, **kw)
-
-    monkeypatch.setattr(campaign, "measure", measure)
+    calls = slow_first_pass(monkeypatch)
     with Store(tmp_path / "p.db") as store:
         r = run_campaign(SPECS[:1], store=store, primitives=["slow-first"], threads=[1], transforms=False, passes=2,
                          extra_passes=3)

@@ -254,7 +254,7 @@ def run_campaign(
         for index in range(passes + 1, passes + result.extra_passes + 1):
             if result.stopped_by_budget:
                 break
-            work = [(t, spec, sources, _unconfirmed(stored, index, t, spec, names))
+            work = [(t, spec, sources, _due(stored, index, t, spec, names, confirming=True))
                     for t in threads for spec, sources in specs]
             work = [w for w in work if w[3]]
             if not work:  # (a resumed campaign may have finished this pass and not the next)
@@ -283,18 +283,6 @@ def confirmed(pass_medians: Sequence[float]) -> bool:
     return len(m) >= 2 and m[1] <= CONFIRM * m[0]
 
 
-def _unconfirmed(stored: dict[tuple[str, str, int], dict[str, Any]], index: int, t: int, spec: ConvSpec,
-                 names: Sequence[str]) -> set[str]:
-    """The ok rows of ``spec`` at ``t`` threads that had every pass before ``index`` and are not
-    confirmed."""
-    due = set()
-    for n in names:
-        r = stored.get((spec.key(), n, t))
-        if r is not None and r["status"] == "ok" and len(r["pass_medians"]) == index - 1 and not confirmed(r["pass_medians"]):
-            due.add(n)
-    return due
-
-
 def _stored(store: Any, platform_id: str, keys: set[tuple[str, str, int]]) -> dict[tuple[str, str, int], dict[str, Any]]:
     """The campaign's stored rows by (spec_key, primitive, threads)."""
     rows = (((r["spec_key"], r["primitive"], int(r["threads"])), r) for r in store.profiles(platform_id))
@@ -302,11 +290,15 @@ def _stored(store: Any, platform_id: str, keys: set[tuple[str, str, int]]) -> di
 
 
 def _due(stored: dict[tuple[str, str, int], dict[str, Any]], index: int, t: int, spec: ConvSpec,
-         names: Sequence[str]) -> set[str]:
-    """The ok rows of ``spec`` at ``t`` threads that have not had pass ``index`` yet."""
+         names: Sequence[str], confirming: bool = False) -> set[str]:
+    """The ok rows of ``spec`` at ``t`` threads that have not had pass ``index`` yet; for a
+    confirmation pass, those that had every pass before it and are not confirmed."""
     due = set()
     for n in names:
         r = stored.get((spec.key(), n, t))
-        if r is not None and r["status"] == "ok" and len(r["pass_medians"]) < index:
+        if r is None or r["status"] != "ok":
+            continue
+        m = r["pass_medians"]
+        if (len(m) == index - 1 and not confirmed(m)) if confirming else len(m) < index:
             due.add(n)
     return due

@@ -52,7 +52,7 @@ SEED = 0
 #: measured 4-6 s on a 2-core machine; the budget keeps this much per final comparison side. The
 #: two sides start side by side but compete for the same cores: resnet50's final phase on a
 #: 2-core VM took ~15 s a pair of processes, 2.3 s of it timing (counting one start per pair
-#: instead, the study overran a 240 s budget by 20-60 s).
+#: instead, studies overran a 240 s budget by 19-82 s).
 WORKER_START_S = 6.0
 #: Runners-up re-measured interleaved against the best before it is reported.
 RUNNERS_UP = 2
