@@ -25,9 +25,12 @@ def main() -> int:
     ap.add_argument("--passes", type=int, default=None, help="passes per campaign (default: the campaign's default)")
     ap.add_argument("--extra-passes", type=int, default=None,
                     help="confirmation passes over unconfirmed rows (default: the campaign's default)")
+    ap.add_argument("--budget", type=float, default=580.0,
+                    help="each campaign's budget in seconds (it stops between specs once spent; default 580)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
 
+    from rooftune.bench.canary import QUIET
     from rooftune.platform import current_platform
     from rooftune.profiling import EXTRA_PASSES, PROFILE_PASSES, profile, summarize
     from rooftune.store import Store
@@ -44,7 +47,8 @@ def main() -> int:
     for i in (1, 2):
         db = str(tmp / f"run{i}.db")
         t0 = time.perf_counter()
-        result, layers = profile(models, batches=[1], threads=[args.threads], db=db, passes=passes, extra_passes=extra)
+        result, layers = profile(models, batches=[1], threads=[args.threads], db=db, passes=passes, extra_passes=extra,
+                                 budget_s=args.budget)
         wall = time.perf_counter() - t0
         with Store(db) as s:
             rows = s.profiles()
@@ -52,7 +56,9 @@ def main() -> int:
         c = result.counts
         print(f"campaign {i}: {wall:.0f} s, {len({r['spec_key'] for r in rows})} specs, {c['ok']} timed, "
               f"{c['unsupported']} unsupported, {c['failed']} failed (target <= 600 s); {result.extra_run} confirmation "
-              f"passes, {result.unconfirmed} rows left unconfirmed", flush=True)
+              f"passes, {result.unconfirmed} rows left unconfirmed; {result.quiet_rows} rows timed on a quiet "
+              f"machine at least once, {result.waited_s:.0f} s waited for quiet"
+              + (" [stopped by the budget]" if result.stopped_by_budget else ""), flush=True)
         if i == 1:
             for r in rows:
                 if r["status"] == "failed":
@@ -85,6 +91,18 @@ def main() -> int:
     print(f"rows agreeing within 5 %: {within:.1%} of {len(ratios)} (target >= 90 %); within 10 %: {within10:.1%}; "
           f"primitives only (no transforms): {kwithin:.1%}; median ratio {statistics.median(ratios):.3f}")
     print(f"the same campaigns after their {passes} fixed passes only: {fwithin:.1%} within 5 %")
+    # Rows each campaign timed at least once while the probe read quiet, against the rest.
+    def quiet(rows: list) -> set:
+        ref = min((c for r in rows for c in r.get("pass_canary") or [] if c), default=None)
+        return {(r["spec_key"], r["primitive"]) for r in rows if r["status"] == "ok" and ref
+                and any(c and c <= QUIET * ref for c in r.get("pass_canary") or [])}
+
+    both = quiet(runs[0][0]) & quiet(runs[1][0])
+    qr = [second[k] / first[k] for k in common if k in both]
+    rest = [second[k] / first[k] for k in common if k not in both]
+    share = lambda xs: sum(1 for q in xs if abs(q - 1) <= 0.05) / len(xs) if xs else float("nan")  # noqa: E731
+    print(f"rows timed quiet in both campaigns: {len(qr)}, {share(qr):.1%} within 5 %; the other {len(rest)}: "
+          f"{share(rest):.1%}")
     if args.json:
         Path(args.json).write_text(json.dumps({
             "wall_s": [r[1] for r in runs], "within_5pct": within, "within_10pct": within10, "rows": len(ratios),

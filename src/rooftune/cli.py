@@ -391,8 +391,12 @@ def _print_profile(result: Any, summary: list[dict[str, Any]]) -> None:
     again = f", {c.retimed} timed again in passes 2-{c.passes + c.extra_run}" if c.passes > 1 else ""
     if c.extra_run:
         again += f" ({c.extra_run} confirmation pass{'es' if c.extra_run > 1 else ''} over unconfirmed rows)"
+    if c.waited_s:
+        again += f", {c.waited_s:.0f} s spent waiting for quiet stretches"
+    if c.counts.get("ok", 0):
+        again += f"; {c.quiet_rows} rows timed at least once while the machine was quiet"
     if c.passes > 1 and c.unconfirmed:
-        again += f"; {c.unconfirmed} rows' fastest pass not confirmed by another within {(CONFIRM - 1) * 100:.0f} %"
+        again += f"; {c.unconfirmed} rows' fastest pass not confirmed by a quiet pass within {(CONFIRM - 1) * 100:.0f} %"
     out.print(f"campaign on platform {c.platform_id}: {c.added} rows added, {c.skipped} already stored; "
               f"{c.counts.get('ok', 0)} timed, {c.counts.get('unsupported', 0)} unsupported, "
               f"{c.counts.get('failed', 0)} failed{again}; {c.duration_s:.0f} s, {state}", highlight=False)
@@ -445,7 +449,7 @@ def profile(
     int8: Annotated[bool, typer.Option("--int8", help="Also profile every spec in int8 (the int8 primitives).")] = False,
     budget: Annotated[float, typer.Option("--budget", help="Seconds; the campaign stops between specs and resumes when run again.")] = 3600.0,
     passes: Annotated[int, typer.Option("--passes", help="Time every row in this many passes over the whole campaign; each row keeps its fastest (1..10).")] = 3,
-    extra_passes: Annotated[int, typer.Option("--extra-passes", help="Then time again, in up to this many more passes, the rows whose fastest pass no other pass confirmed within 3 % (0..10).")] = 3,
+    extra_passes: Annotated[int, typer.Option("--extra-passes", help="Then time again, in up to this many more passes, the rows whose fastest pass no pass timed on a quiet machine confirmed within 3 %, each once the machine reads quiet (0..10).")] = 3,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the sampled specs.")] = 0,
     isa_variant: Annotated[str | None, typer.Option("--isa-variant", help="Run capped to an ISA (avx, avx2, avx512): an emulated platform of its own.")] = None,
     summary: Annotated[bool, typer.Option("--summary", help="Print per-model winners and the per-layer best against F.conv2d.")] = False,

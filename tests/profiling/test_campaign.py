@@ -98,10 +98,31 @@ class SlowFirst(Primitive):
         return kernel
 
 
-def slow_first_pass(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Registers SlowFirst, slowed in its first timed pass only; returns the labels timed."""
+def fake_canary(monkeypatch: pytest.MonkeyPatch, *script: float) -> list[float]:
+    """Puts a stand-in for the machine-speed probe in the campaign: it reads ``script`` in turn,
+    then its last value for ever (1 ms when none is given: a machine quiet throughout). Returns the
+    readings taken."""
+    from rooftune.bench import canary
     from rooftune.profiling import campaign
 
+    left, reads = list(script or [1e-3]), []
+
+    class Probe:
+        def read(self) -> float:
+            reads.append(left.pop(0) if len(left) > 1 else left[0])
+            return reads[-1]
+
+    monkeypatch.setattr(campaign, "Canary", Probe)
+    monkeypatch.setattr(canary, "POLL_S", 0.001)
+    return reads
+
+
+def slow_first_pass(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Registers SlowFirst, slowed in its first timed pass only, on a quiet machine; returns the
+    labels timed."""
+    from rooftune.profiling import campaign
+
+    fake_canary(monkeypatch)
     monkeypatch.setitem(PRIMITIVES, "slow-first", SlowFirst)
     real = campaign.measure
     calls: list[str] = []
@@ -122,7 +143,8 @@ def test_passes_keep_the_fastest_and_say_when_they_disagree(tmp_path: Path, monk
                          extra_passes=0)
         [row] = store.profiles()
     assert calls == ["conv.slow-first", "conv.slow-first"] and (r.added, r.retimed, r.passes) == (1, 1, 2)
-    assert r.unconfirmed == 1 and r.extra_run == 0
+    # the fast pass was timed while the probe read quiet: it confirms itself
+    assert r.unconfirmed == 0 and r.extra_run == 0 and r.quiet_rows == 1 and row["pass_canary"] == [1e-3, 1e-3]
     assert row["status"] == "ok" and row["median_s"] < 0.002 and len(row["pass_medians"]) == 2
     assert row["median_s"] == min(row["pass_medians"]) and max(row["pass_medians"]) > 0.004
     assert any("passes disagree" in w for w in row["warnings"])
@@ -149,30 +171,50 @@ def test_later_passes_resume_and_time_each_row_once_per_pass(tmp_path: Path) -> 
         run_campaign(SPECS, store=None, extra_passes=-1)
 
 
-def test_a_row_no_second_pass_confirms_is_timed_again_until_one_does(tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    """Passes 1 and 2 disagree (the first slowed): a confirmation pass times the row again, finds
-    the fast time a second time and stops; a second run of the campaign times nothing."""
+def test_what_is_due_for_confirmation_follows_the_stored_passes_and_readings() -> None:
     from rooftune.profiling import campaign
 
+    # rows stored without probe readings: confirmed by a second pass within CONFIRM
     assert campaign.confirmed([1.0, 1.02, 2.0]) and not campaign.confirmed([1.0, 1.2, 1.5])
-    assert not campaign.confirmed([1.0])
-    # what is due follows from the stored passes: a row unconfirmed after 4 passes is due in pass 5 only
+    assert not campaign.confirmed([1.0]) and not campaign.confirmed([])
+    # with readings: by a quiet pass within CONFIRM of the fastest, and only so
+    assert campaign.confirmed([1.0], [1.0], ref=1.0) and campaign.confirmed([1.0, 1.02], [1.6, 1.05], ref=1.0)
+    assert not campaign.confirmed([1.0, 1.01], [1.5, 1.5], ref=1.0)  # agreeing in a slow stretch
+    assert not campaign.confirmed([1.0, 1.2], [1.5, 1.0], ref=1.0)  # the quiet pass was slower
+    # a row unconfirmed after 4 passes is due in pass 5 only
     spec = SPECS[0][0]
     stored = {(spec.key(), "p", 1): {"status": "ok", "pass_medians": [1.0, 1.2, 1.5, 1.4]},
-              (spec.key(), "q", 1): {"status": "ok", "pass_medians": [1.0, 1.01, 1.5, 1.4]}}
-    assert campaign._due(stored, 4, 1, spec, ["p", "q"], confirming=True) == set()
-    assert campaign._due(stored, 5, 1, spec, ["p", "q"], confirming=True) == {"p"}
-    # two fast passes of a tiny convolution agree within 1.5x even on a busy machine; the slow one is 4 ms
-    monkeypatch.setattr(campaign, "CONFIRM", 1.5)
-    calls = slow_first_pass(monkeypatch)
+              (spec.key(), "q", 1): {"status": "ok", "pass_medians": [1.0, 1.01, 1.5, 1.4]},
+              (spec.key(), "r", 1): {"status": "ok", "pass_medians": [1.0, 1.01, 1.5, 1.4], "pass_canary": [2.0] * 4},
+              (spec.key(), "s", 1): {"status": "ok", "pass_medians": [1.0, 1.2, 1.5, 1.4], "pass_canary": [1.0, 2, 2, 2]}}
+    assert campaign._due(stored, 4, 1, spec, ["p", "q", "r", "s"], confirming=True, ref=1.0) == set()
+    assert campaign._due(stored, 5, 1, spec, ["p", "q", "r", "s"], confirming=True, ref=1.0) == {"p", "r"}
+
+
+def test_passes_agreeing_in_a_slow_stretch_are_confirmed_by_one_timed_once_it_is_quiet(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The probe reads 1.0 once, then 1.5 (a slow stretch) through both fixed passes, whose
+    times agree: not confirmed. The confirmation pass waits, reading 1.5 twice more, then 1.0, and
+    times the row: confirmed. A second run of the campaign times nothing."""
+    from rooftune.bench import Measurement, Method, Policy
+    from rooftune.profiling import campaign
+
+    reads = fake_canary(monkeypatch, 1.0, 1.5, 1.5, 1.5, 1.5, 1.5, 1.0)
+    calls: list[str] = []
+
+    def measure(fn, *, label, params=None, policy=None):  # every pass reads the same time
+        calls.append(label)
+        return Measurement(label, (1e-3,) * 6, 1, Method(Policy()))
+
+    monkeypatch.setattr(campaign, "measure", measure)
     with Store(tmp_path / "p.db") as store:
-        r = run_campaign(SPECS[:1], store=store, primitives=["slow-first"], threads=[1], transforms=False, passes=2,
-                         extra_passes=3)
+        r = run_campaign(SPECS[:1], store=store, primitives=["pytorch-default"], threads=[1], transforms=False,
+                         passes=2, extra_passes=3)
         [row] = store.profiles()
-        assert len(calls) == 3 and (r.retimed, r.extra_run, r.unconfirmed) == (2, 1, 0)
-        assert len(row["pass_medians"]) == 3 and campaign.confirmed(row["pass_medians"])
-        assert run_campaign(SPECS[:1], store=store, primitives=["slow-first"], threads=[1], transforms=False,
+        assert reads == [1.0, 1.5, 1.5, 1.5, 1.5, 1.5, 1.0, 1.0, 1.0]
+        assert len(calls) == 3 and (r.retimed, r.extra_run, r.unconfirmed, r.quiet_rows) == (2, 1, 0, 1)
+        assert r.waited_s > 0 and row["pass_canary"] == [1.5, 1.5, 1.0] and row["pass_medians"] == [1e-3] * 3
+        assert run_campaign(SPECS[:1], store=store, primitives=["pytorch-default"], threads=[1], transforms=False,
                             passes=2, extra_passes=3).retimed == 0
     assert len(calls) == 3
 
@@ -211,18 +253,22 @@ def test_export_import_carries_rows_and_platform(tmp_path: Path) -> None:
         r = import_profiles(b, tmp_path / "d.csv")
         assert r == {"rows": n, "added": n, "platforms": 1}
         rows_b = b.profiles()
-        assert [(x["spec_key"], x["primitive"], x["median_s"]) for x in rows_b] == \
-            [(x["spec_key"], x["primitive"], x["median_s"]) for x in rows_a]
+        assert [(x["spec_key"], x["primitive"], x["median_s"], x["pass_canary"]) for x in rows_b] == \
+            [(x["spec_key"], x["primitive"], x["median_s"], x["pass_canary"]) for x in rows_a]
+        assert all(len(x["pass_canary"]) == len(x["pass_medians"]) >= 3 for x in rows_b if x["status"] == "ok")
         assert import_profiles(b, tmp_path / "d.csv")["added"] == 0
-    # A file exported before campaigns had passes has no pass_medians column: each ok row is one pass.
+    # A file exported before campaigns had passes has no pass_medians (nor pass_canary) column: each
+    # ok row is one pass.
     lines = list(csv.DictReader((tmp_path / "d.csv").open()))
     with (tmp_path / "old.csv").open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=[k for k in lines[0] if k != "pass_medians"], extrasaction="ignore")
+        w = csv.DictWriter(f, fieldnames=[k for k in lines[0] if k not in ("pass_medians", "pass_canary")],
+                           extrasaction="ignore")
         w.writeheader()
         w.writerows(lines)
     with Store(tmp_path / "o.db") as o:
         assert import_profiles(o, tmp_path / "old.csv")["added"] == n
-        assert all(x["pass_medians"] == [x["median_s"]] for x in o.profiles() if x["status"] == "ok")
+        assert all(x["pass_medians"] == [x["median_s"]] and x["pass_canary"] is None
+                   for x in o.profiles() if x["status"] == "ok")
     pytest.importorskip("pyarrow")
     with Store(tmp_path / "a.db") as a:
         export_profiles(a, tmp_path / "d.parquet")
@@ -252,7 +298,11 @@ def test_a_corrupt_or_foreign_file_imports_nothing(tmp_path: Path) -> None:
     cases["passes.csv"] = (bad, "pass_medians is not a list")
     bad = [dict(r) for r in lines]
     bad[ok]["pass_medians"] = json.dumps([2 * float(bad[ok]["median_s"])])
+    bad[ok]["pass_canary"] = "null"
     cases["fastest.csv"] = (bad, "median_s is not the fastest")
+    bad = [dict(r) for r in lines]
+    bad[ok]["pass_canary"] = "[0.001]"
+    cases["probe.csv"] = (bad, "pass_canary is not one probe reading")
     for name, (rows, _) in cases.items():
         with (tmp_path / name).open("w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=list(rows[0]))

@@ -1,8 +1,10 @@
 """Profiling campaigns: every applicable primitive on every spec at every thread count, verified
 then timed by the harness, one stored row per (platform, spec, primitive, threads).
 
-Every ok row is timed in several passes over the whole campaign and keeps its fastest pass; a row
-whose fastest pass no other pass confirms gets up to a few more passes.
+Every ok row is timed in several passes over the whole campaign and keeps its fastest pass; a
+machine-speed probe (:mod:`rooftune.bench.canary`) is read between rows, so each pass knows whether
+the machine was quiet around it. A row whose fastest pass is not confirmed by a quiet pass gets up to
+a few more passes, each spec of them timed once the probe reads quiet again.
 Resumable: rows already stored are skipped, rows already timed in a pass are not timed in it
 again, and the rows of each spec are committed together, so a killed campaign loses at most the
 spec it was on and never stores a row twice.
@@ -18,6 +20,7 @@ from typing import Any
 import torch
 
 from rooftune.bench import Policy, measure
+from rooftune.bench.canary import Canary, fastest_reading, is_quiet, wait_quiet
 from rooftune.errors import InvalidArgument
 from rooftune.primitives import TRANSFORMS, ConvSpec, Primitive, all_primitives, to_layout
 from rooftune.primitives.check import example, reference, verify_kernel
@@ -44,21 +47,29 @@ class CampaignResult:
     #: Confirmation passes allowed after the fixed ones, and how many were run.
     extra_passes: int = 0
     extra_run: int = 0
-    #: ok rows whose fastest pass no other pass confirmed (within CONFIRM) when the campaign ended.
+    #: ok rows whose fastest pass no quiet pass confirmed (within CONFIRM) when the campaign ended.
     unconfirmed: int = 0
+    #: ok rows with at least one pass timed while the probe read quiet, and the seconds spent
+    #: waiting for quiet stretches before confirmation passes.
+    quiet_rows: int = 0
+    waited_s: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {"platform_id": self.platform_id, "planned": self.planned, "skipped": self.skipped,
                 "added": self.added, **self.counts, "passes": self.passes, "retimed": self.retimed,
                 "extra_passes": self.extra_passes, "extra_run": self.extra_run, "unconfirmed": self.unconfirmed,
+                "quiet_rows": self.quiet_rows, "waited_s": self.waited_s,
                 "stopped_by_budget": self.stopped_by_budget, "duration_s": self.duration_s}
 
 
 def _row(spec: ConvSpec, name: str, threads: int, status: str, sources: Sequence[str], *, median: float | None = None,
-         iqr: float | None = None, reps: int = 0, reason: str = "", warnings: Sequence[str] = ()) -> dict[str, Any]:
+         iqr: float | None = None, reps: int = 0, reason: str = "", warnings: Sequence[str] = (),
+         canary: tuple[float, float] | None = None) -> dict[str, Any]:
+    around = max(canary) if canary else None
     return {"spec_key": spec.key(), "spec": spec.to_dict(), "primitive": name, "threads": threads, "status": status,
             "median_s": median, "iqr_s": iqr, "repetitions": reps, "reason": reason, "warnings": list(warnings),
-            "sources": list(sources), "created_at": time.time()}
+            "sources": list(sources), "created_at": time.time(), "canary_s": around,
+            "canary_readings": list(canary or ()), "pass_canary": [around] if around is not None else None}
 
 
 #: A campaign times every row in this many passes over all its specs and keeps the fastest pass's
@@ -71,12 +82,19 @@ def _row(spec: ConvSpec, name: str, threads: int, status: str, sources: Sequence
 #: against another, 64 %.
 PROFILE_PASSES = 3
 MAX_PASSES = 10
-#: After the fixed passes, a row is confirmed when a second pass's median lies within this factor
-#: of its fastest: two independent looks found the same floor. An unconfirmed row (every pass but
-#: one slowed, or all of them) is timed in up to EXTRA_PASSES more passes over the unconfirmed
-#: rows only, each again a whole pass apart.
+#: After the fixed passes, a row is confirmed when a pass timed while the probe read quiet has a
+#: median within this factor of its fastest (the fastest pass itself, quiet, counts): the floor was
+#: seen on a quiet machine. Passes that agree with each other in a slow stretch (a 1.5x slowdown
+#: reads steady) do not confirm. Rows stored without probe readings fall back to two passes within
+#: CONFIRM. An unconfirmed row is timed in up to EXTRA_PASSES more passes over the unconfirmed rows
+#: only, each spec once the probe reads quiet (or QUIET_WAIT_S has passed).
 CONFIRM = 1.03
 EXTRA_PASSES = 3
+#: Longest wait for a quiet stretch before one spec of a confirmation pass; the waits of a campaign
+#: together take at most QUIET_WAIT_SHARE of the time its fixed passes took (slow stretches were
+#: measured lasting 5-40 s on a shared VM).
+QUIET_WAIT_S = 15.0
+QUIET_WAIT_SHARE = 0.5
 #: Passes further apart than this (slowest / fastest median) are noted on the row.
 PASSES_DISAGREE = 1.10
 _DISAGREE_NOTE = "passes disagree: "
@@ -84,10 +102,12 @@ _DISAGREE_NOTE = "passes disagree: "
 
 def profile_spec(spec: ConvSpec, primitives: Sequence[Primitive], threads: int, sources: Sequence[str] = (),
                  skip: set[str] | frozenset[str] = frozenset(), policy: Policy = PROFILE_POLICY,
-                 transforms: bool = True) -> list[dict[str, Any]]:
+                 transforms: bool = True, canary: Canary | None = None) -> list[dict[str, Any]]:
     """The rows of one spec at one thread count (the caller sets the threads): each primitive
     unsupported (with the reason), failed (with the error or the verification's finding), or
-    verified and timed once; then the layout transforms of the spec's input."""
+    verified and timed once; then the layout transforms of the spec's input. With a ``canary``,
+    the probe is read before the first timed row and after each, and a row carries the slower of
+    the two readings around it (``canary_s``; both in ``canary_readings``)."""
     rows: list[dict[str, Any]] = []
     x, w, b = example(spec)
     ref = None
@@ -116,14 +136,18 @@ def profile_spec(spec: ConvSpec, primitives: Sequence[Primitive], threads: int, 
             xt = t.example(spec.input_shape)
             fn = t.prepare(spec.input_shape)
             timed.append((name, f"transform.{t.name}", (lambda f=fn, xx=xt: f(xx)), {"shape": list(spec.input_shape)}))
+    before = canary.read() if canary is not None and timed else None
     for name, label, call, params in timed:
         try:
             m = measure(call, label=label, policy=policy, params=params)
         except Exception as exc:  # a primitive that verified once and then raises is failed, not timed
             rows.append(_row(spec, name, threads, "failed", sources, reason=f"{type(exc).__name__}: {exc}"[:200]))
             continue
+        after = canary.read() if canary is not None else None
+        around = (before, after) if before is not None and after is not None else None
+        before = after
         rows.append(_row(spec, name, threads, "ok", sources, median=m.median, iqr=m.iqr, reps=m.n * m.number,
-                         warnings=m.warnings))
+                         warnings=m.warnings, canary=around))
     return rows
 
 
@@ -132,9 +156,11 @@ def merge_pass(stored: dict[str, Any], new: dict[str, Any], index: int) -> dict[
     the fastest pass's median and IQR, every pass's median, the repetitions of all. A pass that
     failed makes the row failed: a kernel that stops verifying or raises is never kept as a time."""
     if new["status"] != "ok":
-        return {**stored, "status": "failed", "median_s": None, "iqr_s": None, "pass_medians": [],
+        return {**stored, "status": "failed", "median_s": None, "iqr_s": None, "pass_medians": [], "pass_canary": None,
                 "reason": f"pass {index}: {new['reason'] or new['status']}"}
     medians = [*stored["pass_medians"], new["median_s"]]
+    readings = list(stored.get("pass_canary") or [])[: len(stored["pass_medians"])]
+    readings = [*readings, *[None] * (len(stored["pass_medians"]) - len(readings)), new.get("canary_s")]
     notes = [w for w in stored.get("warnings") or [] if not str(w).startswith(_DISAGREE_NOTE)]
     median, iqr = stored["median_s"], stored["iqr_s"]
     if new["median_s"] < median:
@@ -143,6 +169,7 @@ def merge_pass(stored: dict[str, Any], new: dict[str, Any], index: int) -> dict[
         notes.append(_DISAGREE_NOTE + ", ".join(f"{v * 1e3:.3f}" for v in medians)
                      + " ms; the fastest is kept (interference only slows)")
     return {**stored, "median_s": median, "iqr_s": iqr, "pass_medians": medians, "warnings": notes,
+            "pass_canary": readings if any(v is not None for v in readings) else None,
             "repetitions": int(stored.get("repetitions") or 0) + int(new["repetitions"])}
 
 
@@ -169,9 +196,9 @@ def run_campaign(
 ) -> CampaignResult:
     """Profile ``specs`` (each with the names of the models it comes from) and store every row, then
     time the ok rows again in ``passes - 1`` more passes over all the specs (each row keeps its
-    fastest pass), then, with two passes or more, the rows no second pass confirmed (``confirmed``)
-    in up to ``extra_passes`` more. Stops between specs when ``budget_s`` is spent; running it
-    again continues where it stopped, in whichever pass."""
+    fastest pass), then, with two passes or more, the rows no quiet pass confirmed (``confirmed``)
+    in up to ``extra_passes`` more, each spec once the probe reads quiet. Stops between specs when
+    ``budget_s`` is spent; running it again continues where it stopped, in whichever pass."""
     from rooftune.platform import current_platform
 
     platform = current_platform()
@@ -203,6 +230,14 @@ def run_campaign(
     total = len(todo) + sum(1 for w in later if (w[1], w[2].key()) in fresh or _due(stored, *w[:3], names))
     step = progress or (lambda *_: None)
     previous = torch.get_num_threads()
+    canary = Canary()
+    # What quiet is measured against, per thread count: the fastest probe reading of the
+    # campaign's rows so far (stored ones included), lowered by every new reading.
+    refs: dict[int, float | None] = {t: fastest_reading(v for k, r in stored.items() if k[2] == t
+                                                  for v in r.get("pass_canary") or []) for t in threads}
+
+    def seen(t: int, readings: Sequence[float | None]) -> None:
+        refs[t] = fastest_reading([refs[t], *readings])
 
     def spent() -> bool:
         if time.perf_counter() - started > budget_s:
@@ -217,8 +252,9 @@ def run_campaign(
 
     def retime(index: int, t: int, spec: ConvSpec, sources: Sequence[str], due: set[str]) -> None:
         torch.set_num_threads(t)
-        rows = [merge_pass(stored[spec.key(), r["primitive"], t], r, index)
-                for r in profile_spec(spec, prims, t, sources, set(names) - due, policy, transforms)]
+        new = profile_spec(spec, prims, t, sources, set(names) - due, policy, transforms, canary)
+        seen(t, [v for r in new for v in r["canary_readings"]])
+        rows = [merge_pass(stored[spec.key(), r["primitive"], t], r, index) for r in new]
         store.update_profiles(platform.id, rows)
         for r in rows:
             stored[spec.key(), r["primitive"], t] = r
@@ -232,14 +268,15 @@ def run_campaign(
                 break
             step(label(t), done, total)
             torch.set_num_threads(t)
-            rows = profile_spec(spec, prims, t, sources, skip, policy, transforms)
+            rows = profile_spec(spec, prims, t, sources, skip, policy, transforms, canary)
+            seen(t, [v for r in rows for v in r["canary_readings"]])
             result.added += store.save_profiles(platform, rows)
             for r in rows:
                 result.counts[r["status"]] = result.counts.get(r["status"], 0) + 1
             done += 1
         # Passes 2..N: every ok row with fewer passes than the current one is verified and timed
         # again, spec by spec in the campaign's order, one transaction per spec.
-        stored = _stored(store, platform.id, keys) if later and not result.stopped_by_budget else {}
+        stored = _stored(store, platform.id, keys)
         for index, t, spec, sources in later:
             due = _due(stored, index, t, spec, names)
             if not due:
@@ -249,12 +286,14 @@ def run_campaign(
             step(label(t, index), done, total)
             retime(index, t, spec, sources, due)
             done += 1
-        # Confirmation passes: only the rows whose fastest pass no other pass confirmed, each pass
-        # over all of them before the next (what is due follows from the stored passes: resumable).
+        # Confirmation passes: only the rows whose fastest pass no quiet pass confirmed, each pass
+        # over all of them before the next (what is due follows from the stored passes: resumable),
+        # each spec once the probe reads quiet, within a share of the time the fixed passes took.
+        wait_left = QUIET_WAIT_SHARE * (time.perf_counter() - started)
         for index in range(passes + 1, passes + result.extra_passes + 1):
             if result.stopped_by_budget:
                 break
-            work = [(t, spec, sources, _due(stored, index, t, spec, names, confirming=True))
+            work = [(t, spec, sources, _due(stored, index, t, spec, names, confirming=True, ref=refs[t]))
                     for t in threads for spec, sources in specs]
             work = [w for w in work if w[3]]
             if not work:  # (a resumed campaign may have finished this pass and not the next)
@@ -265,10 +304,18 @@ def run_campaign(
                 if spent():
                     break
                 step(f"confirming unsteady rows, pass {index} ({t} thread{'s' if t > 1 else ''})", done, total)
+                torch.set_num_threads(t)
+                limit = min(QUIET_WAIT_S, wait_left, budget_s - (time.perf_counter() - started))
+                reading, waited = wait_quiet(canary.read, refs[t], limit)
+                seen(t, [reading])
+                wait_left -= waited
+                result.waited_s += waited
                 retime(index, t, spec, sources, due)
                 done += 1
+        ok = [(k[2], r) for k, r in stored.items() if r["status"] == "ok"]
+        result.quiet_rows = sum(1 for t, r in ok if any(is_quiet(c, refs[t]) for c in r.get("pass_canary") or []))
         if passes > 1:
-            result.unconfirmed = sum(1 for r in stored.values() if r["status"] == "ok" and not confirmed(r["pass_medians"]))
+            result.unconfirmed = sum(1 for t, r in ok if not confirmed(r["pass_medians"], r.get("pass_canary"), refs[t]))
         if not result.stopped_by_budget:
             step("profiling", total, total)
     finally:
@@ -277,10 +324,17 @@ def run_campaign(
     return result
 
 
-def confirmed(pass_medians: Sequence[float]) -> bool:
-    """Whether a second pass's median lies within CONFIRM of the fastest."""
-    m = sorted(pass_medians)
-    return len(m) >= 2 and m[1] <= CONFIRM * m[0]
+def confirmed(pass_medians: Sequence[float], pass_canary: Sequence[float | None] | None = None,
+              ref: float | None = None) -> bool:
+    """Whether a pass timed while the probe read quiet (against ``ref``) has a median within
+    CONFIRM of the fastest; for a row without probe readings, whether a second pass does."""
+    if not pass_medians:
+        return False
+    if not pass_canary or ref is None:
+        m = sorted(pass_medians)
+        return len(m) >= 2 and m[1] <= CONFIRM * m[0]
+    fastest = min(pass_medians)
+    return any(is_quiet(c, ref) and v <= CONFIRM * fastest for v, c in zip(pass_medians, pass_canary, strict=False))
 
 
 def _stored(store: Any, platform_id: str, keys: set[tuple[str, str, int]]) -> dict[tuple[str, str, int], dict[str, Any]]:
@@ -290,7 +344,7 @@ def _stored(store: Any, platform_id: str, keys: set[tuple[str, str, int]]) -> di
 
 
 def _due(stored: dict[tuple[str, str, int], dict[str, Any]], index: int, t: int, spec: ConvSpec,
-         names: Sequence[str], confirming: bool = False) -> set[str]:
+         names: Sequence[str], confirming: bool = False, ref: float | None = None) -> set[str]:
     """The ok rows of ``spec`` at ``t`` threads that have not had pass ``index`` yet; for a
     confirmation pass, those that had every pass before it and are not confirmed."""
     due = set()
@@ -299,6 +353,6 @@ def _due(stored: dict[tuple[str, str, int], dict[str, Any]], index: int, t: int,
         if r is None or r["status"] != "ok":
             continue
         m = r["pass_medians"]
-        if (len(m) == index - 1 and not confirmed(m)) if confirming else len(m) < index:
+        if (len(m) == index - 1 and not confirmed(m, r.get("pass_canary"), ref)) if confirming else len(m) < index:
             due.add(n)
     return due

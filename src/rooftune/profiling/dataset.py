@@ -16,9 +16,10 @@ from rooftune.primitives.spec import ConvSpec
 
 COLUMNS = ("platform_id", "platform", "spec_key", "spec", "primitive", "threads", "status", "median_s", "iqr_s",
            "repetitions", "reason", "warnings", "sources", "created_at")
-#: Written by this version, optional on import (files exported before campaigns had passes lack it).
-OPTIONAL_COLUMNS = ("pass_medians",)
-JSON_COLUMNS = ("platform", "spec", "warnings", "sources", "pass_medians")
+#: Written by this version, optional on import (files exported before campaigns had passes, or the
+#: machine-speed probe, lack them).
+OPTIONAL_COLUMNS = ("pass_medians", "pass_canary")
+JSON_COLUMNS = ("platform", "spec", "warnings", "sources", "pass_medians", "pass_canary")
 STATUSES = ("ok", "unsupported", "failed")
 FORMATS = (".csv", ".parquet")
 
@@ -112,6 +113,11 @@ def _check_row(line: int, r: dict[str, Any], p: Path) -> dict[str, Any]:
     if not isinstance(passes, list) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
                                                and math.isfinite(v) and v > 0 for v in passes):
         raise bad("pass_medians is not a list of positive finite seconds")
+    readings = out["pass_canary"]
+    if readings is not None and not (isinstance(readings, list) and len(readings) == len(passes) and all(
+            v is None or isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+            for v in readings)):
+        raise bad("pass_canary is not one probe reading (positive finite seconds or null) per pass")
     platform = out["platform"]
     if not isinstance(platform, dict) or platform.get("id") != r["platform_id"] or not r["platform_id"]:
         raise bad("the platform fingerprint does not match platform_id")
@@ -142,7 +148,8 @@ def _check_row(line: int, r: dict[str, Any], p: Path) -> dict[str, Any]:
     return {"platform_id": r["platform_id"], "platform": platform, "spec_key": r["spec_key"], "spec": spec.to_dict(),
             "primitive": str(r["primitive"]), "threads": threads, "status": r["status"], "median_s": median,
             "iqr_s": iqr, "repetitions": reps, "reason": r["reason"] or "", "warnings": out["warnings"] or [],
-            "sources": out["sources"] or [], "created_at": created, "pass_medians": [float(v) for v in passes]}
+            "sources": out["sources"] or [], "created_at": created, "pass_medians": [float(v) for v in passes],
+            "pass_canary": readings}
 
 
 def import_profiles(store: Any, path: str | Path) -> dict[str, int]:

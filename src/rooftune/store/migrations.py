@@ -45,6 +45,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     4: _create("trials"),
     5: _create("profiles"),
     6: _add_columns("profiles", "pass_medians"),
+    7: _add_columns("profiles", "pass_canary"),
 }
 
 SCHEMA_VERSION = max(MIGRATIONS)

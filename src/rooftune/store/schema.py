@@ -111,3 +111,6 @@ class ProfileRow(Base):
     #: The median of each pass of the campaign over this row (``median_s`` is the fastest of them);
     #: NULL in rows stored before passes existed (schema 5), which count as one pass.
     pass_medians: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True)
+    #: The machine-speed probe's reading around each pass (:mod:`rooftune.bench.canary`), in the
+    #: order of ``pass_medians``; NULL in rows stored before the probe existed (schema 6).
+    pass_canary: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True)

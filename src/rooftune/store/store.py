@@ -324,7 +324,7 @@ class Store:
     # ------------------------------------------------------------------ profiles
 
     _PROFILE_FIELDS = ("spec_key", "spec", "primitive", "threads", "status", "median_s", "iqr_s", "repetitions",
-                       "reason", "warnings", "sources", "pass_medians")
+                       "reason", "warnings", "sources", "pass_medians", "pass_canary")
 
     def save_profiles(self, platform: Platform | Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> int:
         """Store profiled rows of one platform in one transaction; a row whose (platform, spec,
@@ -356,6 +356,7 @@ class Store:
                     values.update(warnings=list(r.get("warnings") or []), sources=list(r.get("sources") or []),
                                   repetitions=int(r.get("repetitions") or 0), reason=r.get("reason") or "",
                                   pass_medians=_pass_medians(values))
+                    values["pass_canary"] = _pass_canary(values)
                     s.add(ProfileRow(platform_id=pid, created_at=float(r.get("created_at") or time.time()), **values))
                     added += 1
         return added
@@ -380,6 +381,7 @@ class Store:
                 row.reason = r.get("reason") or ""
                 row.warnings = list(r.get("warnings") or [])
                 row.pass_medians = _pass_medians(values | {"pass_medians": r.get("pass_medians")})
+                row.pass_canary = _pass_canary({"pass_medians": row.pass_medians, "pass_canary": r.get("pass_canary")})
         return len(rows)
 
     @staticmethod
@@ -403,6 +405,7 @@ class Store:
                 row = {"platform_id": r.platform_id, "created_at": r.created_at,
                        **{f: getattr(r, f) for f in self._PROFILE_FIELDS}}
                 row["pass_medians"] = _pass_medians(row)
+                row["pass_canary"] = _pass_canary(row)
                 out.append(row)
             return out
 
@@ -469,3 +472,15 @@ def _pass_medians(row: Mapping[str, Any]) -> list[float]:
         return [float(v) for v in stored if v is not None]
     median = row.get("median_s")
     return [float(median)] if row.get("status") == "ok" and median is not None else []
+
+
+def _pass_canary(row: Mapping[str, Any]) -> list[float | None] | None:
+    """A profiled row's probe readings, one per pass (None for a pass taken without the probe),
+    or None when the row has none (stored before the probe, or imported without it)."""
+    stored = row.get("pass_canary")
+    medians = row.get("pass_medians") or []
+    if not stored or not medians:
+        return None
+    readings = [float(v) if isinstance(v, (int, float)) and v > 0 else None for v in stored][: len(medians)]
+    readings += [None] * (len(medians) - len(readings))
+    return readings if any(v is not None for v in readings) else None

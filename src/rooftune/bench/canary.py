@@ -1,0 +1,76 @@
+"""A machine-speed probe: a fixed small kernel timed between measurements, so that each
+measurement carries how fast the machine was around it.
+
+On shared hosts the machine runs in stretches (seconds to minutes) that slow every kernel
+together: on a 2-vCPU VM measured here, a "slow" stretch read 1.3-1.4x (another tenant on the
+cores' siblings) or 1.9x (both vCPUs on one physical core), and convolutions read 1.4-1.9x then
+(BENCHMARKS.md, "quiet stretches"). The factor differs per kernel, so a reading cannot be divided
+by the probe's; but the probe tells the stretches apart: a measurement taken while the probe read
+within :data:`QUIET` of its fastest is one taken on a quiet machine.
+
+The probe is a 256 x 256 fp32 matrix product through torch (~0.1 ms on two cores), at the
+caller's thread count, timed by the harness with a short policy (about 10 ms a reading).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+
+from rooftune.bench.measurement import Policy
+from rooftune.bench.timer import Clock, measure
+
+#: Five samples of >= 1 ms each and no convergence test: a reading is cheap (~10 ms) and is only
+#: compared with the probe's own fastest reading.
+CANARY_POLICY = Policy(min_sample_time_s=0.001, warmup_s=0.002, budget_s=0.03, min_samples=5, target_rel_ci=1.0)
+#: A reading within this factor of the fastest one seen is quiet. Measured: quiet stretches read
+#: 1.00-1.09, slow ones 1.2-2.0 (BENCHMARKS.md).
+QUIET = 1.10
+#: Between two readings while waiting for a quiet stretch.
+POLL_S = 0.25
+
+
+class Canary:
+    """The probe; :meth:`read` returns one reading in seconds per call."""
+
+    SIZE = 256
+
+    def __init__(self, policy: Policy = CANARY_POLICY) -> None:
+        import torch
+
+        g = torch.Generator().manual_seed(0)
+        self._a = torch.randn(self.SIZE, self.SIZE, generator=g)
+        self._b = torch.randn(self.SIZE, self.SIZE, generator=g)
+        self._out = torch.empty(self.SIZE, self.SIZE)
+        self.policy = policy
+
+    def _run(self) -> None:
+        import torch
+
+        torch.mm(self._a, self._b, out=self._out)
+
+    def read(self) -> float:
+        return measure(self._run, label="canary.mm256", policy=self.policy).median
+
+
+def fastest_reading(readings: Iterable[float | None]) -> float | None:
+    """The fastest of ``readings`` (None where there is none): what quiet is measured against."""
+    values = [float(v) for v in readings if v is not None and v > 0]
+    return min(values) if values else None
+
+
+def is_quiet(reading: float | None, ref: float | None) -> bool:
+    """Whether ``reading`` lies within QUIET of the reference ``ref`` (False without either)."""
+    return reading is not None and ref is not None and reading <= QUIET * ref
+
+
+def wait_quiet(read: Callable[[], float], ref: float | None, max_wait_s: float, *, clock: Clock = time.perf_counter,
+               sleep: Callable[[float], None] = time.sleep) -> tuple[float, float]:
+    """Read the probe until a reading is quiet against ``ref`` or ``max_wait_s`` has passed;
+    returns the last reading and the seconds waited. Without a reference, one reading."""
+    start = clock()
+    reading = read()
+    while ref is not None and not is_quiet(reading, ref) and clock() - start + POLL_S < max_wait_s:
+        sleep(POLL_S)
+        reading = read()
+    return reading, clock() - start
