@@ -5,7 +5,17 @@ from __future__ import annotations
 import math
 
 from rooftune.bench import canary
-from rooftune.bench.canary import QUIET, Canary, fastest_reading, is_quiet, wait_quiet
+from rooftune.bench.canary import (
+    QUIET,
+    STEAL_WARN,
+    Canary,
+    Steal,
+    cpu_times,
+    fastest_reading,
+    is_quiet,
+    steal_warning,
+    wait_quiet,
+)
 
 
 def test_a_reading_is_a_positive_time_per_product() -> None:
@@ -52,3 +62,25 @@ def test_waiting_gives_up_after_the_limit_and_without_a_reference_reads_once() -
     assert reading == 1.5 and waited <= 1.0 and len(calls) == 1 + int(1.0 / canary.POLL_S) - 1
     calls.clear()
     assert wait_quiet(read, None, 10.0, clock=t.clock, sleep=t.sleep) == (1.5, 0.0) and len(calls) == 1
+
+
+def test_steal_time_is_read_from_proc_stat(tmp_path) -> None:
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  100 5 50 800 10 0 5 30 0 0\ncpu0 50 2 25 400 5 0 2 15 0 0\n")
+    assert cpu_times(str(stat)) == (30, 1000)
+    stat.write_text("cpu  100 5 50 800\n")  # a kernel without the steal column
+    assert cpu_times(str(stat)) is None and cpu_times(str(tmp_path / "missing")) is None
+    real = cpu_times()
+    assert real is None or 0 <= real[0] <= real[1]
+
+
+def test_the_steal_share_of_a_stretch_and_its_warning() -> None:
+    ticks = iter([(10, 1000), (40, 1200), (40, 1200)])
+    s = Steal(lambda: next(ticks))
+    assert s.share() == 30 / 200
+    assert Steal(lambda: None).share() is None
+    frozen = Steal(lambda: (5, 100))
+    assert frozen.share() is None  # no tick has passed
+    assert steal_warning(None, "x") is None and steal_warning(STEAL_WARN, "x") is None
+    w = steal_warning(0.23, "the run")
+    assert w is not None and "23%" in w and "the run" in w and "steal" in w

@@ -26,6 +26,10 @@ def test_ceilings_are_positive_finite_and_fp32_beats_fp64(quick_ceilings: tuple[
     # Caches are faster than DRAM on every machine this runs on.
     assert c.bandwidth["L1"] > c.bandwidth["DRAM"]
     assert 1e-8 < c.dispatch_overhead_s < 1e-3
+    # the hypervisor's share of the run: a fraction where /proc/stat counts steal, else None
+    share = c.details["steal_share"]
+    assert share is None or 0 <= share <= 1
+    assert (share is not None and share > 0.05) == any("steal" in w for w in c.warnings)
 
 
 def test_ceilings_are_stored_and_reused(quick_ceilings: tuple[Ceilings, str]) -> None:

@@ -1,5 +1,5 @@
-"""A machine-speed probe: a fixed small kernel timed between measurements, so that each
-measurement carries how fast the machine was around it.
+"""Machine-speed signals: a probe (a fixed small kernel timed between measurements, so that each
+measurement carries how fast the machine was around it) and the hypervisor's steal time.
 
 On shared hosts the machine runs in stretches (seconds to minutes) that slow every kernel
 together: on a 2-vCPU VM measured here, a "slow" stretch read 1.3-1.4x (another tenant on the
@@ -10,6 +10,11 @@ within :data:`QUIET` of its fastest is one taken on a quiet machine.
 
 The probe is a 256 x 256 fp32 matrix product through torch (~0.1 ms on two cores), at the
 caller's thread count, timed by the harness with a short policy (about 10 ms a reading).
+
+On a virtual machine, Linux counts in /proc/stat the time the hypervisor kept the VM's vCPUs off
+their physical CPUs while they had work ("steal"). :class:`Steal` gives its share of the CPU time
+over a stretch: a direct, free account of one cause of slow stretches (not of all: a busy sibling
+hyperthread on the host slows a vCPU without stealing from it).
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ CANARY_POLICY = Policy(min_sample_time_s=0.001, warmup_s=0.002, budget_s=0.03, m
 QUIET = 1.10
 #: Between two readings while waiting for a quiet stretch.
 POLL_S = 0.25
+#: A stretch in which the hypervisor took more than this share of the CPU time is reported.
+STEAL_WARN = 0.05
 
 
 class Canary:
@@ -74,3 +81,46 @@ def wait_quiet(read: Callable[[], float], ref: float | None, max_wait_s: float, 
         sleep(POLL_S)
         reading = read()
     return reading, clock() - start
+
+
+def cpu_times(path: str = "/proc/stat") -> tuple[int, int] | None:
+    """(steal, total) clock ticks of all CPUs since boot, from /proc/stat's first line; None where
+    there is no such file or no steal column."""
+    try:
+        with open(path) as f:
+            fields = f.readline().split()
+    except OSError:
+        return None
+    if len(fields) < 9 or fields[0] != "cpu":
+        return None
+    try:
+        ticks = [int(v) for v in fields[1:9]]  # user nice system idle iowait irq softirq steal
+    except ValueError:
+        return None
+    return ticks[7], sum(ticks)
+
+
+class Steal:
+    """The hypervisor's share of the CPU time since construction (or :meth:`restart`)."""
+
+    def __init__(self, read: Callable[[], tuple[int, int] | None] = cpu_times) -> None:
+        self._read = read
+        self._start = read()
+
+    def restart(self) -> None:
+        self._start = self._read()
+
+    def share(self) -> float | None:
+        """Stolen ticks / all ticks since the start; None where unknown or no tick has passed."""
+        now = self._read()
+        if self._start is None or now is None or now[1] <= self._start[1]:
+            return None
+        return (now[0] - self._start[0]) / (now[1] - self._start[1])
+
+
+def steal_warning(share: float | None, what: str) -> str | None:
+    """The warning for ``what`` (e.g. "this measurement") when ``share`` exceeds STEAL_WARN."""
+    if share is None or share <= STEAL_WARN:
+        return None
+    return (f"the hypervisor ran other guests on this VM's CPUs for {share:.0%} of the CPU time during {what} "
+            "(steal time): its times are likely slow")

@@ -197,7 +197,10 @@ def measure_ceilings(
     """Run every probe; returns the Ceilings and the Measurements behind them."""
     from rooftune.machine import probes
 
+    from rooftune.bench.canary import Steal, steal_warning
+
     effort = probes.QUICK if quick else probes.FULL
+    steal = Steal()
     started = time.time()
     t0 = time.perf_counter()
     cpus = platform.usable_cpus()
@@ -369,6 +372,10 @@ def measure_ceilings(
     step("dispatch overhead")
     overhead, m = probes.dispatch_overhead(effort)
     measurements.append(m)
+    details["steal_share"] = steal.share()
+    stolen = steal_warning(details["steal_share"], "the run")
+    if stolen:
+        warnings.append(stolen + "; re-run with --refresh on a quieter machine")
     noisy = sum(1 for m in measurements if m.warnings)
     if noisy:
         warnings.append(

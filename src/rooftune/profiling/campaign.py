@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from rooftune.bench import Policy, measure
-from rooftune.bench.canary import Canary, fastest_reading, is_quiet, wait_quiet
+from rooftune.bench.canary import Canary, Steal, fastest_reading, is_quiet, steal_warning, wait_quiet
 from rooftune.errors import InvalidArgument
 from rooftune.primitives import TRANSFORMS, ConvSpec, Primitive, all_primitives, to_layout
 from rooftune.primitives.check import example, reference, verify_kernel
@@ -53,12 +53,14 @@ class CampaignResult:
     #: waiting for quiet stretches before confirmation passes.
     quiet_rows: int = 0
     waited_s: float = 0.0
+    #: The hypervisor's share of the CPU time during the campaign (None where not known).
+    steal_share: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"platform_id": self.platform_id, "planned": self.planned, "skipped": self.skipped,
                 "added": self.added, **self.counts, "passes": self.passes, "retimed": self.retimed,
                 "extra_passes": self.extra_passes, "extra_run": self.extra_run, "unconfirmed": self.unconfirmed,
-                "quiet_rows": self.quiet_rows, "waited_s": self.waited_s,
+                "quiet_rows": self.quiet_rows, "waited_s": self.waited_s, "steal_share": self.steal_share,
                 "stopped_by_budget": self.stopped_by_budget, "duration_s": self.duration_s}
 
 
@@ -137,7 +139,9 @@ def profile_spec(spec: ConvSpec, primitives: Sequence[Primitive], threads: int, 
             fn = t.prepare(spec.input_shape)
             timed.append((name, f"transform.{t.name}", (lambda f=fn, xx=xt: f(xx)), {"shape": list(spec.input_shape)}))
     before = canary.read() if canary is not None and timed else None
+    steal = Steal()
     for name, label, call, params in timed:
+        steal.restart()
         try:
             m = measure(call, label=label, policy=policy, params=params)
         except Exception as exc:  # a primitive that verified once and then raises is failed, not timed
@@ -146,8 +150,9 @@ def profile_spec(spec: ConvSpec, primitives: Sequence[Primitive], threads: int, 
         after = canary.read() if canary is not None else None
         around = (before, after) if before is not None and after is not None else None
         before = after
+        stolen = steal_warning(steal.share(), "this measurement")
         rows.append(_row(spec, name, threads, "ok", sources, median=m.median, iqr=m.iqr, reps=m.n * m.number,
-                         warnings=m.warnings, canary=around))
+                         warnings=[*m.warnings, *([stolen] if stolen else [])], canary=around))
     return rows
 
 
@@ -214,6 +219,7 @@ def run_campaign(
     keys = {(spec.key(), n, t) for t in threads for spec, _ in specs for n in names}
     stored = _stored(store, platform.id, keys)
     started = time.perf_counter()
+    steal = Steal()
     result = CampaignResult(platform.id, passes=passes, extra_passes=extra_passes if passes > 1 else 0)
     todo = []
     for t in threads:
@@ -321,6 +327,7 @@ def run_campaign(
     finally:
         torch.set_num_threads(previous)
     result.duration_s = time.perf_counter() - started
+    result.steal_share = steal.share()
     return result
 
 
