@@ -24,6 +24,10 @@ class Transform:
         if self.name == "nhwc-to-nchw":
             return lambda x: x.contiguous()
         if self.name == "fp32-to-int8":
+            from rooftune.primitives.quantized import quantized_tensors
+
+            with quantized_tensors():  # (torch's one deprecation warning is spent here, not when timed)
+                torch.quantize_per_tensor(torch.zeros(1), 0.05, 128, torch.quint8)
             return lambda x: torch.quantize_per_tensor(x, 0.05, 128, torch.quint8)
         if self.name == "int8-to-fp32":
             return lambda x: x.dequantize()
@@ -35,7 +39,10 @@ class Transform:
         if self.src[0] == "NHWC":
             x = x.contiguous(memory_format=torch.channels_last)
         if self.src[1] == "int8":
-            x = torch.quantize_per_tensor(x, 0.05, 128, torch.quint8)
+            from rooftune.primitives.quantized import quantized_tensors
+
+            with quantized_tensors():
+                x = torch.quantize_per_tensor(x, 0.05, 128, torch.quint8)
         return x
 
 
