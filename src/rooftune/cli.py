@@ -833,15 +833,15 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except typer.Exit as exc:
         return int(exc.exit_code or 0)
-    except Exception as exc:  # click usage errors
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
-            return exc.exit_code
-        if isinstance(exc, click.exceptions.Abort):
-            err.print("aborted")
-            return 130
+    except typer.Abort:
+        err.print("aborted")
+        return 130
+    except Exception as exc:
+        # Usage errors (unknown option, bad value): click's ClickException, which typer >= 0.25
+        # vendors as typer._click (no `click` module installed), so recognised by what it does.
+        if callable(getattr(exc, "show", None)) and isinstance(getattr(exc, "exit_code", None), int):
+            exc.show()  # type: ignore[attr-defined]
+            return int(exc.exit_code)  # type: ignore[attr-defined]
         raise
     return 0
 

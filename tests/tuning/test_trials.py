@@ -183,8 +183,16 @@ def test_the_guideline_is_measured_interleaved_against_the_best(tmp_path: Path, 
         monkeypatch.setattr(study, "_interleaved", fake_interleaved)
         return tune(CNN, runtimes=["eager"], trials=1, budget_s=600, db=str(path)), compared
 
+    class Steal:  # the hypervisor's share of the CPU time over the study
+        share_of = 0.0
+
+        def share(self) -> float:
+            return Steal.share_of
+
     monkeypatch.setattr(study, "_evaluate", fake_evaluate)
+    monkeypatch.setattr(study, "Steal", Steal)
     r, compared = run((1.03, 0.99, 1.06), tmp_path / "a.db")
+    assert not any("steal" in n for n in r.notes)
     assert r.best.config.name == "trial 0"
     assert ("trial 0", "guideline") in compared
     assert r.guideline_gap() == (1.03, 0.99, 1.06, True)  # not 0.0045 / 0.003
@@ -193,7 +201,9 @@ def test_the_guideline_is_measured_interleaved_against_the_best(tmp_path: Path, 
     # the guideline was not also taken as a runner-up
     assert compared.count(("trial 0", "guideline")) == 1
 
+    Steal.share_of = 0.3
     r, compared = run((0.90, 0.88, 0.93), tmp_path / "b.db")
+    assert any("30% of the CPU time during the study (steal time)" in n for n in r.notes), r.notes
     assert r.best.config.name == "guideline" and r.guideline_gap()[0] == 1.0
     assert any("the guideline was 1.11x faster" in n for n in r.notes), r.notes
     assert all(a == "guideline" for a, _ in compared[compared.index(("trial 0", "guideline")) + 1:])

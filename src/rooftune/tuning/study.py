@@ -30,6 +30,7 @@ from typing import Any
 import torch
 
 from rooftune.bench import Measurement, Policy, compare, stats
+from rooftune.bench.canary import Steal, steal_warning
 from rooftune.errors import InvalidArgument
 from rooftune.tuning.config import ALLOCATORS, RunConfig, allocator_library
 from rooftune.tuning.guidelines import baselines, guideline, precision_seeds
@@ -346,6 +347,7 @@ def tune(
     from rooftune.workload import capture, load_workload
 
     started = time.perf_counter()
+    steal = Steal()
     step = progress or (lambda *_: None)
     if objective not in OBJECTIVES:
         raise InvalidArgument("objective", objective, f"allowed {', '.join(OBJECTIVES)}")
@@ -512,6 +514,9 @@ def tune(
         if own_store:
             store.close()
         shutil.rmtree(workdir, ignore_errors=True)
+    stolen = steal_warning(steal.share(), "the study")
+    if stolen:
+        notes.append(stolen + "; the interleaved ratios hold better than the times")
     return TuneResult(model=model, objective=objective, batch=wl.batch, best=best, guideline=guide,
                       guideline_reasons=tuple(reasons), baselines=base, speedup=speedup, trials=tuple(results),
                       notes=tuple(notes), duration_s=time.perf_counter() - started, resumed=resumed,

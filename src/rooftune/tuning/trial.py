@@ -31,6 +31,22 @@ class TrialFailed(MeasurementError):
     """A configuration crashed, hung, or produced a wrong output."""
 
 
+def _wait_stopped(pid: int, timeout_s: float = 0.5) -> None:
+    """Wait until the process ``pid`` is stopped (SIGSTOP is delivered asynchronously: on a busy
+    host a worker was seen still running right after it was sent), reading /proc/PID/stat; returns
+    at once where there is no /proc, and after ``timeout_s`` at most."""
+    deadline = time.perf_counter() + timeout_s
+    while time.perf_counter() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return
+        if state in ("T", "t", "Z", "X"):
+            return
+        time.sleep(0.0002)
+
+
 class Worker:
     """A subprocess holding one prepared configuration (see :mod:`rooftune.tuning._worker`)."""
 
@@ -112,6 +128,7 @@ class Worker:
         otherwise take cores from the configuration being timed beside it."""
         if not self.paused and self.proc.poll() is None:
             os.kill(self.proc.pid, signal.SIGSTOP)
+            _wait_stopped(self.proc.pid)
             self.paused = True
 
     def resume(self) -> None:
