@@ -392,7 +392,7 @@ def _print_profile(result: Any, summary: list[dict[str, Any]]) -> None:
     again = f", {c.retimed} timed again in passes 2-{c.passes + c.extra_run}" if c.passes > 1 else ""
     if c.extra_run:
         again += f" ({c.extra_run} confirmation pass{'es' if c.extra_run > 1 else ''} over unconfirmed rows)"
-    if c.waited_s:
+    if c.waited_s >= 0.5:
         again += f", {c.waited_s:.0f} s spent waiting for quiet stretches"
     if c.counts.get("ok", 0):
         again += f"; {c.quiet_rows} rows timed at least once while the machine was quiet"

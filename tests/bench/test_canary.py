@@ -48,6 +48,7 @@ def test_waiting_stops_at_the_first_quiet_reading() -> None:
     readings = iter([1.5, 1.4, 1.05, 2.0])
     reading, waited = wait_quiet(lambda: next(readings), 1.0, 10.0, clock=t.clock, sleep=t.sleep)
     assert reading == 1.05 and waited == 2 * canary.POLL_S
+    assert wait_quiet(lambda: 1.0, 1.0, 10.0, clock=t.clock, sleep=t.sleep) == (1.0, 0.0)  # quiet at once
 
 
 def test_waiting_gives_up_after_the_limit_and_without_a_reference_reads_once() -> None:
@@ -75,9 +76,10 @@ def test_steal_time_is_read_from_proc_stat(tmp_path) -> None:
 
 
 def test_the_steal_share_of_a_stretch_and_its_warning() -> None:
-    ticks = iter([(10, 1000), (40, 1200), (40, 1200)])
+    ticks = iter([(10, 1000), (40, 1200), (41, 1050)])
     s = Steal(lambda: next(ticks))
     assert s.share() == 30 / 200
+    assert s.share() is None  # 50 ticks: too few to tell 2 % from 0
     assert Steal(lambda: None).share() is None
     frozen = Steal(lambda: (5, 100))
     assert frozen.share() is None  # no tick has passed

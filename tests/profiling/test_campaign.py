@@ -193,13 +193,15 @@ def test_what_is_due_for_confirmation_follows_the_stored_passes_and_readings() -
 
 def test_passes_agreeing_in_a_slow_stretch_are_confirmed_by_one_timed_once_it_is_quiet(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The probe reads 1.0 once, then 1.5 (a slow stretch) through both fixed passes, whose
-    times agree: not confirmed. The confirmation pass waits, reading 1.5 twice more, then 1.0, and
-    times the row: confirmed. A second run of the campaign times nothing."""
+    """Two rows of one spec, every pass reading the same time. The probe reads 1.0 around the
+    first row in pass 1 (quiet), then 1.5 (a slow stretch) through the rest of both fixed passes:
+    the first row is confirmed by its quiet pass, the second, whose passes agree, is not. The
+    confirmation pass waits, reading 1.5 twice more, then 1.0, and times the second row only:
+    confirmed. A second run of the campaign times nothing."""
     from rooftune.bench import Measurement, Method, Policy
     from rooftune.profiling import campaign
 
-    reads = fake_canary(monkeypatch, 1.0, 1.5, 1.5, 1.5, 1.5, 1.5, 1.0)
+    reads = fake_canary(monkeypatch, 1.0, 1.0, 1.5, 1.5, 1.5, 1.5, 1.5, 1.5, 1.0)
     calls: list[str] = []
 
     def measure(fn, *, label, params=None, policy=None):  # every pass reads the same time
@@ -207,16 +209,20 @@ def test_passes_agreeing_in_a_slow_stretch_are_confirmed_by_one_timed_once_it_is
         return Measurement(label, (1e-3,) * 6, 1, Method(Policy()))
 
     monkeypatch.setattr(campaign, "measure", measure)
+    monkeypatch.setattr(campaign, "QUIET_WAIT_SHARE", 1e6)  # (the fixed passes here take milliseconds)
+    two = ["pytorch-default", "im2col-gemm"]
     with Store(tmp_path / "p.db") as store:
-        r = run_campaign(SPECS[:1], store=store, primitives=["pytorch-default"], threads=[1], transforms=False,
-                         passes=2, extra_passes=3)
-        [row] = store.profiles()
-        assert reads == [1.0, 1.5, 1.5, 1.5, 1.5, 1.5, 1.0, 1.0, 1.0]
-        assert len(calls) == 3 and (r.retimed, r.extra_run, r.unconfirmed, r.quiet_rows) == (2, 1, 0, 1)
-        assert r.waited_s > 0 and row["pass_canary"] == [1.5, 1.5, 1.0] and row["pass_medians"] == [1e-3] * 3
-        assert run_campaign(SPECS[:1], store=store, primitives=["pytorch-default"], threads=[1], transforms=False,
-                            passes=2, extra_passes=3).retimed == 0
-    assert len(calls) == 3
+        r = run_campaign(SPECS[:1], store=store, primitives=two, threads=[1], transforms=False, passes=2,
+                         extra_passes=3)
+        first, second = sorted(store.profiles(), key=lambda x: calls.index(f"conv.{x['primitive']}"))
+        assert reads == [1.0, 1.0, 1.5, 1.5, 1.5, 1.5, 1.5, 1.5, 1.0, 1.0, 1.0]
+        assert len(calls) == 5 and calls[-1] == f"conv.{second['primitive']}"
+        assert (r.retimed, r.extra_run, r.unconfirmed, r.quiet_rows) == (3, 1, 0, 2) and r.waited_s > 0
+        assert first["pass_canary"] == [1.0, 1.5] and second["pass_canary"] == [1.5, 1.5, 1.0]
+        assert second["pass_medians"] == [1e-3] * 3
+        assert run_campaign(SPECS[:1], store=store, primitives=two, threads=[1], transforms=False, passes=2,
+                            extra_passes=3).retimed == 0
+    assert len(calls) == 5
 
 
 class WrongLater(Primitive):

@@ -35,6 +35,9 @@ QUIET = 1.10
 POLL_S = 0.25
 #: A stretch in which the hypervisor took more than this share of the CPU time is reported.
 STEAL_WARN = 0.05
+#: Fewest clock ticks (all CPUs together; 100 a second per CPU) a share is computed over: over
+#: fewer, one stolen tick would read as several per cent.
+STEAL_MIN_TICKS = 100
 
 
 class Canary:
@@ -73,10 +76,11 @@ def is_quiet(reading: float | None, ref: float | None) -> bool:
 
 def wait_quiet(read: Callable[[], float], ref: float | None, max_wait_s: float, *, clock: Clock = time.perf_counter,
                sleep: Callable[[float], None] = time.sleep) -> tuple[float, float]:
-    """Read the probe until a reading is quiet against ``ref`` or ``max_wait_s`` has passed;
-    returns the last reading and the seconds waited. Without a reference, one reading."""
-    start = clock()
+    """Read the probe until a reading is quiet against ``ref`` or about ``max_wait_s`` has passed;
+    returns the last reading and the seconds waited after the first reading (0 when it was
+    quiet). Without a reference, one reading."""
     reading = read()
+    start = clock()
     while ref is not None and not is_quiet(reading, ref) and clock() - start + POLL_S < max_wait_s:
         sleep(POLL_S)
         reading = read()
@@ -111,9 +115,10 @@ class Steal:
         self._start = self._read()
 
     def share(self) -> float | None:
-        """Stolen ticks / all ticks since the start; None where unknown or no tick has passed."""
+        """Stolen ticks / all ticks since the start; None where unknown or fewer than
+        STEAL_MIN_TICKS ticks have passed."""
         now = self._read()
-        if self._start is None or now is None or now[1] <= self._start[1]:
+        if self._start is None or now is None or now[1] - self._start[1] < STEAL_MIN_TICKS:
             return None
         return (now[0] - self._start[0]) / (now[1] - self._start[1])
 

@@ -71,7 +71,7 @@ def _row(spec: ConvSpec, name: str, threads: int, status: str, sources: Sequence
     return {"spec_key": spec.key(), "spec": spec.to_dict(), "primitive": name, "threads": threads, "status": status,
             "median_s": median, "iqr_s": iqr, "repetitions": reps, "reason": reason, "warnings": list(warnings),
             "sources": list(sources), "created_at": time.time(), "canary_s": around,
-            "canary_readings": list(canary or ()), "pass_canary": [around] if around is not None else None}
+            "pass_canary": [around] if around is not None else None}
 
 
 #: A campaign times every row in this many passes over all its specs and keeps the fastest pass's
@@ -93,7 +93,8 @@ MAX_PASSES = 10
 CONFIRM = 1.03
 EXTRA_PASSES = 3
 #: Longest wait for a quiet stretch before one spec of a confirmation pass; the waits of a campaign
-#: together take at most QUIET_WAIT_SHARE of the time its fixed passes took. Slow stretches were
+#: together take at most QUIET_WAIT_SHARE of the time its fixed passes took (of the budget left, in
+#: a run that resumes after its fixed passes). Slow stretches were
 #: measured lasting 5-40 s on a shared VM; with 15 s and half the fixed passes' time, two
 #: campaigns on a host that was rarely quiet waited 119 s and 174 s, the budget of two of their
 #: three confirmation passes (BENCHMARKS.md, profiling run 6).
@@ -110,8 +111,8 @@ def profile_spec(spec: ConvSpec, primitives: Sequence[Primitive], threads: int, 
     """The rows of one spec at one thread count (the caller sets the threads): each primitive
     unsupported (with the reason), failed (with the error or the verification's finding), or
     verified and timed once; then the layout transforms of the spec's input. With a ``canary``,
-    the probe is read before the first timed row and after each, and a row carries the slower of
-    the two readings around it (``canary_s``; both in ``canary_readings``)."""
+    the probe is read before the first timed row and after each timed one, and a row carries the
+    slower of the two readings around it (``canary_s``)."""
     rows: list[dict[str, Any]] = []
     x, w, b = example(spec)
     ref = None
@@ -239,8 +240,9 @@ def run_campaign(
     step = progress or (lambda *_: None)
     previous = torch.get_num_threads()
     canary = Canary()
-    # What quiet is measured against, per thread count: the fastest probe reading of the
-    # campaign's rows so far (stored ones included), lowered by every new reading.
+    # What quiet is measured against, per thread count: the fastest of the rows' stored readings
+    # (each the slower of the two around a row), so that a resumed campaign judges its stored
+    # passes as the uninterrupted one did.
     refs: dict[int, float | None] = {t: fastest_reading(v for k, r in stored.items() if k[2] == t
                                                   for v in r.get("pass_canary") or []) for t in threads}
 
@@ -261,7 +263,7 @@ def run_campaign(
     def retime(index: int, t: int, spec: ConvSpec, sources: Sequence[str], due: set[str]) -> None:
         torch.set_num_threads(t)
         new = profile_spec(spec, prims, t, sources, set(names) - due, policy, transforms, canary)
-        seen(t, [v for r in new for v in r["canary_readings"]])
+        seen(t, [r.get("canary_s") for r in new])
         rows = [merge_pass(stored[spec.key(), r["primitive"], t], r, index) for r in new]
         store.update_profiles(platform.id, rows)
         for r in rows:
@@ -277,7 +279,7 @@ def run_campaign(
             step(label(t), done, total)
             torch.set_num_threads(t)
             rows = profile_spec(spec, prims, t, sources, skip, policy, transforms, canary)
-            seen(t, [v for r in rows for v in r["canary_readings"]])
+            seen(t, [r.get("canary_s") for r in rows])
             result.added += store.save_profiles(platform, rows)
             for r in rows:
                 result.counts[r["status"]] = result.counts.get(r["status"], 0) + 1
@@ -297,7 +299,9 @@ def run_campaign(
         # Confirmation passes: only the rows whose fastest pass no quiet pass confirmed, each pass
         # over all of them before the next (what is due follows from the stored passes: resumable),
         # each spec once the probe reads quiet, within a share of the time the fixed passes took.
-        wait_left = QUIET_WAIT_SHARE * (time.perf_counter() - started)
+        # (a campaign resumed after its fixed passes: a share of the budget left instead)
+        elapsed = time.perf_counter() - started
+        wait_left = QUIET_WAIT_SHARE * (elapsed if done else budget_s - elapsed)
         for index in range(passes + 1, passes + result.extra_passes + 1):
             if result.stopped_by_budget:
                 break
@@ -314,8 +318,7 @@ def run_campaign(
                 step(f"confirming unsteady rows, pass {index} ({t} thread{'s' if t > 1 else ''})", done, total)
                 torch.set_num_threads(t)
                 limit = min(QUIET_WAIT_S, wait_left, budget_s - (time.perf_counter() - started))
-                reading, waited = wait_quiet(canary.read, refs[t], limit)
-                seen(t, [reading])
+                _, waited = wait_quiet(canary.read, refs[t], limit)
                 wait_left -= waited
                 result.waited_s += waited
                 retime(index, t, spec, sources, due)

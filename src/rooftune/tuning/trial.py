@@ -32,17 +32,25 @@ class TrialFailed(MeasurementError):
 
 
 def _wait_stopped(pid: int, timeout_s: float = 0.5) -> None:
-    """Wait until the process ``pid`` is stopped (SIGSTOP is delivered asynchronously: on a busy
-    host a worker was seen still running right after it was sent), reading /proc/PID/stat; returns
-    at once where there is no /proc, and after ``timeout_s`` at most."""
+    """Wait until every thread of the process ``pid`` is stopped (SIGSTOP is delivered
+    asynchronously, thread by thread: on a busy host a worker was seen still running right after
+    it was sent), reading /proc/PID/task/*/stat; returns at once where there is no /proc, and after
+    ``timeout_s`` at most."""
     deadline = time.perf_counter() + timeout_s
     while time.perf_counter() < deadline:
         try:
-            with open(f"/proc/{pid}/stat") as f:
-                state = f.read().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
             return
-        if state in ("T", "t", "Z", "X"):
+        running = False
+        for tid in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    state = f.read().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                continue  # (a thread that just ended)
+            running = running or state not in ("T", "t", "Z", "X")
+        if not running:
             return
         time.sleep(0.0002)
 
