@@ -30,7 +30,7 @@ def main() -> int:
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
 
-    from rooftune.bench.canary import QUIET
+    from rooftune.bench.canary import fastest_reading, is_quiet
     from rooftune.platform import current_platform
     from rooftune.profiling import EXTRA_PASSES, PROFILE_PASSES, profile, summarize
     from rooftune.store import Store
@@ -93,9 +93,9 @@ def main() -> int:
     print(f"the same campaigns after their {passes} fixed passes only: {fwithin:.1%} within 5 %")
     # Rows each campaign timed at least once while the probe read quiet, against the rest.
     def quiet(rows: list) -> set:
-        ref = min((c for r in rows for c in r.get("pass_canary") or [] if c), default=None)
-        return {(r["spec_key"], r["primitive"]) for r in rows if r["status"] == "ok" and ref
-                and any(c and c <= QUIET * ref for c in r.get("pass_canary") or [])}
+        ref = fastest_reading(c for r in rows for c in r.get("pass_canary") or [])
+        return {(r["spec_key"], r["primitive"]) for r in rows
+                if r["status"] == "ok" and any(is_quiet(c, ref) for c in r.get("pass_canary") or [])}
 
     both = quiet(runs[0][0]) & quiet(runs[1][0])
     qr = [second[k] / first[k] for k in common if k in both]

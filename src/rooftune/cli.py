@@ -384,7 +384,7 @@ def tune(
 
 
 def _print_profile(result: Any, summary: list[dict[str, Any]]) -> None:
-    from rooftune.bench.canary import STEAL_WARN
+    from rooftune.bench.canary import steal_warning
     from rooftune.profiling.campaign import CONFIRM
 
     c = result
@@ -398,8 +398,9 @@ def _print_profile(result: Any, summary: list[dict[str, Any]]) -> None:
         again += f"; {c.quiet_rows} rows timed at least once while the machine was quiet"
     if c.passes > 1 and c.unconfirmed:
         again += f"; {c.unconfirmed} rows' fastest pass not confirmed by a quiet pass within {(CONFIRM - 1) * 100:.0f} %"
-    if c.steal_share is not None and c.steal_share > STEAL_WARN:
-        again += f"; the hypervisor took {c.steal_share:.0%} of the CPU time (steal): times are likely slow"
+    stolen = steal_warning(c.steal_share, "the campaign")
+    if stolen:
+        again += f"; {stolen}"
     out.print(f"campaign on platform {c.platform_id}: {c.added} rows added, {c.skipped} already stored; "
               f"{c.counts.get('ok', 0)} timed, {c.counts.get('unsupported', 0)} unsupported, "
               f"{c.counts.get('failed', 0)} failed{again}; {c.duration_s:.0f} s, {state}", highlight=False)

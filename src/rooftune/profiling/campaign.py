@@ -167,8 +167,8 @@ def merge_pass(stored: dict[str, Any], new: dict[str, Any], index: int) -> dict[
         return {**stored, "status": "failed", "median_s": None, "iqr_s": None, "pass_medians": [], "pass_canary": None,
                 "reason": f"pass {index}: {new['reason'] or new['status']}"}
     medians = [*stored["pass_medians"], new["median_s"]]
-    readings = list(stored.get("pass_canary") or [])[: len(stored["pass_medians"])]
-    readings = [*readings, *[None] * (len(stored["pass_medians"]) - len(readings)), new.get("canary_s")]
+    # (stored rows come from the store, whose readings are None or one per pass)
+    readings = [*(stored.get("pass_canary") or [None] * len(stored["pass_medians"])), new.get("canary_s")]
     notes = [w for w in stored.get("warnings") or [] if not str(w).startswith(_DISAGREE_NOTE)]
     median, iqr = stored["median_s"], stored["iqr_s"]
     if new["median_s"] < median:
