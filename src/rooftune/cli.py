@@ -92,7 +92,10 @@ def _print_ceilings(c: Any) -> None:
     if c.from_store:
         out.print(f"[dim]from the store, measured {when}{' (quick)' if c.quick else ''}; --refresh re-measures[/dim]")
     else:
-        out.print(f"[dim]measured {when} in {c.duration_s:.1f} s{' (quick)' if c.quick else ''}[/dim]")
+        steps = sorted((c.details.get("step_s") or {}).items(), key=lambda kv: -kv[1])
+        spent = "; " + ", ".join(f"{name} {s:.1f} s" for name, s in steps) if steps else ""
+        out.print(f"[dim]measured {when} in {c.duration_s:.1f} s{' (quick)' if c.quick else ''}{spent}[/dim]",
+                  highlight=False)
 
     t = Table(title="Peak compute (FLOP/s; int8: ops/s)", title_justify="left")
     if len(c.threads) <= 3:  # one row per roof, one column per thread count

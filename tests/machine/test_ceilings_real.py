@@ -30,6 +30,11 @@ def test_ceilings_are_positive_finite_and_fp32_beats_fp64(quick_ceilings: tuple[
     share = c.details["steal_share"]
     assert share is None or 0 <= share <= 1
     assert (share is not None and share > 0.05) == any("steal" in w for w in c.warnings)
+    # where the run's time went, step by step, adding up to (almost) all of it
+    steps = c.details["step_s"]
+    assert {"FMA peak fp32", "bandwidth sweep", "GEMM roof fp32", "dispatch overhead"} <= set(steps)
+    assert all(s >= 0 for s in steps.values())
+    assert 0.8 * c.duration_s <= sum(steps.values()) <= c.duration_s
 
 
 def test_ceilings_are_stored_and_reused(quick_ceilings: tuple[Ceilings, str]) -> None:

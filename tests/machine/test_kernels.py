@@ -110,7 +110,9 @@ def test_dram_points_and_gemm_roofs_are_measured_again_at_the_end(monkeypatch: p
     def bandwidth_sweep(cpus, vector_bytes, sizes, effort, progress=None, stop=None):
         sweeps.append(list(sizes))
         late = len(sweeps) > 1
-        rate = {s: (2e10 if s == max(sizes) else 5e9) if late else 1e10 for s in sizes}
+        # the DRAM look is faster at its largest size, the cache look at its smallest
+        faster = max(sizes) if len(sweeps) == 2 else min(sizes)
+        rate = {s: (2e10 if s == faster else 5e9) if late else 1e10 for s in sizes}
         return {"triad": [probes.SweepPoint(bytes=s, bandwidth=rate[s], measurement=m) for s in sizes]}
 
     gemms = iter([{1: 100.0, 2: 150.0}, {1: 90.0, 2: 190.0}])
@@ -119,13 +121,19 @@ def test_dram_points_and_gemm_roofs_are_measured_again_at_the_end(monkeypatch: p
     monkeypatch.setattr(probes, "gemm_roof", lambda kind, threads, effort: probes.GemmResult(next(gemms), (m,)))
     monkeypatch.setattr(probes, "dispatch_overhead", lambda effort: (1e-6, m))
     c, measurements = measure_ceilings(platform, threads=(1, 2), precisions=("fp32",), quick=False)
-    full, dram = sweeps
+    full, dram, cache = sweeps
     last_cache = max(c.capacity_bytes.values())
     assert dram == [s for s in full if s >= 2 * last_cache] and dram
+    # the cache look: at most LATE_POINTS_PER_LEVEL points of each cache level, none in DRAM
+    assert cache and len(cache) <= 3 * 3 and max(cache) < min(dram)
     points = dict(c.sweep["triad"])
-    assert points[max(full)] == 2e10 and all(points[s] == 1e10 for s in full if s != max(full))
+    raised = {max(full), min(cache)}
+    assert all(points[s] == 2e10 for s in raised) and all(points[s] == 1e10 for s in full if s not in raised)
     assert c.peak_flops_per_thread["gemm_fp32"] == {1: 100.0, 2: 190.0} and c.peak_flops["gemm_fp32"] == 190.0
-    assert len(measurements) == 1 + len(full) + len(dram) + 2 + 1  # every look is kept, none twice
+    # every look is kept, none twice: the FMA peak and its late look, the sweep, its DRAM and cache
+    # looks, two GEMM roofs, the dispatch overhead
+    assert len(measurements) == 2 + len(full) + len(dram) + len(cache) + 2 + 1
+    assert {"FMA peak fp32 again", "cache bandwidth again", "DRAM bandwidth again"} <= set(c.details["step_s"])
 
 
 def test_a_roof_does_not_fall_as_threads_are_added(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -212,7 +220,8 @@ def test_a_shared_last_cache_gets_the_capacity_the_sweep_saw(monkeypatch: pytest
     monkeypatch.setattr(probes, "gemm_roof", lambda kind, threads, effort: probes.GemmResult({1: 1.0, 2: 2.0}, (m,)))
     monkeypatch.setattr(probes, "dispatch_overhead", lambda effort: (1e-6, m))
     c, _ = measure_ceilings(platform, threads=(1, 2), precisions=("fp32",), quick=False)
-    full, late = swept
+    full, late, *cache_looks = swept  # one cache look per kernel
+    assert len(cache_looks) == 2 and all(max(look) <= 90 * MiB for look in cache_looks)
     assert c.capacity_bytes["L2"] == 2 * MiB * 2
     assert max(full) <= 1024 * MiB  # not 8 x 480 MiB
     assert late and min(late) >= 200 * MiB and set(late) <= set(full)  # the DRAM points looked at again

@@ -186,6 +186,41 @@ def level_capacities(platform: Platform, cpus: tuple[int, ...]) -> dict[str, int
     return caps
 
 
+#: A full run measures this many of the fastest points of each cache level's plateau once more.
+LATE_POINTS_PER_LEVEL = 3
+
+
+def cache_peaks(points: Sequence[Any], capacities: dict[str, int], min_points: int) -> list[int]:
+    """Indices of the :data:`LATE_POINTS_PER_LEVEL` fastest points inside each cache level's
+    plateau of one kernel's sweep (``points``: SweepPoints): the points a level's ceiling comes
+    from, which a second look may raise."""
+    xs = [p.bytes for p in points]
+    ys = [p.bandwidth for p in points]
+    named = name_plateaus(detect_plateaus(xs, ys, min_points=min_points), capacities, xs, ys)
+    chosen: set[int] = set()
+    for level, plateau in named.items():
+        if level == "DRAM":
+            continue
+        inside = [i for i, x in enumerate(xs) if plateau.start_bytes <= x <= plateau.end_bytes]
+        chosen.update(sorted(inside, key=lambda i: -ys[i])[:LATE_POINTS_PER_LEVEL])
+    return sorted(chosen)
+
+
+def merge_best(sweep: dict[str, list[Any]], again: dict[str, list[Any]]) -> list[Any]:
+    """Keep, for each point of ``again`` (a later sweep over some of ``sweep``'s working sets),
+    the faster of the two looks in ``sweep``; returns the slower looks' Measurements (stored
+    beside the kept ones). Interference only ever slows."""
+    slower = []
+    for kind, points in again.items():
+        at = {p.bytes: i for i, p in enumerate(sweep[kind])}
+        for point in points:
+            i = at.get(point.bytes)
+            if i is not None and point.bandwidth > sweep[kind][i].bandwidth:
+                point, sweep[kind][i] = sweep[kind][i], point
+            slower.append(point.measurement)
+    return slower
+
+
 def measure_ceilings(
     platform: Platform,
     *,
@@ -213,7 +248,16 @@ def measure_ceilings(
     details: dict[str, Any] = {"vector_bytes": platform.vector_bytes, "cpus": list(team_cpus)}
     warnings: list[str] = []
 
+    # Seconds spent in each step, stored in the details: where a run's time went.
+    phases: dict[str, float] = {}
+    current: list[Any] = [None, t0]
+
     def step(name: str, done: int = 0, total: int = 1) -> None:
+        now = time.perf_counter()
+        if name != current[0]:
+            if current[0] is not None:
+                phases[current[0]] = phases.get(current[0], 0.0) + now - current[1]
+            current[0], current[1] = name, now
         if progress:
             progress(name, done, total)
 
@@ -248,7 +292,8 @@ def measure_ceilings(
             dram_start.append(start)
         return start is not None
 
-    sweep = probes.bandwidth_sweep(team_cpus, platform.vector_bytes, sizes, effort, progress=progress,
+    step("bandwidth sweep", 0, len(sizes) * len(effort.sweep_kernels) * effort.sweep_passes)
+    sweep = probes.bandwidth_sweep(team_cpus, platform.vector_bytes, sizes, effort, progress=step,
                                    stop=seen_dram)
     sizes = sizes[: len(next(iter(sweep.values())))] if sweep else sizes  # the sizes it reached
 
@@ -271,16 +316,15 @@ def measure_ceilings(
     # point keeps its best measurement (interference only ever slows).
     dram_from = dram_start[0] if dram_start else DRAM_MIN_FACTOR * last_bytes
     dram = [s for s in sizes if last_bytes and s >= dram_from]
+    def again(kernels: tuple[str, ...], at_sizes: list[int], name: str) -> None:
+        step(name, 0, len(at_sizes) * len(kernels))
+        points = probes.bandwidth_sweep(team_cpus, platform.vector_bytes, at_sizes,
+                                        replace(effort, sweep_passes=1, sweep_kernels=kernels),
+                                        progress=lambda _name, done, total: step(name, done, total))
+        measurements.extend(merge_best(sweep, points))
+
     if dram and effort.late_dram_pass:
-        again = probes.bandwidth_sweep(team_cpus, platform.vector_bytes, dram, replace(effort, sweep_passes=1),
-                                       progress=lambda _name, done, total: step("DRAM bandwidth again", done, total))
-        for kind, points in again.items():
-            at = {p.bytes: i for i, p in enumerate(sweep[kind])}
-            for point in points:
-                i = at.get(point.bytes)
-                if i is not None and point.bandwidth > sweep[kind][i].bandwidth:
-                    point, sweep[kind][i] = sweep[kind][i], point
-                measurements.append(point.measurement)  # the slower of the two; the faster is in the sweep
+        again(effort.sweep_kernels, dram, "DRAM bandwidth again")
     for precision in ("fp32", "bf16", "int8"):
         name = f"gemm_{precision}"
         if name in per_thread and effort.late_gemm:
@@ -288,6 +332,12 @@ def measure_ceilings(
             g = probes.gemm_roof(precision, threads, effort)
             measurements += g.measurement
             per_thread[name] = {t: max(rate, g.ops[t]) for t, rate in per_thread[name].items()}
+    if effort.late_looks:
+        min_points = max(2, effort.steps_per_octave)
+        for kind, points in sweep.items():
+            at_sizes = [sizes[i] for i in cache_peaks(points, capacities, min_points)]
+            if at_sizes:
+                again((kind,), at_sizes, "cache bandwidth again")
 
     bandwidth_by_kernel: dict[str, dict[str, float]] = {}
     plateaus: dict[str, list[Plateau]] = {}
@@ -328,19 +378,24 @@ def measure_ceilings(
         if lvl not in bandwidth:
             warnings.append(f"no {lvl} bandwidth: the sweep has no point inside that level")
 
-    # A multi-thread peak that scaled poorly even after its retries is measured once more now,
-    # seconds later: the host's placement of the vCPUs changes over seconds, not milliseconds.
+    # The peaks are measured once more now, seconds later (every count in a full run; a multi-thread
+    # peak that scaled poorly even after its retries in any run): the host's placement of the vCPUs
+    # changes over seconds, not milliseconds.
     for precision, dtype in (("fp32", "float32"), ("fp64", "float64")):
         per = per_thread.get(precision, {})
+        chains = details.get(f"fma_{precision}", {}).get("chains")
         late = [t for t, rate in per.items() if probes.scaled_poorly(rate, t, per.get(1, 0.0))]
-        if late:
+        if per and effort.late_looks:
+            step(f"FMA peak {precision} again")
+            r = probes.fma_peak(dtype, cpus, sorted(per), platform.vector_bytes, effort, chains=chains)
+        elif late:
             step(f"FMA peak {precision} again (it scaled poorly)")
-            fma = details[f"fma_{precision}"]
-            r = probes.fma_peak(dtype, cpus, late, platform.vector_bytes, effort, chains=fma["chains"],
-                                one_thread=per[1])
-            measurements += r.measurements
-            for t in late:
-                per[t] = max(per[t], r.flops[t])
+            r = probes.fma_peak(dtype, cpus, late, platform.vector_bytes, effort, chains=chains, one_thread=per[1])
+        else:
+            continue
+        measurements += r.measurements
+        for t, rate in r.flops.items():
+            per[t] = max(per[t], rate)
     # Only the FMA peaks must scale linearly on distinct cores; a GEMM's scaling is limited by its
     # size and by memory (a 768^3 bf16 GEMM reached 5.3x on 16 cores), so it is no sign of sharing.
     for name in ("fp32", "fp64"):
@@ -372,6 +427,8 @@ def measure_ceilings(
     step("dispatch overhead")
     overhead, m = probes.dispatch_overhead(effort)
     measurements.append(m)
+    phases[current[0]] = phases.get(current[0], 0.0) + time.perf_counter() - current[1]
+    details["step_s"] = {name: round(s, 3) for name, s in phases.items()}
     details["steal_share"] = steal.share()
     stolen = steal_warning(details["steal_share"], "the run")
     if stolen:

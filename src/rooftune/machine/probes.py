@@ -65,6 +65,9 @@ class Effort:
     #: Measure the DRAM points of the sweep, and the GEMM roofs, once more at the end of the run.
     late_dram_pass: bool = False
     late_gemm: bool = False
+    #: Measure the FMA peaks, and the fastest points of every cache level's plateau, once more at
+    #: the end of the run (the host's placement of two vCPUs on one core or two changes over seconds).
+    late_looks: bool = False
 
 
 FULL = Effort(
@@ -79,6 +82,7 @@ FULL = Effort(
     sweep_passes=2,
     late_dram_pass=True,
     late_gemm=True,
+    late_looks=True,
     gemm_policy=Policy(number=1, warmup_s=0.03, budget_s=0.3),
     # 1024^3 sgemm: packing and edge effects are a few % of it, yet 6 samples fit in 0.5 s on 1 core.
     gemm_size=1024,
@@ -175,8 +179,8 @@ def fma_peak(
 ) -> PeakResult:
     """Peak FLOP/s of independent vector FMA chains on 1..N threads for ``dtype`` (float32/float64).
 
-    ``chains`` and ``one_thread`` (the chain count and 1-thread rate of an earlier call) skip the
-    search for the chain count: a second measurement of the multi-thread peaks only."""
+    ``chains`` (the chain count an earlier call chose) skips the search for the chain count;
+    with ``one_thread`` (that call's 1-thread rate) too, only the multi-thread peaks are measured."""
     lanes = vector_bytes // np.dtype(dtype).itemsize
     registers = 32 if vector_bytes == 64 else 16
     candidates = effort.chain_candidates_32reg if registers == 32 else effort.chain_candidates_16reg
@@ -205,7 +209,7 @@ def fma_peak(
         best_chains, best_rate = chains, one_thread
     else:
         with ThreadTeam(cpus[:1]) as team:
-            for c in candidates:
+            for c in candidates if chains is None else (chains,):
                 rate, m = run_on(team, c)
                 measurements.append(m)
                 if rate > best_rate:
@@ -256,6 +260,7 @@ def bandwidth_sweep(
     team_size = len(cpus)
     max_elems = max(sizes) // team_size // 4 + lanes * 8
     best: dict[tuple[str, int], SweepPoint] = {}
+    calibrated: dict[tuple[str, int], int] = {}
     sizes = list(sizes)
     total = len(sizes) * len(effort.sweep_kernels) * effort.sweep_passes
     done = 0
@@ -293,7 +298,10 @@ def bandwidth_sweep(
                     s = np.float32(0.5)
                     return lambda: team.run(lambda i: kernel(views[i][0], views[i][1], views[i][2], s, reps))
 
-                reps = units_for_call_time(call)
+                # later passes time the same calls: the first pass's calibration holds for them
+                if (kind, size) not in calibrated:
+                    calibrated[kind, size] = units_for_call_time(call)
+                reps = calibrated[kind, size]
                 work = float(reps * bytes_per_rep)
                 m = measure(
                     call(reps),
