@@ -55,6 +55,10 @@ def main() -> int:
         print(f"{name:4s} within10 {m['within_10pct']:.1%}  MAPE {m['mape']:.1%}  RMSPE {m['rmspe']:.1%}  "
               f"Spearman {m['spearman']:.3f}  top-1 {m['top1']:.1%} (within 5 %: {m['top1_within_5pct']:.1%})  "
               f"regret mean {m['regret_mean']:.1%} worst {m['regret_worst']:.1%}")
+    rep = ev.get("repeatability") or {}
+    if rep.get("rows"):
+        print(f"the data against itself: {rep['within_10pct']:.1%} of {rep['rows']} rows had a second pass within "
+              f"10 % of their stored time ({rep['within_5pct']:.1%} within 5 %)")
     for group in ("classifiers", "baselines"):
         for name, m in ev[group].items():
             print(f"{name:18s} accuracy {m['accuracy']:.1%}  regret mean {m['regret_mean']:.1%}  worst {m['regret_worst']:.1%}")

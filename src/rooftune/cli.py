@@ -521,6 +521,11 @@ def _print_eval(r: dict[str, Any]) -> None:
                   f"{m.get('spearman', math.nan):.3f}", _pct(m.get("top1")), _pct(m.get("top1_within_5pct")),
                   _pct(m.get("regret_mean")), _pct(m.get("regret_worst")), _seconds(m.get("fit_s", math.nan)))
     out.print(t)
+    rep = r.get("repeatability") or {}
+    if rep.get("rows"):
+        out.print(f"the data against itself: {_pct(rep['within_10pct'])} of {rep['rows']} rows had a second pass "
+                  f"within 10 % of their stored time ({_pct(rep['within_5pct'])} within 5 %); a row that disagrees "
+                  "with itself by more is predicted within +-10 % only by chance", highlight=False)
     t = Table(title="Choosing the method directly (held-out networks)", title_justify="left")
     for col in ("chooser", "accuracy", "regret mean", "regret worst", "fallbacks"):
         t.add_column(col, justify="left" if col == "chooser" else "right")

@@ -3,6 +3,7 @@ synthetic profiled data whose ground truth is known (a roofline-like cost per pr
 
 from __future__ import annotations
 
+import math
 import pickle
 import pickletools
 from pathlib import Path
@@ -154,6 +155,7 @@ def test_evaluation_holds_each_network_out() -> None:
     rf = r["regressors"]["rf"]
     assert set(rf["by_network"]) == set(r["networks"]) and 0 <= rf["within_10pct"] <= 1 and rf["regret_mean"] >= 0
     assert set(r["classifiers"]) == {"tree", "nb"} and set(r["baselines"]) == {"framework-default", "acl-rules"}
+    assert r["repeatability"] == {"rows": 0}  # synthetic rows carry no passes
     # the synthetic truth makes Winograd/1x1 GEMM best where they apply: the default path has regret
     assert r["baselines"]["framework-default"]["regret_mean"] > r["classifiers"]["tree"]["regret_mean"]
 
@@ -269,3 +271,31 @@ def test_the_shipped_base_model_loads_with_its_provenance() -> None:
     pred = m.predict([spec])[0]
     j = m.primitives_.index("pytorch-default")
     assert 1e-6 < pred[j] < 1.0 and not m.extrapolated([spec])[0]
+
+
+def test_the_data_is_measured_against_itself() -> None:
+    """rows_to_data keeps each row's second-fastest pass over its fastest; evaluation reports how
+    many rows agree with themselves within 5 and 10 %, through every split."""
+    from rooftune.perfmodel import rows_to_data
+
+    spec = ConvSpec(1, 16, 14, 14, 16, 3, 3, padding=1).to_dict()
+    other = ConvSpec(1, 32, 7, 7, 32, 1, 1).to_dict()
+
+    def row(spec_d: dict, key: str, prim: str, passes: list[float] | None, status: str = "ok") -> dict:
+        return {"threads": 2, "spec": spec_d, "spec_key": key, "primitive": prim, "status": status,
+                "median_s": min(passes) if passes else None, "sources": ["netA" if key == "a" else "netB"],
+                "pass_medians": passes}
+
+    rows = [row(spec, "a", "p1", [1.0, 1.04, 1.5]), row(spec, "a", "p2", [2.0, 2.3]),
+            row(other, "b", "p1", [1.0]), row(other, "b", "p2", [3.0, 3.1, 3.2]),
+            row(other, "b", "p3", None, status="unsupported")]
+    data = rows_to_data(rows, "plat", 2)
+    assert data.spread is not None and data.spread.shape == data.times.shape
+    assert data.spread[0, :2].tolist() == pytest.approx([1.04, 1.15]) and math.isnan(data.spread[0, 2])
+    assert math.isnan(data.spread[1, 0]) and data.spread[1, 1] == pytest.approx(3.1 / 3.0)
+    rep = data.repeatability()
+    assert rep["rows"] == 3  # the row with one pass and the unsupported one say nothing
+    assert rep["within_5pct"] == pytest.approx(2 / 3) and rep["within_10pct"] == pytest.approx(2 / 3)
+    # a subset carries its rows' spread
+    assert data.subset([1]).repeatability()["rows"] == 1
+    assert ProfileData("p", 2, [], [], np.zeros((0, 0)), []).repeatability() == {"rows": 0}

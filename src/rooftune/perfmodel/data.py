@@ -25,6 +25,9 @@ class ProfileData:
     sources: list[list[str]]
     transforms: dict[str, dict[str, float]] = field(default_factory=dict)  # spec_key -> transform -> seconds
     fingerprint: dict[str, Any] = field(default_factory=dict)
+    #: Per (spec, primitive): the row's second-fastest pass over its fastest (the stored time);
+    #: NaN where fewer than two passes were kept. How far the data agrees with itself.
+    spread: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.specs)
@@ -40,7 +43,21 @@ class ProfileData:
     def subset(self, idx: Sequence[int] | np.ndarray) -> ProfileData:
         idx = list(int(i) for i in idx)
         return ProfileData(self.platform_id, self.threads, [self.specs[i] for i in idx], list(self.primitives),
-                           self.times[idx], [self.sources[i] for i in idx], self.transforms, self.fingerprint)
+                           self.times[idx], [self.sources[i] for i in idx], self.transforms, self.fingerprint,
+                           None if self.spread is None else self.spread[idx])
+
+    def repeatability(self) -> dict[str, Any]:
+        """Of the timed rows with two passes or more, the share whose second-fastest pass lies
+        within 5 % and within 10 % of the stored (fastest) one. A row that disagrees with itself by
+        more than 10 % cannot be predicted within 10 % except by chance: this bounds what the
+        held-out "within +-10 %" share can reach on this data."""
+        if self.spread is None:
+            return {"rows": 0}
+        known = self.spread[~np.isnan(self.spread)]
+        if not len(known):
+            return {"rows": 0}
+        return {"rows": int(len(known)), "within_5pct": float(np.mean(known <= 1.05)),
+                "within_10pct": float(np.mean(known <= 1.10))}
 
     def of_network(self, network: str) -> np.ndarray:
         return np.asarray([i for i, s in enumerate(self.sources) if network in s], dtype=int)
@@ -114,6 +131,7 @@ def rows_to_data(rows: Sequence[Mapping[str, Any]], platform_id: str, threads: i
     specs: dict[str, ConvSpec] = {}
     sources: dict[str, list[str]] = {}
     times: dict[tuple[str, str], float] = {}
+    spreads: dict[tuple[str, str], float] = {}
     transforms: dict[str, dict[str, float]] = {}
     names: list[str] = []
     for r in rows:
@@ -138,11 +156,17 @@ def rows_to_data(rows: Sequence[Mapping[str, Any]], platform_id: str, threads: i
         m = r.get("median_s")
         if r["status"] == "ok" and m is not None and math.isfinite(m) and m > 0:
             times[(k, name)] = float(m)
+            passes = sorted(float(v) for v in (r.get("pass_medians") or []) if v and math.isfinite(v) and v > 0)
+            if len(passes) >= 2:
+                spreads[(k, name)] = passes[1] / passes[0]
     keys = list(specs)
     arr = np.full((len(keys), len(names)), np.nan)
+    spread = np.full((len(keys), len(names)), np.nan)
     for i, k in enumerate(keys):
         for j, n in enumerate(names):
             if (k, n) in times:
                 arr[i, j] = times[(k, n)]
+            if (k, n) in spreads:
+                spread[i, j] = spreads[(k, n)]
     return ProfileData(platform_id, threads, [specs[k] for k in keys], names, arr, [sources[k] for k in keys],
-                       transforms, dict(fingerprint or {}))
+                       transforms, dict(fingerprint or {}), spread)

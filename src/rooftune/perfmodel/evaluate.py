@@ -100,6 +100,7 @@ def evaluate(data: ProfileData, estimators: Sequence[str] = ("gbr", "rf", "mlp")
         caches = cache_sizes(data.fingerprint)
     result: dict[str, Any] = {"networks": [f[0] for f in fs], "specs": len(data), "primitives": data.primitives,
                               "platform_id": data.platform_id, "threads": data.threads,
+                              "repeatability": data.repeatability(),
                               "regressors": {}, "classifiers": {}, "baselines": {}}
     for est in estimators:
         preds, trues, per_net, fit_s = [], [], {}, 0.0
@@ -138,6 +139,7 @@ def evaluate(data: ProfileData, estimators: Sequence[str] = ("gbr", "rf", "mlp")
 
 def _concat(parts: Sequence[ProfileData]) -> ProfileData:
     first = parts[0]
+    spread = None if any(p.spread is None for p in parts) else np.vstack([p.spread for p in parts])
     return ProfileData(first.platform_id, first.threads, [s for p in parts for s in p.specs], first.primitives,
                        np.vstack([p.times for p in parts]), [s for p in parts for s in p.sources], first.transforms,
-                       first.fingerprint)
+                       first.fingerprint, spread)
