@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -229,3 +231,44 @@ def test_a_shared_last_cache_gets_the_capacity_the_sweep_saw(monkeypatch: pytest
     assert 64 * MiB <= c.capacity_bytes["L3"] <= 90 * MiB
     assert c.details["nominal_capacity_bytes"]["L3"] == 480 * MiB
     assert any(w.startswith("L3: 480 MiB in sysfs, but bandwidth falls to DRAM's") for w in c.warnings)
+
+
+def test_dram_is_named_as_the_stop_rule_saw_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A --quick triad sweep recorded on a 2-vCPU VM of a 260 MiB-L3 Xeon: its tail read 36.7, 10.2,
+    15.2, 23.3 GB/s from 64 MiB (a slow stretch), the sweep ended at 512 MiB as DRAM's, yet the raw
+    points form no DRAM plateau; DRAM must still get its ceiling."""
+    from dataclasses import replace
+
+    from rooftune.bench import Measurement, Method, Policy
+    from rooftune.machine import probes
+    from rooftune.machine.ceilings import measure_ceilings
+    from rooftune.platform import current_platform
+    from rooftune.platform.sysfs import CacheLevel
+
+    KiB, MiB = 1024, 1024**2
+    base = current_platform()
+    cpus = base.usable_cpus()[:2]
+    caches = (CacheLevel(1, "Data", 48 * KiB, tuple((c,) for c in cpus)),
+              CacheLevel(2, "Unified", 2 * MiB, tuple((c,) for c in cpus)),
+              CacheLevel(3, "Unified", 260 * MiB, (tuple(cpus),)))
+    platform = replace(base, caches=caches)
+    m = Measurement(label="x", samples=(1.0, 1.0, 1.0), number=1, method=Method(policy=Policy()))
+    gbs = [576.5, 564.8, 576.3, 519.8, 172.7, 175.4, 171.0, 178.3, 172.9, 83.3, 50.5, 51.6, 47.8, 36.7, 10.2,
+           15.2, 23.3, 24.0, 24.0, 24.0]
+
+    def bandwidth_sweep(cpus, vector_bytes, sizes, effort, progress=None, stop=None):
+        done: list[tuple[int, float]] = []
+        for s in sizes:
+            done.append((s, gbs[min(len(gbs) - 1, round(math.log2(s / (8 * KiB))))] * 1e9))
+            if stop is not None and stop(done):
+                break
+        return {"triad": [probes.SweepPoint(bytes=s, bandwidth=r, measurement=m) for s, r in done]}
+
+    monkeypatch.setattr(probes, "fma_peak", lambda *a, **k: probes.PeakResult({1: 1.0, 2: 2.0}, 12, 16, (m,)))
+    monkeypatch.setattr(probes, "bandwidth_sweep", bandwidth_sweep)
+    monkeypatch.setattr(probes, "gemm_roof", lambda kind, threads, effort: probes.GemmResult({1: 1.0, 2: 2.0}, (m,)))
+    monkeypatch.setattr(probes, "dispatch_overhead", lambda effort: (1e-6, m))
+    c, _ = measure_ceilings(platform, threads=(1, 2), precisions=("fp32",), quick=True)
+    assert max(s for s, _ in c.sweep["triad"]) == 512 * MiB  # ended where the stop rule saw DRAM
+    assert c.bandwidth["DRAM"] == 23.3e9  # the fastest DRAM-sized point, as the stop rule read the tail
+    assert not any(w.startswith("no DRAM bandwidth") for w in c.warnings)

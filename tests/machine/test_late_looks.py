@@ -40,3 +40,36 @@ def test_merge_keeps_the_faster_look_and_returns_the_slower() -> None:
     # the looks that lost: the first 2048 B one and the second 4096 B one
     assert [m.label for m in slower] == ["sweep", "again"]
     assert merge_best(sweep, {"triad": [point(999, 1e12)]}) != [] and max(p.bandwidth for p in sweep["triad"]) == 100e9
+
+
+def test_a_run_below_an_earlier_one_on_the_same_platform_says_so(tmp_path, monkeypatch) -> None:
+    """No steal time, yet L1 at half and fp32 a fifth below the last run: the warning names them."""
+    from dataclasses import replace
+
+    from rooftune.machine import ceilings as ceilings_mod
+    from rooftune.platform import current_platform
+    from rooftune.store import Store
+    from tests.conftest import make_ceilings
+
+    platform = current_platform()
+    earlier = make_ceilings(platform)
+    db = tmp_path / "c.db"
+    with Store(db) as s:
+        s.save_ceilings(platform, earlier.to_dict(), quick=False, threads=earlier.threads)
+        # a quick run is another effort: never compared with a full one
+        s.save_ceilings(platform, replace(earlier, bandwidth={**earlier.bandwidth, "L1": 9e12}).to_dict(),
+                        quick=True, threads=earlier.threads)
+    slow = replace(earlier, peak_flops={**earlier.peak_flops, "fp32": 0.8 * earlier.peak_flops["fp32"]},
+                   bandwidth={**earlier.bandwidth, "L1": 0.5 * earlier.bandwidth["L1"], "L2": 0.95 * earlier.bandwidth["L2"]})
+    monkeypatch.setattr(ceilings_mod, "measure_ceilings", lambda *a, **k: (slow, []))
+    c = ceilings_mod.get_ceilings(threads=list(earlier.threads), refresh=True, db=str(db), platform=platform)
+    assert c.details["below_earlier_runs"] == {"fp32": 0.8, "L1": 0.5}  # L2, 5 % below, is within the margin
+    [warning] = [w for w in c.warnings if w.startswith("below the best of 1 earlier run")]
+    assert "fp32 -20%" in warning and "L1 -50%" in warning and "L2" not in warning
+    with Store(db) as s:  # stored with its warning
+        stored = s.load_ceilings(platform.id, threads=earlier.threads, allow_quick=False)
+    assert stored is not None and warning in stored["warnings"]
+    # the same figures again: nothing to say
+    monkeypatch.setattr(ceilings_mod, "measure_ceilings", lambda *a, **k: (earlier, []))
+    c = ceilings_mod.get_ceilings(threads=list(earlier.threads), refresh=True, db=str(db), platform=platform)
+    assert "below_earlier_runs" not in c.details and not any(w.startswith("below the best") for w in c.warnings)

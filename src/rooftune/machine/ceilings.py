@@ -16,6 +16,7 @@ from rooftune.machine.plateaus import (
     dram_reached,
     last_cache,
     name_plateaus,
+    never_rising,
 )
 from rooftune.platform import Platform
 
@@ -348,6 +349,16 @@ def measure_ceilings(
         # A level must span at least an octave of working sets; shorter runs are transitions.
         found = detect_plateaus(xs, ys, min_points=max(2, effort.steps_per_octave))
         named = name_plateaus(found, capacities, xs, ys)
+        if dram_start and "DRAM" not in named:
+            # The sweep ended because its points, each read as fast as any larger one, showed DRAM
+            # (see dram_reached); a slow stretch over a few raw points of its tail (10, 15, 23 GB/s
+            # from 128 MiB in a --quick run) leaves them no plateau, and DRAM would have no
+            # ceiling. It is named as the stop rule saw it.
+            steady = never_rising(ys)
+            seen = name_plateaus(detect_plateaus(xs, steady, min_points=max(2, effort.steps_per_octave)),
+                                 capacities, xs, steady)
+            if "DRAM" in seen:
+                named["DRAM"] = seen["DRAM"]
         plateaus[kind] = list(named.values())
         bandwidth_by_kernel[kind] = {lvl: p.bandwidth for lvl, p in named.items()}
         for lvl, p in named.items():
@@ -460,6 +471,35 @@ def measure_ceilings(
     return ceilings, measurements
 
 
+#: A ceiling this far below the best earlier run of the same effort on the same platform draws a
+#: warning: the hardware and software are the same (the platform id says so), so the host was busier.
+BELOW_BEST = 0.10
+
+
+def below_earlier_runs(ceilings: Ceilings, history: Sequence[dict[str, Any]]) -> tuple[dict[str, float], str | None]:
+    """Each ceiling of ``ceilings`` (FMA and GEMM peaks, bandwidth per level) that lies more than
+    :data:`BELOW_BEST` below the best of the earlier runs in ``history`` (their JSON form), as
+    this run / that best; and a warning naming them, or None.
+
+    Steal time catches a hypervisor that takes the CPU away; another tenant on the SMT siblings, the
+    shared L3 or the memory bus slows the kernels without it (a 2-vCPU VM read L1 at 547 GB/s in one
+    run and 993 in the next with no steal), and only an earlier run on the same platform shows it."""
+    best: dict[str, float] = {}
+    for run in history:
+        values = {**{k: v for k, v in run.get("peak_flops", {}).items() if isinstance(v, (int, float))},
+                  **run.get("bandwidth", {})}
+        for name, value in values.items():
+            best[name] = max(best.get(name, 0.0), float(value))
+    now = {**ceilings.peak_flops, **ceilings.bandwidth}
+    below = {name: now[name] / best[name] for name in now if name in best and now[name] < (1 - BELOW_BEST) * best[name]}
+    if not below:
+        return {}, None
+    parts = ", ".join(f"{name} {ratio - 1:+.0%}" for name, ratio in below.items())
+    return below, (f"below the best of {len(history)} earlier run(s) on this platform by more than "
+                   f"{BELOW_BEST:.0%}: {parts} (same hardware and software, so the host was busier: another "
+                   "tenant on the same cores, caches or memory); re-run with --refresh when it is quieter")
+
+
 def get_ceilings(
     *,
     threads: Sequence[int] | None = None,
@@ -495,6 +535,11 @@ def get_ceilings(
                 if all(wanted[p] in have for p in prec):
                     return cached
         ceilings, measurements = measure_ceilings(platform, threads=th, precisions=prec, quick=quick, progress=progress)
+        history = store.ceilings_history(platform.id, threads=th, quick=quick)
+        below, warning = below_earlier_runs(ceilings, history)
+        if warning:
+            ceilings = replace(ceilings, warnings=(*ceilings.warnings, warning),
+                               details={**ceilings.details, "below_earlier_runs": below})
         import rooftune
 
         store.save_ceilings(

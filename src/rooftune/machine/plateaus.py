@@ -230,6 +230,13 @@ def dram_below_nominal(plateaus: Sequence[Plateau], capacities: dict[str, int],
     return None
 
 
+def never_rising(rates: Sequence[float]) -> list[float]:
+    """Each rate of a sweep raised to the fastest rate at any larger working set. Interference
+    only ever slows, and a larger working set is never faster: a point is at least as fast as any
+    point after it."""
+    return list(itertools.accumulate(reversed(rates), max))[::-1]
+
+
 def dram_reached(points: Sequence[tuple[int, float]], capacities: dict[str, int], min_points: int,
                  min_bytes: int) -> int | None:
     """Where the DRAM plateau of a sweep in progress starts, once the sweep has seen every cache
@@ -238,10 +245,9 @@ def dram_reached(points: Sequence[tuple[int, float]], capacities: dict[str, int]
     if not points or points[-1][0] < min_bytes:
         return None
     sizes = [s for s, _ in points]
-    # Interference only ever slows, and a larger working set is never faster: a point is at least
-    # as fast as any point after it. One slowed point (6 GB/s between 53 and 41) would otherwise
-    # split the last cache's plateau or the DRAM tail, and the sweep would run on to its end.
-    rates = list(itertools.accumulate(reversed([r for _, r in points]), max))[::-1]
+    # One slowed point (6 GB/s between 53 and 41) would otherwise split the last cache's plateau
+    # or the DRAM tail, and the sweep would run on to its end.
+    rates = never_rising([r for _, r in points])
     points = list(zip(sizes, rates, strict=True))
     found = detect_plateaus(sizes, rates, min_points=min_points)
     named = name_plateaus(found, capacities, sizes, rates)

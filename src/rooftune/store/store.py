@@ -261,6 +261,21 @@ class Store:
             row = s.scalars(q.limit(1)).first()
             return dict(row.data) if row is not None else None
 
+    def ceilings_history(self, platform_id: str, *, threads: Sequence[int], quick: bool,
+                         limit: int = 20) -> list[dict[str, Any]]:
+        """Up to ``limit`` stored ceilings of ``platform_id`` on exactly ``threads`` with the same
+        ``quick`` flag (runs of the same effort), newest first."""
+        key = ",".join(str(t) for t in sorted(threads))
+        with self.transaction() as s:
+            q = (
+                select(CeilingsRow)
+                .where(CeilingsRow.platform_id == platform_id, CeilingsRow.threads == key,
+                       CeilingsRow.quick.is_(quick))
+                .order_by(CeilingsRow.created_at.desc())
+                .limit(limit)
+            )
+            return [dict(r.data) for r in s.scalars(q).all()]
+
     def measurements(self, platform_id: str | None = None, label: str | None = None) -> list[dict[str, Any]]:
         with self.transaction() as s:
             q = select(MeasurementRow).order_by(MeasurementRow.id)
