@@ -57,7 +57,9 @@ def main() -> int:
         print(f"campaign {i}: {wall:.0f} s, {len({r['spec_key'] for r in rows})} specs, {c['ok']} timed, "
               f"{c['unsupported']} unsupported, {c['failed']} failed (target <= 600 s); {result.extra_run} confirmation "
               f"passes, {result.unconfirmed} rows left unconfirmed; {result.quiet_rows} rows timed on a quiet "
-              f"machine at least once, {result.waited_s:.0f} s waited for quiet"
+              f"machine at least once, {result.waited_s:.0f} s waited for quiet; probe median "
+              + (f"{result.probe_median:.2f}x its fastest, quiet on {result.probe_quiet_share:.0%} of readings"
+                 if result.probe_median is not None else "-")
               + (" [stopped by the budget]" if result.stopped_by_budget else ""), flush=True)
         if i == 1:
             for r in rows:

@@ -219,6 +219,9 @@ def test_passes_agreeing_in_a_slow_stretch_are_confirmed_by_one_timed_once_it_is
         assert len(calls) == 5 and calls[-1] == f"conv.{second['primitive']}"
         assert (r.retimed, r.extra_run, r.unconfirmed, r.quiet_rows) == (3, 1, 0, 2) and r.waited_s > 0
         assert first["pass_canary"] == [1.0, 1.5] and second["pass_canary"] == [1.5, 1.5, 1.0]
+        # the stored readings against the fastest: 1.0, 1.5, 1.5, 1.5, 1.0
+        assert r.probe_median == 1.5 and r.probe_quiet_share == pytest.approx(0.4)
+        assert r.to_dict()["probe_median"] == 1.5
         assert second["pass_medians"] == [1e-3] * 3
         assert run_campaign(SPECS[:1], store=store, primitives=two, threads=[1], transforms=False, passes=2,
                             extra_passes=3).retimed == 0
@@ -373,3 +376,28 @@ def test_profile_check_verifies_the_shipped_grid(capsys: pytest.CaptureFixture[s
     assert main(["profile", "--check", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["failed"] == [] and d["primitives"]["winograd-f4x4"]["ok"] > 0
+
+
+def test_a_campaign_on_a_slow_host_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The probe slow on most readings (no steal time needed): the summary line says the rows will
+    repeat poorly; a probe quiet on most readings adds nothing."""
+    import io
+
+    from rich.console import Console
+
+    from rooftune import cli
+    from rooftune.profiling.campaign import CampaignResult
+
+    def printed(result: CampaignResult) -> str:
+        buf = io.StringIO()
+        monkeypatch.setattr(cli, "out", Console(file=buf, width=1000))
+        cli._print_profile(result, [])
+        return buf.getvalue()
+
+    slow = CampaignResult("p", counts={"ok": 10, "unsupported": 0, "failed": 0}, probe_median=1.31,
+                          probe_quiet_share=0.12)
+    assert "the machine-speed probe read 1.31x its fastest on the median reading and quiet on 12% of them" in printed(slow)
+    quiet = CampaignResult("p", counts={"ok": 10, "unsupported": 0, "failed": 0}, probe_median=1.02,
+                           probe_quiet_share=0.9)
+    assert "machine-speed probe" not in printed(quiet)
+    assert "machine-speed probe" not in printed(CampaignResult("p"))

@@ -12,6 +12,7 @@ spec it was on and never stores a row twice.
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from typing import Any
 import torch
 
 from rooftune.bench import Policy, measure
-from rooftune.bench.canary import Canary, Steal, fastest_reading, is_quiet, steal_warning, wait_quiet
+from rooftune.bench.canary import QUIET, Canary, Steal, fastest_reading, is_quiet, steal_warning, wait_quiet
 from rooftune.errors import InvalidArgument
 from rooftune.primitives import TRANSFORMS, ConvSpec, Primitive, all_primitives, to_layout
 from rooftune.primitives.check import example, reference, verify_kernel
@@ -55,12 +56,18 @@ class CampaignResult:
     waited_s: float = 0.0
     #: The hypervisor's share of the CPU time during the campaign (None where not known).
     steal_share: float | None = None
+    #: The probe's stored readings (every pass of every ok row) against the fastest one: their
+    #: median and the share within QUIET (None without readings). A host that slows the VM
+    #: without steal time (another tenant on its cores, caches or memory) shows here.
+    probe_median: float | None = None
+    probe_quiet_share: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"platform_id": self.platform_id, "planned": self.planned, "skipped": self.skipped,
                 "added": self.added, **self.counts, "passes": self.passes, "retimed": self.retimed,
                 "extra_passes": self.extra_passes, "extra_run": self.extra_run, "unconfirmed": self.unconfirmed,
                 "quiet_rows": self.quiet_rows, "waited_s": self.waited_s, "steal_share": self.steal_share,
+                "probe_median": self.probe_median, "probe_quiet_share": self.probe_quiet_share,
                 "stopped_by_budget": self.stopped_by_budget, "duration_s": self.duration_s}
 
 
@@ -325,6 +332,10 @@ def run_campaign(
                 done += 1
         ok = [(k[2], r) for k, r in stored.items() if r["status"] == "ok"]
         result.quiet_rows = sum(1 for t, r in ok if any(is_quiet(c, refs[t]) for c in r.get("pass_canary") or []))
+        ratios = [c / refs[t] for t, r in ok for c in r.get("pass_canary") or [] if c and refs[t]]
+        if ratios:
+            result.probe_median = statistics.median(ratios)
+            result.probe_quiet_share = sum(1 for v in ratios if v <= QUIET) / len(ratios)
         if passes > 1:
             result.unconfirmed = sum(1 for t, r in ok if not confirmed(r["pass_medians"], r.get("pass_canary"), refs[t]))
         if not result.stopped_by_budget:
