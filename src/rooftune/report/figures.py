@@ -110,8 +110,10 @@ def plot_sweep(ceilings: Ceilings, path: str | Path) -> Path:
     for level, bw in ceilings.bandwidth.items():
         ax.annotate(f"{level}: {bw / 1e9:.0f} GB/s", (0.99, bw / 1e9), xycoords=("axes fraction", "data"),
                     ha="right", va="bottom", fontsize=8, color=_LEVEL_COLOURS.get(level, "grey"))
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
+    has_data = any(math.isfinite(r) for pts in ceilings.sweep.values() for _, r in pts)
+    if has_data:
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
     ax.set_xlabel("working set, all threads (bytes)")
     ax.set_ylabel("bandwidth (GB/s)")
     ax.set_title(
@@ -119,8 +121,9 @@ def plot_sweep(ceilings: Ceilings, path: str | Path) -> Path:
         fontsize=10,
     )
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=8)
-    if not any(math.isfinite(r) for pts in ceilings.sweep.values() for _, r in pts):
+    if has_data:
+        ax.legend(fontsize=8)
+    else:
         ax.text(0.5, 0.5, "no sweep data", transform=ax.transAxes, ha="center")
     fig.tight_layout()
     out = Path(path)
