@@ -231,9 +231,8 @@ def measure_ceilings(
     progress: Any = None,
 ) -> tuple[Ceilings, list[Any]]:
     """Run every probe; returns the Ceilings and the Measurements behind them."""
-    from rooftune.machine import probes
-
     from rooftune.bench.canary import Steal, steal_warning
+    from rooftune.machine import probes
 
     effort = probes.QUICK if quick else probes.FULL
     steal = Steal()
@@ -317,6 +316,7 @@ def measure_ceilings(
     # point keeps its best measurement (interference only ever slows).
     dram_from = dram_start[0] if dram_start else DRAM_MIN_FACTOR * last_bytes
     dram = [s for s in sizes if last_bytes and s >= dram_from]
+
     def again(kernels: tuple[str, ...], at_sizes: list[int], name: str) -> None:
         step(name, 0, len(at_sizes) * len(kernels))
         points = probes.bandwidth_sweep(team_cpus, platform.vector_bytes, at_sizes,
@@ -472,7 +472,8 @@ def measure_ceilings(
 
 
 #: A ceiling this far below the best earlier run of the same effort on the same platform draws a
-#: warning: the hardware and software are the same (the platform id says so), so the host was busier.
+#: warning: the hardware and software are the same (the platform id says so), so most likely the host
+#: was busier.
 BELOW_BEST = 0.10
 
 
@@ -496,7 +497,7 @@ def below_earlier_runs(ceilings: Ceilings, history: Sequence[dict[str, Any]]) ->
         return {}, None
     parts = ", ".join(f"{name} {ratio - 1:+.0%}" for name, ratio in below.items())
     return below, (f"below the best of {len(history)} earlier run(s) on this platform by more than "
-                   f"{BELOW_BEST:.0%}: {parts} (same hardware and software, so the host was busier: another "
+                   f"{BELOW_BEST:.0%}: {parts} (same hardware and software, so most likely a busier host: another "
                    "tenant on the same cores, caches or memory); re-run with --refresh when it is quieter")
 
 
