@@ -103,15 +103,17 @@ def plot_sweep(ceilings: Ceilings, path: str | Path) -> Path:
         for pl in ceilings.plateaus.get(kind, []):
             colour = _LEVEL_COLOURS.get(pl.level or "", "grey")
             ax.hlines(pl.bandwidth / 1e9, pl.start_bytes, pl.end_bytes, colors=colour, lw=4, alpha=0.5)
-    for level, cap in ceilings.capacity_bytes.items():
-        ax.axvline(cap, color=_LEVEL_COLOURS.get(level, "grey"), ls=":", lw=1)
-        ax.annotate(f"{level} {cap / 1024:.0f} KiB", (cap, 1), rotation=90, fontsize=8,
-                    xycoords=("data", "axes fraction"), va="top", ha="right")
-    for level, bw in ceilings.bandwidth.items():
-        ax.annotate(f"{level}: {bw / 1e9:.0f} GB/s", (0.99, bw / 1e9), xycoords=("axes fraction", "data"),
-                    ha="right", va="bottom", fontsize=8, color=_LEVEL_COLOURS.get(level, "grey"))
+    # Capacities and ceilings are drawn against the sweep; without one (ceilings made by hand or
+    # read from an old store) their annotations would sit on empty linear axes and break the layout.
     has_data = any(math.isfinite(r) for pts in ceilings.sweep.values() for _, r in pts)
     if has_data:
+        for level, cap in ceilings.capacity_bytes.items():
+            ax.axvline(cap, color=_LEVEL_COLOURS.get(level, "grey"), ls=":", lw=1)
+            ax.annotate(f"{level} {cap / 1024:.0f} KiB", (cap, 1), rotation=90, fontsize=8,
+                        xycoords=("data", "axes fraction"), va="top", ha="right")
+        for level, bw in ceilings.bandwidth.items():
+            ax.annotate(f"{level}: {bw / 1e9:.0f} GB/s", (0.99, bw / 1e9), xycoords=("axes fraction", "data"),
+                        ha="right", va="bottom", fontsize=8, color=_LEVEL_COLOURS.get(level, "grey"))
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
     ax.set_xlabel("working set, all threads (bytes)")
