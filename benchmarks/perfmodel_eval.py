@@ -59,6 +59,9 @@ def main() -> int:
     if rep.get("rows"):
         print(f"the data against itself: {rep['within_10pct']:.1%} of {rep['rows']} rows had a second pass within "
               f"10 % of their stored time ({rep['within_5pct']:.1%} within 5 %)")
+        for name, m in ev["regressors"].items():
+            if m.get("steady_pairs"):
+                print(f"{name:4s} within10 on those steady rows only: {m['within_10pct_steady']:.1%} of {m['steady_pairs']}")
     for group in ("classifiers", "baselines"):
         for name, m in ev[group].items():
             print(f"{name:18s} accuracy {m['accuracy']:.1%}  regret mean {m['regret_mean']:.1%}  worst {m['regret_worst']:.1%}")

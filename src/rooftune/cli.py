@@ -531,6 +531,11 @@ def _print_eval(r: dict[str, Any]) -> None:
         out.print(f"the data against itself: {_pct(rep['within_10pct'])} of {rep['rows']} rows had a second pass "
                   f"within 10 % of their stored time ({_pct(rep['within_5pct'])} within 5 %); a row that disagrees "
                   "with itself by more is predicted within +-10 % only by chance", highlight=False)
+        steady = {name: m for name, m in r["regressors"].items() if m.get("steady_pairs")}
+        if steady:
+            out.print("within +-10 % on the steady rows only: " + ", ".join(
+                f"{name} {_pct(m['within_10pct_steady'])} of {m['steady_pairs']}" for name, m in steady.items()),
+                highlight=False)
     t = Table(title="Choosing the method directly (held-out networks)", title_justify="left")
     for col in ("chooser", "accuracy", "regret mean", "regret worst", "fallbacks"):
         t.add_column(col, justify="left" if col == "chooser" else "right")

@@ -299,3 +299,18 @@ def test_the_data_is_measured_against_itself() -> None:
     # a subset carries its rows' spread
     assert data.subset([1]).repeatability()["rows"] == 1
     assert ProfileData("p", 2, [], [], np.zeros((0, 0)), []).repeatability() == {"rows": 0}
+
+
+def test_the_model_is_also_scored_on_the_steady_rows_only() -> None:
+    from rooftune.perfmodel.evaluate import steady_share
+
+    true = np.array([[1.0, 1.0, 1.0, 1.0, np.nan]])
+    pred = np.array([[1.05, 1.2, 0.92, 3.0, 1.0]])
+    spread = np.array([[1.0, 1.05, 1.10, 1.5, 1.0]])  # the fourth row disagrees with itself by 50 %
+    assert steady_share(pred, true, spread) == {"steady_pairs": 3, "within_10pct_steady": pytest.approx(2 / 3)}
+    assert steady_share(pred, true, np.full(true.shape, np.nan)) == {}
+    # through evaluate(): every row steady, so the steady share is the share
+    data = synthetic(120)
+    data.spread = np.where(np.isnan(data.times), np.nan, 1.0)
+    rf = evaluate(data, estimators=("rf",), classifiers=(), make=lambda e: PerfModel(e, n_estimators=20))["regressors"]["rf"]
+    assert rf["steady_pairs"] == rf["pairs"] and rf["within_10pct_steady"] == pytest.approx(rf["within_10pct"])

@@ -50,6 +50,20 @@ def regression_metrics(pred: np.ndarray, true: np.ndarray) -> dict[str, float]:
     }
 
 
+#: A row is steady when its second-fastest pass lies within this factor of its stored time.
+STEADY = 1.10
+
+
+def steady_share(pred: np.ndarray, true: np.ndarray, spread: np.ndarray) -> dict[str, Any]:
+    """The share within +-10 % over the steady rows only (see :data:`STEADY`): the model's own
+    error, apart from rows the data cannot pin down to 10 %. Empty without pass spreads."""
+    steady = ~np.isnan(true) & ~np.isnan(pred) & (spread <= STEADY)
+    if not steady.any():
+        return {}
+    rel = (pred[steady] - true[steady]) / true[steady]
+    return {"steady_pairs": int(steady.sum()), "within_10pct_steady": float(np.mean(np.abs(rel) <= 0.10))}
+
+
 def _regret_of_choice(data: ProfileData, names: Sequence[str]) -> dict[str, float]:
     """Regret of naming a primitive per spec; a name with no time on the spec (unsupported there)
     falls back to the framework's default path, as a selector would."""
@@ -103,7 +117,7 @@ def evaluate(data: ProfileData, estimators: Sequence[str] = ("gbr", "rf", "mlp")
                               "repeatability": data.repeatability(),
                               "regressors": {}, "classifiers": {}, "baselines": {}}
     for est in estimators:
-        preds, trues, per_net, fit_s = [], [], {}, 0.0
+        preds, trues, spreads, per_net, fit_s = [], [], [], {}, 0.0
         for net, train, test in fs:
             say(f"{est}: holding out {net}")
             t0 = time.perf_counter()
@@ -114,8 +128,10 @@ def evaluate(data: ProfileData, estimators: Sequence[str] = ("gbr", "rf", "mlp")
             pred = np.column_stack([p_all[:, c] if c is not None else np.full(len(test), np.nan) for c in cols])
             preds.append(pred)
             trues.append(test.times)
+            spreads.append(test.spread if test.spread is not None else np.full(test.times.shape, np.nan))
             per_net[net] = regression_metrics(pred, test.times)
         pooled = regression_metrics(np.vstack(preds), np.vstack(trues))
+        pooled.update(steady_share(np.vstack(preds), np.vstack(trues), np.vstack(spreads)))
         pooled["fit_s"] = fit_s / len(fs)
         pooled["by_network"] = per_net
         result["regressors"][est] = pooled
