@@ -55,8 +55,9 @@ STEADY = 1.10
 
 
 def steady_share(pred: np.ndarray, true: np.ndarray, spread: np.ndarray) -> dict[str, Any]:
-    """The share within +-10 % over the steady rows only (see :data:`STEADY`): the model's own
-    error, apart from rows the data cannot pin down to 10 %. Empty without pass spreads."""
+    """The share within +-10 % over the steady test rows only (see :data:`STEADY`): the model's
+    error apart from test rows the data cannot pin down to 10 % (it still learned from every row).
+    Empty without pass spreads."""
     steady = ~np.isnan(true) & ~np.isnan(pred) & (spread <= STEADY)
     if not steady.any():
         return {}
