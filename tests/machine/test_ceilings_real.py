@@ -34,7 +34,8 @@ def test_ceilings_are_positive_finite_and_fp32_beats_fp64(quick_ceilings: tuple[
     steps = c.details["step_s"]
     assert {"FMA peak fp32", "bandwidth sweep", "GEMM roof fp32", "dispatch overhead"} <= set(steps)
     assert all(s >= 0 for s in steps.values())
-    assert 0.8 * c.duration_s <= sum(steps.values()) <= c.duration_s
+    # (each step is stored rounded to the millisecond)
+    assert 0.8 * c.duration_s <= sum(steps.values()) <= c.duration_s + 0.0005 * len(steps)
 
 
 def test_ceilings_are_stored_and_reused(quick_ceilings: tuple[Ceilings, str]) -> None:
