@@ -387,7 +387,7 @@ def tune(
 
 
 def _print_profile(result: Any, summary: list[dict[str, Any]]) -> None:
-    from rooftune.bench.canary import QUIET, steal_warning
+    from rooftune.bench.canary import slow_host_warning, steal_warning
     from rooftune.profiling.campaign import CONFIRM
 
     c = result
@@ -404,11 +404,9 @@ def _print_profile(result: Any, summary: list[dict[str, Any]]) -> None:
     stolen = steal_warning(c.steal_share, "the campaign")
     if stolen:
         again += f"; {stolen}"
-    if c.probe_median is not None and c.probe_median > QUIET:
-        again += (f"; the machine-speed probe read {c.probe_median:.2f}x its fastest on the median reading and "
-                  f"quiet on {c.probe_quiet_share:.0%} of them: the host slowed this machine most of the time "
-                  "(another tenant on its cores, caches or memory, with or without steal time), so the rows "
-                  "repeat poorly; a quieter hour gives steadier ones")
+    slow = slow_host_warning(c.probe_median, c.probe_quiet_share)
+    if slow:
+        again += f"; {slow}"
     out.print(f"campaign on platform {c.platform_id}: {c.added} rows added, {c.skipped} already stored; "
               f"{c.counts.get('ok', 0)} timed, {c.counts.get('unsupported', 0)} unsupported, "
               f"{c.counts.get('failed', 0)} failed{again}; {c.duration_s:.0f} s, {state}", highlight=False)

@@ -86,3 +86,11 @@ def test_the_steal_share_of_a_stretch_and_its_warning() -> None:
     assert steal_warning(None, "x") is None and steal_warning(STEAL_WARN, "x") is None
     w = steal_warning(0.23, "the run")
     assert w is not None and "23%" in w and "the run" in w and "steal" in w
+
+
+def test_a_probe_slow_on_the_median_reading_is_a_slow_host() -> None:
+    from rooftune.bench.canary import QUIET, slow_host_warning
+
+    assert slow_host_warning(None, None) is None and slow_host_warning(QUIET, 0.5) is None
+    w = slow_host_warning(1.32, 0.12)
+    assert w is not None and "1.32x" in w and "quiet on 12%" in w and "repeat poorly" in w

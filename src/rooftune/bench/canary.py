@@ -123,6 +123,17 @@ class Steal:
         return (now[0] - self._start[0]) / (now[1] - self._start[1])
 
 
+def slow_host_warning(median: float | None, quiet_share: float | None) -> str | None:
+    """The warning when the probe's median reading (against its fastest) is above QUIET: the
+    host slowed the machine most of the time, whether or not it took CPU time (steal) to do so."""
+    if median is None or quiet_share is None or median <= QUIET:
+        return None
+    return (f"the machine-speed probe read {median:.2f}x its fastest on the median reading and quiet on "
+            f"{quiet_share:.0%} of them: the host slowed this machine most of the time (another tenant on its "
+            "cores, caches or memory, with or without steal time), so the rows repeat poorly; a quieter hour "
+            "gives steadier ones")
+
+
 def steal_warning(share: float | None, what: str) -> str | None:
     """The warning for ``what`` (e.g. "this measurement") when ``share`` exceeds STEAL_WARN."""
     if share is None or share <= STEAL_WARN:

@@ -252,12 +252,15 @@ def measure_ceilings(
     phases: dict[str, float] = {}
     current: list[Any] = [None, t0]
 
-    def step(name: str, done: int = 0, total: int = 1) -> None:
+    def lap(name: str | None) -> None:  # closes the current step and starts ``name``
         now = time.perf_counter()
+        if current[0] is not None:
+            phases[current[0]] = phases.get(current[0], 0.0) + now - current[1]
+        current[0], current[1] = name, now
+
+    def step(name: str, done: int = 0, total: int = 1) -> None:
         if name != current[0]:
-            if current[0] is not None:
-                phases[current[0]] = phases.get(current[0], 0.0) + now - current[1]
-            current[0], current[1] = name, now
+            lap(name)
         if progress:
             progress(name, done, total)
 
@@ -438,7 +441,7 @@ def measure_ceilings(
     step("dispatch overhead")
     overhead, m = probes.dispatch_overhead(effort)
     measurements.append(m)
-    phases[current[0]] = phases.get(current[0], 0.0) + time.perf_counter() - current[1]
+    lap(None)
     details["step_s"] = {name: round(s, 3) for name, s in phases.items()}
     details["steal_share"] = steal.share()
     stolen = steal_warning(details["steal_share"], "the run")

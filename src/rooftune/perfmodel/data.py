@@ -14,6 +14,9 @@ import numpy as np
 from rooftune.errors import InvalidArgument
 from rooftune.primitives.spec import ConvSpec
 
+#: A row is steady when its second-fastest pass lies within this factor of its stored time.
+STEADY = 1.10
+
 
 @dataclass
 class ProfileData:
@@ -48,16 +51,15 @@ class ProfileData:
 
     def repeatability(self) -> dict[str, Any]:
         """Of the timed rows with two passes or more, the share whose second-fastest pass lies
-        within 5 % and within 10 % of the stored (fastest) one. A row that disagrees with itself by
-        more than 10 % cannot be predicted within 10 % except by chance: this bounds what the
-        held-out "within +-10 %" share can reach on this data."""
+        within 5 % and within :data:`STEADY` (10 %) of the stored (fastest) one. A row that
+        disagrees with itself by more than 10 % is predicted within 10 % only by chance."""
         if self.spread is None:
             return {"rows": 0}
         known = self.spread[~np.isnan(self.spread)]
         if not len(known):
             return {"rows": 0}
         return {"rows": int(len(known)), "within_5pct": float(np.mean(known <= 1.05)),
-                "within_10pct": float(np.mean(known <= 1.10))}
+                "within_10pct": float(np.mean(known <= STEADY))}
 
     def of_network(self, network: str) -> np.ndarray:
         return np.asarray([i for i, s in enumerate(self.sources) if network in s], dtype=int)

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from rooftune.perfmodel.classifiers import BASELINES, MethodClassifier
-from rooftune.perfmodel.data import ProfileData
+from rooftune.perfmodel.data import STEADY, ProfileData
 from rooftune.perfmodel.regressors import PerfModel
 
 
@@ -48,10 +48,6 @@ def regression_metrics(pred: np.ndarray, true: np.ndarray) -> dict[str, float]:
         "top1": float(np.mean(top1)), "top1_within_5pct": float(np.mean(near)),
         "regret_mean": float(np.mean(regrets)) - 1.0, "regret_worst": float(np.max(regrets)) - 1.0,
     }
-
-
-#: A row is steady when its second-fastest pass lies within this factor of its stored time.
-STEADY = 1.10
 
 
 def steady_share(pred: np.ndarray, true: np.ndarray, spread: np.ndarray) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from rooftune.bench import Policy, measure
-from rooftune.bench.canary import QUIET, Canary, Steal, fastest_reading, is_quiet, steal_warning, wait_quiet
+from rooftune.bench.canary import Canary, Steal, fastest_reading, is_quiet, steal_warning, wait_quiet
 from rooftune.errors import InvalidArgument
 from rooftune.primitives import TRANSFORMS, ConvSpec, Primitive, all_primitives, to_layout
 from rooftune.primitives.check import example, reference, verify_kernel
@@ -332,10 +332,10 @@ def run_campaign(
                 done += 1
         ok = [(k[2], r) for k, r in stored.items() if r["status"] == "ok"]
         result.quiet_rows = sum(1 for t, r in ok if any(is_quiet(c, refs[t]) for c in r.get("pass_canary") or []))
-        ratios = [c / refs[t] for t, r in ok for c in r.get("pass_canary") or [] if c and refs[t]]
-        if ratios:
-            result.probe_median = statistics.median(ratios)
-            result.probe_quiet_share = sum(1 for v in ratios if v <= QUIET) / len(ratios)
+        readings = [(c, refs[t]) for t, r in ok for c in r.get("pass_canary") or [] if c and refs[t]]
+        if readings:
+            result.probe_median = statistics.median(c / ref for c, ref in readings)
+            result.probe_quiet_share = sum(is_quiet(c, ref) for c, ref in readings) / len(readings)
         if passes > 1:
             result.unconfirmed = sum(1 for t, r in ok if not confirmed(r["pass_medians"], r.get("pass_canary"), refs[t]))
         if not result.stopped_by_budget:
