@@ -208,3 +208,20 @@ def test_a_jittery_dram_tail_still_ends_the_sweep() -> None:
     points = [(7680 * 2**i, g * 1e9) for i, g in enumerate(gbs)]
     ends = [s for i, (s, _) in enumerate(points) if dram_reached(points[: i + 1], caps, 2, 64 * MiB)]
     assert ends and ends[0] <= points[17][0]
+
+
+def test_a_cache_plateau_starting_inside_the_transition_keeps_its_level() -> None:
+    """copy in a full run on a 2-vCPU VM of a 260 MiB-L3 Xeon: the L3 plateau (56 GB/s from 5 to
+    40 MiB) starts just inside the 6 MiB edge past the 4 MiB L2, and the DRAM plateau (24 GB/s from
+    101 MiB) lies inside the nominal L3. L3 was reported at DRAM's 24 GB/s and DRAM was missing."""
+    caps = {"L1": 96 * KiB, "L2": 4 * MiB, "L3": 260 * MiB}
+    gbs = [602.4, 512.9, 521.7, 555.7, 557.4, 566.2, 609.2, 686.8, 537.8, 476.2, 245.6, 207.7, 149.9,
+           142.0, 143.2, 148.8, 145.1, 146.8, 139.8, 143.8, 143.9, 145.7, 145.4, 149.5, 143.8, 131.8,
+           114.5, 91.1, 62.6, 61.3, 56.9, 56.8, 56.0, 54.5, 54.9, 53.8, 55.5, 50.5, 42.1, 33.7, 31.8,
+           28.0, 26.6, 25.2, 24.1, 23.9, 23.9, 22.7]
+    sizes = [int(8 * KiB * 2 ** (i / 3)) for i in range(len(gbs))]
+    rates = [g * 1e9 for g in gbs]
+    named = name_plateaus(detect_plateaus(sizes, rates, min_points=3), caps, sizes, rates)
+    assert 50e9 < named["L3"].bandwidth < 60e9 and named["L3"].start_bytes < 6 * MiB
+    assert named["DRAM"].distinct and 22e9 < named["DRAM"].bandwidth < 26e9
+    assert named["DRAM"].start_bytes >= 80 * MiB

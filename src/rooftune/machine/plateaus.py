@@ -166,12 +166,16 @@ def name_plateaus(
                 # 2 MiB L2 on a Zen 5 VM, likwid-bench 407 GB/s at 1 MiB); a plateau that starts in
                 # the transition only counts when no other does, and then the longest one.
                 edge = TRANSITION_FACTOR * previous.get(name, 0.0)
-                past = p.start_bytes > edge
                 # A plateau merged from groups (within ERT's 1.25x of each other) is as fast as its
                 # fastest group whose (geometric) middle lies in this level's range, past the
                 # transition (a group's median is not moved by its first point or two).
                 fits = [g_bw for a, b, g_bw in p.groups if max(edge, lo) < math.sqrt(a * b) <= hi]
                 bw = max(fits) if fits else p.bandwidth
+                # A plateau counts as past the transition when it starts there or when a group of
+                # it lies there: copy held 56 GB/s from 5 to 40 MiB past a 4 MiB L2 (starting just
+                # inside the 6 MiB edge), and the DRAM plateau that followed inside a nominal L3
+                # must not take that level's name for starting later.
+                past = p.start_bytes > edge or bool(fits)
                 key = (1, bw, p.points) if past else (0, p.points, bw)
                 if name not in rank or key > rank[name]:
                     rank[name] = key
