@@ -57,7 +57,7 @@ def main() -> int:
               f"regret mean {m['regret_mean']:.1%} worst {m['regret_worst']:.1%}")
     rep = ev.get("repeatability") or {}
     if rep.get("rows"):
-        print(f"the data against itself: {rep['within_10pct']:.1%} of {rep['rows']} rows had a second pass within "
+        print(f"the held-out rows against themselves: {rep['within_10pct']:.1%} of {rep['rows']} had a second pass within "
               f"10 % of their stored time ({rep['within_5pct']:.1%} within 5 %)")
         for name, m in ev["regressors"].items():
             if m.get("steady_pairs"):

@@ -526,7 +526,7 @@ def _print_eval(r: dict[str, Any]) -> None:
     out.print(t)
     rep = r.get("repeatability") or {}
     if rep.get("rows"):
-        out.print(f"the data against itself: {_pct(rep['within_10pct'])} of {rep['rows']} rows had a second pass "
+        out.print(f"the held-out rows against themselves: {_pct(rep['within_10pct'])} of {rep['rows']} had a second pass "
                   f"within 10 % of their stored time ({_pct(rep['within_5pct'])} within 5 %); a row that disagrees "
                   "with itself by more is predicted within +-10 % only by chance", highlight=False)
         steady = {name: m for name, m in r["regressors"].items() if m.get("steady_pairs")}

@@ -314,3 +314,15 @@ def test_the_model_is_also_scored_on_the_steady_rows_only() -> None:
     data.spread = np.where(np.isnan(data.times), np.nan, 1.0)
     rf = evaluate(data, estimators=("rf",), classifiers=(), make=lambda e: PerfModel(e, n_estimators=20))["regressors"]["rf"]
     assert rf["steady_pairs"] == rf["pairs"] and rf["within_10pct_steady"] == pytest.approx(rf["within_10pct"])
+
+
+def test_evaluation_reports_the_repeatability_of_the_rows_it_scores() -> None:
+    # The held-out rows repeat perfectly, the sampled specs (never held out) poorly: the figure
+    # printed beside the regressors' is the held-out rows'.
+    data = synthetic(120)
+    sampled = np.array(["sampled" in s for s in data.sources])
+    data.spread = np.where(np.isnan(data.times), np.nan, np.where(sampled[:, None], 1.5, 1.0))
+    assert sampled.any() and data.repeatability()["within_10pct"] < 1.0
+    r = evaluate(data, estimators=("rf",), classifiers=(), make=lambda e: PerfModel(e, n_estimators=20))
+    assert r["repeatability"]["within_10pct"] == 1.0
+    assert r["repeatability"]["rows"] == r["regressors"]["rf"]["pairs"]

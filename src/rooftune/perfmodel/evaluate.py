@@ -111,7 +111,9 @@ def evaluate(data: ProfileData, estimators: Sequence[str] = ("gbr", "rf", "mlp")
         caches = cache_sizes(data.fingerprint)
     result: dict[str, Any] = {"networks": [f[0] for f in fs], "specs": len(data), "primitives": data.primitives,
                               "platform_id": data.platform_id, "threads": data.threads,
-                              "repeatability": data.repeatability(),
+                              # over the held-out rows the regressors are scored on (each fold's
+                              # test rows, pooled), not the whole store: sampled specs are never held out
+                              "repeatability": _concat([f[2] for f in fs]).repeatability(),
                               "regressors": {}, "classifiers": {}, "baselines": {}}
     for est in estimators:
         preds, trues, spreads, per_net, fit_s = [], [], [], {}, 0.0
