@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -191,6 +192,25 @@ def level_capacities(platform: Platform, cpus: tuple[int, ...]) -> dict[str, int
 LATE_POINTS_PER_LEVEL = 3
 
 
+def dram_as_stopped(xs: Sequence[int], ys: Sequence[float], start: int, capacities: dict[str, int],
+                    min_points: int) -> Plateau:
+    """One kernel's DRAM plateau when the sweep ended because the stop rule saw DRAM from ``start``
+    on (see :func:`dram_reached`) but this kernel's raw points form none.
+
+    A slow stretch over a few points of a tail (10, 15, 23 GB/s from 128 MiB in a --quick run), or
+    a tail still falling slowly (42, 45, 40, 35, 32, 33 GB/s from 80 MiB: read in a full run, the
+    stop rule having seen the first kernel's first pass), leaves no plateau, and DRAM would have no
+    ceiling. It is named as the stop rule saw it (each point as fast as any larger one), else it is
+    the median of the points from ``start`` on, marked not distinct."""
+    steady = never_rising(ys)
+    seen = name_plateaus(detect_plateaus(xs, steady, min_points=min_points), capacities, xs, steady)
+    if "DRAM" in seen:
+        return seen["DRAM"]
+    tail = [(x, y) for x, y in zip(xs, ys, strict=True) if x >= start] or [(xs[-1], ys[-1])]
+    return Plateau(tail[0][0], tail[-1][0], statistics.median(y for _, y in tail), len(tail), level="DRAM",
+                   distinct=False)
+
+
 def cache_peaks(points: Sequence[Any], capacities: dict[str, int], min_points: int) -> list[int]:
     """Indices of the :data:`LATE_POINTS_PER_LEVEL` fastest points inside each cache level's
     plateau of one kernel's sweep (``points``: SweepPoints): the points a level's ceiling comes
@@ -287,13 +307,13 @@ def measure_ceilings(
     sizes = probes.sweep_sizes(max_bytes, effort.steps_per_octave, min_bytes=4096 * len(team_cpus))
     dram_start: list[int] = []
 
-    def seen_dram(points: list[tuple[int, float]]) -> bool:
+    def seen_dram(points: list[tuple[int, float]]) -> int | None:
         # Once a DRAM plateau spans two octaves after every cache level, larger working sets only
         # cost time (a 480 MiB nominal L3 would sweep to 3.75 GiB for a DRAM plateau from 200 MiB).
         start = dram_reached(points, capacities, max(2, effort.steps_per_octave), MIN_SWEEP_BYTES)
         if start is not None:
             dram_start.append(start)
-        return start is not None
+        return start
 
     step("bandwidth sweep", 0, len(sizes) * len(effort.sweep_kernels) * effort.sweep_passes)
     sweep = probes.bandwidth_sweep(team_cpus, platform.vector_bytes, sizes, effort, progress=step,
@@ -353,15 +373,7 @@ def measure_ceilings(
         found = detect_plateaus(xs, ys, min_points=max(2, effort.steps_per_octave))
         named = name_plateaus(found, capacities, xs, ys)
         if dram_start and "DRAM" not in named:
-            # The sweep ended because its points, each read as fast as any larger one, showed DRAM
-            # (see dram_reached); a slow stretch over a few raw points of its tail (10, 15, 23 GB/s
-            # from 128 MiB in a --quick run) leaves them no plateau, and DRAM would have no
-            # ceiling. It is named as the stop rule saw it.
-            steady = never_rising(ys)
-            seen = name_plateaus(detect_plateaus(xs, steady, min_points=max(2, effort.steps_per_octave)),
-                                 capacities, xs, steady)
-            if "DRAM" in seen:
-                named["DRAM"] = seen["DRAM"]
+            named["DRAM"] = dram_as_stopped(xs, ys, dram_start[0], capacities, max(2, effort.steps_per_octave))
         plateaus[kind] = list(named.values())
         bandwidth_by_kernel[kind] = {lvl: p.bandwidth for lvl, p in named.items()}
         for lvl, p in named.items():

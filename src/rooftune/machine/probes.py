@@ -248,13 +248,17 @@ def bandwidth_sweep(
     sizes: Sequence[int],
     effort: Effort,
     progress: Progress | None = None,
-    stop: Callable[[list[tuple[int, float]]], bool] | None = None,
+    stop: Callable[[list[tuple[int, float]]], int | None] | None = None,
 ) -> dict[str, list[SweepPoint]]:
     """Bandwidth of each stream kernel at each total working set, on a team pinned to ``cpus``.
 
     ``stop``, when given, is asked after each point of the first kernel's first pass with that
-    kernel's (bytes, bandwidth) so far; once it answers True, every kernel and pass ends at that
-    size (the sweep has seen what it needs: a DRAM plateau well below a nominal last cache).
+    kernel's (bytes, bandwidth) so far; once it answers with a working set (where the DRAM plateau
+    it saw starts) rather than None, every kernel and pass ends at that point's size (the sweep has
+    seen what it needs: a DRAM plateau well below a nominal last cache). With
+    ``effort.late_dram_pass``, passes after the first skip the sizes from that start on: the caller
+    looks at the DRAM points again at the end of the run, seconds later, which a pass right after
+    the first does not add to.
     """
     lanes = vector_bytes // 4
     team_size = len(cpus)
@@ -283,12 +287,15 @@ def bandwidth_sweep(
                 touched = n
 
         first = True
-        for _pass, kind in itertools.product(range(effort.sweep_passes), effort.sweep_kernels):
+        dram_from: int | None = None
+        for pass_, kind in itertools.product(range(effort.sweep_passes), effort.sweep_kernels):
             kernel = stream_kernel(kind, lanes)
             n_arrays = STREAM_ARRAYS[kind]
             block = lanes * STREAM_UNROLL[kind]
             seen: list[tuple[int, float]] = []
             for size in sizes:
+                if pass_ and effort.late_dram_pass and dram_from is not None and size >= dram_from:
+                    break
                 n = max(block, (size // team_size // n_arrays // 4) // block * block)
                 touch(n)
                 views = [tuple(arr[:n] for arr in d) for d in data]
@@ -314,10 +321,14 @@ def bandwidth_sweep(
                     best[kind, size] = point
                 done += 1
                 seen.append((size, point.bandwidth))
-                ended = first and stop is not None and size < sizes[-1] and stop(seen)
+                start = stop(seen) if first and stop is not None and size < sizes[-1] else None
+                ended = start is not None
                 if ended:
                     sizes = sizes[: sizes.index(size) + 1]
-                    total = len(sizes) * len(effort.sweep_kernels) * effort.sweep_passes
+                    dram_from = start
+                    later = sum(1 for s in sizes if not effort.late_dram_pass or s < start)
+                    total = len(sizes) * len(effort.sweep_kernels) + later * len(effort.sweep_kernels) * (
+                        effort.sweep_passes - 1)
                 if progress:
                     progress("bandwidth sweep", done, total)
                 if ended:
