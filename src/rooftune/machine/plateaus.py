@@ -163,7 +163,7 @@ def name_plateaus(
                 # Past the transition from the level before, the fastest plateau is the level's
                 # ceiling (interference only slows, and in L2 a larger working set per core trains
                 # the prefetchers: triad 330 GB/s at 160-520 KiB, 405-415 GB/s at 0.8-1.3 MiB of a
-                # 2 MiB L2 on a Zen 5 VM, likwid-bench 407 GB/s at 1 MiB); a plateau that starts in
+                # 2 MiB L2 on a Zen 5 VM, likwid-bench 407 GB/s at 1 MiB); a plateau that lies in
                 # the transition only counts when no other does, and then the longest one.
                 edge = TRANSITION_FACTOR * previous.get(name, 0.0)
                 # A plateau merged from groups (within ERT's 1.25x of each other) is as fast as its

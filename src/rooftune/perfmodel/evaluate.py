@@ -109,11 +109,12 @@ def evaluate(data: ProfileData, estimators: Sequence[str] = ("gbr", "rf", "mlp")
         from rooftune.perfmodel.features import cache_sizes
 
         caches = cache_sizes(data.fingerprint)
+    held_out_rows = _concat([f[2] for f in fs])  # each fold's test rows, pooled
     result: dict[str, Any] = {"networks": [f[0] for f in fs], "specs": len(data), "primitives": data.primitives,
                               "platform_id": data.platform_id, "threads": data.threads,
-                              # over the held-out rows the regressors are scored on (each fold's
-                              # test rows, pooled), not the whole store: sampled specs are never held out
-                              "repeatability": _concat([f[2] for f in fs]).repeatability(),
+                              # over the held-out rows the regressors are scored on, not the whole
+                              # store: sampled specs are never held out
+                              "repeatability": held_out_rows.repeatability(),
                               "regressors": {}, "classifiers": {}, "baselines": {}}
     for est in estimators:
         preds, trues, spreads, per_net, fit_s = [], [], [], {}, 0.0
@@ -135,7 +136,7 @@ def evaluate(data: ProfileData, estimators: Sequence[str] = ("gbr", "rf", "mlp")
         pooled["by_network"] = per_net
         result["regressors"][est] = pooled
     for kind in classifiers:
-        chosen_all, tests = [], []
+        chosen_all: list[str] = []
         for net, train, test in fs:
             say(f"{kind} classifier: holding out {net}")
             idx, _ = train.best()
@@ -143,12 +144,9 @@ def evaluate(data: ProfileData, estimators: Sequence[str] = ("gbr", "rf", "mlp")
             labels = [train.primitives[j] for j in idx[keep]]
             clf = MethodClassifier(kind).fit([s for s, k in zip(train.specs, keep, strict=True) if k], labels)
             chosen_all.extend(clf.predict(test.specs))
-            tests.append(test)
-        pooled_test = _concat(tests)
-        result["classifiers"][kind] = _regret_of_choice(pooled_test, chosen_all)
-    pooled_test = _concat([f[2] for f in fs])
+        result["classifiers"][kind] = _regret_of_choice(held_out_rows, chosen_all)
     for name, rule in BASELINES.items():
-        result["baselines"][name] = _regret_of_choice(pooled_test, [rule(s) for s in pooled_test.specs])
+        result["baselines"][name] = _regret_of_choice(held_out_rows, [rule(s) for s in held_out_rows.specs])
     return result
 
 
