@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from rooftune.errors import InvalidArgument, RooftuneError
+from rooftune.paths import output_dir, output_file
 from rooftune.units import fmt_size
 
 app = typer.Typer(
@@ -23,6 +24,17 @@ app = typer.Typer(
 )
 out = Console()
 err = Console(stderr=True)
+
+
+def _parse_names(value: str | None, name: str, example: str) -> list[str] | None:
+    """A comma-separated list given on the command line; None when the option was not given,
+    refused when it was given empty (``--precision ''`` must not mean "all of them")."""
+    if value is None:
+        return None
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    if not items:
+        raise InvalidArgument(name, value, f"expected names separated by commas, e.g. {example}")
+    return items
 
 
 def _parse_int_list(value: str | None, name: str) -> list[int] | None:
@@ -162,7 +174,7 @@ def machine(
     from rooftune.report import plot_sweep as draw_sweep
 
     thread_list = _parse_int_list(threads, "thread count")
-    precisions = [p.strip() for p in precision.split(",") if p.strip()] if precision else None
+    precisions = _parse_names(precision, "--precision", "fp32,fp64")
     validate_precisions(precisions)
     plot_path = check_figure_path(plot, "--plot") if plot else None
     sweep_path = check_figure_path(plot_sweep, "--plot-sweep") if plot_sweep else None
@@ -266,11 +278,9 @@ def analyze(
     if f".{fmt}" not in FIGURE_FORMATS:
         raise InvalidArgument("--format", fmt, f"allowed {', '.join(f[1:] for f in FIGURE_FORMATS)}")
     if csv_path is not None:
-        parent = Path(csv_path).parent
-        if not parent.is_dir():
-            raise InvalidArgument("--csv", csv_path, "its directory does not exist")
-    if plot_dir is not None and Path(plot_dir).exists() and not Path(plot_dir).is_dir():
-        raise InvalidArgument("--plot-dir", plot_dir, "exists and is not a directory")
+        output_file(csv_path, "--csv")
+    if plot_dir is not None:
+        output_dir(plot_dir, "--plot-dir", parents=True)
     progress, update = _progress()
     with progress:
         analyses = run_analysis(
@@ -362,16 +372,15 @@ def tune(
     db: Annotated[str | None, typer.Option("--db", help="Store: a file path or SQLAlchemy URL.")] = None,
 ) -> None:
     """Tune the runtime configuration of a model, against vanilla PyTorch and the vendor defaults."""
-    from pathlib import Path
 
     from rooftune.tuning import tune as run_tune
     from rooftune.workload import parse_options, parse_shape
 
     shapes = [parse_shape(s) for s in input_shape or []]
     options = parse_options(option or [])
-    runtimes = [r.strip() for r in runtime.split(",") if r.strip()] if runtime else None
-    if save is not None and not Path(save).parent.is_dir():
-        raise InvalidArgument("--save", save, "its directory does not exist")
+    runtimes = _parse_names(runtime, "--runtime", "eager,onnxruntime")
+    if save is not None:
+        output_file(save, "--save")
     progress, update = _progress()
     with progress:
         r = run_tune(model, objective=objective, budget_s=budget, trials=trials, batch=batch, inputs=shapes or None,
@@ -478,7 +487,7 @@ def profile(
     batches = _parse_int_list(batch, "batch") or [1]
     thread_list = _parse_int_list(threads, "threads")
     names = [m.strip() for m in models.split(",") if m.strip()] if models else []
-    prims = [p.strip() for p in primitives.split(",") if p.strip()] if primitives else None
+    prims = _parse_names(primitives, "--primitives", "onednn-nchw,aten-im2col-gemm")
     if isa_variant is not None:
         if isa_variant not in ISA_VARIANTS:
             raise InvalidArgument("--isa-variant", isa_variant, f"allowed {', '.join(ISA_VARIANTS)}")
@@ -565,11 +574,13 @@ def train(
 
     if estimator not in ESTIMATORS:
         raise InvalidArgument("--estimator", estimator, f"allowed {', '.join(ESTIMATORS)}")
+    if save is not None:
+        output_file(save, "--save")
     with Store(db) as s:
         data = load_profile_data(s, platform, threads)
     report: dict[str, Any] = {}
     if eval_:
-        nets = [n.strip() for n in held_out.split(",") if n.strip()] if held_out else None
+        nets = _parse_names(held_out, "--held-out", "resnet50,mobilenet_v2")
         for n in nets or []:
             if n not in data.networks:
                 raise InvalidArgument("--held-out", n, f"profiled networks: {', '.join(data.networks) or 'none'}")
@@ -618,12 +629,17 @@ def transfer(
         transfer as adapt,
     )
     from rooftune.perfmodel.transfer import plot_learning_curve
+    from rooftune.report import check_figure_path
     from rooftune.store import Store
 
     if sampler not in SAMPLERS:
         raise InvalidArgument("--sampler", sampler, f"allowed {', '.join(SAMPLERS)}")
     if method not in METHODS:
         raise InvalidArgument("--method", method, f"allowed {', '.join(METHODS)}")
+    if save is not None:
+        output_file(save, "--save")
+    if curve is not None:
+        check_figure_path(curve, "--curve")
     base_model = load_model(base) if base else load_base_model()
     if eval_:
         with Store(db) as s:
@@ -677,6 +693,8 @@ def select(
 
     if isinstance(batch, bool) or batch < 1:
         raise InvalidArgument("--batch", batch, "allowed an integer >= 1")
+    if save is not None:
+        output_dir(save, "--save", parents=True)
     perf, source = (load_model(model_file), model_file) if model_file else default_model()
     with err.status("selecting") as status:
         r = run_select(model, batch=batch, threads=threads, perfmodel=perf, db=db, strategy=strategy,
@@ -733,7 +751,7 @@ def optimize(
     for x in skipped:
         if x not in ("tune", "select"):
             raise InvalidArgument("--skip", x, "allowed tune, select")
-    runtimes = [r.strip() for r in runtime.split(",") if r.strip()] if runtime else None
+    runtimes = _parse_names(runtime, "--runtime", "eager,onnxruntime")
     progress, update = _progress()
     with progress:
         r = run_optimize(model, batch=batch, objective=objective, budget_s=budget, out=out_dir, db=db,
@@ -844,6 +862,12 @@ def main(argv: list[str] | None = None) -> int:
             return rc
     except RooftuneError as exc:
         err.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+        return 2
+    except OSError as exc:
+        # A file that could not be read or written past the checks made up front (a path that
+        # changed under the run, a full disk): one line naming it, not a traceback.
+        where = f" {exc.filename}" if exc.filename else ""
+        err.print(f"[red]error:[/red] cannot use{where}: {exc.strerror or exc}", highlight=False, soft_wrap=True)
         return 2
     except KeyboardInterrupt:
         err.print("interrupted: nothing half-written was kept")

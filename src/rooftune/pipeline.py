@@ -109,13 +109,9 @@ class OptimizeResult:
 
 
 def _check_out(out: str | Path) -> Path:
-    p = Path(out)
-    if p.exists() and not p.is_dir():
-        raise InvalidArgument("--out", str(out), "exists and is not a directory")
-    parent = p.parent if str(p.parent) else Path(".")
-    if not parent.is_dir():
-        raise InvalidArgument("--out", str(out), "its parent directory does not exist")
-    return p
+    from rooftune.paths import output_dir
+
+    return output_dir(out, "--out")
 
 
 def _export(module: Any, example_inputs: Sequence[Any] | None, out: Path) -> str:

@@ -312,6 +312,21 @@ def test_a_corrupt_or_foreign_file_imports_nothing(tmp_path: Path) -> None:
     bad = [dict(r) for r in lines]
     bad[ok]["pass_canary"] = "[0.001]"
     cases["probe.csv"] = (bad, "pass_canary is not one probe reading")
+    for column, value, fragment in (
+            ("threads", "1000000000000000000000000000000", "threads .* is not a whole number in 1..4096"),
+            ("threads", "1.5", "threads .* is not a whole number"),
+            ("repetitions", "-3", "repetitions .* is not a whole number >= 0"),
+            ("iqr_s", "-0.1", "iqr_s .* is not a finite number >= 0"),
+            ("created_at", "inf", "created_at .* is not a finite time"),
+            ("warnings", "5", "warnings is not a list of strings"),
+            ("sources", '"abc"', "sources is not a list of strings")):
+        bad = [dict(r) for r in lines]
+        bad[ok][column] = value
+        cases[f"{column}-{len(cases)}.csv"] = (bad, fragment)
+    bad = [dict(r) for r in lines]
+    for r in bad:
+        r["platform"] = json.dumps({"id": r["platform_id"]})
+    cases["bare-fingerprint.csv"] = (bad, "the platform fingerprint lacks cpu_model, usable_cores")
     for name, (rows, _) in cases.items():
         with (tmp_path / name).open("w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=list(rows[0]))
@@ -326,6 +341,22 @@ def test_a_corrupt_or_foreign_file_imports_nothing(tmp_path: Path) -> None:
             with pytest.raises(InvalidArgument, match=fragment):
                 import_profiles(b, tmp_path / name)
         assert b.count("profiles") == 0
+    # Rows that borrow a stored platform's id for another machine (other cores, other caches).
+    borrowed = [dict(r) for r in lines]
+    for r in borrowed:
+        fp = json.loads(r["platform"])
+        r["platform"] = json.dumps({**fp, "usable_cores": fp["usable_cores"] + 62, "cpu_model": "Another CPU"})
+    with (tmp_path / "borrowed.csv").open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(borrowed[0]))
+        w.writeheader()
+        w.writerows(borrowed)
+    with Store(tmp_path / "a.db") as a:
+        before = a.count("profiles")
+        with pytest.raises(InvalidArgument, match="is stored with another cpu_model, usable_cores; nothing imported"):
+            import_profiles(a, tmp_path / "borrowed.csv")
+        assert a.count("profiles") == before
+    with Store(tmp_path / "c.db") as c:  # a store that has not seen that platform takes it as it says
+        assert import_profiles(c, tmp_path / "borrowed.csv")["added"] == len(lines)
 
 
 def test_summary_counts_winners_and_speedup() -> None:

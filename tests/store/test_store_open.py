@@ -107,6 +107,18 @@ def test_newer_schema_is_refused_untouched(tmp_path: Path) -> None:
     assert schema_rows(path) == [("schema_version", "99")]
 
 
+def test_a_schema_version_that_is_not_a_number_is_refused_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "damaged.db"
+    Store(path).close()
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE schema_info SET value = 'abc' WHERE key = 'schema_version'")
+    db.close()
+    before = path.read_bytes()
+    with pytest.raises(StoreError, match="has schema version 'abc', not a number"):
+        Store(path)
+    assert path.read_bytes() == before
+
+
 def test_corrupt_file_is_refused_untouched(tmp_path: Path) -> None:
     path = tmp_path / "corrupt.db"
     path.write_bytes(random.Random(0).randbytes(8192))

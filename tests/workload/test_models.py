@@ -246,7 +246,7 @@ WITH_EXAMPLE = """
 
 def test_callable_without_inputs_asks_for_input(user_module: Callable[[str], str]) -> None:
     mod = user_module(MODULE_ONLY)
-    with pytest.raises(InvalidArgument) as info:
+    with pytest.raises(WorkloadError) as info:
         load_workload(f"{mod}:make")
     msg = str(info.value)
     assert "--input" in msg

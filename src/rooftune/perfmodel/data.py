@@ -114,7 +114,7 @@ def load_profile_data(store: Any, platform_id: str | None = None, threads: int |
     pid = platform_id or current_platform().id
     rows = store.profiles(pid)
     if not rows:
-        known = sorted(store.fingerprints())
+        known = sorted(store.profiled_platforms())
         raise InvalidArgument("platform", pid, "has no profiled convolutions" + (
             f" (platforms with data: {', '.join(known)})" if known else ""),
             "run `rooftune profile --models resnet50,mobilenet_v2 --sample 200` on it, or `rooftune data import FILE`")

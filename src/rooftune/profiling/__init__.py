@@ -53,6 +53,8 @@ def collect_specs(models: Sequence[str] = (), sample: int = 0, batches: Sequence
     for model in models:
         for b in batches:
             found = model_layers(model, batch=b)
+            if not found:
+                raise InvalidArgument("model", model, "has no 2-D convolution to profile")
             for dtype in precisions:
                 specs = [replace(layer.spec, dtype=dtype) for layer in found]
                 layers[f"{model}@b{b}" + ("" if dtype == "fp32" else f"/{dtype}")] = specs

@@ -34,10 +34,14 @@ def _format(path: Path) -> str:
 def export_profiles(store: Any, path: str | Path, platform_id: str | None = None) -> int:
     """Write the store's profiled rows (of one platform, or all) to ``path``; returns the count.
     Written to a temporary name and renamed, so a failed export leaves no partial file."""
+    from rooftune.paths import output_file
+
     p = Path(path)
     fmt = _format(p)
-    if not p.parent.is_dir():
-        raise InvalidArgument("dataset file", str(p), "its directory does not exist")
+    output_file(p, "dataset file")
+    if platform_id is not None and platform_id not in (profiled := store.profiled_platforms()):
+        raise InvalidArgument("--platform", platform_id, "has no profiled rows in this store"
+                              + (f" (platforms with rows: {', '.join(sorted(profiled))})" if profiled else ""))
     fps = store.fingerprints()
     rows = store.profiles(platform_id)
     records = [{**r, "platform": fps.get(r["platform_id"], {"id": r["platform_id"]})} for r in rows]
@@ -98,6 +102,12 @@ def read_profiles(path: str | Path) -> list[dict[str, Any]]:
     return [_check_row(i + 2 if fmt == ".csv" else i + 1, r, p) for i, r in enumerate(raw)]
 
 
+#: What a fingerprint must say for its rows to be learned from (the perf model reads the caches).
+FINGERPRINT_FIELDS = ("cpu_model", "usable_cores", "caches")
+#: More threads than any CPU socket has: a typo or a foreign file.
+MAX_THREADS = 4096
+
+
 def _check_row(line: int, r: dict[str, Any], p: Path) -> dict[str, Any]:
     def bad(why: str) -> InvalidArgument:
         return InvalidArgument("dataset file", str(p), f"row {line}: {why}; nothing imported")
@@ -121,6 +131,13 @@ def _check_row(line: int, r: dict[str, Any], p: Path) -> dict[str, Any]:
     platform = out["platform"]
     if not isinstance(platform, dict) or platform.get("id") != r["platform_id"] or not r["platform_id"]:
         raise bad("the platform fingerprint does not match platform_id")
+    missing = [k for k in FINGERPRINT_FIELDS if k not in platform]
+    if missing or not isinstance(platform.get("caches"), list):
+        raise bad(f"the platform fingerprint lacks {', '.join(missing) or 'a list of caches'} "
+                  "(it needs cpu_model, usable_cores and a list of caches)")
+    for k in ("warnings", "sources"):
+        if out[k] is not None and not (isinstance(out[k], list) and all(isinstance(v, str) for v in out[k])):
+            raise bad(f"{k} is not a list of strings")
     try:
         spec = ConvSpec.from_dict(out["spec"])
     except (InvalidArgument, TypeError) as exc:
@@ -130,21 +147,29 @@ def _check_row(line: int, r: dict[str, Any], p: Path) -> dict[str, Any]:
     if r["status"] not in STATUSES:
         raise bad(f"status {r['status']!r} not one of {', '.join(STATUSES)}")
     try:
-        threads = int(r["threads"])
+        threads_f = float(r["threads"])
         median = float(r["median_s"]) if r["median_s"] not in ("", None) else None
         iqr = float(r["iqr_s"]) if r["iqr_s"] not in ("", None) else None
-        reps = int(float(r["repetitions"] or 0))
+        reps_f = float(r["repetitions"] or 0)
         created = float(r["created_at"] or 0.0)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise bad("threads, median_s, iqr_s, repetitions or created_at is not a number") from None
-    if threads < 1:
-        raise bad(f"threads {threads} < 1")
+    if not (threads_f.is_integer() and 1 <= threads_f <= MAX_THREADS):
+        raise bad(f"threads {r['threads']!r} is not a whole number in 1..{MAX_THREADS}")
+    threads = int(threads_f)
+    if not (reps_f.is_integer() and 0 <= reps_f < 2**62):
+        raise bad(f"repetitions {r['repetitions']!r} is not a whole number >= 0")
+    reps = int(reps_f)
+    if iqr is not None and not (math.isfinite(iqr) and iqr >= 0):
+        raise bad(f"iqr_s {iqr!r} is not a finite number >= 0")
+    if not (math.isfinite(created) and created >= 0):
+        raise bad(f"created_at {created!r} is not a finite time >= 0")
     if r["status"] == "ok" and (median is None or not math.isfinite(median) or median <= 0):
         raise bad("an ok row needs a positive finite median_s")
     if passes and (r["status"] != "ok" or abs(min(passes) - median) > 1e-12 * median):
         raise bad("median_s is not the fastest of pass_medians")
-    if not str(r["primitive"] or "").strip():
-        raise bad("empty primitive")
+    if not isinstance(r["primitive"], str) or not r["primitive"].strip():
+        raise bad("primitive is not a name")
     return {"platform_id": r["platform_id"], "platform": platform, "spec_key": r["spec_key"], "spec": spec.to_dict(),
             "primitive": str(r["primitive"]), "threads": threads, "status": r["status"], "median_s": median,
             "iqr_s": iqr, "repetitions": reps, "reason": r["reason"] or "", "warnings": out["warnings"] or [],
@@ -155,10 +180,20 @@ def _check_row(line: int, r: dict[str, Any], p: Path) -> dict[str, Any]:
 def import_profiles(store: Any, path: str | Path) -> dict[str, int]:
     """Check every row of ``path``, then store them all in one transaction (rows already stored
     are kept as they are). Returns rows read, added, and platforms."""
+    from rooftune.platform.fingerprint import ID_FIELDS
+
     rows = read_profiles(path)
     groups: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {}
     for r in rows:
         groups.setdefault(r["platform_id"], (r["platform"], []))[1].append(r)
+    # A platform id stands for the fields hashed into it: rows that claim a stored platform's id
+    # with other values of those fields describe another machine under a borrowed name.
+    known = store.fingerprints()
+    for pid, (fp, _) in groups.items():
+        differ = [k for k in ID_FIELDS if pid in known and k in known[pid] and k in fp and known[pid][k] != fp[k]]
+        if differ:
+            raise InvalidArgument("dataset file", str(path), f"platform {pid} is stored with another "
+                                  f"{', '.join(differ)}; nothing imported")
     added = store.save_profile_groups(list(groups.values()))
     return {"rows": len(rows), "added": added, "platforms": len(groups)}
 

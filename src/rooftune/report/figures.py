@@ -6,7 +6,6 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rooftune.errors import InvalidArgument
 from rooftune.units import fmt_rate
 
 if TYPE_CHECKING:
@@ -25,13 +24,9 @@ _ROOF_LABELS = {
 
 def check_figure_path(path: str | Path, option: str = "plot file") -> Path:
     """Refuse a path matplotlib cannot write, before anything is measured."""
-    p = Path(path)
-    if p.suffix.lower() not in FIGURE_FORMATS:
-        raise InvalidArgument(option, str(path), f"allowed extensions {', '.join(FIGURE_FORMATS)}")
-    parent = p.parent if str(p.parent) else Path(".")
-    if not parent.is_dir():
-        raise InvalidArgument(option, str(path), "its directory does not exist")
-    return p
+    from rooftune.paths import output_file
+
+    return output_file(path, option, FIGURE_FORMATS)
 
 
 def _figure() -> tuple[Any, Any]:

@@ -142,7 +142,7 @@ def select(model: str | torch.nn.Module, *, batch: int = 1, threads: int | None 
     if strategy not in ("layout-aware", "per-layer"):
         raise InvalidArgument("strategy", strategy, "allowed layout-aware, per-layer")
     platform = current_platform()
-    threads = threads or platform.usable_cores
+    threads = platform.usable_cores if threads is None else threads
     if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= platform.usable_cores:
         raise InvalidArgument("threads", threads, f"allowed 1..{platform.usable_cores}")
     if perfmodel is None:

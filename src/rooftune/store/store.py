@@ -50,6 +50,8 @@ def default_db_path() -> Path:
 
 def resolve_url(db: str | os.PathLike[str] | None = None) -> str:
     """``db`` (a URL or a file path), else $ROOFTUNE_DB, else the file in the user's data directory."""
+    if db is not None and not str(db).strip():
+        raise StoreError(f"--db is empty; pass a file path or an SQLAlchemy URL, or leave it out for {default_db_path()}")
     value = str(db) if db is not None else os.environ.get(DB_ENV) or str(default_db_path())
     if "://" in value:
         return value
@@ -71,6 +73,8 @@ def _check_sqlite_file(path: Path) -> None:
                 f"cannot create the database directory '{directory}' ({exc.strerror}); "
                 f"pass --db with a writable path or set {DB_ENV}"
             ) from None
+    if path.is_dir():
+        raise StoreError(f"database path '{path}' is a directory; pass --db with a file path in it, e.g. {path / 'rooftune.db'}")
     if path.exists():
         if not os.access(path, os.R_OK | os.W_OK):
             raise StoreError(
@@ -153,7 +157,13 @@ class Store:
                     row = conn.execute(
                         select(SchemaInfo.value).where(SchemaInfo.key == "schema_version")
                     ).scalar_one_or_none()
-                    current = int(row) if row is not None else 0
+                    try:
+                        current = int(row) if row is not None else 0
+                    except ValueError:
+                        raise StoreError(
+                            f"database {self.url!r} has schema version {row!r}, not a number: it was not "
+                            "written by rooftune or is damaged; pass --db with another path"
+                        ) from None
                 if current > SCHEMA_VERSION:
                     raise StoreError(
                         f"database {self.url!r} has schema version {current}, newer than this rooftune "
@@ -423,6 +433,14 @@ class Store:
                 row["pass_canary"] = _pass_canary(row)
                 out.append(row)
             return out
+
+    def profiled_platforms(self) -> dict[str, int]:
+        """Profiled rows per platform id, for the platforms that have any."""
+        from sqlalchemy import func
+
+        with self.transaction() as s:
+            q = select(ProfileRow.platform_id, func.count()).group_by(ProfileRow.platform_id)
+            return {pid: int(n) for pid, n in s.execute(q).all()}
 
     def fingerprints(self) -> dict[str, dict[str, Any]]:
         """Every stored platform's fingerprint as stored (JSON), by id."""

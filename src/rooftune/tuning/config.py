@@ -97,8 +97,17 @@ class RunConfig:
         for key, allowed in (("memory_format", MEMORY_FORMATS), ("precision", PRECISIONS), ("allocator", ALLOCATORS)):
             if getattr(self, key) not in allowed:
                 raise InvalidArgument(key, getattr(self, key), f"allowed {', '.join(allowed)}")
-        if not isinstance(self.omp, dict) or not all(k.startswith(("OMP_", "GOMP_", "KMP_")) for k in self.omp):
-            raise InvalidArgument("omp", self.omp, "allowed a mapping of OMP_*, GOMP_* or KMP_* variables")
+        if not isinstance(self.omp, dict) or not all(
+                isinstance(k, str) and k.startswith(("OMP_", "GOMP_", "KMP_")) and isinstance(v, str)
+                for k, v in self.omp.items()):
+            raise InvalidArgument("omp", self.omp, "allowed a mapping of OMP_*, GOMP_* or KMP_* variables to strings")
+        if not isinstance(self.runtime_options, dict):
+            raise InvalidArgument("runtime_options", self.runtime_options, "allowed a mapping of option names to values")
+        for key in ("set_threads", "vendor_defaults"):
+            if not isinstance(getattr(self, key), bool):
+                raise InvalidArgument(key, getattr(self, key), "allowed true or false")
+        if not isinstance(self.name, str):
+            raise InvalidArgument("name", self.name, "allowed a string")
 
     def key(self) -> str:
         """A short hash of everything that changes how the model runs (its identity in the store;

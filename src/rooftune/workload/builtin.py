@@ -11,6 +11,10 @@ from torch import nn
 from rooftune.errors import InvalidArgument
 
 
+#: A built-in with more weights than this (4 GiB of fp32) is a typo in its options, not a workload.
+MAX_PARAMETERS = 2**30
+
+
 class RecurrentModel(nn.Module):
     """An LSTM or GRU over a batch-first sequence, returning the output sequence."""
 
@@ -45,7 +49,26 @@ class Builtin:
                     raise InvalidArgument(f"{self.name} option {key}", value, "allowed true or false")
             elif not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise InvalidArgument(f"{self.name} option {key}", value, "allowed a positive integer")
+        n = self.parameters(opts)
+        if n > MAX_PARAMETERS:
+            given_keys = ", ".join(f"{k}={opts[k]}" for k in sorted(given)) or "the defaults"
+            raise InvalidArgument(f"{self.name} options", given_keys,
+                                  f"they make {n:.3g} weights; at most {MAX_PARAMETERS} (4 GiB of fp32)")
         return opts
+
+    def parameters(self, opts: dict[str, Any]) -> int:
+        """How many weights the model built from ``opts`` has (biases included)."""
+        if self.name in ("lstm", "gru"):
+            gates = 4 if self.name == "lstm" else 3
+            dirs = 2 if opts["bidirectional"] else 1
+            h = opts["hidden"]
+
+            def layer(width: int) -> int:
+                return dirs * gates * h * (width + h + 2)
+
+            return layer(opts["input_size"]) + (opts["layers"] - 1) * layer(h * dirs)
+        d, ff = opts["d_model"], opts["ff"]
+        return opts["layers"] * (4 * d * d + 4 * d + 2 * d * ff + ff + d + 4 * d)
 
     def build(self, opts: dict[str, Any]) -> nn.Module:
         if self.name in ("lstm", "gru"):

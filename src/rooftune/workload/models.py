@@ -5,12 +5,14 @@ file saved with ``torch.export``. One function, :func:`load_workload`, decides w
 from __future__ import annotations
 
 import ast
+import contextlib
 import difflib
 import importlib
+import logging
 import os
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,7 @@ from torch import nn
 
 from rooftune.errors import InvalidArgument, WorkloadError
 from rooftune.workload.builtin import BUILTINS
-from rooftune.workload.shapes import format_shape, with_batch
+from rooftune.workload.shapes import check_elements, format_shape, with_batch
 
 #: Seed of the example inputs: the same workload always gets the same numbers.
 INPUT_SEED = 0
@@ -110,7 +112,7 @@ def _check_batch(batch: int | None) -> None:
 
 def _random_inputs(shapes: Sequence[tuple[int, ...]]) -> tuple[torch.Tensor, ...]:
     gen = torch.Generator().manual_seed(INPUT_SEED)
-    return tuple(torch.randn(s, generator=gen) for s in shapes)
+    return tuple(torch.randn(check_elements(s), generator=gen) for s in shapes)
 
 
 def _reshape_inputs(
@@ -124,7 +126,7 @@ def _reshape_inputs(
                 "number of --input shapes", len(base), f"this model takes {len(given)} input(s)"
             )
         if batch is not None:
-            base = [with_batch(s, batch) for s in base]
+            base = [check_elements(with_batch(s, batch), "input shape with --batch") for s in base]
         dtypes = [x.dtype for x in given] or [torch.float32] * len(base)
         gen = torch.Generator().manual_seed(INPUT_SEED)
         out = []
@@ -142,6 +144,7 @@ def _reshape_inputs(
         if x.dim() == 0:
             out.append(x)
             continue
+        check_elements(with_batch(tuple(x.shape), batch), "input shape with --batch")
         reps[0] = -(-batch // x.shape[0])
         out.append(x.repeat(*reps)[:batch].contiguous())
     return tuple(out)
@@ -221,15 +224,19 @@ def _load(
     elif ":" in model:
         module, examples = _load_callable(model, options)
         if not examples and not inputs:
-            raise InvalidArgument(
-                "--input", None, f"{model} returned a module without example inputs; give their shapes, e.g. --input 1x3x224x224"
+            raise WorkloadError(
+                f"model {model!r} returned a module without example inputs; give their shapes, e.g. --input 1x3x224x224"
             )
         wl = Workload(model, "callable", module.eval(), _reshape_inputs(examples, inputs, batch), options)
     elif model in BUILTINS:
         b = BUILTINS[model]
         opts = b.options(options)
-        module = b.build(opts).eval()
         shape = b.input_shape(opts, batch or 1)
+        check_elements(shape, f"{model} input (batch x seq_len x width)")
+        try:
+            module = b.build(opts).eval()
+        except (RuntimeError, MemoryError) as exc:
+            raise WorkloadError(f"model {model!r} cannot be built with {opts}: {_first_line(exc)}") from exc
         wl = Workload(model, "builtin", module, _reshape_inputs(_random_inputs([shape]), inputs, batch), opts)
     else:
         zoo = zoo_names()
@@ -247,8 +254,8 @@ def _load(
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 module = tvm.get_model(model, weights=None, **kwargs)
-        except TypeError as exc:
-            raise WorkloadError(f"model {model!r}: bad option: {_first_line(exc)}") from exc
+        except (TypeError, ValueError, RuntimeError, MemoryError) as exc:  # a builder refusing or failing on an option
+            raise WorkloadError(f"model {model!r}: bad option: {type(exc).__name__}: {_first_line(exc)}") from exc
         shape = with_batch(_zoo_shape(model, zoo[model]), batch or 1)
         wl = Workload(model, f"torchvision {zoo[model]}", module.eval(), _reshape_inputs(_random_inputs([shape]), inputs, batch), options)
     if check:
@@ -264,14 +271,27 @@ def _load_exported(
     if options:
         raise InvalidArgument("model option", next(iter(options)), "an exported program takes no options")
     try:
-        ep = torch.export.load(str(path))
+        # torch logs its own traceback before raising on a file that is not an export archive
+        with _quiet_logger("torch.export"):
+            ep = torch.export.load(str(path))
     except Exception as exc:
         raise WorkloadError(f"model {model!r}: not a torch.export file: {type(exc).__name__}: {_first_line(exc)}") from exc
     args, kwargs = ep.example_inputs or ((), {})
     examples = tuple(a for a in args if isinstance(a, torch.Tensor))
     if not examples and not inputs:
-        raise InvalidArgument("--input", None, f"{model} carries no example inputs; give their shapes, e.g. --input 1x3x224x224")
+        raise WorkloadError(f"model {model!r} carries no example inputs; give their shapes, e.g. --input 1x3x224x224")
     return Workload(path.name, "torch.export", ep.module(), _reshape_inputs(examples, inputs, batch), {}, exported=ep)
+
+
+@contextlib.contextmanager
+def _quiet_logger(name: str) -> Iterator[None]:
+    logger = logging.getLogger(name)
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def run_once(wl: Workload) -> Any:

@@ -21,12 +21,19 @@ def parse_shape(text: str) -> tuple[int, ...]:
     dims = tuple(int(d) for d in s.split("x"))
     if any(d < 1 for d in dims):
         raise InvalidArgument("input shape", text, "every dimension must be at least 1")
+    return check_elements(dims, "input shape", text)
+
+
+def check_elements(shape: tuple[int, ...], name: str = "input shape", shown: object = None) -> tuple[int, ...]:
+    """``shape`` unless it holds more than :data:`MAX_ELEMENTS` elements (checked again once
+    ``--batch`` has replaced its first dimension)."""
     n = 1
-    for d in dims:
+    for d in shape:
         n *= d
     if n > MAX_ELEMENTS:
-        raise InvalidArgument("input shape", text, f"at most {MAX_ELEMENTS} elements")
-    return dims
+        raise InvalidArgument(name, format_shape(shape) if shown is None else shown,
+                              f"at most {MAX_ELEMENTS} elements (4 GiB of fp32)")
+    return shape
 
 
 def format_shape(shape: tuple[int, ...]) -> str:

@@ -1,0 +1,106 @@
+"""Bad input across the commands: a one-line error naming the value, exit 2, no traceback, and
+nothing measured first when the input could be checked before (a file that cannot be written is
+refused up front, not after minutes of work)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.test_cli import assert_one_line_error, rooftune, rooftune_in_process
+
+
+
+def _paths(tmp_path: Path) -> dict[str, str]:
+    (tmp_path / "adir.png").mkdir()
+    (tmp_path / "adir.csv").mkdir()
+    (tmp_path / "a-file").write_text("x")
+    (tmp_path / "garbage.pt2").write_bytes(os.urandom(512))
+    return {"TMP": str(tmp_path), "DIRPNG": str(tmp_path / "adir.png"), "DIRCSV": str(tmp_path / "adir.csv"),
+            "FILE": str(tmp_path / "a-file"), "PT2": str(tmp_path / "garbage.pt2"), "CSV": str(tmp_path / "out.csv")}
+
+
+CASES = [
+    # model options and shapes that would allocate terabytes
+    (["analyze", "lstm", "-o", "hidden=10000000", "--quick"], ["lstm options 'hidden=10000000'", "at most 1073741824"]),
+    (["analyze", "lstm", "-o", "seq_len=100000000000", "--quick"], ["1x100000000000x128", "at most 1073741824 elements"]),
+    (["analyze", "transformer-encoder", "-o", "layers=100000000000", "--quick"], ["layers=100000000000", "weights"]),
+    (["analyze", "resnet18", "--input", "1x1000x1000x1000", "--batch", "4096", "--quick"],
+     ["input shape with --batch '4096x1000x1000x1000'"]),
+    # options a torchvision builder refuses in its own way
+    (["analyze", "resnet18", "-o", "num_classes=-1", "--quick"], ["model 'resnet18': bad option: RuntimeError"]),
+    (["analyze", "vgg11", "-o", "dropout=2", "--quick"], ["model 'vgg11': bad option: ValueError"]),
+    (["analyze", "{PT2}", "--quick"], ["not a torch.export file"]),
+    # output files that cannot be written, refused before any work
+    (["analyze", "resnet18", "--quick", "--csv", "{TMP}"], ["--csv", "is a directory"]),
+    (["analyze", "resnet18", "--quick", "--csv", "/proc/x.csv"], ["--csv '/proc/x.csv'", "cannot write in /proc"]),
+    (["machine", "--quick", "--plot", "{DIRPNG}"], ["--plot", "is a directory"]),
+    (["machine", "--quick", "--plot-sweep", "/proc/x.svg"], ["--plot-sweep", "cannot write in /proc"]),
+    (["train", "--save", "{TMP}"], ["--save", "is a directory"]),
+    (["train", "--save", ""], ["--save ''", "give a file name"]),
+    (["train", "--save", "{FILE}/m.pkl"], ["--save", "a-file is a file, not a directory"]),
+    (["select", "resnet18", "--no-measure", "--save", "{FILE}"], ["--save", "exists and is not a directory"]),
+    (["optimize", "--out", "/proc/foo"], ["--out '/proc/foo'", "cannot write in /proc"]),
+    (["optimize", "--out", ""], ["--out ''", "give a directory name"]),
+    (["transfer", "--eval", "--curve", "/proc/x.png"], ["--curve", "cannot write in /proc"]),
+    # empty lists and values that used to mean something else
+    (["machine", "--precision", ""], ["--precision ''", "names separated by commas"]),
+    (["tune", "resnet18", "--runtime", ","], ["--runtime ','"]),
+    (["optimize", "--runtime", " "], ["--runtime ' '"]),
+    (["select", "resnet18", "--threads", "0", "--no-measure"], ["threads 0", "allowed 1.."]),
+    (["profile", "--models", "lstm"], ["model 'lstm'", "has no 2-D convolution"]),
+]
+
+
+@pytest.mark.parametrize("args,fragments", CASES, ids=[" ".join(a)[:60] for a, _ in CASES])
+def test_bad_input_is_refused_in_one_line_before_any_work(tmp_path: Path, args: list[str],
+                                                          fragments: list[str]) -> None:
+    if any("/proc" in a for a in args) and not os.path.isdir("/proc"):
+        pytest.skip("no /proc on this system")
+    paths = _paths(tmp_path)
+    db = tmp_path / "r.db"
+    proc = rooftune_in_process(*[a.format(**paths) for a in args], db=db)
+    assert_one_line_error(proc, *fragments)
+    assert not db.exists() or args[0] in ("select", "profile")  # these open the store to read it
+
+
+@pytest.mark.parametrize("args,fragments", [
+    (["data", "export", "{DIRCSV}"], ["dataset file", "is a directory"]),
+    (["data", "export", "/proc/x.csv"], ["dataset file '/proc/x.csv'", "cannot write in /proc"]),
+    (["data", "export", "{CSV}", "--platform", "nosuch"], ["--platform 'nosuch'", "has no profiled rows"]),
+])
+def test_an_export_that_cannot_be_written_writes_nothing(tmp_path: Path, args: list[str], fragments: list[str]) -> None:
+    paths = _paths(tmp_path)
+    proc = rooftune_in_process(*[a.format(**paths) for a in args], db=tmp_path / "r.db")
+    assert_one_line_error(proc, *fragments)
+    assert not (tmp_path / "out.csv").exists()
+
+
+def test_an_empty_or_directory_store_path_says_why(tmp_path: Path) -> None:
+    assert_one_line_error(rooftune_in_process("data", "export", str(tmp_path / "o.csv"), "--db", ""), "--db is empty")
+    assert_one_line_error(rooftune_in_process("data", "export", str(tmp_path / "o.csv"), "--db", str(tmp_path)),
+                          f"database path '{tmp_path}' is a directory")
+
+
+def test_a_saved_configuration_with_values_of_the_wrong_type_is_refused(tmp_path: Path) -> None:
+    cases = [({"omp": {"OMP_PROC_BIND": 5}}, "omp"), ({"omp": {"OMP_PROC_BIND": None}}, "omp"),
+             ({"set_threads": "no"}, "set_threads 'no': allowed true or false"),
+             ({"runtime_options": 5}, "runtime_options 5"), ({"name": 5}, "name 5")]
+    for i, (cfg, fragment) in enumerate(cases):
+        path = tmp_path / f"c{i}.json"
+        path.write_text(json.dumps(cfg))
+        assert_one_line_error(rooftune_in_process("exec", "--config", str(path), "--", "true"), fragment)
+
+
+def test_a_command_exec_cannot_run_is_one_line(tmp_path: Path) -> None:
+    """In its own process: exec replaces the process when the command starts."""
+    (tmp_path / "c.json").write_text("{}")
+    script = tmp_path / "not-executable.py"
+    script.write_text("print('x')\n")
+    if os.access(script, os.X_OK):
+        pytest.skip("the file system makes every file executable")
+    proc = rooftune("exec", "--config", str(tmp_path / "c.json"), "--", str(script))
+    assert_one_line_error(proc, str(script), "Permission denied")
