@@ -193,7 +193,7 @@ LATE_POINTS_PER_LEVEL = 3
 
 
 def dram_as_stopped(xs: Sequence[int], ys: Sequence[float], start: int, capacities: dict[str, int],
-                    min_points: int) -> Plateau:
+                    min_points: int, cache_end: int = 0) -> Plateau:
     """One kernel's DRAM plateau when the sweep ended because the stop rule saw DRAM from ``start``
     on (see :func:`dram_reached`) but this kernel's raw points form none.
 
@@ -201,12 +201,14 @@ def dram_as_stopped(xs: Sequence[int], ys: Sequence[float], start: int, capaciti
     a tail still falling slowly (42, 45, 40, 35, 32, 33 GB/s from 80 MiB: read in a full run, the
     stop rule having seen the first kernel's first pass), leaves no plateau, and DRAM would have no
     ceiling. It is named as the stop rule saw it (each point as fast as any larger one), else it is
-    the median of the points from ``start`` on, marked not distinct."""
+    the median of the points from ``start`` on past ``cache_end`` (where this kernel's last-cache
+    plateau ended: with every look merged, it can reach past the stop rule's start; 52 and 49 GB/s
+    at 64 and 81 MiB are L3), marked not distinct."""
     steady = never_rising(ys)
     seen = name_plateaus(detect_plateaus(xs, steady, min_points=min_points), capacities, xs, steady)
     if "DRAM" in seen:
         return seen["DRAM"]
-    tail = [(x, y) for x, y in zip(xs, ys, strict=True) if x >= start] or [(xs[-1], ys[-1])]
+    tail = [(x, y) for x, y in zip(xs, ys, strict=True) if x >= start and x > cache_end] or [(xs[-1], ys[-1])]
     return Plateau(tail[0][0], tail[-1][0], statistics.median(y for _, y in tail), len(tail), level="DRAM",
                    distinct=False)
 
@@ -373,7 +375,9 @@ def measure_ceilings(
         found = detect_plateaus(xs, ys, min_points=max(2, effort.steps_per_octave))
         named = name_plateaus(found, capacities, xs, ys)
         if dram_start and "DRAM" not in named:
-            named["DRAM"] = dram_as_stopped(xs, ys, dram_start[0], capacities, max(2, effort.steps_per_octave))
+            cache = named.get(last) if last else None
+            named["DRAM"] = dram_as_stopped(xs, ys, dram_start[0], capacities, max(2, effort.steps_per_octave),
+                                            cache.end_bytes if cache is not None else 0)
         plateaus[kind] = list(named.values())
         bandwidth_by_kernel[kind] = {lvl: p.bandwidth for lvl, p in named.items()}
         for lvl, p in named.items():
