@@ -14,9 +14,12 @@ from pathlib import Path
 from rooftune.errors import InvalidArgument
 
 
-def _writable(directory: Path, option: str, path: str) -> None:
-    """Create and drop a temporary file in ``directory``: the only test that holds for root, for
-    read-only mounts and for pseudo file systems alike."""
+def _writable(directory: Path, option: str, path: str, role: str = "its directory") -> None:
+    """``directory`` must be one, and writable: a temporary file is created and dropped in it, the
+    only test that holds for root, for read-only mounts and for pseudo file systems alike."""
+    if not directory.is_dir():
+        what = f"{directory} is a file, not a directory" if directory.exists() else f"{role} does not exist ({directory})"
+        raise InvalidArgument(option, path, what)
     try:
         with tempfile.TemporaryFile(dir=directory):
             pass
@@ -34,11 +37,7 @@ def output_file(path: str | Path, option: str, suffixes: Sequence[str] = ()) -> 
         raise InvalidArgument(option, name, f"allowed extensions {', '.join(suffixes)}")
     if p.is_dir():
         raise InvalidArgument(option, name, "is a directory; give a file name")
-    parent = p.parent
-    if not parent.is_dir():
-        what = f"{parent} is a file, not a directory" if parent.exists() else f"its directory does not exist ({parent})"
-        raise InvalidArgument(option, name, what)
-    _writable(parent, option, name)
+    _writable(p.parent, option, name)
     return p
 
 
@@ -57,8 +56,5 @@ def output_dir(path: str | Path, option: str, parents: bool = False) -> Path:
     base = p.parent
     while parents and not base.exists() and base != base.parent:
         base = base.parent
-    if not base.is_dir():
-        what = f"{base} is a file, not a directory" if base.exists() else f"its parent directory does not exist ({base})"
-        raise InvalidArgument(option, name, what)
-    _writable(base, option, name)
+    _writable(base, option, name, "its parent directory")
     return p
