@@ -372,7 +372,6 @@ def tune(
     db: Annotated[str | None, typer.Option("--db", help="Store: a file path or SQLAlchemy URL.")] = None,
 ) -> None:
     """Tune the runtime configuration of a model, against vanilla PyTorch and the vendor defaults."""
-
     from rooftune.tuning import tune as run_tune
     from rooftune.workload import parse_options, parse_shape
 

@@ -475,3 +475,15 @@ def test_garbage_pt2_is_workload_error(tmp_path: Path) -> None:
     assert "not a torch.export file" in msg
     assert str(bad) in msg
     assert "\n" not in msg
+
+
+@pytest.mark.parametrize("name,options", [
+    ("lstm", {}), ("lstm", {"bidirectional": True, "layers": 3, "hidden": 32}), ("gru", {"hidden": 48, "input_size": 7}),
+    ("transformer-encoder", {"layers": 2, "d_model": 32, "heads": 4, "ff": 64}),
+])
+def test_a_builtin_counts_its_weights_before_building(name: str, options: dict) -> None:
+    from rooftune.workload.builtin import BUILTINS
+
+    b = BUILTINS[name]
+    opts = b.options(options)
+    assert b.parameters(opts) == sum(p.numel() for p in b.build(opts).parameters())
