@@ -86,7 +86,8 @@ def test_an_empty_or_directory_store_path_says_why(tmp_path: Path) -> None:
 
 
 def test_a_saved_configuration_with_values_of_the_wrong_type_is_refused(tmp_path: Path) -> None:
-    cases = [({"omp": {"OMP_PROC_BIND": 5}}, "omp"), ({"omp": {"OMP_PROC_BIND": None}}, "omp"),
+    cases = [({"omp": {"OMP_PROC_BIND": 5}}, "omp OMP_PROC_BIND 5: allowed a string"),
+             ({"omp": {"OMP_PROC_BIND": None}}, "omp OMP_PROC_BIND None"),
              ({"set_threads": "no"}, "set_threads 'no': allowed true or false"),
              ({"runtime_options": 5}, "runtime_options 5"), ({"name": 5}, "name 5")]
     for i, (cfg, fragment) in enumerate(cases):
@@ -104,3 +105,16 @@ def test_a_command_exec_cannot_run_is_one_line(tmp_path: Path) -> None:
         pytest.skip("the file system makes every file executable")
     proc = rooftune("exec", "--config", str(tmp_path / "c.json"), "--", str(script))
     assert_one_line_error(proc, str(script), "Permission denied")
+
+
+def test_an_output_path_in_directories_still_to_be_made_is_accepted(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from rooftune.paths import output_dir, output_file
+
+    assert output_file(tmp_path / "new" / "deeper" / "m.pkl", "--save", parents=True).name == "m.pkl"
+    assert output_dir(tmp_path / "new" / "sel", "--save", parents=True).name == "sel"
+    assert not (tmp_path / "new").exists()  # checked, not created
+    with pytest.raises(Exception, match="its directory does not exist"):
+        output_file(tmp_path / "new" / "m.pkl", "--save")
+    monkeypatch.chdir(tmp_path)
+    assert output_file("out.csv", "--csv") == Path("out.csv")  # a bare name: the working directory

@@ -574,7 +574,7 @@ def train(
     if estimator not in ESTIMATORS:
         raise InvalidArgument("--estimator", estimator, f"allowed {', '.join(ESTIMATORS)}")
     if save is not None:
-        output_file(save, "--save")
+        output_file(save, "--save", parents=True)  # the model is saved with its directories
     with Store(db) as s:
         data = load_profile_data(s, platform, threads)
     report: dict[str, Any] = {}
@@ -636,7 +636,7 @@ def transfer(
     if method not in METHODS:
         raise InvalidArgument("--method", method, f"allowed {', '.join(METHODS)}")
     if save is not None:
-        output_file(save, "--save")
+        output_file(save, "--save", parents=True)
     if curve is not None:
         check_figure_path(curve, "--curve")
     base_model = load_model(base) if base else load_base_model()

@@ -27,8 +27,9 @@ def _writable(directory: Path, option: str, path: str, role: str = "its director
         raise InvalidArgument(option, path, f"cannot write in {directory} ({exc.strerror or exc})") from None
 
 
-def output_file(path: str | Path, option: str, suffixes: Sequence[str] = ()) -> Path:
-    """``path`` as a file rooftune may create or replace; ``suffixes``: the endings allowed."""
+def output_file(path: str | Path, option: str, suffixes: Sequence[str] = (), parents: bool = False) -> Path:
+    """``path`` as a file rooftune may create or replace (creating its missing directories when
+    ``parents``); ``suffixes``: the endings allowed."""
     name = str(path)
     if not name.strip():
         raise InvalidArgument(option, name, "give a file name")
@@ -37,7 +38,7 @@ def output_file(path: str | Path, option: str, suffixes: Sequence[str] = ()) -> 
         raise InvalidArgument(option, name, f"allowed extensions {', '.join(suffixes)}")
     if p.is_dir():
         raise InvalidArgument(option, name, "is a directory; give a file name")
-    _writable(p.parent, option, name)
+    _writable(_existing(p.parent, parents), option, name)
     return p
 
 
@@ -53,8 +54,13 @@ def output_dir(path: str | Path, option: str, parents: bool = False) -> Path:
             raise InvalidArgument(option, name, "exists and is not a directory")
         _writable(p, option, name)
         return p
-    base = p.parent
-    while parents and not base.exists() and base != base.parent:
-        base = base.parent
-    _writable(base, option, name, "its parent directory")
+    _writable(_existing(p.parent, parents), option, name, "its parent directory")
     return p
+
+
+def _existing(directory: Path, parents: bool) -> Path:
+    """``directory``, or with ``parents`` its nearest ancestor that exists (where the missing
+    directories will be created)."""
+    while parents and not directory.exists() and directory != directory.parent:
+        directory = directory.parent
+    return directory

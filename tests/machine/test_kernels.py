@@ -313,3 +313,8 @@ def test_a_kernel_whose_tail_forms_no_plateau_gets_dram_from_where_the_sweep_sto
     xs = [int(64 * MiB * 2 ** (i / 3)) for i in range(len(gbs))]
     dram = dram_as_stopped(xs, [g * 1e9 for g in gbs], 64 * MiB, caps, 3, cache_end=xs[1])
     assert dram.bandwidth == pytest.approx(34.0e9) and dram.start_bytes == xs[2]
+    # The points hold the bytes measured (whole blocks, a little under the sweep's sizes): the
+    # caller passes the stop rule's start in those bytes, and the start point itself counts.
+    measured = [x - 256 for x in xs]
+    dram = dram_as_stopped(measured, [g * 1e9 for g in gbs], measured[2], caps, 3, cache_end=measured[1])
+    assert dram.start_bytes == measured[2] and dram.points == 5

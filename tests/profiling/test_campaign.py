@@ -357,6 +357,21 @@ def test_a_corrupt_or_foreign_file_imports_nothing(tmp_path: Path) -> None:
         assert a.count("profiles") == before
     with Store(tmp_path / "c.db") as c:  # a store that has not seen that platform takes it as it says
         assert import_profiles(c, tmp_path / "borrowed.csv")["added"] == len(lines)
+    # The same machine type with its venv elsewhere: the OpenMP library's path is not part of the
+    # platform's identity, and its rows are the platform's own.
+    moved = [dict(r) for r in lines]
+    for r in moved:
+        fp = json.loads(r["platform"])
+        if fp.get("openmp"):
+            fp["openmp"] = {**fp["openmp"], "path": "/opt/elsewhere/libgomp.so.1"}
+        r["platform"] = json.dumps(fp)
+        r["created_at"] = str(float(r["created_at"]) + 1)
+    with (tmp_path / "moved.csv").open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(moved[0]))
+        w.writeheader()
+        w.writerows(moved)
+    with Store(tmp_path / "a.db") as a:
+        assert import_profiles(a, tmp_path / "moved.csv")["rows"] == len(lines)
 
 
 def test_summary_counts_winners_and_speedup() -> None:

@@ -340,7 +340,7 @@ def measure_ceilings(
     # another tenant's memory traffic or a shared core slows them for seconds at a time, and each
     # point keeps its best measurement (interference only ever slows).
     dram_from = dram_start[0] if dram_start else DRAM_MIN_FACTOR * last_bytes
-    dram = [s for s in sizes if last_bytes and s >= dram_from]
+    dram = [s for s in sizes if (dram_start or last_bytes) and s >= dram_from]
 
     def again(kernels: tuple[str, ...], at_sizes: list[int], name: str) -> None:
         step(name, 0, len(at_sizes) * len(kernels))
@@ -375,8 +375,10 @@ def measure_ceilings(
         found = detect_plateaus(xs, ys, min_points=max(2, effort.steps_per_octave))
         named = name_plateaus(found, capacities, xs, ys)
         if dram_start and "DRAM" not in named:
+            # the stop rule saw target sizes; the points hold the bytes measured (whole blocks)
+            start = xs[sizes.index(dram_start[0])] if dram_start[0] in sizes else dram_start[0]
             cache = named.get(last) if last else None
-            named["DRAM"] = dram_as_stopped(xs, ys, dram_start[0], capacities, max(2, effort.steps_per_octave),
+            named["DRAM"] = dram_as_stopped(xs, ys, start, capacities, max(2, effort.steps_per_octave),
                                             cache.end_bytes if cache is not None else 0)
         plateaus[kind] = list(named.values())
         bandwidth_by_kernel[kind] = {lvl: p.bandwidth for lvl, p in named.items()}

@@ -36,6 +36,15 @@ ID_FIELDS = (
 )
 
 
+def identity(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a fingerprint (a Platform's fields, or a stored one) that its id is hashed from:
+    :data:`ID_FIELDS`, the OpenMP runtime by name and library only (not the path it loaded from)."""
+    ident = {k: fields[k] for k in ID_FIELDS if k in fields}
+    if isinstance(ident.get("openmp"), Mapping):
+        ident["openmp"] = {"name": ident["openmp"].get("name"), "library": ident["openmp"].get("library")}
+    return ident
+
+
 @dataclass(frozen=True)
 class Platform:
     """A machine plus the software and settings that decide which kernels run on it."""
@@ -66,11 +75,7 @@ class Platform:
     @property
     def id(self) -> str:
         """16 hex digits of SHA-256 over :data:`ID_FIELDS`, stable across runs and hosts."""
-        d = self._fields()
-        ident = {k: d[k] for k in ID_FIELDS}
-        if ident["openmp"]:
-            ident["openmp"] = {"name": ident["openmp"]["name"], "library": ident["openmp"]["library"]}
-        blob = json.dumps(ident, sort_keys=True, separators=(",", ":"))
+        blob = json.dumps(identity(self._fields()), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     @property

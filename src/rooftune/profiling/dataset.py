@@ -180,7 +180,7 @@ def _check_row(line: int, r: dict[str, Any], p: Path) -> dict[str, Any]:
 def import_profiles(store: Any, path: str | Path) -> dict[str, int]:
     """Check every row of ``path``, then store them all in one transaction (rows already stored
     are kept as they are). Returns rows read, added, and platforms."""
-    from rooftune.platform.fingerprint import ID_FIELDS
+    from rooftune.platform.fingerprint import identity
 
     rows = read_profiles(path)
     groups: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {}
@@ -190,7 +190,8 @@ def import_profiles(store: Any, path: str | Path) -> dict[str, int]:
     # with other values of those fields describe another machine under a borrowed name.
     known = store.fingerprints()
     for pid, (fp, _) in groups.items():
-        differ = [k for k in ID_FIELDS if pid in known and k in known[pid] and k in fp and known[pid][k] != fp[k]]
+        mine, theirs = identity(known.get(pid, {})), identity(fp)
+        differ = [k for k in mine if k in theirs and mine[k] != theirs[k]]
         if differ:
             raise InvalidArgument("dataset file", str(path), f"platform {pid} is stored with another "
                                   f"{', '.join(differ)}; nothing imported")

@@ -97,10 +97,13 @@ class RunConfig:
         for key, allowed in (("memory_format", MEMORY_FORMATS), ("precision", PRECISIONS), ("allocator", ALLOCATORS)):
             if getattr(self, key) not in allowed:
                 raise InvalidArgument(key, getattr(self, key), f"allowed {', '.join(allowed)}")
-        if not isinstance(self.omp, dict) or not all(
-                isinstance(k, str) and k.startswith(("OMP_", "GOMP_", "KMP_")) and isinstance(v, str)
-                for k, v in self.omp.items()):
+        if not isinstance(self.omp, dict):
             raise InvalidArgument("omp", self.omp, "allowed a mapping of OMP_*, GOMP_* or KMP_* variables to strings")
+        for k, v in self.omp.items():
+            if not (isinstance(k, str) and k.startswith(("OMP_", "GOMP_", "KMP_"))):
+                raise InvalidArgument("omp variable", k, "allowed OMP_*, GOMP_* or KMP_* names")
+            if not isinstance(v, str):
+                raise InvalidArgument(f"omp {k}", v, "allowed a string (an environment variable's value)")
         if not isinstance(self.runtime_options, dict):
             raise InvalidArgument("runtime_options", self.runtime_options, "allowed a mapping of option names to values")
         for key in ("set_threads", "vendor_defaults"):
