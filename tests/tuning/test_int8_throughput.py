@@ -188,32 +188,3 @@ def test_an_int8_study_measures_the_guideline_in_int8_before_searching(tmp_path:
              db=str(tmp_path / "u.db"))
     assert not any(c.precision == "int8" for c in ran)
     assert any(n.startswith("no time left in the budget for guideline int8") for n in r.notes)
-
-
-def test_the_final_comparisons_reserve_what_this_studys_processes_took(tmp_path: Path, monkeypatch) -> None:
-    """The budget kept for the final comparisons counts process starts as long as the study's own
-    fixed trials took (here: instant stand-ins), not a constant 6 s: a 60 s budget then leaves
-    time for the int8 seeds, which the constant would have skipped."""
-    import rooftune.tuning.study as study
-    from rooftune.bench import Measurement, Method
-    from rooftune.tuning.study import TrialResult
-
-    ran: list[RunConfig] = []
-    timed = Measurement(label="t", samples=(0.004,) * 10, number=1, method=Method(policy=Policy())).to_dict()
-
-    def fake_evaluate(cfg: RunConfig, setup: Setup, policy: Policy, prepare_timeout_s: float) -> TrialResult:
-        ran.append(cfg)
-        return TrialResult(cfg, True, latency_s=0.002 if cfg.precision == "int8" else 0.004, throughput=1.0,
-                           verify={"ok": True, "cosine": 1.0, "top1": 1.0, "inputs": 8}, measurement=timed)
-
-    monkeypatch.setattr(study, "_evaluate", fake_evaluate)
-    monkeypatch.setattr(study, "_interleaved", lambda *a, **k: {"ratio": 2.0, "ci_low": 1.9, "ci_high": 2.1})
-    runtimes = [n for n in ("onnxruntime", "openvino") if not get_runtime(n).available() and not int8_missing(n)]
-    if not runtimes:
-        pytest.skip("neither ONNX Runtime nor OpenVINO can run int8 here")
-    r = tune(CNN, precisions=("fp32", "int8"), runtimes=runtimes, trials=0, budget_s=60, calibration_size=8,
-             db=str(tmp_path / "t.db"))
-    assert [c.runtime for c in ran if c.name.startswith("guideline int8")] == runtimes
-    assert not any(n.startswith("no time left in the budget") for n in r.notes)
-    assert study.start_estimate([]) == study.WORKER_START_S  # nothing measured: the constant
-    assert study.start_estimate([1.0, 9.0, 2.0]) == 2.0

@@ -20,7 +20,6 @@ import hashlib
 import json
 import math
 import shutil
-import statistics
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -50,24 +49,12 @@ COMPARE_PROCESS_PAIRS = 2
 COMPARE_POLICY = Policy(number=1, warmup_s=0.3, budget_s=4.0, min_samples=10, target_rel_ci=0.02)
 #: Seed of the TPE sampler: the same study on the same machine asks the same questions.
 SEED = 0
-#: Seconds to start a trial's subprocess (interpreter, torch, model, prepared artifact from cache)
-#: when the study has not measured it (every fixed trial resumed from the store): 4-6 s on a 2-core
-#: machine. Otherwise the start is measured on the study's own fixed trials (see
-#: :func:`start_estimate`). The budget keeps two starts per final comparison pair: the two sides
-#: start side by side but compete for the same cores (resnet50's final phase on a 2-core VM took
-#: ~15 s a pair of processes, 2.3 s of it timing; counting one start per pair instead, studies
-#: overran a 240 s budget by 19-82 s).
+#: Seconds to start a trial's subprocess (interpreter, torch, model, prepared artifact from cache):
+#: measured 4-6 s on a 2-core machine; the budget keeps this much per final comparison side. The
+#: two sides start side by side but compete for the same cores: resnet50's final phase on a
+#: 2-core VM took ~15 s a pair of processes, 2.3 s of it timing (counting one start per pair
+#: instead, studies overran a 240 s budget by 19-82 s).
 WORKER_START_S = 6.0
-
-
-def start_estimate(costs: Sequence[float]) -> float:
-    """Seconds a trial process takes besides its timing, from the study's fixed trials (``costs``:
-    each one's wall time less its timed samples), else :data:`WORKER_START_S`. The median: the
-    first trial of a runtime also exports its artifact, which the final comparisons find cached.
-    With the constant, int8 studies on a 2-vCPU Emerald Rapids VM reserved 192 of 240 s for final
-    comparisons that took about half of it: no int8 trial ran on resnet50, inception_v3 or vgg16,
-    and the studies ended at 133-191 s."""
-    return statistics.median(costs) if costs else WORKER_START_S
 #: Runners-up re-measured interleaved against the best before it is reported.
 RUNNERS_UP = 2
 #: A failed trial is told to the sampler as this many times the slowest verified one.
@@ -406,7 +393,6 @@ def tune(
     results: list[TrialResult] = []
     done: dict[str, TrialResult] = {}
     resumed = 0
-    costs: list[float] = []  # seconds of each trial measured in this run besides its timing
     try:
         for row in store.trials(key):
             stored = TrialResult.from_stored(row)
@@ -419,11 +405,7 @@ def tune(
             if k in done:  # measured before, perhaps under another name (two baselines can coincide)
                 r = done[k]
                 return r if r.config.name == cfg.name else replace(r, config=replace(r.config, name=cfg.name))
-            t0 = time.perf_counter()
             r = _evaluate(cfg, setup, trial_policy, prepare_timeout_s)
-            if r.ok and r.measurement:
-                m = Measurement.from_dict(r.measurement)
-                costs.append(time.perf_counter() - t0 - sum(m.samples) * m.number - trial_policy.warmup_s)
             store.save_trial(platform, study_key=key, config_key=k, status="ok" if r.ok else "failed",
                              config=cfg.to_dict(), result=r.to_dict())
             done[k] = r
@@ -446,11 +428,10 @@ def tune(
             study = optuna.create_study(direction="minimize", sampler=sampler)
             limit = trials if trials is not None else 10_000
             # The interleaved comparisons at the end are part of the budget.
-            start_s = start_estimate(costs)
-            one_pair = compare_policy.budget_s + compare_policy.warmup_s + 2 * start_s
+            one_pair = compare_policy.budget_s + compare_policy.warmup_s + 2 * WORKER_START_S
             compared = sum(1 for b in base.values() if b.ok)
             # the guideline is compared once (one pair of processes), like a runner-up
-            reserve = compared * (one_pair + (compare_pairs - 1) * (compare_policy.warmup_s + 2 * start_s)) + (
+            reserve = compared * (one_pair + (compare_pairs - 1) * (compare_policy.warmup_s + 2 * WORKER_START_S)) + (
                 RUNNERS_UP + guide.ok) * one_pair
             search_until = budget_s - reserve
             # The guideline in each reduced precision allowed, first, within the search's time.
