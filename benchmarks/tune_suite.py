@@ -99,6 +99,11 @@ def main() -> int:
         lo, hi = row["guideline_ci"]
         print(f"  guideline {r.guideline.latency_s * 1e3:.2f} ms = {row['guideline_vs_best']:.2f} ({lo:.2f}-{hi:.2f})x "
               f"the best ({r.guideline.config.describe()})", flush=True)
+        if r.time_line():
+            print(f"  {r.time_line()}", flush=True)
+        for n in r.notes:
+            if n.startswith("no time left"):
+                print(f"  note: {n}", flush=True)
 
     def col(k: str) -> list[float]:
         return [r["speedup"][k]["ratio"] for r in rows if k in r["speedup"]]

@@ -348,6 +348,8 @@ def _print_tune(r: Any) -> None:
         how = f" (95% CI {lo:.2f}-{hi:.2f}, interleaved)" if interleaved else " (trial medians)"
         out.print(f"guideline: {gap:.2f}x the best's {'latency' if r.objective == 'latency' else 'time per sample'}{how}; "
                   + "; ".join(r.guideline_reasons), highlight=False)
+    if r.time_line():
+        out.print(r.time_line(), highlight=False)
     for n in r.notes:
         err.print(f"[yellow]note:[/yellow] {n}", highlight=False, soft_wrap=True)
 

@@ -182,6 +182,12 @@ def test_an_int8_study_measures_the_guideline_in_int8_before_searching(tmp_path:
     assert ran.index(seeds[0]) > max(i for i, c in enumerate(ran) if c.name == "guideline")  # after the fixed ones
     assert not any(c.name.startswith("trial") for c in ran)  # trials=0: no search
     assert r.best.config.precision == "int8"
+    # where the time went: the phases add up to the study (no measuring happened after "final")
+    p = r.phase_s
+    assert {"fixed", "search", "final", "reserved", "pairs"} <= set(p) and min(p.values()) >= 0
+    assert p["fixed"] + p["search"] + p["final"] <= r.duration_s + 1e-6
+    assert r.duration_s - (p["fixed"] + p["search"] + p["final"]) < 1.0
+    assert r.time_line().startswith("time: set-up, guideline and baselines") and r.to_dict()["phase_s"] == p
     # no time left for them: skipped with a note, not run past the budget
     ran.clear()
     r = tune(CNN, precisions=("fp32", "int8"), runtimes=runtimes, trials=0, budget_s=1, calibration_size=8,

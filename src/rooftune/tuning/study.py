@@ -127,6 +127,21 @@ class TuneResult:
     #: median(guideline) / median(best) from an interleaved comparison, with its 95 % CI; None
     #: when it was not measured (the guideline failed, or the comparison could not run).
     guideline_vs_best: dict[str, Any] | None = None
+    #: Where the study's time went: seconds of the set-up, guideline and baselines (``fixed``), the search
+    #: (``search``, int8 seeds included) and the final interleaved comparisons (``final``), the
+    #: seconds kept for the latter before the search (``reserved``) and the pairs of processes
+    #: the reported comparisons started (``pairs``).
+    phase_s: dict[str, float] = field(default_factory=dict)
+
+    def time_line(self) -> str:
+        """Where the study's time went, in one line (empty for a study without phases)."""
+        p = self.phase_s
+        if "final" not in p:
+            return ""
+        kept = f"; {p['reserved']:.0f} s were kept for them" if "reserved" in p else ""
+        return (f"time: set-up, guideline and baselines {p['fixed']:.0f} s, search {p['search']:.0f} s, final "
+                f"comparisons {p['final']:.0f} s ({p['pairs']:.0f} pairs of processes{kept}); "
+                f"{self.duration_s:.0f} s in all")
 
     def guideline_gap(self) -> tuple[float, float, float, bool]:
         """How many times the best's time the guideline takes: (ratio, ci_low, ci_high,
@@ -159,7 +174,7 @@ class TuneResult:
             "trials": {"count": len(self.trials), "failed": len(failed), "resumed": self.resumed,
                        "failures": [{"config": t.config.describe(), "error": t.error} for t in failed],
                        "all": [t.to_dict() for t in self.trials]},
-            "notes": list(self.notes), "duration_s": self.duration_s,
+            "notes": list(self.notes), "duration_s": self.duration_s, "phase_s": self.phase_s,
         }
 
 
@@ -421,6 +436,8 @@ def tune(
                 notes.append(f"{cfg.name} is the same configuration as {twin} on this machine")
             results.append(r)
         guide, base = results[0], {r.config.name: r for r in results[1:]}
+        phase_s: dict[str, float] = {"fixed": time.perf_counter() - started}
+        pairs_run = 0
 
         if not guidelines_only:
             sampler = optuna.samplers.TPESampler(seed=SEED)
@@ -434,6 +451,7 @@ def tune(
             reserve = compared * (one_pair + (compare_pairs - 1) * (compare_policy.warmup_s + 2 * WORKER_START_S)) + (
                 RUNNERS_UP + guide.ok) * one_pair
             search_until = budget_s - reserve
+            phase_s["reserved"] = reserve
             # The guideline in each reduced precision allowed, first, within the search's time.
             seeds = precision_seeds(guide_cfg, available, precisions)
             for i, cfg in enumerate(seeds):
@@ -470,6 +488,7 @@ def tune(
                 ok_scores = [x.score(objective) for x in results if x.ok]
                 score = r.score(objective) if r.ok else FAILED_PENALTY * max(ok_scores, default=1.0)
                 study.tell(t, score)
+        phase_s["search"] = time.perf_counter() - started - phase_s["fixed"]
         verified = [r for r in results if r.ok]
         if not verified:
             raise TrialFailed("no configuration ran and verified; see the failures in the trials")
@@ -484,6 +503,7 @@ def tune(
             for other in runners_up:
                 step("confirming the best against the runners-up, interleaved", 0, RUNNERS_UP)
                 c = _interleaved(best.config, other.config, setup, objective, compare_policy, pairs=1)
+                pairs_run += c.get("process_pairs", 0)
                 if c.get("ci_high", math.inf) < 1.0:  # median(other) / median(best), all of it below 1
                     notes.append(f"re-measured interleaved, {other.config.describe()} was {1 / c['ratio']:.2f}x faster "
                                  f"than {best.config.describe()} (trial medians said otherwise): it is the best")
@@ -495,6 +515,7 @@ def tune(
             # speedups (two trial medians taken minutes apart differ by 30 % on a shared machine).
             step("the guideline against the best, interleaved", 0, 1)
             guide_vs_best = _interleaved(best.config, guide.config, setup, objective, compare_policy, pairs=1)
+            pairs_run += guide_vs_best.get("process_pairs", 0)
             if guide_vs_best.get("ci_high", math.inf) < 1.0:  # median(guideline) / median(best), all below 1
                 notes.append(f"re-measured interleaved, the guideline was {1 / guide_vs_best['ratio']:.2f}x faster than "
                              f"{best.config.describe()} (trial medians said otherwise): it is the best")
@@ -508,6 +529,10 @@ def tune(
             # a baseline took the best's place: the guideline is measured against it
             step("the guideline against the new best, interleaved", 0, 1)
             guide_vs_best = _interleaved(best.config, guide.config, setup, objective, compare_policy, pairs=1)
+            pairs_run += guide_vs_best.get("process_pairs", 0)
+        pairs_run += sum(c.get("process_pairs", 0) for c in speedup.values())
+        phase_s["final"] = time.perf_counter() - started - phase_s["fixed"] - phase_s["search"]
+        phase_s["pairs"] = pairs_run
         if save:
             save_config(best, Path(save), workload, calibration_size=calibration_size)
     finally:
@@ -520,7 +545,7 @@ def tune(
     return TuneResult(model=model, objective=objective, batch=wl.batch, best=best, guideline=guide,
                       guideline_reasons=tuple(reasons), baselines=base, speedup=speedup, trials=tuple(results),
                       notes=tuple(notes), duration_s=time.perf_counter() - started, resumed=resumed,
-                      workload=workload, guideline_vs_best=guide_vs_best)
+                      workload=workload, guideline_vs_best=guide_vs_best, phase_s=phase_s)
 
 
 def _against_baselines(best: TrialResult, base: dict[str, TrialResult], setup: Setup, objective: str,
