@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from rooftune.errors import InvalidArgument
 from tests.test_cli import assert_one_line_error, rooftune, rooftune_in_process
 
 
@@ -114,7 +115,7 @@ def test_an_output_path_in_directories_still_to_be_made_is_accepted(tmp_path: Pa
     assert output_file(tmp_path / "new" / "deeper" / "m.pkl", "--save", parents=True).name == "m.pkl"
     assert output_dir(tmp_path / "new" / "sel", "--save", parents=True).name == "sel"
     assert not (tmp_path / "new").exists()  # checked, not created
-    with pytest.raises(Exception, match="its directory does not exist"):
+    with pytest.raises(InvalidArgument, match="its directory does not exist"):
         output_file(tmp_path / "new" / "m.pkl", "--save")
     monkeypatch.chdir(tmp_path)
     assert output_file("out.csv", "--csv") == Path("out.csv")  # a bare name: the working directory

@@ -26,30 +26,25 @@ out = Console()
 err = Console(stderr=True)
 
 
-def _parse_names(value: str | None, name: str, example: str) -> list[str] | None:
+def _parse_names(value: str | None, name: str, example: str, what: str = "names") -> list[str] | None:
     """A comma-separated list given on the command line; None when the option was not given,
     refused when it was given empty (``--precision ''`` must not mean "all of them")."""
     if value is None:
         return None
     items = [v.strip() for v in value.split(",") if v.strip()]
     if not items:
-        raise InvalidArgument(name, value, f"expected names separated by commas, e.g. {example}")
+        raise InvalidArgument(name, value, f"expected {what} separated by commas, e.g. {example}")
     return items
 
 
 def _parse_int_list(value: str | None, name: str) -> list[int] | None:
-    if value is None:
+    items = _parse_names(value, name, "1,2", what="integers")
+    if items is None:
         return None
-    items = [v.strip() for v in value.split(",") if v.strip()]
-    result = []
-    for v in items:
-        try:
-            result.append(int(v))
-        except ValueError:
-            raise InvalidArgument(name, v, "expected integers separated by commas, e.g. 1,2") from None
-    if not result:
-        raise InvalidArgument(name, value, "expected integers separated by commas, e.g. 1,2")
-    return result
+    bad = next((v for v in items if not v.lstrip("+-").isdecimal()), None)
+    if bad is not None:
+        raise InvalidArgument(name, bad, "expected integers separated by commas, e.g. 1,2")
+    return [int(v) for v in items]
 
 
 def _rate(v: float, unit: str) -> str:

@@ -376,7 +376,7 @@ def measure_ceilings(
         named = name_plateaus(found, capacities, xs, ys)
         if dram_start and "DRAM" not in named:
             # the stop rule saw target sizes; the points hold the bytes measured (whole blocks)
-            start = xs[sizes.index(dram_start[0])] if dram_start[0] in sizes else dram_start[0]
+            start = xs[sizes.index(dram_start[0])]
             cache = named.get(last) if last else None
             named["DRAM"] = dram_as_stopped(xs, ys, start, capacities, max(2, effort.steps_per_octave),
                                             cache.end_bytes if cache is not None else 0)

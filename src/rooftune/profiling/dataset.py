@@ -171,7 +171,7 @@ def _check_row(line: int, r: dict[str, Any], p: Path) -> dict[str, Any]:
     if not isinstance(r["primitive"], str) or not r["primitive"].strip():
         raise bad("primitive is not a name")
     return {"platform_id": r["platform_id"], "platform": platform, "spec_key": r["spec_key"], "spec": spec.to_dict(),
-            "primitive": str(r["primitive"]), "threads": threads, "status": r["status"], "median_s": median,
+            "primitive": r["primitive"], "threads": threads, "status": r["status"], "median_s": median,
             "iqr_s": iqr, "repetitions": reps, "reason": r["reason"] or "", "warnings": out["warnings"] or [],
             "sources": out["sources"] or [], "created_at": created, "pass_medians": [float(v) for v in passes],
             "pass_canary": readings}
