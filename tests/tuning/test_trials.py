@@ -37,6 +37,7 @@ def test_a_worker_prepares_verifies_measures_and_samples(tmp_path: Path) -> None
     cfg = RunConfig(runtime="torchscript", intra_threads=1, memory_format="channels_last")
     with Worker(cfg, spec(CNN), ref, tmp_path) as w:
         assert w.info["verify"]["ok"] and w.info["threads"] == 1
+        assert 0 < w.info["start_s"] < 120  # the process's start apart from the preparation
         assert w.info["verify"]["max_rel"] < 1e-4
         assert Path(w.info["artifact"]).name == "model.torchscript.pt"
         m = w.measure({"number": 1, "warmup_s": 0.0, "budget_s": 0.2, "min_samples": 6}, "t")
@@ -68,11 +69,15 @@ def test_a_study_stores_every_trial_and_resumes(tmp_path: Path) -> None:
     assert all(best <= t.score("latency") for t in r.trials) or any("re-measured" in n for n in r.notes)
     saved = json.loads((tmp_path / "out" / "best.json").read_text())
     assert saved["config"]["runtime"] == r.best.config.runtime
+    # each trial's start was measured and stored, and the final comparisons' reserve built on it
+    assert all(math.isfinite(t.start_s) and t.start_s > 0 for t in r.trials)
+    assert r.phase_s["pair_start"] > 0 and "to start a pair" in r.time_line()
     with Store(db) as s:
         assert s.count("trials") == len({t.config.key() for t in r.trials})
     again = tune(CNN, **{**kwargs, "trials": 0, "save": None})
     assert again.resumed == len({t.config.key() for t in r.trials})
     assert again.guideline.latency_s == r.guideline.latency_s  # from the store, not re-measured
+    assert again.guideline.start_s == r.guideline.start_s
     with Store(db) as s:
         assert s.count("trials") == len({t.config.key() for t in r.trials})
 
@@ -207,3 +212,60 @@ def test_the_guideline_is_measured_interleaved_against_the_best(tmp_path: Path, 
     assert r.best.config.name == "guideline" and r.guideline_gap()[0] == 1.0
     assert any("the guideline was 1.11x faster" in n for n in r.notes), r.notes
     assert all(a == "guideline" for a, _ in compared[compared.index(("trial 0", "guideline")) + 1:])
+
+
+def test_the_final_comparisons_cost_what_was_measured_and_keep_to_the_budget(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The seconds kept for the final comparisons come from the trials' measured starts; when the
+    search ran late, the runners-up are not re-measured and each baseline is compared over one
+    pair of processes, so the study ends within its budget (a stand-in clock: trials take 10 s,
+    the searched one 40 s, a comparison 1 s)."""
+    import types
+
+    import rooftune.tuning.study as study
+    from rooftune.tuning.study import COMPARE_POLICY, TrialResult, comparison_s, pair_start_s
+
+    now = [0.0]
+    monkeypatch.setattr(study, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
+
+    def fake_evaluate(cfg, setup, policy, prepare_timeout_s):  # type: ignore[no-untyped-def]
+        now[0] += 40.0 if cfg.name.startswith("trial") else 10.0
+        return TrialResult(cfg, True, latency_s=0.005 if cfg.name.startswith("trial") else 0.004, throughput=1.0,
+                           verify={"ok": True}, start_s=2.0)
+
+    used: dict[str, int] = {}  # pairs of processes per configuration compared with the best
+
+    def fake_interleaved(a, b, setup, objective, policy, pairs=None):  # type: ignore[no-untyped-def]
+        now[0] += 1.0
+        used[b.name] = pairs
+        return {"ratio": 1.3, "ci_low": 1.2, "ci_high": 1.4, "pairs": 40, "process_pairs": pairs}
+
+    monkeypatch.setattr(study, "_evaluate", fake_evaluate)
+    monkeypatch.setattr(study, "_interleaved", fake_interleaved)
+    # with no search and a generous budget: no runner-up is kept for, every baseline gets two pairs
+    r = tune(CNN, runtimes=["eager"], trials=0, budget_s=600, db=str(tmp_path / "a.db"))
+    start = r.phase_s["pair_start"]
+    from rooftune.platform import current_platform
+
+    assert start == pair_start_s(r.trials, current_platform().usable_cores) >= 2.0 + study.CACHED_START_S
+    distinct = len({b.config.key() for b in r.baselines.values()})
+    one, two = comparison_s(1, start, COMPARE_POLICY), comparison_s(2, start, COMPARE_POLICY)
+    assert one < two < 2 * one
+    assert r.phase_s["reserved"] == pytest.approx(distinct * two + one)  # baselines, and the guideline
+    assert all(used[n] == 2 for n in r.baselines if n in used) and used["guideline"] == 1
+    assert len(used) == distinct + 1  # a baseline that is another's twin is compared once
+    assert all(r.speedup[n]["ratio"] == 1.3 for n in r.baselines)
+    # a search that ends late (one trial of 40 s started 5 s before the search's share ran out);
+    # the guideline stays the best, the searched trial is its runner-up
+    now[0] = 0.0
+    used.clear()
+    reserve = distinct * two + 3 * one  # two runners-up now
+    budget = 40.0 + reserve + 5.0
+    r = tune(CNN, runtimes=["eager"], trials=1, budget_s=budget, db=str(tmp_path / "b.db"))
+    assert r.phase_s["reserved"] == pytest.approx(reserve)
+    assert [t.config.name for t in r.trials][-1] == "trial 0" and r.best.config.name == "guideline"
+    assert any(n.startswith("no time left in the budget to re-measure 1 runner(s)-up") for n in r.notes), r.notes
+    # the first baseline over one pair, until the others fit in what is left at two
+    assert "trial 0" not in used and min(used[n] for n in r.baselines if n in used) == 1, used
+    assert any(n.startswith("the budget left too little time to spread every comparison over 2 pairs") for n in r.notes)
+    assert r.duration_s <= budget

@@ -16,6 +16,7 @@ the reference (a wrong output is a failed trial, never a best); measure with the
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -49,12 +50,15 @@ COMPARE_PROCESS_PAIRS = 2
 COMPARE_POLICY = Policy(number=1, warmup_s=0.3, budget_s=4.0, min_samples=10, target_rel_ci=0.02)
 #: Seed of the TPE sampler: the same study on the same machine asks the same questions.
 SEED = 0
-#: Seconds to start a trial's subprocess (interpreter, torch, model, prepared artifact from cache):
-#: measured 4-6 s on a 2-core machine; the budget keeps this much per final comparison side. The
-#: two sides start side by side but compete for the same cores: resnet50's final phase on a
-#: 2-core VM took ~15 s a pair of processes, 2.3 s of it timing (counting one start per pair
-#: instead, studies overran a 240 s budget by 19-82 s).
-WORKER_START_S = 6.0
+#: Seconds to start a pair of processes for a final comparison when no trial of the study measured
+#: its own start (all resumed from rows stored without it). Otherwise the study measures it: the
+#: median of its fixed trials' starts (interpreter, imports, workload, output check; what their
+#: preparation took apart), plus CACHED_START_S.
+PAIR_START_S = 6.0
+#: Seconds a final comparison's pair adds to a lone trial's start: the prepared artifact loaded
+#: from the cache and the two processes starting side by side. resnet50 on a 2-core VM: trials
+#: started in 3.7-4.9 s apart from their preparation, pairs in 4.3-5.6 s (cached loads 0.3-0.6 s).
+CACHED_START_S = 1.0
 #: Runners-up re-measured interleaved against the best before it is reported.
 RUNNERS_UP = 2
 #: A failed trial is told to the sampler as this many times the slowest verified one.
@@ -80,6 +84,8 @@ class TrialResult:
     prepare_s: float = math.nan
     artifact: str | None = None
     measurement: dict[str, Any] | None = None
+    #: Seconds its process took to start apart from preparing the configuration (nan: not known).
+    start_s: float = math.nan
 
     def score(self, objective: str) -> float:
         """Lower is better: latency, or inverse throughput."""
@@ -93,7 +99,7 @@ class TrialResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"config": self.config.to_dict(), "ok": self.ok, "error": self.error, **self.figures(),
-                "verify": self.verify, "prepare_s": self.prepare_s, "artifact": self.artifact}
+                "verify": self.verify, "prepare_s": self.prepare_s, "start_s": self.start_s, "artifact": self.artifact}
 
     @classmethod
     def from_stored(cls, row: dict[str, Any]) -> TrialResult:
@@ -105,7 +111,8 @@ class TrialResult:
 
         return cls(config=RunConfig(**row["config"]), ok=row["status"] == "ok", error=r.get("error", ""),
                    latency_s=num("latency_s"), p90_s=num("p90_s"), p99_s=num("p99_s"), throughput=num("throughput"),
-                   verify=r.get("verify", {}), prepare_s=num("prepare_s"), artifact=r.get("artifact"))
+                   verify=r.get("verify", {}), prepare_s=num("prepare_s"), start_s=num("start_s"),
+                   artifact=r.get("artifact"))
 
 
 @dataclass(frozen=True)
@@ -130,7 +137,8 @@ class TuneResult:
     #: Where the study's time went: seconds of the set-up, guideline and baselines (``fixed``), the search
     #: (``search``, int8 seeds included) and the final interleaved comparisons (``final``), the
     #: seconds kept for the latter before the search (``reserved``) and the pairs of processes
-    #: the reported comparisons started (``pairs``).
+    #: the reported comparisons started (``pairs``), and the seconds a pair's start was expected to
+    #: take, measured from the trials (``pair_start``).
     phase_s: dict[str, float] = field(default_factory=dict)
 
     def time_line(self) -> str:
@@ -139,6 +147,8 @@ class TuneResult:
         if "final" not in p:
             return ""
         kept = f"; {p['reserved']:.0f} s were kept for them" if "reserved" in p else ""
+        if "pair_start" in p:
+            kept += f", at {p['pair_start']:.1f} s to start a pair"
         return (f"time: set-up, guideline and baselines {p['fixed']:.0f} s, search {p['search']:.0f} s, final "
                 f"comparisons {p['final']:.0f} s ({p['pairs']:.0f} pairs of processes{kept}); "
                 f"{self.duration_s:.0f} s in all")
@@ -231,7 +241,7 @@ def _evaluate(config: RunConfig, setup: Setup, policy: Policy = TRIAL_POLICY,
             verify = info["verify"]
             if not verify["ok"]:
                 return TrialResult(config, False, error=f"wrong output: {verify['why']}", verify=verify,
-                                   prepare_s=info["prepare_s"])
+                                   prepare_s=info["prepare_s"], start_s=info.get("start_s", math.nan))
             md = g.measure(_policy_dict(policy), label=f"trial.{config.runtime}")
             items = g.items_per_call
     except TrialFailed as exc:
@@ -241,7 +251,7 @@ def _evaluate(config: RunConfig, setup: Setup, policy: Policy = TRIAL_POLICY,
     return TrialResult(
         config, True, latency_s=m.median, p90_s=stats.quantile(xs, 0.9), p99_s=stats.quantile(xs, 0.99),
         throughput=items / m.median, verify=verify, prepare_s=info["prepare_s"],
-        artifact=info.get("artifact"), measurement=md,
+        start_s=info.get("start_s", math.nan), artifact=info.get("artifact"), measurement=md,
     )
 
 
@@ -444,16 +454,19 @@ def tune(
             optuna.logging.set_verbosity(optuna.logging.WARNING)
             study = optuna.create_study(direction="minimize", sampler=sampler)
             limit = trials if trials is not None else 10_000
-            # The interleaved comparisons at the end are part of the budget.
-            one_pair = compare_policy.budget_s + compare_policy.warmup_s + 2 * WORKER_START_S
-            compared = sum(1 for b in base.values() if b.ok)
+            # The interleaved comparisons at the end are part of the budget: kept from the search by
+            # what they cost on this machine, measured from the fixed trials' process starts.
+            seeds = precision_seeds(guide_cfg, available, precisions)
+            start_s = pair_start_s(results, platform.usable_cores)
+            compared = len({b.config.key() for b in base.values() if b.ok})  # twins are compared once
+            runners = RUNNERS_UP if limit > 0 or seeds else 0
             # the guideline is compared once (one pair of processes), like a runner-up
-            reserve = compared * (one_pair + (compare_pairs - 1) * (compare_policy.warmup_s + 2 * WORKER_START_S)) + (
-                RUNNERS_UP + guide.ok) * one_pair
+            reserve = (compared * comparison_s(compare_pairs, start_s, compare_policy)
+                       + (runners + guide.ok) * comparison_s(1, start_s, compare_policy))
             search_until = budget_s - reserve
             phase_s["reserved"] = reserve
+            phase_s["pair_start"] = start_s
             # The guideline in each reduced precision allowed, first, within the search's time.
-            seeds = precision_seeds(guide_cfg, available, precisions)
             for i, cfg in enumerate(seeds):
                 left = search_until - (time.perf_counter() - started)
                 if left <= 0:
@@ -489,6 +502,8 @@ def tune(
                 score = r.score(objective) if r.ok else FAILED_PENALTY * max(ok_scores, default=1.0)
                 study.tell(t, score)
         phase_s["search"] = time.perf_counter() - started - phase_s["fixed"]
+        start_s = pair_start_s(results, platform.usable_cores)
+        one_pair = comparison_s(1, start_s, compare_policy)
         verified = [r for r in results if r.ok]
         if not verified:
             raise TrialFailed("no configuration ran and verified; see the failures in the trials")
@@ -500,8 +515,14 @@ def tune(
             # (the guideline and the baselines are compared with the best below in any case)
             fixed_keys = {r.config.key() for r in (guide, *base.values())}
             runners_up = [r for r in ranked[1:] if r.config.key() not in fixed_keys][:RUNNERS_UP]
-            for other in runners_up:
-                step("confirming the best against the runners-up, interleaved", 0, RUNNERS_UP)
+            # what the comparisons after these need at the least (one pair of processes each)
+            after = (len({b.config.key() for b in base.values() if b.ok}) + guide.ok) * one_pair
+            for i, other in enumerate(runners_up):
+                if started + budget_s - time.perf_counter() < after + one_pair:
+                    notes.append(f"no time left in the budget to re-measure {len(runners_up) - i} runner(s)-up "
+                                 "against the best, interleaved")
+                    break
+                step("confirming the best against the runners-up, interleaved", i, len(runners_up))
                 c = _interleaved(best.config, other.config, setup, objective, compare_policy, pairs=1)
                 pairs_run += c.get("process_pairs", 0)
                 if c.get("ci_high", math.inf) < 1.0:  # median(other) / median(best), all of it below 1
@@ -524,7 +545,9 @@ def tune(
             elif "error" in guide_vs_best:
                 notes.append(f"the guideline could not be compared with the best: {guide_vs_best['error']}")
         compared_with = best.config.key()
-        best, speedup = _against_baselines(best, base, setup, objective, compare_policy, compare_pairs, notes, step)
+        cost = functools.partial(comparison_s, start_s=start_s, policy=compare_policy)
+        best, speedup = _against_baselines(best, base, setup, objective, compare_policy, compare_pairs, notes, step,
+                                           deadline=started + budget_s, cost=cost)
         if guide_vs_best is not None and best.config.key() != compared_with:
             # a baseline took the best's place: the guideline is measured against it
             step("the guideline against the new best, interleaved", 0, 1)
@@ -550,22 +573,37 @@ def tune(
 
 def _against_baselines(best: TrialResult, base: dict[str, TrialResult], setup: Setup, objective: str,
                        policy: Policy, pairs: int, notes: list[str],
-                       step: Callable[[str, int, int], None]) -> tuple[TrialResult, dict[str, Any]]:
+                       step: Callable[[str, int, int], None], deadline: float | None = None,
+                       cost: Callable[[int], float] | None = None) -> tuple[TrialResult, dict[str, Any]]:
     """The best re-measured interleaved against every baseline, fastest baseline first; returns
     the best (perhaps a baseline) and each baseline's comparison, in ``base``'s order.
 
     A baseline that is faster with its whole CI becomes the best (a user never gets a slower
     configuration than one they could have picked by hand), once per baseline at most; the
-    baselines already compared with the one it replaces are compared again with it.
+    baselines already compared with the one it replaces are compared again with it. Two
+    baselines that are the same configuration are compared once. Where the comparisons left
+    would not fit before ``deadline`` (``perf_counter`` seconds) at ``cost(pairs)`` seconds each,
+    a comparison is spread over one pair of processes instead of ``pairs``, with a note.
     """
     ok = [n for n, b in base.items() if b.ok]
     queue = sorted(ok, key=lambda n: base[n].score(objective))  # the likeliest to beat the best first
     results: dict[str, dict[str, Any]] = {}
     promoted: set[str] = set()
+    short: list[str] = []
     while queue:
         name = queue.pop(0)
         step("best against every baseline, interleaved", len(results), len(ok))
-        sp = _interleaved(best.config, base[name].config, setup, objective, policy, pairs=pairs)
+        twin = next((n for n in results if base[n].config.key() == base[name].config.key()), None)
+        if twin is not None:
+            results[name] = results[twin]
+            continue
+        n_pairs = pairs
+        if deadline is not None and cost is not None and pairs > 1:
+            left_to_run = 1 + len({base[n].config.key() for n in queue})
+            if deadline - time.perf_counter() < left_to_run * cost(pairs):
+                n_pairs = 1
+                short.append(name)
+        sp = _interleaved(best.config, base[name].config, setup, objective, policy, pairs=n_pairs)
         results[name] = sp
         if sp.get("ci_high", math.inf) < 1.0 and name not in promoted:  # median(baseline) / median(best) < 1
             notes.append(f"the baseline {name} was {1 / sp['ratio']:.2f}x faster than {best.config.describe()} in "
@@ -578,7 +616,30 @@ def _against_baselines(best: TrialResult, base: dict[str, TrialResult], setup: S
             for n in again:
                 del results[n]
             queue = again + queue
+    if short:
+        notes.append(f"the budget left too little time to spread every comparison over {pairs} pairs of processes: "
+                     f"{', '.join(dict.fromkeys(short))} over one")
     return best, {n: results[n] for n in ok if n in results}
+
+
+def pair_start_s(trials: Sequence[TrialResult], cores: int) -> float:
+    """Seconds to start a pair of processes for a final comparison, from the study's own trials
+    (the median of their starts apart from preparation, plus CACHED_START_S); PAIR_START_S when
+    none measured its start."""
+    xs = [t.start_s for t in trials if math.isfinite(t.start_s)]
+    if not xs:
+        return PAIR_START_S
+    # the two processes start at once: with fewer cores than processes they take turns
+    return stats.median(xs) * max(1.0, 2.0 / max(1, cores)) + CACHED_START_S
+
+
+def comparison_s(pairs: int, start_s: float, policy: Policy) -> float:
+    """Seconds an interleaved comparison takes spread over ``pairs`` fresh pairs of processes
+    starting in ``start_s``: each pair's start and warm-up, then the timed budget twice over (each
+    timed call follows RESUME_WARMUP_CALLS untimed ones). resnet50 on a 2-core VM with 5 s starts:
+    13.3-14.0 s over one pair, 18.1-19.6 s over two; this model says 13.6 and 19.2."""
+    calls = 1 + RESUME_WARMUP_CALLS
+    return pairs * (start_s + calls * policy.warmup_s) + calls * policy.budget_s
 
 
 def check_precisions(precisions: Sequence[str], calibration_size: int | None, platform: Any) -> int:

@@ -76,6 +76,7 @@ class Worker:
                       "reference": str(reference), "workdir": str(workdir),
                       "calibration": str(calibration) if calibration else None, "validate": validate}
         self._prepare_timeout_s = prepare_timeout_s
+        self._spawned = time.perf_counter()
         self.info: dict[str, Any] = {}
         try:
             self.send(self._init)
@@ -88,7 +89,11 @@ class Worker:
     def ready(self) -> dict[str, Any]:
         """The answer to the configuration: prepared and its output checked (once; then cached)."""
         if not self.info:
-            self.info = self.receive(self._init, self._prepare_timeout_s)
+            info = self.receive(self._init, self._prepare_timeout_s)
+            # what starting a process costs apart from preparing its configuration: the
+            # interpreter, imports, the workload, and checking the output
+            info["start_s"] = max(0.0, time.perf_counter() - self._spawned - float(info.get("prepare_s", 0.0)))
+            self.info = info
         return self.info
 
     def _last_stderr(self) -> str:
