@@ -16,7 +16,6 @@ the reference (a wrong output is a failed trial, never a best); measure with the
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import math
@@ -502,8 +501,7 @@ def tune(
                 score = r.score(objective) if r.ok else FAILED_PENALTY * max(ok_scores, default=1.0)
                 study.tell(t, score)
         phase_s["search"] = time.perf_counter() - started - phase_s["fixed"]
-        start_s = pair_start_s(results, platform.usable_cores)
-        one_pair = comparison_s(1, start_s, compare_policy)
+        cost = FinalCost(pair_start_s(results, platform.usable_cores), compare_policy)
         verified = [r for r in results if r.ok]
         if not verified:
             raise TrialFailed("no configuration ran and verified; see the failures in the trials")
@@ -515,15 +513,16 @@ def tune(
             # (the guideline and the baselines are compared with the best below in any case)
             fixed_keys = {r.config.key() for r in (guide, *base.values())}
             runners_up = [r for r in ranked[1:] if r.config.key() not in fixed_keys][:RUNNERS_UP]
-            # what the comparisons after these need at the least (one pair of processes each)
-            after = (len({b.config.key() for b in base.values() if b.ok}) + guide.ok) * one_pair
             for i, other in enumerate(runners_up):
-                if started + budget_s - time.perf_counter() < after + one_pair:
+                # what the comparisons after these need at the least (one pair of processes each)
+                after = (len({b.config.key() for b in base.values() if b.ok}) + guide.ok) * cost(1)
+                if started + budget_s - time.perf_counter() < after + cost(1):
                     notes.append(f"no time left in the budget to re-measure {len(runners_up) - i} runner(s)-up "
                                  "against the best, interleaved")
                     break
                 step("confirming the best against the runners-up, interleaved", i, len(runners_up))
-                c = _interleaved(best.config, other.config, setup, objective, compare_policy, pairs=1)
+                c = cost.timed(lambda o=other: _interleaved(best.config, o.config, setup, objective, compare_policy,
+                                                            pairs=1))
                 pairs_run += c.get("process_pairs", 0)
                 if c.get("ci_high", math.inf) < 1.0:  # median(other) / median(best), all of it below 1
                     notes.append(f"re-measured interleaved, {other.config.describe()} was {1 / c['ratio']:.2f}x faster "
@@ -535,7 +534,8 @@ def tune(
             # The guideline's distance from the best is a reported figure: interleaved, like the
             # speedups (two trial medians taken minutes apart differ by 30 % on a shared machine).
             step("the guideline against the best, interleaved", 0, 1)
-            guide_vs_best = _interleaved(best.config, guide.config, setup, objective, compare_policy, pairs=1)
+            guide_vs_best = cost.timed(lambda: _interleaved(best.config, guide.config, setup, objective,
+                                                            compare_policy, pairs=1))
             pairs_run += guide_vs_best.get("process_pairs", 0)
             if guide_vs_best.get("ci_high", math.inf) < 1.0:  # median(guideline) / median(best), all below 1
                 notes.append(f"re-measured interleaved, the guideline was {1 / guide_vs_best['ratio']:.2f}x faster than "
@@ -545,7 +545,6 @@ def tune(
             elif "error" in guide_vs_best:
                 notes.append(f"the guideline could not be compared with the best: {guide_vs_best['error']}")
         compared_with = best.config.key()
-        cost = functools.partial(comparison_s, start_s=start_s, policy=compare_policy)
         best, speedup = _against_baselines(best, base, setup, objective, compare_policy, compare_pairs, notes, step,
                                            deadline=started + budget_s, cost=cost)
         if guide_vs_best is not None and best.config.key() != compared_with:
@@ -574,7 +573,7 @@ def tune(
 def _against_baselines(best: TrialResult, base: dict[str, TrialResult], setup: Setup, objective: str,
                        policy: Policy, pairs: int, notes: list[str],
                        step: Callable[[str, int, int], None], deadline: float | None = None,
-                       cost: Callable[[int], float] | None = None) -> tuple[TrialResult, dict[str, Any]]:
+                       cost: FinalCost | None = None) -> tuple[TrialResult, dict[str, Any]]:
     """The best re-measured interleaved against every baseline, fastest baseline first; returns
     the best (perhaps a baseline) and each baseline's comparison, in ``base``'s order.
 
@@ -583,7 +582,8 @@ def _against_baselines(best: TrialResult, base: dict[str, TrialResult], setup: S
     baselines already compared with the one it replaces are compared again with it. Two
     baselines that are the same configuration are compared once. Where the comparisons left
     would not fit before ``deadline`` (``perf_counter`` seconds) at ``cost(pairs)`` seconds each,
-    a comparison is spread over one pair of processes instead of ``pairs``, with a note.
+    a comparison is spread over one pair of processes instead of ``pairs``, with a note; ``cost``
+    counts the comparisons' seconds as they run.
     """
     ok = [n for n, b in base.items() if b.ok]
     queue = sorted(ok, key=lambda n: base[n].score(objective))  # the likeliest to beat the best first
@@ -603,7 +603,10 @@ def _against_baselines(best: TrialResult, base: dict[str, TrialResult], setup: S
             if deadline - time.perf_counter() < left_to_run * cost(pairs):
                 n_pairs = 1
                 short.append(name)
-        sp = _interleaved(best.config, base[name].config, setup, objective, policy, pairs=n_pairs)
+        def run(b: RunConfig = base[name].config, n: int = n_pairs) -> dict[str, Any]:
+            return _interleaved(best.config, b, setup, objective, policy, pairs=n)
+
+        sp = cost.timed(run) if cost is not None else run()
         results[name] = sp
         if sp.get("ci_high", math.inf) < 1.0 and name not in promoted:  # median(baseline) / median(best) < 1
             notes.append(f"the baseline {name} was {1 / sp['ratio']:.2f}x faster than {best.config.describe()} in "
@@ -620,6 +623,31 @@ def _against_baselines(best: TrialResult, base: dict[str, TrialResult], setup: S
         notes.append(f"the budget left too little time to spread every comparison over {pairs} pairs of processes: "
                      f"{', '.join(dict.fromkeys(short))} over one")
     return best, {n: results[n] for n in ok if n in results}
+
+
+class FinalCost:
+    """Seconds the final comparisons take: :func:`comparison_s` at the measured start of a pair,
+    scaled by how long this study's comparisons so far took against it (the parent's own work
+    between samples, a chosen configuration slower to load than the trials' median)."""
+
+    def __init__(self, start_s: float, policy: Policy) -> None:
+        self.start_s = start_s
+        self.policy = policy
+        self.took = 0.0
+        self.modelled = 0.0
+
+    def __call__(self, pairs: int) -> float:
+        scale = self.took / self.modelled if self.modelled > 0 else 1.0
+        return comparison_s(pairs, self.start_s, self.policy) * scale
+
+    def timed(self, run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """``run()``, an interleaved comparison, with its seconds counted."""
+        t0 = time.perf_counter()
+        c = run()
+        if c.get("process_pairs"):
+            self.took += time.perf_counter() - t0
+            self.modelled += comparison_s(int(c["process_pairs"]), self.start_s, self.policy)
+        return c
 
 
 def pair_start_s(trials: Sequence[TrialResult], cores: int) -> float:
