@@ -603,6 +603,7 @@ def _against_baselines(best: TrialResult, base: dict[str, TrialResult], setup: S
             if deadline - time.perf_counter() < left_to_run * cost(pairs):
                 n_pairs = 1
                 short.append(name)
+
         def run(b: RunConfig = base[name].config, n: int = n_pairs) -> dict[str, Any]:
             return _interleaved(best.config, b, setup, objective, policy, pairs=n)
 

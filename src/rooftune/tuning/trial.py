@@ -68,6 +68,7 @@ class Worker:
         env = {k: v for k, v in os.environ.items() if k not in CONTROLLED or not config.set_threads}
         env.update(config.environment())
         self._stderr = tempfile.TemporaryFile(mode="w+")
+        self._spawned = time.perf_counter()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "rooftune.tuning._worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=self._stderr, text=True, env=env,
@@ -76,7 +77,6 @@ class Worker:
                       "reference": str(reference), "workdir": str(workdir),
                       "calibration": str(calibration) if calibration else None, "validate": validate}
         self._prepare_timeout_s = prepare_timeout_s
-        self._spawned = time.perf_counter()
         self.info: dict[str, Any] = {}
         try:
             self.send(self._init)
