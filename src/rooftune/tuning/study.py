@@ -580,10 +580,10 @@ def _against_baselines(best: TrialResult, base: dict[str, TrialResult], setup: S
     A baseline that is faster with its whole CI becomes the best (a user never gets a slower
     configuration than one they could have picked by hand), once per baseline at most; the
     baselines already compared with the one it replaces are compared again with it. Two
-    baselines that are the same configuration are compared once. Where the comparisons left
-    would not fit before ``deadline`` (``perf_counter`` seconds) at ``cost(pairs)`` seconds each,
-    a comparison is spread over one pair of processes instead of ``pairs``, with a note; ``cost``
-    counts the comparisons' seconds as they run.
+    baselines that are the same configuration are compared once. Where a comparison over
+    ``pairs`` pairs of processes and the rest over one each would not fit before ``deadline``
+    (``perf_counter`` seconds; ``cost(pairs)`` seconds a comparison), it is spread over one pair
+    instead, with a note; ``cost`` counts the comparisons' seconds as they run.
     """
     ok = [n for n, b in base.items() if b.ok]
     queue = sorted(ok, key=lambda n: base[n].score(objective))  # the likeliest to beat the best first
@@ -599,8 +599,10 @@ def _against_baselines(best: TrialResult, base: dict[str, TrialResult], setup: S
             continue
         n_pairs = pairs
         if deadline is not None and cost is not None and pairs > 1:
-            left_to_run = 1 + len({base[n].config.key() for n in queue})
-            if deadline - time.perf_counter() < left_to_run * cost(pairs):
+            # the comparisons after this one could still fall back to one pair each: the first
+            # (the fastest baselines, the closest calls) keep their pairs, the last give theirs up
+            after = len({base[n].config.key() for n in queue} - {base[name].config.key()})
+            if deadline - time.perf_counter() < cost(pairs) + after * cost(1):
                 n_pairs = 1
                 short.append(name)
 
