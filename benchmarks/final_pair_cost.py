@@ -12,6 +12,7 @@ study would estimate (`pair_start_s` over the trials), and each process's ready 
 from __future__ import annotations
 
 import argparse
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -23,7 +24,14 @@ def main() -> int:
     ap.add_argument("model", nargs="?", default="resnet50")
     ap.add_argument("--pairs", default="1,2", help="pairs of processes per comparison to measure")
     args = ap.parse_args()
+    workdir = Path(tempfile.mkdtemp(prefix="pair-cost-"))
+    try:
+        return run(args.model, [int(p) for p in args.pairs.split(",")], workdir)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
 
+
+def run(model: str, pair_counts: list[int], workdir: Path) -> int:
     import rooftune.tuning.trial as trial
     from rooftune.platform import current_platform
     from rooftune.runtimes import chosen_runtimes
@@ -33,7 +41,7 @@ def main() -> int:
 
     platform = current_platform()
     available, _ = chosen_runtimes(None)
-    setup = Setup({"model": args.model, "inputs": None, "options": {}}, Path(tempfile.mkdtemp(prefix="pair-cost-")))
+    setup = Setup({"model": model, "inputs": None, "options": {}}, workdir)
     setup.files(1)
     ready = trial.Worker.ready
 
@@ -46,7 +54,7 @@ def main() -> int:
         return info
 
     trial.Worker.ready = timed_ready  # type: ignore[method-assign]
-    print(f"# {platform.cpu_model}, {platform.usable_cores} usable cores, platform {platform.id}; {args.model}")
+    print(f"# {platform.cpu_model}, {platform.usable_cores} usable cores, platform {platform.id}; {model}")
     results = []
     for cfg in baselines(platform, available):
         t0 = time.perf_counter()
@@ -57,13 +65,13 @@ def main() -> int:
     if len(ok) < 2:
         print("fewer than two baselines ran")
         return 1
-    start = pair_start_s(ok, platform.usable_cores)
+    start = pair_start_s(results, platform.usable_cores)  # as a study does: every trial that timed its start
     best = next((r for r in ok if r.config.name == "onnxruntime-default"), ok[0])
     print(f"estimated start of a pair: {start:.2f} s")
     for other in ok:
-        if other is best:
+        if other.config.key() == best.config.key():  # (a study never compares twins)
             continue
-        for pairs in (int(p) for p in args.pairs.split(",")):
+        for pairs in pair_counts:
             t0 = time.perf_counter()
             c = _interleaved(best.config, other.config, setup, pairs=pairs)
             took = time.perf_counter() - t0

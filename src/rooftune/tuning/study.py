@@ -50,9 +50,10 @@ COMPARE_POLICY = Policy(number=1, warmup_s=0.3, budget_s=4.0, min_samples=10, ta
 #: Seed of the TPE sampler: the same study on the same machine asks the same questions.
 SEED = 0
 #: Seconds to start a pair of processes for a final comparison when no trial of the study measured
-#: its own start (all resumed from rows stored without it). Otherwise the study measures it: the
-#: median of its fixed trials' starts (interpreter, imports, workload, output check; what their
-#: preparation took apart), plus CACHED_START_S.
+#: its own start (all resumed from rows stored without it). Otherwise the study measures it
+#: (pair_start_s): the median of its trials' starts (interpreter, imports, workload, output check;
+#: what their preparation took apart), doubled where there are fewer than two cores, plus
+#: CACHED_START_S.
 PAIR_START_S = 6.0
 #: Seconds a final comparison's pair adds to a lone trial's start: the prepared artifact loaded
 #: from the cache and the two processes starting side by side. resnet50 on a 2-core VM: trials
@@ -360,7 +361,8 @@ def tune(
     returning a bool or (bool, why), called in the trial's process).
 
     Each comparison of the best against a baseline is spread over ``compare_pairs`` fresh pairs
-    of processes. Every trial is stored as it finishes; calling again with the same model, objective and
+    of processes, or one where the budget is short (the time kept for the final comparisons comes
+    from the trials' measured process starts; see :class:`FinalCost`). Every trial is stored as it finishes; calling again with the same model, objective and
     search space resumes: stored configurations are not run again.
     """
     import optuna
@@ -514,7 +516,8 @@ def tune(
             fixed_keys = {r.config.key() for r in (guide, *base.values())}
             runners_up = [r for r in ranked[1:] if r.config.key() not in fixed_keys][:RUNNERS_UP]
             for i, other in enumerate(runners_up):
-                # what the comparisons after these need at the least (one pair of processes each)
+                # what the comparisons after these need at the least (one pair of processes each): a
+                # runner-up, which may take the best's place, goes before a slow baseline's second pair
                 after = (len({b.config.key() for b in base.values() if b.ok}) + guide.ok) * cost(1)
                 if started + budget_s - time.perf_counter() < after + cost(1):
                     notes.append(f"no time left in the budget to re-measure {len(runners_up) - i} runner(s)-up "
@@ -552,7 +555,8 @@ def tune(
             step("the guideline against the new best, interleaved", 0, 1)
             guide_vs_best = _interleaved(best.config, guide.config, setup, objective, compare_policy, pairs=1)
             pairs_run += guide_vs_best.get("process_pairs", 0)
-        pairs_run += sum(c.get("process_pairs", 0) for c in speedup.values())
+        # (twin baselines share one comparison)
+        pairs_run += sum(c.get("process_pairs", 0) for c in {id(c): c for c in speedup.values()}.values())
         phase_s["final"] = time.perf_counter() - started - phase_s["fixed"] - phase_s["search"]
         phase_s["pairs"] = pairs_run
         if save:
@@ -621,6 +625,7 @@ def _against_baselines(best: TrialResult, base: dict[str, TrialResult], setup: S
             again = [n for n in results if n != name]  # compared with the configuration it replaces
             for n in again:
                 del results[n]
+            short = [n for n in short if n not in again]
             queue = again + queue
     if short:
         notes.append(f"the budget left too little time to spread every comparison over {pairs} pairs of processes: "
@@ -656,7 +661,8 @@ class FinalCost:
 def pair_start_s(trials: Sequence[TrialResult], cores: int) -> float:
     """Seconds to start a pair of processes for a final comparison, from the study's own trials
     (the median of their starts apart from preparation, plus CACHED_START_S); PAIR_START_S when
-    none measured its start."""
+    none measured its start. A throughput configuration with several instances starts more
+    processes at once than this counts; FinalCost's scaling takes that up in the final phase."""
     xs = [t.start_s for t in trials if math.isfinite(t.start_s)]
     if not xs:
         return PAIR_START_S
