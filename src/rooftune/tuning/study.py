@@ -362,8 +362,9 @@ def tune(
 
     Each comparison of the best against a baseline is spread over ``compare_pairs`` fresh pairs
     of processes, or one where the budget is short (the time kept for the final comparisons comes
-    from the trials' measured process starts; see :class:`FinalCost`). Every trial is stored as it finishes; calling again with the same model, objective and
-    search space resumes: stored configurations are not run again.
+    from the trials' measured process starts; see :class:`FinalCost`). Every trial is stored as
+    it finishes; calling again with the same model, objective and search space resumes: stored
+    configurations are not run again.
     """
     import optuna
 
