@@ -459,6 +459,12 @@ def tune(
             # The interleaved comparisons at the end are part of the budget: kept from the search by
             # what they cost on this machine, measured from the fixed trials' process starts.
             seeds = precision_seeds(guide_cfg, available, precisions)
+            # the runtime that ran fastest in fp32 here goes first: where the budget leaves time for
+            # one seed (a large model's quantization takes a minute on two cores), it is that one
+            fastest: dict[str, float] = {}
+            for r in results:
+                fastest[r.config.runtime] = min(fastest.get(r.config.runtime, math.inf), r.score(objective))
+            seeds.sort(key=lambda c: fastest.get(c.runtime, math.inf))
             start_s = pair_start_s(results, platform.usable_cores)
             compared = len({b.config.key() for b in base.values() if b.ok})  # twins are compared once
             runners = RUNNERS_UP if limit > 0 or seeds else 0
