@@ -198,6 +198,12 @@ def test_an_int8_study_measures_the_guideline_in_int8_before_searching(tmp_path:
              db=str(tmp_path / "v.db"))
         assert [c.runtime for c in ran if c.name.startswith("guideline int8")] == ["openvino", "onnxruntime"]
         monkeypatch.setattr(study, "_evaluate", fake_evaluate)
+    # the search's share gone (the reserve is larger than the budget) but the least the final
+    # comparisons need (one pair of processes each) leaves time: the seeds still run
+    ran.clear()
+    r = tune(CNN, precisions=("fp32", "int8"), runtimes=runtimes, trials=0, budget_s=100, calibration_size=8,
+             db=str(tmp_path / "w.db"))
+    assert r.phase_s["reserved"] > 100 and [c.runtime for c in ran if c.precision == "int8"] == runtimes
     # no time left for them: skipped with a note, not run past the budget
     ran.clear()
     r = tune(CNN, precisions=("fp32", "int8"), runtimes=runtimes, trials=0, budget_s=1, calibration_size=8,

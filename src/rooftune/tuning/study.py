@@ -474,9 +474,12 @@ def tune(
             search_until = budget_s - reserve
             phase_s["reserved"] = reserve
             phase_s["pair_start"] = start_s
-            # The guideline in each reduced precision allowed, first, within the search's time.
+            # The guideline in each reduced precision allowed, first. The precision asked for comes
+            # before the search and before what the final phase can give up (the runners-up, the
+            # second pairs of processes): the seeds may run until the least it needs, one pair each.
+            seeds_until = budget_s - (compared + guide.ok) * comparison_s(1, start_s, compare_policy)
             for i, cfg in enumerate(seeds):
-                left = search_until - (time.perf_counter() - started)
+                left = seeds_until - (time.perf_counter() - started)
                 if left <= 0:
                     notes.append(f"no time left in the budget for {', '.join(c.name for c in seeds[i:])}")
                     break
