@@ -247,7 +247,10 @@ def test_ctrl_c_in_a_terminal_exits_130_with_the_partial_report(tmp_path: Path) 
     out = tmp_path / "out"
     proc = subprocess.Popen([sys.executable, "-m", "rooftune.cli", "optimize", CNN, "--budget", "120", "--out", str(out),
                              "--runtime", "eager,torchscript", "--db", str(db)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            # a terminal's process gets SIGINT's default action; a test suite started as a
+                            # background job of a shell script inherits SIGINT ignored, and so would rooftune
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
         with Store(db) as s:
