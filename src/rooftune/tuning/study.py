@@ -528,8 +528,7 @@ def tune(
             for i, other in enumerate(runners_up):
                 # what the comparisons after these need at the least (one pair of processes each): a
                 # runner-up, which may take the best's place, goes before a slow baseline's second pair
-                after = (len({b.config.key() for b in base.values() if b.ok}) + guide.ok) * cost(1)
-                if started + budget_s - time.perf_counter() < after + cost(1):
+                if started + budget_s - time.perf_counter() < (compared + guide.ok + 1) * cost(1):
                     notes.append(f"no time left in the budget to re-measure {len(runners_up) - i} runner(s)-up "
                                  "against the best, interleaved")
                     break
