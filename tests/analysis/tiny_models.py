@@ -90,3 +90,13 @@ class Residual(nn.Module):
 def residual() -> tuple[nn.Module, torch.Tensor]:
     torch.manual_seed(0)
     return Residual().eval(), torch.randn(1, 3, 32, 32)
+
+
+def built_outside_trials() -> tuple[nn.Module, torch.Tensor]:
+    """small_cnn in the parent process; building it inside a tuning trial's subprocess raises (a
+    process that runs a prepared artifact must not build the model)."""
+    import sys
+
+    if "rooftune.tuning._worker" in " ".join(sys.argv) or sys.argv[0].endswith("_worker.py"):
+        raise RuntimeError("built_outside_trials was built inside a trial")
+    return small_cnn()

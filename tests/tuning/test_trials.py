@@ -45,6 +45,31 @@ def test_a_worker_prepares_verifies_measures_and_samples(tmp_path: Path) -> None
         assert w.sample(3) > 0 and w.sample(2, warmup=1) > 0
 
 
+@pytest.mark.parametrize("runtime", ["onnxruntime", "openvino"])
+def test_a_process_running_a_prepared_artifact_does_not_build_the_model(tmp_path: Path, runtime: str) -> None:
+    from rooftune.runtimes import get_runtime
+    from rooftune.tuning.study import Setup
+
+    model = "tests.analysis.tiny_models:built_outside_trials"  # raises when built inside a trial
+    cfg = RunConfig(runtime=runtime, intra_threads=1)
+    setup = Setup(spec(model), tmp_path)
+    rt = get_runtime(runtime)
+    if rt.available():
+        pytest.skip(rt.available())
+    # Without the artifact the trial must build the model, and cannot here.
+    with pytest.raises(TrialFailed, match="built inside a trial"):
+        setup.group(cfg)
+    assert not rt.artifact_ready(cfg, tmp_path)
+    rt.prepare(load_workload(model), cfg, tmp_path)  # the study's first trial of this artifact, in-process here
+    assert rt.artifact_ready(cfg, tmp_path)
+    with setup.group(cfg) as g:  # later trials and the final comparisons: inputs and artifact only
+        info = g.workers[0].info
+        assert info["verify"]["ok"] and info["verify"]["max_rel"] < 1e-4
+        assert g.sample(2) > 0
+    # the artifact was written aside and renamed into place: nothing half-written is left
+    assert not [p.name for p in tmp_path.rglob(".*")]
+
+
 def test_a_crash_and_a_hang_are_failed_trials_not_errors(tmp_path: Path) -> None:
     for name, fragment, timeout in (("crashes_in_trial", "crashed (exit 3)", 120.0), ("hangs_in_trial", "timed out", 8.0)):
         model = f"tests.analysis.tiny_models:{name}"

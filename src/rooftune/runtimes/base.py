@@ -85,6 +85,11 @@ class Runtime(ABC):
         """None when usable here, else why not (e.g. "onnxruntime is not installed")."""
         return None
 
+    def artifact_ready(self, config: RunConfig, workdir: Path) -> bool:
+        """Whether :meth:`prepare` would load ``config``'s artifact from ``workdir`` without the
+        model's module (a process then needs only the inputs, not the model's Python code)."""
+        return False
+
     @abstractmethod
     def prepare(self, wl: Workload, config: RunConfig, workdir: Path,
                 calibration: Sequence[tuple[torch.Tensor, ...]] = ()) -> Prepared:

@@ -21,19 +21,26 @@ OPSET = 18
 
 def export_onnx(wl: Workload, config: RunConfig, path: Path) -> Path:
     """torch.onnx.export of the workload in the config's layout; the dynamo exporter first, the
-    TorchScript exporter when it fails."""
+    TorchScript exporter when it fails. The file appears whole or not at all (written aside, then
+    renamed), so a process starting beside the exporting one never reads half of it."""
+    import os
     import warnings
 
     m = torch_module(wl, config)
     xs = torch_inputs(wl, config)
     names = [f"input{i}" for i in range(len(xs))]
-    with warnings.catch_warnings(), torch.no_grad():
-        warnings.simplefilter("ignore")
-        try:
-            torch.onnx.export(m, xs, str(path), input_names=names, opset_version=OPSET, dynamo=True,
-                              external_data=False, verbose=False)
-        except Exception:  # the dynamo exporter fails on some models the legacy one handles
-            torch.onnx.export(m, xs, str(path), input_names=names, opset_version=OPSET, dynamo=False)
+    part = path.with_name(f".{os.getpid()}.{path.name}")
+    try:
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")
+            try:
+                torch.onnx.export(m, xs, str(part), input_names=names, opset_version=OPSET, dynamo=True,
+                                  external_data=False, verbose=False)
+            except Exception:  # the dynamo exporter fails on some models the legacy one handles
+                torch.onnx.export(m, xs, str(part), input_names=names, opset_version=OPSET, dynamo=False)
+        os.replace(part, path)
+    finally:
+        part.unlink(missing_ok=True)
     return path
 
 
@@ -53,6 +60,9 @@ class OnnxRuntime(Runtime):
     def available(self) -> str | None:
         return missing("onnxruntime") or missing("onnx")
 
+    def artifact_ready(self, config: RunConfig, workdir: Path) -> bool:
+        return config.artifact_path(workdir, "model.onnx").exists()
+
     def prepare(self, wl: Workload, config: RunConfig, workdir: Path,
                 calibration: Sequence[tuple[torch.Tensor, ...]] = ()) -> Prepared:
         import onnxruntime as ort
@@ -67,7 +77,13 @@ class OnnxRuntime(Runtime):
                 fp32 = replace(config, precision="fp32").artifact_path(workdir, "model.onnx")
                 if not fp32.exists():
                     export_onnx(wl, replace(config, precision="fp32"), fp32)
-                ort_int8(fp32, path, calibration or [wl.inputs])
+                import os
+
+                part = path.with_name(f".{os.getpid()}.{path.name}")
+                try:
+                    os.replace(ort_int8(fp32, part, calibration or [wl.inputs]), path)
+                finally:
+                    part.unlink(missing_ok=True)
             else:
                 export_onnx(wl, config, path)
         so = ort.SessionOptions()

@@ -23,6 +23,9 @@ class OpenVINO(Runtime):
     def available(self) -> str | None:
         return missing("openvino")
 
+    def artifact_ready(self, config: RunConfig, workdir: Path) -> bool:
+        return config.artifact_path(workdir, "model.xml").exists()
+
     def prepare(self, wl: Workload, config: RunConfig, workdir: Path,
                 calibration: Sequence[Any] = ()) -> Prepared:
         import warnings
@@ -43,7 +46,7 @@ class OpenVINO(Runtime):
                 from rooftune.runtimes.quantize import nncf_int8
 
                 model = nncf_int8(model, calibration or [wl.inputs])
-            ov.save_model(model, str(path))
+            _save_whole(ov, model, path)
         # OpenVINO computes in bf16 on its own where the ISA has it; fp32 means fp32, for its
         # default-settings baseline too, so that every configuration of a study has one precision.
         props: dict[str, Any] = {
@@ -69,3 +72,20 @@ class OpenVINO(Runtime):
             return first_tensor(out[compiled.output(0)]).float()
 
         return Prepared(run, to_torch, artifact=path, call=lambda xs: request.infer(feeds_of(xs)))
+
+
+def _save_whole(ov: Any, model: Any, path: Path) -> None:
+    """``ov.save_model`` written aside and renamed into place, weights first: a process starting
+    beside this one finds the model whole or not at all. The weights stay as converted:
+    save_model's default would store them in fp16, and the trials reading the file would then run
+    other weights than the one that converted it."""
+    import os
+
+    part = path.with_name(f".{os.getpid()}.{path.name}")
+    try:
+        ov.save_model(model, str(part), compress_to_fp16=False)
+        os.replace(part.with_suffix(".bin"), path.with_suffix(".bin"))
+        os.replace(part, path)
+    finally:
+        part.unlink(missing_ok=True)
+        part.with_suffix(".bin").unlink(missing_ok=True)

@@ -196,8 +196,9 @@ def study_key(model: str, objective: str, batch: int, platform_id: str, space: d
 
 @dataclass
 class Setup:
-    """What every trial of a study shares: the workload, the fp32 eager reference output and, for
-    int8, the calibration set with its reference outputs (files per batch size, made on demand)."""
+    """What every trial of a study shares: the workload, its inputs, the fp32 eager reference output
+    and, for int8, the calibration set with its reference outputs (files per batch size, made on
+    demand). The inputs' file lets a process that runs a prepared artifact skip building the model."""
 
     workload: dict[str, Any]
     workdir: Path
@@ -215,6 +216,7 @@ class Setup:
             w = self.workload
             wl = load_workload(w["model"], batch=batch, inputs=w.get("inputs"), options=w.get("options"), check=False)
             reference = self.workdir / f"reference-b{batch}.pt"
+            torch.save(tuple(wl.inputs), self.workdir / f"inputs-b{batch}.pt")
             with torch.no_grad():
                 torch.save(first_tensor(wl.module(*wl.inputs)).float(), reference)
             calibration = None
@@ -230,7 +232,7 @@ class Setup:
     def group(self, config: RunConfig, prepare_timeout_s: float = PREPARE_TIMEOUT_S, wait: bool = True) -> Group:
         reference, calibration = self.files(config.batch)
         return Group(config, self.workload, reference, self.workdir, prepare_timeout_s, calibration, self.validate,
-                     wait=wait)
+                     wait=wait, inputs=self.workdir / f"inputs-b{config.batch}.pt")
 
 
 def _evaluate(config: RunConfig, setup: Setup, policy: Policy = TRIAL_POLICY,

@@ -60,7 +60,7 @@ class Worker:
 
     def __init__(self, config: RunConfig, workload: dict[str, Any], reference: Path, workdir: Path,
                  prepare_timeout_s: float = PREPARE_TIMEOUT_S, calibration: Path | None = None,
-                 validate: str | None = None, wait: bool = True) -> None:
+                 validate: str | None = None, wait: bool = True, inputs: Path | None = None) -> None:
         """Starts the process and sends it the configuration; ``wait=False`` returns at once and
         :meth:`ready` waits for the preparation (several workers then start side by side)."""
         self.config = config
@@ -74,7 +74,7 @@ class Worker:
             stderr=self._stderr, text=True, env=env,
         )
         self._init = {"cmd": "init", "workload": workload, "config": config.to_dict(),
-                      "reference": str(reference), "workdir": str(workdir),
+                      "reference": str(reference), "inputs": str(inputs) if inputs else None, "workdir": str(workdir),
                       "calibration": str(calibration) if calibration else None, "validate": validate}
         self._prepare_timeout_s = prepare_timeout_s
         self.info: dict[str, Any] = {}
@@ -179,14 +179,14 @@ class Group:
 
     def __init__(self, config: RunConfig, workload: dict[str, Any], reference: Path, workdir: Path,
                  prepare_timeout_s: float = PREPARE_TIMEOUT_S, calibration: Path | None = None,
-                 validate: str | None = None, wait: bool = True) -> None:
+                 validate: str | None = None, wait: bool = True, inputs: Path | None = None) -> None:
         self.config = config
         self.workers: list[Worker] = []
         try:
             # The instances start and prepare side by side (nothing is timed before all are ready).
             for _ in range(max(1, config.instances)):
                 self.workers.append(Worker(config, workload, reference, workdir, prepare_timeout_s, calibration,
-                                           validate, wait=False))
+                                           validate, wait=False, inputs=inputs))
             if wait:
                 self.ready()
         except BaseException:
