@@ -53,6 +53,29 @@ CASES = [
     (["optimize", "--runtime", " "], ["--runtime ' '"]),
     (["select", "resnet18", "--threads", "0", "--no-measure"], ["threads 0", "allowed 1.."]),
     (["profile", "--models", "lstm"], ["model 'lstm'", "has no 2-D convolution"]),
+    (["profile", "--sample", "1000000000"], ["sample 1000000000", "allowed an integer in 0..100000"]),
+    (["profile", "--models", "squeezenet1_0", "--threads", "0"], ["threads 0", "allowed 1.."]),
+    (["profile", "--models", "squeezenet1_0", "--budget", "-1"], ["budget -1", "positive number of seconds"]),
+    (["profile", "--models", "resnet50,,"], ["--models 'resnet50,,'", "none empty"]),
+    (["profile", "--check", "--models", "nosuch"], ["--check 'with --models", "allowed alone or with --json"]),
+    # an empty value is refused, not taken for the default
+    (["machine", "--quick", "--plot", ""], ["--plot ''", "give a file name"]),
+    (["select", "resnet18", "--no-measure", "--model", ""], ["model file ''"]),
+    (["transfer", "--base", ""], ["model file ''"]),
+    (["optimize", "--skip", ""], ["--skip ''"]),
+    # options that mean nothing without another one
+    (["train", "--held-out", "resnet50"], ["--held-out 'resnet50'", "allowed only with --eval"]),
+    (["transfer", "--curve", "c.png"], ["--curve 'c.png'", "allowed only with --eval"]),
+    (["tune", "resnet18", "--calibration", "8"], ["--calibration 8", "allowed only with --int8"]),
+    (["transfer", "--method", "base"], ["--method 'base'", "allowed residual, finetune, scratch"]),
+    # a store that only commands which read it would have created empty
+    (["train"], ["no store at", "nothing was measured there yet"]),
+    (["transfer", "--eval"], ["no store at"]),
+    (["data", "export", "{CSV}"], ["no store at"]),
+    # click's usage errors, in one line with the value
+    (["analyze", "resnet18", "--budget", "abc"], ["invalid value for '--budget' 'abc'", "(see rooftune analyze --help)"]),
+    (["select", "resnet18", "--batch=1.5"], ["'--batch' '1.5'"]),
+    (["analyze", "resnet18", "--bogus"], ["no such option: --bogus"]),
 ]
 
 
@@ -65,7 +88,7 @@ def test_bad_input_is_refused_in_one_line_before_any_work(tmp_path: Path, args: 
     db = tmp_path / "r.db"
     proc = rooftune_in_process(*[a.format(**paths) for a in args], db=db)
     assert_one_line_error(proc, *fragments)
-    assert not db.exists() or args[0] in ("select", "profile")  # these open the store to read it
+    assert not db.exists() or args[0] == "select"  # it opens the store to read it
 
 
 @pytest.mark.parametrize("args,fragments", [
@@ -74,7 +97,10 @@ def test_bad_input_is_refused_in_one_line_before_any_work(tmp_path: Path, args: 
     (["data", "export", "{CSV}", "--platform", "nosuch"], ["--platform 'nosuch'", "has no profiled rows"]),
 ])
 def test_an_export_that_cannot_be_written_writes_nothing(tmp_path: Path, args: list[str], fragments: list[str]) -> None:
+    from rooftune.store import Store
+
     paths = _paths(tmp_path)
+    Store(tmp_path / "r.db").close()
     proc = rooftune_in_process(*[a.format(**paths) for a in args], db=tmp_path / "r.db")
     assert_one_line_error(proc, *fragments)
     assert not (tmp_path / "out.csv").exists()

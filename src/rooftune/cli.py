@@ -14,7 +14,7 @@ from rich.table import Table
 
 from rooftune.errors import InvalidArgument, RooftuneError
 from rooftune.paths import output_dir, output_file
-from rooftune.units import fmt_size
+from rooftune.units import fmt_size, threads_of
 
 app = typer.Typer(
     add_completion=False,
@@ -31,9 +31,9 @@ def _parse_names(value: str | None, name: str, example: str, what: str = "names"
     refused when it was given empty (``--precision ''`` must not mean "all of them")."""
     if value is None:
         return None
-    items = [v.strip() for v in value.split(",") if v.strip()]
-    if not items:
-        raise InvalidArgument(name, value, f"expected {what} separated by commas, e.g. {example}")
+    items = [v.strip() for v in value.split(",")]
+    if not all(items):
+        raise InvalidArgument(name, value, f"expected {what} separated by commas with none empty, e.g. {example}")
     return items
 
 
@@ -73,6 +73,8 @@ def _progress() -> tuple[Any, Any]:
         TimeRemainingColumn(),
         console=err,
         transient=True,
+        # a bar drawn to a file or a pipe is noise (and Rich ends it with a blank line)
+        disable=not err.is_terminal,
     )
     tasks: dict[str, Any] = {}
 
@@ -171,8 +173,8 @@ def machine(
     thread_list = _parse_int_list(threads, "thread count")
     precisions = _parse_names(precision, "--precision", "fp32,fp64")
     validate_precisions(precisions)
-    plot_path = check_figure_path(plot, "--plot") if plot else None
-    sweep_path = check_figure_path(plot_sweep, "--plot-sweep") if plot_sweep else None
+    plot_path = check_figure_path(plot, "--plot") if plot is not None else None
+    sweep_path = check_figure_path(plot_sweep, "--plot-sweep") if plot_sweep is not None else None
     progress, update = _progress()
     with progress:
         c = get_ceilings(
@@ -474,6 +476,14 @@ def profile(
 ) -> None:
     """Profile convolution primitives per layer on this machine (resumable campaign)."""
     if check:
+        given = [flag for flag, value, default in (
+            ("--models", models, None), ("--sample", sample, 0), ("--batch", batch, "1"), ("--threads", threads, None),
+            ("--primitives", primitives, None), ("--int8", int8, False), ("--budget", budget, 3600.0),
+            ("--passes", passes, 3), ("--extra-passes", extra_passes, 3), ("--seed", seed, 0),
+            ("--isa-variant", isa_variant, None), ("--summary", summary, False), ("--db", db, None)) if value != default]
+        if given:
+            raise InvalidArgument("--check", f"with {', '.join(given)}",
+                                  "allowed alone or with --json (it verifies every primitive on the shipped check specs and stores nothing)")
         _check_primitives(json_out)
         return
     from rooftune.profiling import ISA_VARIANTS, run_isa_variant, summarize
@@ -482,7 +492,7 @@ def profile(
 
     batches = _parse_int_list(batch, "batch") or [1]
     thread_list = _parse_int_list(threads, "threads")
-    names = [m.strip() for m in models.split(",") if m.strip()] if models else []
+    names = _parse_names(models, "--models", "resnet50,mobilenet_v2", "model names") or []
     prims = _parse_names(primitives, "--primitives", "onednn-nchw,aten-im2col-gemm")
     if isa_variant is not None:
         if isa_variant not in ISA_VARIANTS:
@@ -518,7 +528,7 @@ def _pct(v: Any) -> str:
 
 
 def _print_eval(r: dict[str, Any]) -> None:
-    out.print(f"leave-one-network-out on platform {r.get('platform_id')} ({r.get('threads')} threads): "
+    out.print(f"leave-one-network-out on platform {r.get('platform_id')} ({threads_of(r.get('threads'))}): "
               f"{r.get('specs')} specs, held out in turn: {', '.join(r['networks'])}", highlight=False)
     t = Table(title="Regressors (predicted time per primitive, held-out networks)", title_justify="left")
     for col in ("model", "MAPE", "RMSPE", "within +-10 %", "Spearman", "top-1", "top-1 within 5 %", "regret mean",
@@ -556,7 +566,7 @@ def _print_eval(r: dict[str, Any]) -> None:
 def train(
     estimator: Annotated[str, typer.Option("--estimator", help="gbr (gradient boosting), rf (random forest) or mlp.")] = "gbr",
     eval_: Annotated[bool, typer.Option("--eval", help="Leave-one-network-out figures for gbr, rf, mlp and the classifiers.")] = False,
-    held_out: Annotated[str | None, typer.Option("--held-out", help="Only hold out these networks (default: each in turn).")] = None,
+    held_out: Annotated[str | None, typer.Option("--held-out", help="With --eval: only hold out these networks (default: each in turn).")] = None,
     platform: Annotated[str | None, typer.Option("--platform", help="Train on this platform's data (default: this machine).")] = None,
     threads: Annotated[int | None, typer.Option("--threads", help="Thread count of the profiled rows (default: the most profiled).")] = None,
     save: Annotated[str | None, typer.Option("--save", help="Write the fitted model to FILE.")] = None,
@@ -570,9 +580,11 @@ def train(
 
     if estimator not in ESTIMATORS:
         raise InvalidArgument("--estimator", estimator, f"allowed {', '.join(ESTIMATORS)}")
+    if held_out is not None and not eval_:
+        raise InvalidArgument("--held-out", held_out, "allowed only with --eval (the networks the evaluation holds out)")
     if save is not None:
         output_file(save, "--save", parents=True)  # the model is saved with its directories
-    with Store(db) as s:
+    with Store(db, create=False) as s:
         data = load_profile_data(s, platform, threads)
     report: dict[str, Any] = {}
     if eval_:
@@ -608,13 +620,13 @@ def transfer(
     target: Annotated[str | None, typer.Option("--target", help="With --eval: the target platform id (default: this machine).")] = None,
     curve: Annotated[str | None, typer.Option("--curve", help="With --eval: write the learning curve to this PNG/SVG.")] = None,
     save: Annotated[str | None, typer.Option("--save", help="Where to write the adapted model (default: next to the store).")] = None,
-    seed: Annotated[int, typer.Option("--seed")] = 0,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the sampler (and of the candidate pool's sampled specs).")] = 0,
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as one JSON object.")] = False,
     db: Annotated[str | None, typer.Option("--db", help="Store: a file path or SQLAlchemy URL.")] = None,
 ) -> None:
     """Adapt a performance model to this machine from a few profiled samples."""
     from rooftune.perfmodel import (
-        METHODS,
+        ADAPT_METHODS,
         SAMPLERS,
         learning_curve,
         load_base_model,
@@ -630,15 +642,21 @@ def transfer(
 
     if sampler not in SAMPLERS:
         raise InvalidArgument("--sampler", sampler, f"allowed {', '.join(SAMPLERS)}")
-    if method not in METHODS:
-        raise InvalidArgument("--method", method, f"allowed {', '.join(METHODS)}")
+    if method not in ADAPT_METHODS:
+        raise InvalidArgument("--method", method, f"allowed {', '.join(ADAPT_METHODS)}")
     if save is not None:
         output_file(save, "--save", parents=True)
     if curve is not None:
         check_figure_path(curve, "--curve")
-    base_model = load_model(base) if base else load_base_model()
+    if not eval_:
+        for flag, value in (("--target", target), ("--curve", curve)):
+            if value is not None:
+                raise InvalidArgument(flag, value, "allowed only with --eval (it reads a platform's stored data)")
+    if target is not None and not target.strip():
+        raise InvalidArgument("--target", target, "give a platform id (rooftune data export lists them)")
+    base_model = load_model(base) if base is not None else load_base_model()
     if eval_:
-        with Store(db) as s:
+        with Store(db, create=False) as s:
             data = load_profile_data(s, target)
         with err.status("learning curve") as status:
             result = learning_curve(base_model, data, sampler=sampler, seed=seed, progress=lambda m: status.update(m))
@@ -659,7 +677,7 @@ def transfer(
             out.print(f"learning curve written to {curve}")
         return
     progress, update = _progress()
-    names = [m.strip() for m in models.split(",") if m.strip()]
+    names = _parse_names(models, "--models", "resnet50,mobilenet_v2", "model names") or []
     with progress:
         _model, info = adapt(base_model, samples=samples, sampler=sampler, method=method, models=names, seed=seed,
                              db=db, save=save, progress=update)
@@ -691,7 +709,7 @@ def select(
         raise InvalidArgument("--batch", batch, "allowed an integer >= 1")
     if save is not None:
         output_dir(save, "--save", parents=True)
-    perf, source = (load_model(model_file), model_file) if model_file else default_model()
+    perf, source = (load_model(model_file), model_file) if model_file is not None else default_model()
     with err.status("selecting") as status:
         r = run_select(model, batch=batch, threads=threads, perfmodel=perf, db=db, strategy=strategy,
                        measure_s=8.0 if measure else None, progress=lambda m: status.update(m))
@@ -702,7 +720,7 @@ def select(
     if json_out:
         sys.stdout.write(json.dumps(d, indent=2, default=str) + "\n")
         return
-    out.print(f"{r.model} (batch {r.batch}, {r.threads} threads): {r.layers} convolutions selected in "
+    out.print(f"{r.model} (batch {r.batch}, {threads_of(r.threads)}): {r.layers} convolutions selected in "
               f"{_seconds(r.select_time_s)} with {source} ({r.selection.strategy})", highlight=False)
     t = Table(title="Selected primitive per convolution", title_justify="left")
     for col in ("layer", "spec", "primitive", "predicted"):
@@ -743,7 +761,7 @@ def optimize(
     from rooftune.pipeline import STEPS
     from rooftune.pipeline import optimize as run_optimize
 
-    skipped = [x.strip() for x in skip.split(",") if x.strip()] if skip else []
+    skipped = _parse_names(skip, "--skip", "tune,select", "steps") or []
     for x in skipped:
         if x not in ("tune", "select"):
             raise InvalidArgument("--skip", x, "allowed tune, select")
@@ -788,9 +806,11 @@ def data_export(
 ) -> None:
     """Write profiled rows, each with its platform fingerprint."""
     from rooftune.profiling import export_profiles
+    from rooftune.profiling.dataset import check_export_path
     from rooftune.store import Store
 
-    with Store(db) as s:
+    check_export_path(file)  # before the store is opened
+    with Store(db, create=False) as s:
         n = export_profiles(s, file, platform)
     out.print(f"wrote {n} rows to {file}")
 
@@ -801,11 +821,12 @@ def data_import(
     db: Annotated[str | None, typer.Option("--db", help="Store: a file path or SQLAlchemy URL.")] = None,
 ) -> None:
     """Check every row of a dataset file, then store them all (or none)."""
-    from rooftune.profiling import import_profiles
+    from rooftune.profiling import import_profiles, read_profiles
     from rooftune.store import Store
 
+    rows = read_profiles(file)  # every row checked before the store is opened (or created)
     with Store(db) as s:
-        r = import_profiles(s, file)
+        r = import_profiles(s, file, rows)
     out.print(f"read {r['rows']} rows of {r['platforms']} platform(s); {r['added']} added, "
               f"{r['rows'] - r['added']} already stored")
 
@@ -850,10 +871,32 @@ def _root(
     """rooftune: measure the roofline, place a model on it, and make it run faster."""
 
 
+def _usage_line(exc: Any, argv: list[str]) -> str:
+    """A usage error (click's) in one line: what was wrong, the value given for the option when
+    there was one, and where the options are listed."""
+    msg = str(exc.format_message()).strip().rstrip(".")
+    param = getattr(exc, "param", None)
+    value = None
+    for opt in getattr(param, "opts", None) or []:
+        if not opt.startswith("-"):
+            break
+        for i, tok in enumerate(argv):
+            if tok == opt and i + 1 < len(argv):
+                value = argv[i + 1]
+            elif tok.startswith(opt + "="):
+                value = tok[len(opt) + 1:]
+    if value is not None and repr(value) not in msg:
+        head, sep, tail = msg.partition(": ")
+        msg = f"{head} {value!r}{sep}{tail[:1].lower()}{tail[1:]}" if sep else f"{msg} ({value!r})"
+    ctx = getattr(exc, "ctx", None)
+    where = getattr(ctx, "command_path", None) or "rooftune"
+    return f"{msg[:1].lower()}{msg[1:]} (see {where} --help)"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: the only place errors become exit codes and one-line messages."""
     try:
-        rc = app(args=argv, standalone_mode=False)
+        rc = app(args=argv, standalone_mode=False, prog_name="rooftune")
         if isinstance(rc, int) and rc:  # typer.Exit(code) inside a command, as click returns it
             return rc
     except RooftuneError as exc:
@@ -876,8 +919,11 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         # Usage errors (unknown option, bad value): click's ClickException, which typer >= 0.25
         # vendors as typer._click (no `click` module installed), so recognised by what it does.
-        if callable(getattr(exc, "show", None)) and isinstance(getattr(exc, "exit_code", None), int):
-            exc.show()  # type: ignore[attr-defined]
+        if callable(getattr(exc, "format_message", None)) and isinstance(getattr(exc, "exit_code", None), int):
+            if exc.exit_code == 0:  # type: ignore[attr-defined]
+                return 0
+            err.print(f"[red]error:[/red] {_usage_line(exc, sys.argv[1:] if argv is None else argv)}",
+                      highlight=False, soft_wrap=True)
             return int(exc.exit_code)  # type: ignore[attr-defined]
         raise
     return 0

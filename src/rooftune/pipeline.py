@@ -268,7 +268,7 @@ def optimize(
             if compare_policy is not None:
                 kwargs["compare_policy"] = compare_policy
             r = tune(name, objective=objective, budget_s=b, trials=trials, batch=batch, runtimes=runtimes,
-                     precisions=precisions, calibration_size=calibration_size, store=store, save=out_dir / "best.json", progress=lambda s, d, t: say(f"tune: {s}", d, t), **kwargs)
+                     precisions=precisions, calibration_size=calibration_size if "int8" in precisions else None, store=store, save=out_dir / "best.json", progress=lambda s, d, t: say(f"tune: {s}", d, t), **kwargs)
             result.tune = r
             result.files["best configuration"] = "best.json"
             vanilla = r.baselines.get("vanilla")

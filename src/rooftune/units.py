@@ -32,3 +32,8 @@ def fmt_size(b: float) -> str:
 
 def finite(v: float | None) -> bool:
     return isinstance(v, (int, float)) and math.isfinite(v)
+
+
+def threads_of(n: object) -> str:
+    """"1 thread", "2 threads"."""
+    return f"{n} thread" if n == 1 else f"{n} threads"

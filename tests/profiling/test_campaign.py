@@ -319,7 +319,10 @@ def test_a_corrupt_or_foreign_file_imports_nothing(tmp_path: Path) -> None:
             ("iqr_s", "-0.1", "iqr_s .* is not a finite number >= 0"),
             ("created_at", "inf", "created_at .* is not a finite time"),
             ("warnings", "5", "warnings is not a list of strings"),
-            ("sources", '"abc"', "sources is not a list of strings")):
+            ("sources", '"abc"', "sources is not a list of strings"),
+            ("threads", "abc", "threads 'abc' is not a number"),
+            ("created_at", "yesterday", "created_at 'yesterday' is not a number"),
+            ("primitive", "nosuch", "primitive 'nosuch' is not one rooftune knows")):
         bad = [dict(r) for r in lines]
         bad[ok][column] = value
         cases[f"{column}-{len(cases)}.csv"] = (bad, fragment)
@@ -336,6 +339,12 @@ def test_a_corrupt_or_foreign_file_imports_nothing(tmp_path: Path) -> None:
     cases["foreign.csv"] = (None, "missing column")
     (tmp_path / "x.txt").write_text("")
     cases["x.txt"] = (None, "allowed a name ending in .csv or .parquet")
+    from rooftune.cli import main
+
+    for name in (next(n for n in cases if n.startswith("primitive-")), "foreign.csv"):  # refused before the store is made
+        assert (tmp_path / name).is_file()
+        assert main(["data", "import", str(tmp_path / name), "--db", str(tmp_path / "new.db")]) == 2
+    assert not (tmp_path / "new.db").exists()
     with Store(tmp_path / "b.db") as b:
         for name, (_, fragment) in cases.items():
             with pytest.raises(InvalidArgument, match=fragment):

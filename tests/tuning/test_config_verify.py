@@ -40,6 +40,12 @@ def test_missing_allocator_is_a_clear_error() -> None:
         ({"memory_format": "nhwc"}, "memory_format 'nhwc'"),
         ({"precision": "fp8"}, "precision 'fp8'"),
         ({"omp": {"PATH": "/x"}}, "OMP_*"),
+        ({"runtime": ["eager"]}, "runtime ['eager']"),
+        ({"precision": {"a": 1}}, "precision {'a': 1}"),
+        ({"runtime": "onnxruntime", "runtime_options": {"turbo": True}}, "onnxruntime option 'turbo': allowed execution_mode"),
+        ({"runtime": "onnxruntime", "runtime_options": {"spinning": 1}}, "option spinning 1: allowed True, False"),
+        ({"runtime": "openvino", "runtime_options": {"hint": "FAST"}}, "option hint 'FAST': allowed LATENCY, THROUGHPUT"),
+        ({"runtime": "eager", "runtime_options": {"mode": "default"}}, "allowed none"),
     ],
 )
 def test_impossible_configurations_are_refused(data: dict, fragment: str) -> None:
@@ -69,6 +75,14 @@ def test_load_config_reads_saved_files_and_refuses_bad_ones(tmp_path: Path) -> N
     unknown.write_text(json.dumps({"config": {"runtime": "eager", "speed": "max"}}))
     with pytest.raises(InvalidArgument, match="configuration key 'speed'"):
         load_config(unknown)
+    with pytest.raises(InvalidArgument, match="a directory"):
+        load_config(tmp_path)
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(InvalidArgument, match="not a configuration"):
+        load_config(deep)
+    ok = RunConfig(runtime="onnxruntime", intra_threads=1, runtime_options={"spinning": False, "execution_mode": "parallel"})
+    assert RunConfig.from_dict(ok.to_dict(), usable_cores=2) == ok
 
 
 def test_verification_accepts_rounding_and_refuses_a_different_function() -> None:

@@ -71,11 +71,20 @@ def test_a_callers_validation_replaces_the_guard(tmp_path: Path) -> None:
     assert not r.ok and "refused 1 outputs" in r.error
 
 
-def test_validation_must_be_importable_by_name() -> None:
+def test_validation_must_be_importable_by_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert _validation_spec(json.dumps) == "json:dumps"
     for bad in (lambda o, r: True, "no_colon", "no.such.module:f", "json:no_such_function"):
         with pytest.raises(InvalidArgument, match="validate"):
             _validation_spec(bad)
+    with pytest.raises(InvalidArgument, match="cannot import 'no.such.module' .No module named 'no'"):
+        _validation_spec("no.such.module:f")
+    with pytest.raises(InvalidArgument, match="module 'json' has no function 'no_such_function'"):
+        _validation_spec("json:no_such_function")
+    # a module in the working directory, as `rooftune tune MODEL --validate mycheck:accept` finds it
+    (tmp_path / "rt_mycheck.py").write_text("def accept(outputs, refs):\n    return True\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.path", [p for p in __import__("sys").path if p not in ("", str(tmp_path))])
+    assert _validation_spec("rt_mycheck:accept") == "rt_mycheck:accept"
 
 
 def test_two_instances_run_side_by_side_and_count_both(tmp_path: Path) -> None:

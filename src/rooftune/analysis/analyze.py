@@ -35,6 +35,7 @@ from rooftune.analysis.placement import Roofs, place
 from rooftune.bench import Policy, measure_parts, stats
 from rooftune.costs import cost_of
 from rooftune.errors import InvalidArgument
+from rooftune.units import threads_of
 
 if TYPE_CHECKING:
     from rooftune.machine import Ceilings
@@ -284,7 +285,7 @@ def analyze_workload(
         step(f"capture {wl.name}", 0, 1)
         graph = capture(wl)
         costs = [cost_of(op) for op in graph.ops]
-        step(f"time {wl.name} (batch {wl.batch}, {threads} threads)", 0, 1)
+        step(f"time {wl.name} (batch {wl.batch}, {threads_of(threads)})", 0, 1)
         labels = [op.name for op in graph.ops]
         policy = Policy(warmup_s=min(WARMUP_S, WARMUP_SHARE * budget_s), budget_s=budget_s, min_samples=MIN_RUNS, max_samples=100_000)
         with torch.no_grad():
@@ -293,7 +294,7 @@ def analyze_workload(
                 params={"batch": wl.batch, "threads": threads}, policy=policy,
                 platform_id=ceilings.platform.id,
             )
-        step(f"time {wl.name} (batch {wl.batch}, {threads} threads)", 1, 1)
+        step(f"time {wl.name} (batch {wl.batch}, {threads_of(threads)})", 1, 1)
     finally:
         torch.set_num_threads(previous)
     roofs = Roofs.from_ceilings(ceilings, threads)

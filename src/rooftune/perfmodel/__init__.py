@@ -25,7 +25,14 @@ from rooftune.perfmodel.evaluate import evaluate, regression_metrics
 from rooftune.perfmodel.features import FEATURE_SCHEMA_VERSION, FEATURES, featurize
 from rooftune.perfmodel.persist import load_model, read_header, save_model
 from rooftune.perfmodel.regressors import ESTIMATORS, PerfModel
-from rooftune.perfmodel.transfer import METHODS, SAMPLERS, TransferModel, choose_samples, learning_curve
+from rooftune.perfmodel.transfer import (
+    ADAPT_METHODS,
+    METHODS,
+    SAMPLERS,
+    TransferModel,
+    choose_samples,
+    learning_curve,
+)
 
 #: The model shipped inside the package (trained on data profiled on this kind of machine).
 BASE_MODEL = "base_model.pkl"
@@ -45,7 +52,7 @@ def load_base_model() -> Any:
 
 
 __all__ = [
-    "BASELINES", "BASE_MODEL", "CLASSIFIERS", "ESTIMATORS", "FEATURES", "FEATURE_SCHEMA_VERSION", "METHODS",
+    "ADAPT_METHODS", "BASELINES", "BASE_MODEL", "CLASSIFIERS", "ESTIMATORS", "FEATURES", "FEATURE_SCHEMA_VERSION", "METHODS",
     "SAMPLERS", "MethodClassifier", "PerfModel", "ProfileData", "TransferModel", "acl_rules", "base_model_path",
     "choose_samples", "evaluate", "featurize", "framework_default", "learning_curve", "load_base_model",
     "load_model", "load_profile_data", "read_header", "regression_metrics", "rows_to_data", "save_model",
@@ -101,8 +108,8 @@ def transfer(base: Any, *, samples: int = 50, sampler: str = "active", method: s
 
     if isinstance(samples, bool) or not isinstance(samples, int) or samples < 5:
         raise InvalidArgument("samples", samples, "allowed an integer >= 5")
-    if method not in METHODS or method == "base":
-        raise InvalidArgument("method", method, "allowed finetune, residual, scratch")
+    if method not in ADAPT_METHODS:
+        raise InvalidArgument("--method", method, f"allowed {', '.join(ADAPT_METHODS)}")
     platform = current_platform()
     threads = threads or platform.usable_cores
     specs, _layers = collect_specs(list(models), pool, [1], seed)

@@ -83,6 +83,8 @@ def read_header(path: str | Path) -> dict[str, Any]:
 
 
 def _read(path: Path) -> dict[str, Any]:
+    if path.is_dir():
+        raise InvalidArgument("model file", str(path), "is a directory, not a file")
     if not path.is_file():
         raise InvalidArgument("model file", str(path), "does not exist", "train one with `rooftune train --save FILE`")
     try:
@@ -97,6 +99,8 @@ def _read(path: Path) -> dict[str, Any]:
 
 def load_model(path: str | Path) -> Any:
     """The saved model, after checking its feature schema and library versions match this install."""
+    if not str(path).strip():
+        raise InvalidArgument("model file", str(path), "give a file name (or leave the option out for the default model)")
     payload = _read(Path(path))
     if payload.get("feature_schema") != FEATURE_SCHEMA_VERSION or payload.get("features") != list(FEATURES):
         raise InvalidArgument("model file", str(path),

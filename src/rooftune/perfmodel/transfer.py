@@ -28,6 +28,9 @@ from rooftune.perfmodel.regressors import PerfModel, as_features
 from rooftune.primitives.spec import ConvSpec
 
 METHODS = ("finetune", "residual", "scratch", "base")
+#: What `rooftune transfer` may fit and save ("base" is the base model unchanged: a point of
+#: comparison in the learning curve, not an adaptation).
+ADAPT_METHODS = ("residual", "finetune", "scratch")
 SAMPLERS = ("active", "random")
 DEFAULT_KS = (10, 25, 50, 100, 200)
 

@@ -18,6 +18,7 @@ from rooftune.profiling.campaign import (
     PROFILE_PASSES,
     PROFILE_POLICY,
     CampaignResult,
+    check_campaign,
     check_passes,
     profile_spec,
     run_campaign,
@@ -88,12 +89,13 @@ def profile(models: Sequence[str] = (), *, sample: int = 0, batches: Sequence[in
         for name in primitives:
             if name not in PRIMITIVES:
                 raise InvalidArgument("primitive", name, f"allowed {', '.join(PRIMITIVES)}")
+    threads = list(threads or [current_platform().usable_cores])
+    check_campaign(threads, budget_s)
     specs, layers = collect_specs(models, sample, batches, seed, precisions)
     own = store is None
     store = store if store is not None else Store(db)
     try:
-        result = run_campaign(specs, store=store, primitives=primitives,
-                              threads=list(threads or [current_platform().usable_cores]), budget_s=budget_s,
+        result = run_campaign(specs, store=store, primitives=primitives, threads=threads, budget_s=budget_s,
                               progress=progress, transforms=transforms, passes=passes,
                               extra_passes=extra_passes)
     finally:

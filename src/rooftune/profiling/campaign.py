@@ -196,6 +196,19 @@ def check_passes(passes: Any, what: str = "passes", low: int = 1) -> int:
     return passes
 
 
+def check_campaign(threads: Sequence[int], budget_s: float) -> None:
+    """Refuses thread counts outside this machine's usable cores and a budget that is not a
+    positive number of seconds (before anything is opened or measured)."""
+    from rooftune.platform import current_platform
+
+    cores = current_platform().usable_cores
+    for t in threads:
+        if isinstance(t, bool) or not isinstance(t, int) or not 1 <= t <= cores:
+            raise InvalidArgument("threads", t, f"allowed 1..{cores} (the usable cores of this machine)")
+    if isinstance(budget_s, bool) or not (isinstance(budget_s, (int, float)) and budget_s > 0):
+        raise InvalidArgument("budget", budget_s, "allowed a positive number of seconds")
+
+
 def run_campaign(
     specs: Sequence[tuple[ConvSpec, Sequence[str]]],
     *,
@@ -217,11 +230,7 @@ def run_campaign(
     from rooftune.platform import current_platform
 
     platform = current_platform()
-    for t in threads:
-        if isinstance(t, bool) or not isinstance(t, int) or not 1 <= t <= platform.usable_cores:
-            raise InvalidArgument("threads", t, f"allowed 1..{platform.usable_cores} (the usable cores of this machine)")
-    if not (isinstance(budget_s, (int, float)) and budget_s > 0):
-        raise InvalidArgument("budget", budget_s, "allowed a positive number of seconds")
+    check_campaign(threads, budget_s)
     check_passes(passes)
     check_passes(extra_passes, "extra passes", low=0)
     prims = all_primitives(list(primitives) if primitives else None)

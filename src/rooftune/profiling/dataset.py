@@ -24,26 +24,36 @@ STATUSES = ("ok", "unsupported", "failed")
 FORMATS = (".csv", ".parquet")
 
 
-def _format(path: Path) -> str:
-    suffix = path.suffix.lower()
+def _format(path: str | Path) -> str:
+    if not str(path).strip():
+        raise InvalidArgument("dataset file", str(path), f"give a file name ending in {' or '.join(FORMATS)}")
+    suffix = Path(path).suffix.lower()
     if suffix not in FORMATS:
         raise InvalidArgument("dataset file", str(path), f"allowed a name ending in {' or '.join(FORMATS)}")
     return suffix
 
 
+def check_export_path(path: str | Path) -> str:
+    """Refuses a dataset file name rooftune cannot write (its format from the ending)."""
+    from rooftune.paths import output_file
+
+    fmt = _format(path)
+    output_file(Path(path), "dataset file")
+    return fmt
+
+
 def export_profiles(store: Any, path: str | Path, platform_id: str | None = None) -> int:
     """Write the store's profiled rows (of one platform, or all) to ``path``; returns the count.
     Written to a temporary name and renamed, so a failed export leaves no partial file."""
-    from rooftune.paths import output_file
-
+    fmt = check_export_path(path)
     p = Path(path)
-    fmt = _format(p)
-    output_file(p, "dataset file")
     if platform_id is not None and platform_id not in (profiled := store.profiled_platforms()):
         raise InvalidArgument("--platform", platform_id, "has no profiled rows in this store"
                               + (f" (platforms with rows: {', '.join(sorted(profiled))})" if profiled else ""))
     fps = store.fingerprints()
     rows = store.profiles(platform_id)
+    if not rows:
+        raise InvalidArgument("store", store.url, "has no profiled rows; nothing written (run rooftune profile first)")
     records = [{**r, "platform": fps.get(r["platform_id"], {"id": r["platform_id"]})} for r in rows]
     tmp = p.with_name(p.name + ".part")
     try:
@@ -77,8 +87,10 @@ def _arrow() -> tuple[Any, Any]:
 def read_profiles(path: str | Path) -> list[dict[str, Any]]:
     """Rows of a dataset file, checked: the columns, every row's platform, spec (its key must match
     its fields), status and figures. The first problem is a one-line error naming the row."""
+    fmt = _format(path)
     p = Path(path)
-    fmt = _format(p)
+    if p.is_dir():
+        raise InvalidArgument("dataset file", str(p), "a directory, not a file")
     if not p.is_file():
         raise InvalidArgument("dataset file", str(p), "no such file")
     try:
@@ -146,14 +158,22 @@ def _check_row(line: int, r: dict[str, Any], p: Path) -> dict[str, Any]:
         raise bad("spec_key does not match the spec")
     if r["status"] not in STATUSES:
         raise bad(f"status {r['status']!r} not one of {', '.join(STATUSES)}")
-    try:
-        threads_f = float(r["threads"])
-        median = float(r["median_s"]) if r["median_s"] not in ("", None) else None
-        iqr = float(r["iqr_s"]) if r["iqr_s"] not in ("", None) else None
-        reps_f = float(r["repetitions"] or 0)
-        created = float(r["created_at"] or 0.0)
-    except (TypeError, ValueError, OverflowError):
-        raise bad("threads, median_s, iqr_s, repetitions or created_at is not a number") from None
+    def number(key: str, default: float) -> float:
+        v = r[key]
+        if v in ("", None):
+            return default
+        try:
+            if isinstance(v, bool):
+                raise TypeError
+            return float(v)
+        except (TypeError, ValueError, OverflowError):
+            raise bad(f"{key} {v!r} is not a number") from None
+
+    threads_f = number("threads", math.nan)
+    median = None if r["median_s"] in ("", None) else number("median_s", math.nan)
+    iqr = None if r["iqr_s"] in ("", None) else number("iqr_s", math.nan)
+    reps_f = number("repetitions", 0.0)
+    created = number("created_at", 0.0)
     if not (threads_f.is_integer() and 1 <= threads_f <= MAX_THREADS):
         raise bad(f"threads {r['threads']!r} is not a whole number in 1..{MAX_THREADS}")
     threads = int(threads_f)
@@ -170,6 +190,8 @@ def _check_row(line: int, r: dict[str, Any], p: Path) -> dict[str, Any]:
         raise bad("median_s is not the fastest of pass_medians")
     if not isinstance(r["primitive"], str) or not r["primitive"].strip():
         raise bad("primitive is not a name")
+    if r["primitive"] not in known_names():
+        raise bad(f"primitive {r['primitive']!r} is not one rooftune knows (allowed {', '.join(known_names())})")
     return {"platform_id": r["platform_id"], "platform": platform, "spec_key": r["spec_key"], "spec": spec.to_dict(),
             "primitive": r["primitive"], "threads": threads, "status": r["status"], "median_s": median,
             "iqr_s": iqr, "repetitions": reps, "reason": r["reason"] or "", "warnings": out["warnings"] or [],
@@ -177,12 +199,20 @@ def _check_row(line: int, r: dict[str, Any], p: Path) -> dict[str, Any]:
             "pass_canary": readings}
 
 
-def import_profiles(store: Any, path: str | Path) -> dict[str, int]:
-    """Check every row of ``path``, then store them all in one transaction (rows already stored
-    are kept as they are). Returns rows read, added, and platforms."""
+def known_names() -> list[str]:
+    """The names a stored row's primitive may have: the primitives and the layout transforms."""
+    from rooftune.primitives import PRIMITIVES, TRANSFORMS
+
+    return [*PRIMITIVES, *(f"transform:{t}" for t in TRANSFORMS)]
+
+
+def import_profiles(store: Any, path: str | Path, rows: list[dict[str, Any]] | None = None) -> dict[str, int]:
+    """Check every row of ``path`` (``rows``: what :func:`read_profiles` read from it already), then
+    store them all in one transaction (rows already stored are kept as they are). Returns rows
+    read, added, and platforms."""
     from rooftune.platform.fingerprint import identity
 
-    rows = read_profiles(path)
+    rows = read_profiles(path) if rows is None else rows
     groups: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {}
     for r in rows:
         groups.setdefault(r["platform_id"], (r["platform"], []))[1].append(r)

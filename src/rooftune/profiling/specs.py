@@ -61,14 +61,17 @@ _KERNELS = ((1, 1), (3, 3), (3, 3), (5, 5), (7, 7), (1, 7), (7, 1))
 #: 224x224 (vgg16's 3.7 GFLOP). Wide channels at a large spatial size (up to 118 GFLOP in the
 #: unbounded ranges) occur in no real network and would take minutes per primitive.
 MAX_SAMPLE_FLOPS = 4e9
+#: Most sampled specs one campaign may ask for: at ~15 primitives a spec, a few seconds each,
+#: 100 000 specs would take months; more is a typo.
+MAX_SAMPLE = 100_000
 
 
 def sample_specs(n: int, batches: Sequence[int] = (1,), seed: int = 0, dtype: str = "fp32") -> list[ConvSpec]:
     """``n`` specs from a scrambled Sobol sequence (torch.quasirandom) over channels (log scale),
     spatial size (log scale), kernel, stride, depthwise or not and batch; impossible
     combinations are repaired (a kernel larger than the padded input is shrunk)."""
-    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise InvalidArgument("sample", n, "allowed an integer >= 0")
+    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_SAMPLE:
+        raise InvalidArgument("sample", n, f"allowed an integer in 0..{MAX_SAMPLE}")
     if n == 0:
         return []
     engine = torch.quasirandom.SobolEngine(dimension=7, scramble=True, seed=seed)

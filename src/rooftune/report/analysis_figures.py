@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rooftune.report.figures import _LEVEL_COLOURS, _figure
-from rooftune.units import fmt_rate
+from rooftune.units import fmt_rate, threads_of
 
 if TYPE_CHECKING:
     from rooftune.analysis import Analysis
@@ -52,7 +52,7 @@ def plot_ops_roofline(a: Analysis, path: str | Path) -> Path:
     fig, ax = _figure()
     peak = _peak(a.roofs)
     _roof_lines(ax, a.roofs, peak)
-    ax.annotate(f"fp32 peak {fmt_rate(peak, 'FLOP/s')} ({a.threads} threads)", (2e3, peak), ha="right", va="bottom", fontsize=8)
+    ax.annotate(f"fp32 peak {fmt_rate(peak, 'FLOP/s')} ({threads_of(a.threads)})", (2e3, peak), ha="right", va="bottom", fontsize=8)
     seen: set[str] = set()
     for o in a.ops:
         if not o.flops or not o.bytes or o.time_s <= 0:

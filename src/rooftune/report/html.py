@@ -10,7 +10,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rooftune.units import finite, fmt_rate, fmt_size, fmt_time
+from rooftune.units import finite, fmt_rate, fmt_size, fmt_time, threads_of
 
 if TYPE_CHECKING:
     from rooftune.pipeline import OptimizeResult
@@ -104,7 +104,7 @@ def _machine(r: OptimizeResult, figs: dict[str, Path]) -> str:
         f"<p>Measured {_e(when)}{' (quick)' if c.quick else ''}{', read from the store' if c.from_store else ''}. "
         f"Dispatch overhead of one tiny torch op: <b>{_t(c.dispatch_overhead_s)}</b> (the floor of the time-based roofline).</p>"
         + _table(["roof", *[f"{n} thread(s)" for n in c.threads]], peaks, set(range(1, len(c.threads) + 1)))
-        + _table(["memory level", "capacity", f"bandwidth ({c.max_threads} threads)"], bw, {1, 2})
+        + _table(["memory level", "capacity", f"bandwidth ({threads_of(c.max_threads)})"], bw, {1, 2})
         + _figure(figs.get("roofline"), "The machine's roofline: every measured compute and bandwidth ceiling")
         + _figure(figs.get("bandwidth_sweep"), "Bandwidth against working-set size, with the detected plateaus")
     )

@@ -97,7 +97,9 @@ class Store:
     with :class:`StoreError`, untouched.
     """
 
-    def __init__(self, db: str | os.PathLike[str] | None = None) -> None:
+    def __init__(self, db: str | os.PathLike[str] | None = None, create: bool = True) -> None:
+        """``create=False`` (commands that only read) refuses a SQLite file that does not exist
+        instead of creating an empty store there."""
         self.url = resolve_url(db)
         try:
             url = make_url(self.url)
@@ -108,6 +110,10 @@ class Store:
             ) from None
         self._sqlite = url.get_backend_name() == "sqlite"
         if self._sqlite and url.database and url.database != ":memory:":
+            if not create and not Path(url.database).exists():
+                origin = "" if db is not None or not os.environ.get(DB_ENV) else f" (from ${DB_ENV})"
+                raise StoreError(f"no store at '{url.database}'{origin}: nothing was measured there yet; "
+                                 f"pass --db with the store's path, or measure first (rooftune profile)")
             _check_sqlite_file(Path(url.database))
         try:
             self.engine: Engine = create_engine(self.url)

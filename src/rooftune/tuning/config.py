@@ -83,7 +83,7 @@ class RunConfig:
     def validate(self, usable_cores: int | None = None) -> None:
         from rooftune.runtimes import RUNTIMES
 
-        if self.runtime not in RUNTIMES:
+        if not isinstance(self.runtime, str) or self.runtime not in RUNTIMES:
             raise InvalidArgument("runtime", self.runtime, f"allowed {', '.join(RUNTIMES)}")
         limit = usable_cores or os.cpu_count() or 1
         for key in ("intra_threads", "inter_threads"):
@@ -95,7 +95,7 @@ class RunConfig:
         if isinstance(self.instances, bool) or not isinstance(self.instances, int) or not 1 <= self.instances <= limit:
             raise InvalidArgument("instances", self.instances, f"allowed 1..{limit} (the usable cores of this machine)")
         for key, allowed in (("memory_format", MEMORY_FORMATS), ("precision", PRECISIONS), ("allocator", ALLOCATORS)):
-            if getattr(self, key) not in allowed:
+            if not isinstance(getattr(self, key), str) or getattr(self, key) not in allowed:
                 raise InvalidArgument(key, getattr(self, key), f"allowed {', '.join(allowed)}")
         if not isinstance(self.omp, dict):
             raise InvalidArgument("omp", self.omp, "allowed a mapping of OMP_*, GOMP_* or KMP_* variables to strings")
@@ -106,6 +106,13 @@ class RunConfig:
                 raise InvalidArgument(f"omp {k}", v, "allowed a string (an environment variable's value)")
         if not isinstance(self.runtime_options, dict):
             raise InvalidArgument("runtime_options", self.runtime_options, "allowed a mapping of option names to values")
+        known = RUNTIMES[self.runtime].options
+        for k, v in self.runtime_options.items():
+            if k not in known:
+                names = f"allowed {', '.join(known)}" if known else "allowed none: it has no options of its own"
+                raise InvalidArgument(f"{self.runtime} option", k, names)
+            if isinstance(v, (list, dict)) or v not in known[k] or isinstance(v, bool) != isinstance(known[k][0], bool):
+                raise InvalidArgument(f"{self.runtime} option {k}", v, f"allowed {', '.join(map(str, known[k]))}")
         for key in ("set_threads", "vendor_defaults"):
             if not isinstance(getattr(self, key), bool):
                 raise InvalidArgument(key, getattr(self, key), "allowed true or false")
@@ -169,12 +176,16 @@ def load_config(path: str | Path, usable_cores: int | None = None) -> RunConfig:
     """A configuration file written by ``rooftune tune --save`` (or just its ``config`` object);
     thread counts are checked against ``usable_cores`` (default: this process's usable cores)."""
     p = Path(path)
+    if p.is_dir():
+        raise InvalidArgument("--config", str(path), "a directory, not a file; write one with rooftune tune --save FILE")
     if not p.is_file():
         raise InvalidArgument("--config", str(path), "no such file; write one with rooftune tune --save FILE")
     try:
         data = json.loads(p.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise InvalidArgument("--config", str(path), f"not JSON ({exc.__class__.__name__})") from None
+    except (RecursionError, ValueError) as exc:  # nested too deep, or an integer of thousands of digits
+        raise InvalidArgument("--config", str(path), f"not a configuration ({exc.__class__.__name__})") from None
     if isinstance(data, dict) and "config" in data:
         data = data["config"]
     if not isinstance(data, dict):

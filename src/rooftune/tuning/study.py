@@ -579,6 +579,12 @@ def tune(
     stolen = steal_warning(steal.share(), "the study")
     if stolen:
         notes.append(stolen + "; the interleaved ratios hold better than the times")
+    took = time.perf_counter() - started
+    if budget_s is not None and took > 1.1 * budget_s + 5:
+        # the guideline, the baselines and one comparison each are measured whatever the budget
+        notes.append(f"the study took {took:.0f} s against a budget of {budget_s:g} s: the guideline, the baselines "
+                     f"and their comparisons with the best alone took {phase_s.get('fixed', 0) + phase_s.get('final', 0):.0f} s "
+                     f"on this model; a budget below that buys no search")
     return TuneResult(model=model, objective=objective, batch=wl.batch, best=best, guideline=guide,
                       guideline_reasons=tuple(reasons), baselines=base, speedup=speedup, trials=tuple(results),
                       notes=tuple(notes), duration_s=time.perf_counter() - started, resumed=resumed,
@@ -700,6 +706,8 @@ def check_precisions(precisions: Sequence[str], calibration_size: int | None, pl
             raise InvalidArgument("precision", p, "allowed fp32, bf16, int8")
     if "bf16" in precisions and not set(platform.effective_isa) & {"avx512_bf16", "amx_bf16"}:
         raise InvalidArgument("precision", "bf16", "this CPU has no native bf16 (avx512_bf16 or amx_bf16)")
+    if calibration_size is not None and "int8" not in precisions:
+        raise InvalidArgument("--calibration", calibration_size, "allowed only with --int8 (the int8 calibration set)")
     return check_calibration_size(calibration_size)
 
 
@@ -753,15 +761,25 @@ def _validation_spec(validate: str | Callable[..., Any] | None) -> str | None:
         return f"{mod}:{name}"
     mod, sep, name = str(validate).partition(":")
     if not sep or not mod or not name:
-        raise InvalidArgument("validate", validate, "allowed module:function")
+        raise InvalidArgument("--validate", validate, "allowed module:function")
     import importlib
+    import os
+    import sys
 
+    # the current directory is importable, as for a module:callable model (and in the trials,
+    # which run `python -m` from it)
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     try:
-        fn = getattr(importlib.import_module(mod), name)
-    except (ImportError, AttributeError) as exc:
-        raise InvalidArgument("validate", validate, f"cannot import it ({exc.__class__.__name__})") from None
+        module = importlib.import_module(mod)
+    except Exception as exc:  # an import runs the user's code: any failure is theirs
+        why = f"No module named {exc.name!r}" if isinstance(exc, ModuleNotFoundError) else f"{type(exc).__name__}: {exc}"
+        raise InvalidArgument("--validate", validate, f"cannot import {mod!r} ({why.splitlines()[0][:200]})") from None
+    fn = getattr(module, name, None)
+    if fn is None:
+        raise InvalidArgument("--validate", validate, f"module {mod!r} has no function {name!r}")
     if not callable(fn):
-        raise InvalidArgument("validate", validate, "not a function")
+        raise InvalidArgument("--validate", validate, "not a function")
     return str(validate)
 
 

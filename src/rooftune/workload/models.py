@@ -266,6 +266,8 @@ def _load(
 def _load_exported(
     model: str, path: Path, batch: int | None, inputs: Sequence[tuple[int, ...]] | None, options: dict[str, Any]
 ) -> Workload:
+    if path.is_dir():
+        raise InvalidArgument("model", model, "a directory; a .pt2 file saved with torch.export.save")
     if not path.is_file():
         raise InvalidArgument("model", model, "no such file; a .pt2 file saved with torch.export.save")
     if options:
