@@ -693,7 +693,7 @@ def select(
     model: Annotated[str, typer.Argument(help="A model name, as `rooftune analyze` takes it.")],
     batch: Annotated[int, typer.Option("--batch", help="Batch size the selection is made for.")] = 1,
     threads: Annotated[int | None, typer.Option("--threads", help="Threads (default: all usable cores).")] = None,
-    model_file: Annotated[str | None, typer.Option("--model", help="Performance model FILE (default: transferred to this machine, else the shipped one).")] = None,
+    model_file: Annotated[str | None, typer.Option("--model", help="Performance-model FILE, as `rooftune train/transfer --save` writes (default: the one transferred to this machine, else the shipped one); the network is the MODEL argument.")] = None,
     strategy: Annotated[str, typer.Option("--strategy", help="layout-aware (conversions counted) or per-layer.")] = "layout-aware",
     measure: Annotated[bool, typer.Option("--measure/--no-measure", help="Measure against vanilla, best uniform and oracle.")] = True,
     save: Annotated[str | None, typer.Option("--save", help="Write selection.json and load.py to this directory.")] = None,

@@ -117,7 +117,10 @@ class Store:
             _check_sqlite_file(Path(url.database))
         try:
             self.engine: Engine = create_engine(self.url)
-        except (ArgumentError, ImportError) as exc:
+        except ImportError as exc:
+            raise StoreError(f"cannot use database URL {self.url!r}: {exc}; install the database's driver for "
+                             f"SQLAlchemy (e.g. pip install psycopg for postgresql://)") from None
+        except ArgumentError as exc:
             raise StoreError(f"cannot use database URL {self.url!r}: {exc}") from None
         if self._sqlite:
             _install_sqlite_pragmas(self.engine)
