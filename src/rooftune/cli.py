@@ -644,16 +644,16 @@ def transfer(
         raise InvalidArgument("--sampler", sampler, f"allowed {', '.join(SAMPLERS)}")
     if method not in ADAPT_METHODS:
         raise InvalidArgument("--method", method, f"allowed {', '.join(ADAPT_METHODS)}")
-    if save is not None:
-        output_file(save, "--save", parents=True)
-    if curve is not None:
-        check_figure_path(curve, "--curve")
     if not eval_:
         for flag, value in (("--target", target), ("--curve", curve)):
             if value is not None:
                 raise InvalidArgument(flag, value, "allowed only with --eval (it reads a platform's stored data)")
     if target is not None and not target.strip():
-        raise InvalidArgument("--target", target, "give a platform id (rooftune data export lists them)")
+        raise InvalidArgument("--target", target, "give a platform id")
+    if save is not None:
+        output_file(save, "--save", parents=True)
+    if curve is not None:
+        check_figure_path(curve, "--curve")
     base_model = load_model(base) if base is not None else load_base_model()
     if eval_:
         with Store(db, create=False) as s:
