@@ -355,7 +355,7 @@ def _print_tune(r: Any) -> None:
 def tune(
     model: Annotated[str, typer.Argument(help="A model as `rooftune analyze` takes it.")],
     objective: Annotated[str, typer.Option("--objective", help="latency (p50 per inference) or throughput (samples/s).")] = "latency",
-    budget: Annotated[float, typer.Option("--budget", help="Seconds for the whole study.")] = 240.0,
+    budget: Annotated[float, typer.Option("--budget", help="Seconds for the whole study; the guideline, the baselines and their comparisons with the best are measured whatever it is (about 1-2 minutes on a 2-core machine).")] = 240.0,
     trials: Annotated[int | None, typer.Option("--trials", help="At most this many searched trials.")] = None,
     batch: Annotated[int | None, typer.Option("--batch", help="Batch size.")] = None,
     input_shape: Annotated[list[str] | None, typer.Option("--input", help="Input shape; repeatable.")] = None,
@@ -747,7 +747,7 @@ def optimize(
     model: Annotated[str, typer.Argument(help="A model as `rooftune analyze` takes it (default: the embedded resnet18, batch 1).")] = "resnet18",
     batch: Annotated[int | None, typer.Option("--batch", help="Batch size (default: the model's, 1 for resnet18).")] = None,
     objective: Annotated[str, typer.Option("--objective", help="latency (p50 per inference) or throughput (samples/s).")] = "latency",
-    budget: Annotated[float, typer.Option("--budget", help="Seconds for the whole run, split between the steps.")] = 480.0,
+    budget: Annotated[float, typer.Option("--budget", help="Seconds for the whole run (at least 60), split between the steps.")] = 480.0,
     out_dir: Annotated[str, typer.Option("--out", help="Folder for report.html, summary.json, best.json, the figures.")] = "rooftune-out",
     runtime: Annotated[str | None, typer.Option("--runtime", help="Restrict tuning to these runtimes, e.g. eager,onnxruntime.")] = None,
     skip: Annotated[str | None, typer.Option("--skip", help="Leave out steps: tune, select (comma-separated).")] = None,
