@@ -101,8 +101,8 @@ def main() -> int:
               f"the best ({r.guideline.config.describe()})", flush=True)
         if r.time_line():
             print(f"  {r.time_line()}", flush=True)
-        for n in r.notes:  # what the budget cut short
-            if n.startswith(("no time left", "the budget left")):
+        for n in r.notes:  # what the budget cut short, and a best the interleaved comparisons replaced
+            if n.startswith(("no time left", "the budget left", "re-measured interleaved", "the baseline ")):
                 print(f"  note: {n}", flush=True)
 
     def col(k: str) -> list[float]:
