@@ -165,6 +165,12 @@ def test_select_and_train_cli_reject_bad_input(tmp_path: Path, capsys: pytest.Ca
     assert "does not exist" in capsys.readouterr().err
     assert main(["train", "--db", db]) != 0
     e = capsys.readouterr().err
+    assert "no store at" in e and "rooftune profile" in e and not Path(db).exists()  # not created empty
+    from rooftune.store import Store
+
+    Store(db).close()
+    assert main(["train", "--db", db]) != 0
+    e = capsys.readouterr().err
     assert "no profiled convolutions" in e and "rooftune profile" in e
     assert main(["train", "--estimator", "svm", "--db", db]) != 0
     assert "estimator" in capsys.readouterr().err
