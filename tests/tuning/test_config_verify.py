@@ -102,3 +102,13 @@ def test_verification_accepts_rounding_and_refuses_a_different_function() -> Non
     flipped[0] = -flipped[0]
     r = compare_outputs(flipped, ref, "int8")
     assert not r["ok"] and r["top1"] == 0.75
+
+
+def test_the_int8_guard_says_when_the_quantized_outputs_are_all_zeros() -> None:
+    from rooftune.tuning.verify import compare_set
+
+    refs = [torch.randn(1, 10) for _ in range(4)]
+    r = compare_set([torch.zeros(1, 10)] * 3 + [refs[3].clone()], refs, "int8")
+    assert not r["ok"] and "3 of 4 outputs are all zeros" in r["why"]
+    good = compare_set([x.clone() for x in refs], refs, "int8")
+    assert good["ok"] and good["why"] == ""

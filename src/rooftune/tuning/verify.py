@@ -64,6 +64,10 @@ def compare_set(outputs: list[torch.Tensor], refs: list[torch.Tensor], precision
     else:
         ok = all(e["ok"] for e in each)
         rule = each[0]["rule"] + f" on each of {len(refs)} inputs"
+    why = "" if ok else f"fails {rule}: mean cosine {cos:.5f}, top-1 {top1:.1%}, max_rel {rel:.3g}"
+    zeros = sum(1 for o, r in zip(outputs, refs, strict=True) if not o.any() and r.any())
+    if not ok and zeros:  # what a quantizer that rounded the whole output away gives
+        why += f"; {zeros} of {len(refs)} outputs are all zeros"
     return {"ok": ok, "max_abs": max(e["max_abs"] for e in each), "max_rel": rel, "cosine": cos,
             "min_cosine": min(e["cosine"] for e in each), "top1": top1, "inputs": len(refs), "rule": rule,
-            "why": "" if ok else f"fails {rule}: mean cosine {cos:.5f}, top-1 {top1:.1%}, max_rel {rel:.3g}"}
+            "why": why}
