@@ -80,3 +80,39 @@ def test_two_writers_at_once(tmp_path: Path, fake_platform: Platform) -> None:
             "WHERE m.label != json_extract(c.data, '$.writer') || '-' || json_extract(c.data, '$.i')"
         ).fetchone()[0]
         assert mismatched == 0
+
+
+OPENER = r"""
+import os, sys, time
+from pathlib import Path
+from rooftune.store import Store
+
+db, ready, go = sys.argv[1:]
+Path(ready).touch()
+deadline = time.monotonic() + 60
+while not os.path.exists(go):
+    if time.monotonic() > deadline:
+        sys.exit("never told to go")
+    time.sleep(0.0005)
+Store(db).close()
+"""
+
+
+def test_processes_creating_one_store_at_the_same_moment_all_open_it(tmp_path: Path) -> None:
+    """Creating the store switches it to WAL, which SQLite refuses at once (no busy timeout) while
+    another connection holds the file: seen as 'database is locked' in one open of ~60."""
+    for round_ in range(3):
+        db, go = tmp_path / f"s{round_}.db", tmp_path / f"go{round_}"
+        readies = [tmp_path / f"ready{round_}-{i}" for i in range(4)]
+        procs = [subprocess.Popen([sys.executable, "-c", OPENER, str(db), str(r), str(go)],
+                                  stderr=subprocess.PIPE, text=True) for r in readies]
+        deadline = time.monotonic() + 120
+        while not all(r.exists() for r in readies):
+            assert all(p.poll() is None for p in procs) and time.monotonic() < deadline, "an opener did not start"
+            time.sleep(0.01)
+        go.touch()
+        for p in procs:
+            _, err = p.communicate(timeout=120)
+            assert p.returncode == 0, err
+        with sqlite3.connect(db) as conn:
+            assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"

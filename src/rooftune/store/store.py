@@ -190,9 +190,22 @@ class Store:
         if self._sqlite:
             # Only now that the file is known to be ours: WAL changes the file header for good.
             # (journal_mode cannot change inside a transaction, so it goes on the raw connection.)
+            # Switching needs the file to itself, and SQLite reports a busy file at once here
+            # rather than through the busy timeout: a second process opening the store at the same
+            # moment waits for the first (which switches it; then there is nothing to do).
             raw = self.engine.raw_connection()
+            deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
             try:
-                raw.driver_connection.execute("PRAGMA journal_mode=WAL")  # type: ignore[union-attr]
+                dbapi: Any = raw.driver_connection
+                while True:
+                    try:
+                        if str(dbapi.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+                            dbapi.execute("PRAGMA journal_mode=WAL")
+                        break
+                    except sqlite3.OperationalError as exc:
+                        if "locked" not in str(exc) or time.monotonic() > deadline:
+                            raise StoreError(f"cannot open {self.url!r}: {exc}") from None
+                        time.sleep(0.02)
             finally:
                 raw.close()
 
