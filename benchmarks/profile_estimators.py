@@ -17,7 +17,6 @@ repeatability target of the profiling issue: a second campaign agrees within 5 %
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import statistics
@@ -43,26 +42,11 @@ ESTIMATORS = {
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--passes", type=int, default=6)
-    ap.add_argument("--models", default="resnet50,mobilenet_v2")
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--json", default=None)
-    args = ap.parse_args()
+    from profile_passes import setup
 
-    import torch
+    from rooftune.profiling import campaign, profile_spec
 
-    from rooftune.platform import current_platform
-    from rooftune.primitives import all_primitives
-    from rooftune.profiling import campaign, collect_specs, profile_spec
-
-    platform = current_platform()
-    models = [m for m in args.models.split(",") if m]
-    print(f"# {platform.cpu_model}, {platform.usable_cores} usable cores, platform {platform.id}; "
-          f"{', '.join(models)} at batch 1, {args.threads} threads, {args.passes} passes", flush=True)
-    torch.set_num_threads(args.threads)
-    specs, _ = collect_specs(models, 0, [1])
-    prims = all_primitives(None)
+    args, specs, prims = setup(__doc__)
     samples: dict[tuple[str, str], list[list[float]]] = {}
     inner = campaign.measure
     current: dict[str, str] = {}

@@ -25,8 +25,10 @@ def agreement(times: dict[tuple[str, str], list[float]], a: tuple[int, ...], b: 
     return (sum(abs(q - 1) <= 0.05 for q in ratios) / len(ratios), sum(abs(q - 1) <= 0.10 for q in ratios) / len(ratios))
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def setup(doc: str) -> tuple[argparse.Namespace, list, list]:
+    """The command line of the passes scripts (--passes, --models, --threads, --json), the header
+    line, the threads set, and the campaign's specs and primitives."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--passes", type=int, default=6)
     ap.add_argument("--models", default="resnet50,mobilenet_v2")
     ap.add_argument("--threads", type=int, default=2)
@@ -37,15 +39,21 @@ def main() -> int:
 
     from rooftune.platform import current_platform
     from rooftune.primitives import all_primitives
-    from rooftune.profiling import collect_specs, profile_spec
+    from rooftune.profiling import collect_specs
 
     platform = current_platform()
     models = [m for m in args.models.split(",") if m]
     print(f"# {platform.cpu_model}, {platform.usable_cores} usable cores, platform {platform.id}; "
-          f"{', '.join(models)} at batch 1, {args.threads} threads, {args.passes} passes")
+          f"{', '.join(models)} at batch 1, {args.threads} threads, {args.passes} passes", flush=True)
     torch.set_num_threads(args.threads)
     specs, _ = collect_specs(models, 0, [1])
-    prims = all_primitives(None)
+    return args, specs, all_primitives(None)
+
+
+def main() -> int:
+    from rooftune.profiling import profile_spec
+
+    args, specs, prims = setup(__doc__)
     times: dict[tuple[str, str], list[float]] = {}
     for p in range(args.passes):
         t0 = time.perf_counter()
