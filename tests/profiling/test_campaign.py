@@ -164,6 +164,8 @@ def test_later_passes_resume_and_time_each_row_once_per_pass(tmp_path: Path) -> 
             assert after[k]["pass_medians"][0] == before[k]["median_s"] and len(after[k]["pass_medians"]) == 2
             assert after[k]["median_s"] == min(after[k]["pass_medians"])
             assert after[k]["repetitions"] > before[k]["repetitions"]
+            # the fastest sample of both passes: no slower than the first's, nor than either median
+            assert 0 < after[k]["fastest_s"] <= min(before[k]["fastest_s"], after[k]["median_s"])
         assert run_campaign(SPECS, store=store, primitives=FAST[:2], threads=[1], passes=2, extra_passes=0).retimed == 0
     with pytest.raises(InvalidArgument, match="passes"):
         run_campaign(SPECS, store=None, passes=0)
@@ -262,21 +264,22 @@ def test_export_import_carries_rows_and_platform(tmp_path: Path) -> None:
         r = import_profiles(b, tmp_path / "d.csv")
         assert r == {"rows": n, "added": n, "platforms": 1}
         rows_b = b.profiles()
-        assert [(x["spec_key"], x["primitive"], x["median_s"], x["pass_canary"]) for x in rows_b] == \
-            [(x["spec_key"], x["primitive"], x["median_s"], x["pass_canary"]) for x in rows_a]
+        assert [(x["spec_key"], x["primitive"], x["median_s"], x["pass_canary"], x["fastest_s"]) for x in rows_b] == \
+            [(x["spec_key"], x["primitive"], x["median_s"], x["pass_canary"], x["fastest_s"]) for x in rows_a]
+        assert all(0 < x["fastest_s"] <= x["median_s"] for x in rows_b if x["status"] == "ok")
         assert all(len(x["pass_canary"]) == len(x["pass_medians"]) >= 3 for x in rows_b if x["status"] == "ok")
         assert import_profiles(b, tmp_path / "d.csv")["added"] == 0
     # A file exported before campaigns had passes has no pass_medians (nor pass_canary) column: each
     # ok row is one pass.
     lines = list(csv.DictReader((tmp_path / "d.csv").open()))
     with (tmp_path / "old.csv").open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=[k for k in lines[0] if k not in ("pass_medians", "pass_canary")],
+        w = csv.DictWriter(f, fieldnames=[k for k in lines[0] if k not in ("pass_medians", "pass_canary", "fastest_s")],
                            extrasaction="ignore")
         w.writeheader()
         w.writerows(lines)
     with Store(tmp_path / "o.db") as o:
         assert import_profiles(o, tmp_path / "old.csv")["added"] == n
-        assert all(x["pass_medians"] == [x["median_s"]] and x["pass_canary"] is None
+        assert all(x["pass_medians"] == [x["median_s"]] and x["pass_canary"] is None and x["fastest_s"] is None
                    for x in o.profiles() if x["status"] == "ok")
     pytest.importorskip("pyarrow")
     with Store(tmp_path / "a.db") as a:
@@ -322,7 +325,8 @@ def test_a_corrupt_or_foreign_file_imports_nothing(tmp_path: Path) -> None:
             ("sources", '"abc"', "sources is not a list of strings"),
             ("threads", "abc", "threads 'abc' is not a number"),
             ("created_at", "yesterday", "created_at 'yesterday' is not a number"),
-            ("primitive", "nosuch", "primitive 'nosuch' is not one rooftune knows")):
+            ("primitive", "nosuch", "primitive 'nosuch' is not one rooftune knows"),
+            ("fastest_s", "1e9", "fastest_s '1e9' is not a positive time no slower than median_s")):
         bad = [dict(r) for r in lines]
         bad[ok][column] = value
         cases[f"{column}-{len(cases)}.csv"] = (bad, fragment)

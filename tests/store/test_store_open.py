@@ -59,7 +59,7 @@ def test_version_1_database_is_upgraded(tmp_path: Path, fake_platform: Platform)
     build_version_1(path, fake_platform)
     assert tables(path) == {"schema_info", "platforms", "ceilings"}
     with Store(path) as s:
-        assert s.schema_version() == SCHEMA_VERSION == 7
+        assert s.schema_version() == SCHEMA_VERSION == 8
         assert s.platforms() == [fake_platform]  # old rows survive
         assert s.load_ceilings(fake_platform.id, threads=[0, 1]) == {"from": "v1"}
         new = {"label": "new", "samples": [1.0, 2.0, 3.0]}
@@ -207,17 +207,19 @@ def test_version_5_profiles_gain_pass_medians_and_probe_readings(tmp_path: Path,
     with sqlite3.connect(path) as db:  # as schema 5 left it: no pass_medians column
         db.execute("ALTER TABLE profiles DROP COLUMN pass_medians")
         db.execute("ALTER TABLE profiles DROP COLUMN pass_canary")
+        db.execute("ALTER TABLE profiles DROP COLUMN fastest_s")
         db.execute("UPDATE schema_info SET value = '5' WHERE key = 'schema_version'")
     with Store(path) as s:
-        assert s.schema_version() == SCHEMA_VERSION == 7
+        assert s.schema_version() == SCHEMA_VERSION == 8
         [old] = s.profiles()
         assert old["median_s"] == 0.002 and old["pass_medians"] == [0.002]  # a stored row counts as one pass
-        assert old["pass_canary"] is None  # timed without the probe
+        assert old["pass_canary"] is None and old["fastest_s"] is None  # timed without the probe, samples not kept
         s.update_profiles(fake_platform.id, [{**old, "median_s": 0.001, "pass_medians": [0.002, 0.001],
-                                              "pass_canary": [None, 1e-4]}])
+                                              "pass_canary": [None, 1e-4], "fastest_s": 0.0009}])
         assert s.profiles()[0]["pass_medians"] == [0.002, 0.001] and s.profiles()[0]["pass_canary"] == [None, 1e-4]
+        assert s.profiles()[0]["fastest_s"] == 0.0009
         with pytest.raises(StoreError, match="no profiled row"):  # all or nothing
             s.update_profiles(fake_platform.id, [{**old, "median_s": 0.0005}, {**old, "primitive": "missing"}])
         assert s.profiles()[0]["median_s"] == 0.001
     with sqlite3.connect(path) as db:
-        assert {"pass_medians", "pass_canary"} <= {r[1] for r in db.execute("PRAGMA table_info(profiles)")}
+        assert {"pass_medians", "pass_canary", "fastest_s"} <= {r[1] for r in db.execute("PRAGMA table_info(profiles)")}

@@ -73,11 +73,11 @@ class CampaignResult:
 
 def _row(spec: ConvSpec, name: str, threads: int, status: str, sources: Sequence[str], *, median: float | None = None,
          iqr: float | None = None, reps: int = 0, reason: str = "", warnings: Sequence[str] = (),
-         canary: tuple[float, float] | None = None) -> dict[str, Any]:
+         canary: tuple[float, float] | None = None, fastest: float | None = None) -> dict[str, Any]:
     around = max(canary) if canary else None
     return {"spec_key": spec.key(), "spec": spec.to_dict(), "primitive": name, "threads": threads, "status": status,
             "median_s": median, "iqr_s": iqr, "repetitions": reps, "reason": reason, "warnings": list(warnings),
-            "sources": list(sources), "created_at": time.time(), "canary_s": around,
+            "sources": list(sources), "created_at": time.time(), "canary_s": around, "fastest_s": fastest,
             "pass_canary": [around] if around is not None else None}
 
 
@@ -162,16 +162,18 @@ def profile_spec(spec: ConvSpec, primitives: Sequence[Primitive], threads: int, 
         before = after
         stolen = steal_warning(steal.share(), "this measurement")
         rows.append(_row(spec, name, threads, "ok", sources, median=m.median, iqr=m.iqr, reps=m.n * m.number,
-                         warnings=[*m.warnings, *([stolen] if stolen else [])], canary=around))
+                         warnings=[*m.warnings, *([stolen] if stolen else [])], canary=around, fastest=m.min))
     return rows
 
 
 def merge_pass(stored: dict[str, Any], new: dict[str, Any], index: int) -> dict[str, Any]:
     """``stored`` (an ok row after its earlier passes) with pass number ``index`` (``new``) added:
-    the fastest pass's median and IQR, every pass's median, the repetitions of all. A pass that
+    the fastest pass's median and IQR, every pass's median, the fastest sample of all, the
+    repetitions of all. A pass that
     failed makes the row failed: a kernel that stops verifying or raises is never kept as a time."""
     if new["status"] != "ok":
         return {**stored, "status": "failed", "median_s": None, "iqr_s": None, "pass_medians": [], "pass_canary": None,
+                "fastest_s": None,
                 "reason": f"pass {index}: {new['reason'] or new['status']}"}
     medians = [*stored["pass_medians"], new["median_s"]]
     # (stored rows come from the store, whose readings are None or one per pass)
@@ -183,8 +185,12 @@ def merge_pass(stored: dict[str, Any], new: dict[str, Any], index: int) -> dict[
     if max(medians) > PASSES_DISAGREE * min(medians):
         notes.append(_DISAGREE_NOTE + ", ".join(f"{v * 1e3:.3f}" for v in medians)
                      + " ms; the fastest is kept (interference only slows)")
+    # the fastest sample of every pass (a row stored before samples were kept stays without one:
+    # the later passes alone would not say it)
+    old, got = stored.get("fastest_s"), new.get("fastest_s")
+    fastest = min(old, got) if old is not None and got is not None else None
     return {**stored, "median_s": median, "iqr_s": iqr, "pass_medians": medians, "warnings": notes,
-            "pass_canary": readings if any(v is not None for v in readings) else None,
+            "fastest_s": fastest, "pass_canary": readings if any(v is not None for v in readings) else None,
             "repetitions": int(stored.get("repetitions") or 0) + int(new["repetitions"])}
 
 

@@ -18,7 +18,7 @@ COLUMNS = ("platform_id", "platform", "spec_key", "spec", "primitive", "threads"
            "repetitions", "reason", "warnings", "sources", "created_at")
 #: Written by this version, optional on import (files exported before campaigns had passes, or the
 #: machine-speed probe, lack them).
-OPTIONAL_COLUMNS = ("pass_medians", "pass_canary")
+OPTIONAL_COLUMNS = ("pass_medians", "pass_canary", "fastest_s")
 JSON_COLUMNS = ("platform", "spec", "warnings", "sources", "pass_medians", "pass_canary")
 STATUSES = ("ok", "unsupported", "failed")
 FORMATS = (".csv", ".parquet")
@@ -159,7 +159,7 @@ def _check_row(line: int, r: dict[str, Any], p: Path) -> dict[str, Any]:
     if r["status"] not in STATUSES:
         raise bad(f"status {r['status']!r} not one of {', '.join(STATUSES)}")
     def number(key: str, default: float) -> float:
-        v = r[key]
+        v = r.get(key)
         if v in ("", None):
             return default
         try:
@@ -188,6 +188,10 @@ def _check_row(line: int, r: dict[str, Any], p: Path) -> dict[str, Any]:
         raise bad("an ok row needs a positive finite median_s")
     if passes and (r["status"] != "ok" or abs(min(passes) - median) > 1e-12 * median):
         raise bad("median_s is not the fastest of pass_medians")
+    fastest = None if r.get("fastest_s") in ("", None) else number("fastest_s", math.nan)
+    if fastest is not None and not (r["status"] == "ok" and median is not None and math.isfinite(fastest)
+                                    and 0 < fastest <= median * (1 + 1e-9)):
+        raise bad(f"fastest_s {r.get('fastest_s')!r} is not a positive time no slower than median_s of an ok row")
     if not isinstance(r["primitive"], str) or not r["primitive"].strip():
         raise bad("primitive is not a name")
     if r["primitive"] not in known_names():
@@ -196,7 +200,7 @@ def _check_row(line: int, r: dict[str, Any], p: Path) -> dict[str, Any]:
             "primitive": r["primitive"], "threads": threads, "status": r["status"], "median_s": median,
             "iqr_s": iqr, "repetitions": reps, "reason": r["reason"] or "", "warnings": out["warnings"] or [],
             "sources": out["sources"] or [], "created_at": created, "pass_medians": [float(v) for v in passes],
-            "pass_canary": readings}
+            "pass_canary": readings, "fastest_s": fastest}
 
 
 def known_names() -> list[str]:

@@ -46,6 +46,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     5: _create("profiles"),
     6: _add_columns("profiles", "pass_medians"),
     7: _add_columns("profiles", "pass_canary"),
+    8: _add_columns("profiles", "fastest_s"),
 }
 
 SCHEMA_VERSION = max(MIGRATIONS)

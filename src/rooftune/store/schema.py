@@ -114,3 +114,7 @@ class ProfileRow(Base):
     #: The machine-speed probe's reading around each pass (:mod:`rooftune.bench.canary`), in the
     #: order of ``pass_medians``; NULL in rows stored before the probe existed (schema 6).
     pass_canary: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True)
+    #: The fastest single sample (seconds per call) of any pass: interference only slows a kernel,
+    #: and on a shared host it repeats better than a pass's median (BENCHMARKS.md); NULL in rows
+    #: stored before it was kept (schema 7) and in rows not timed.
+    fastest_s: Mapped[float | None] = mapped_column(Float, nullable=True)

@@ -371,7 +371,7 @@ class Store:
     # ------------------------------------------------------------------ profiles
 
     _PROFILE_FIELDS = ("spec_key", "spec", "primitive", "threads", "status", "median_s", "iqr_s", "repetitions",
-                       "reason", "warnings", "sources", "pass_medians", "pass_canary")
+                       "reason", "warnings", "sources", "pass_medians", "pass_canary", "fastest_s")
 
     def save_profiles(self, platform: Platform | Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> int:
         """Store profiled rows of one platform in one transaction; a row whose (platform, spec,
@@ -410,7 +410,7 @@ class Store:
 
     def update_profiles(self, platform_id: str, rows: Sequence[Mapping[str, Any]]) -> int:
         """Replace the figures of stored rows (a later pass of a campaign: status, median, IQR,
-        repetitions, reason, warnings, pass medians) in one transaction. A row not stored is an
+        fastest sample, repetitions, reason, warnings, pass medians) in one transaction. A row not stored is an
         error and nothing is changed. Returns how many were updated."""
         with self.transaction() as s:
             for r in rows:
@@ -422,8 +422,9 @@ class Store:
                 if row is None:
                     raise StoreError(f"no profiled row {r['spec_key']}/{r['primitive']}/{r['threads']} on platform "
                                      f"{platform_id} to update; nothing was changed")
-                values = _finite({f: r.get(f) for f in ("status", "median_s", "iqr_s")})
+                values = _finite({f: r.get(f) for f in ("status", "median_s", "iqr_s", "fastest_s")})
                 row.status, row.median_s, row.iqr_s = values["status"], values["median_s"], values["iqr_s"]
+                row.fastest_s = values["fastest_s"]
                 row.repetitions = int(r.get("repetitions") or 0)
                 row.reason = r.get("reason") or ""
                 row.warnings = list(r.get("warnings") or [])
