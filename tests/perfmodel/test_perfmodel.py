@@ -82,6 +82,36 @@ def test_regressor_follows_sklearn_conventions_and_learns() -> None:
         PerfModel("gbr").fit(data.specs, data.times[:, :2], data.primitives)
 
 
+def test_learning_time_per_flop_carries_efficiency_to_larger_layers() -> None:
+    """Trees predict a constant per leaf: on layers larger than any it learned from, a model of
+    log time predicts the largest time it saw, one of log time per FLOP the right efficiency."""
+    specs = sample_specs(200, seed=3)
+    small = [s for s in specs if s.groups == 1 and s.flops < 2e8][:80]
+    large = [s for s in specs if s.groups == 1 and s.flops > 8e8][:20]
+    assert len(small) >= 40 and len(large) >= 5
+    times = np.asarray([[truth(s, "pytorch-default")] for s in small])
+    true = np.asarray([[truth(s, "pytorch-default")] for s in large])
+    errors = {}
+    for target in ("time", "per_flop"):
+        m = PerfModel("gbr", n_estimators=100, target=target).fit(small, times, ["pytorch-default"])
+        assert m.target_ == target
+        errors[target] = regression_metrics(m.predict(large), true)["mape"]
+    assert errors["per_flop"] < 0.1 < errors["time"]
+    with pytest.raises(InvalidArgument, match="target"):
+        PerfModel("gbr", target="flops").fit(small, times, ["pytorch-default"])
+
+
+def test_a_model_saved_before_targets_existed_still_predicts_log_time() -> None:
+    data = synthetic(60)
+    m = PerfModel("gbr", n_estimators=20, target="time").fit(data.specs, data.times, data.primitives)
+    state = m.__getstate__()
+    del state["target"], state["target_"]
+    old = PerfModel.__new__(PerfModel)
+    old.__setstate__(state)
+    assert old.get_params()["target"] == "time"
+    assert np.allclose(old.predict(data.specs[:5]), m.predict(data.specs[:5]))
+
+
 @pytest.mark.parametrize("estimator", ["rf", "mlp"])
 def test_other_regressors_learn(estimator: str) -> None:
     data = synthetic()

@@ -7,6 +7,13 @@ self, learned attributes end in ``_``, ``predict`` refuses before ``fit``, ``get
 ``estimator`` is ``gbr`` (gradient boosting, one per primitive), ``rf`` (random forest, one per
 primitive) or ``mlp`` (a PyTorch MLP with a trunk shared by all primitives and one output head per
 primitive: what the transfer learning fine-tunes).
+
+``target`` is what each estimator learns: ``time`` (log seconds) or ``per_flop`` (log seconds per
+FLOP of the spec; the prediction adds log FLOPs back). A tree predicts a constant per leaf: learning
+log time, a leaf holds specs whose times differ by their sizes, and a held-out network's layers
+fall between them; per FLOP, a leaf holds specs of like efficiency, which varies far less. On
+this project's noisy profiled data neither target was better over all figures (BENCHMARKS.md),
+so ``time`` stays the default.
 """
 
 from __future__ import annotations
@@ -23,6 +30,8 @@ from rooftune.perfmodel.features import DEFAULT_CACHES, FEATURES, featurize
 from rooftune.primitives.spec import ConvSpec
 
 ESTIMATORS = ("gbr", "rf", "mlp")
+TARGETS = ("time", "per_flop")
+_LOG_FLOPS = FEATURES.index("log_flops")
 
 
 def as_features(X: Any, caches: Mapping[str, int] | None) -> np.ndarray:
@@ -111,14 +120,20 @@ class PerfModel(BaseEstimator):
     """Predicts each primitive's time on a convolution from its features."""
 
     def __init__(self, estimator: str = "gbr", n_estimators: int = 200, max_depth: int = 4,
-                 learning_rate: float = 0.1, hidden: int = 128, epochs: int = 1500, random_state: int = 0) -> None:
+                 learning_rate: float = 0.1, hidden: int = 128, epochs: int = 1500, random_state: int = 0,
+                 target: str = "time") -> None:
         self.estimator = estimator
+        self.target = target
         self.n_estimators = n_estimators
         self.max_depth = max_depth
         self.learning_rate = learning_rate
         self.hidden = hidden
         self.epochs = epochs
         self.random_state = random_state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # a model saved before ``target`` existed learned log time
+        super().__setstate__({"target": "time", **state})
 
     # ------------------------------------------------------------------ fitting
     def fit(self, X: Any, Y: np.ndarray, primitives: Sequence[str], caches: Mapping[str, int] | None = None,
@@ -128,6 +143,8 @@ class PerfModel(BaseEstimator):
         measured NCHW <-> NHWC conversions of spec inputs, for :meth:`predict_conversion`."""
         if self.estimator not in ESTIMATORS:
             raise InvalidArgument("estimator", self.estimator, f"allowed {', '.join(ESTIMATORS)}")
+        if self.target not in TARGETS:
+            raise InvalidArgument("target", self.target, f"allowed {', '.join(TARGETS)}")
         self.caches_ = dict(caches or DEFAULT_CACHES)
         F = as_features(X, self.caches_)
         Y = np.asarray(Y, dtype=np.float64)
@@ -135,7 +152,8 @@ class PerfModel(BaseEstimator):
             raise InvalidArgument("times", Y.shape, f"allowed shape ({len(F)}, {len(primitives)}): specs x primitives")
         if len(F) == 0 or np.all(np.isnan(Y)):
             raise InvalidArgument("training data", "empty", "needs profiled times; run `rooftune profile` first")
-        logY = np.log(np.where(Y > 0, Y, np.nan))
+        self.target_ = self.target
+        logY = np.log(np.where(Y > 0, Y, np.nan)) - self._offset(F)[:, None]
         self.primitives_ = list(primitives)
         self.n_features_in_ = F.shape[1]
         self.feature_names_in_ = np.asarray(FEATURES[: F.shape[1]], dtype=object)
@@ -172,6 +190,13 @@ class PerfModel(BaseEstimator):
         return RandomForestRegressor(n_estimators=self.n_estimators, min_samples_leaf=1, max_features=0.6,
                                      random_state=self.random_state, n_jobs=1)
 
+    def _offset(self, F: np.ndarray) -> np.ndarray:
+        """What the learned target leaves out of log(seconds), per spec (models saved before
+        ``target`` existed learned log time: no offset)."""
+        if getattr(self, "target_", "time") == "per_flop" and F.shape[1] > _LOG_FLOPS:
+            return F[:, _LOG_FLOPS] * np.log(2.0)
+        return np.zeros(len(F))
+
     def _scale(self, F: np.ndarray) -> np.ndarray:
         return (F - self.x_mean_) / self.x_std_
 
@@ -187,12 +212,12 @@ class PerfModel(BaseEstimator):
         if F.shape[1] != self.n_features_in_:
             raise InvalidArgument("features", F.shape[1], f"this model takes {self.n_features_in_}")
         if self.estimator == "mlp":
-            return self.net_.predict(self._scale(F)) * self.y_std_ + self.y_mean_
+            return self.net_.predict(self._scale(F)) * self.y_std_ + self.y_mean_ + self._offset(F)[:, None]
         out = np.full((len(F), len(self.primitives_)), np.nan)
         for j, p in enumerate(self.primitives_):
             if p in self.estimators_ and len(F):
                 out[:, j] = self.estimators_[p].predict(F)
-        return out
+        return out + self._offset(F)[:, None]
 
     def predict(self, X: Any) -> np.ndarray:
         """Seconds per (spec, primitive)."""

@@ -93,7 +93,7 @@ class TransferModel(BaseEstimator):
                 raise InvalidArgument("base model", self.base.estimator, "fine-tuning needs an mlp base model")
             self.model_ = copy.deepcopy(self.base)
             Yb = self._align(Y, self.primitives_, self.base.primitives_)
-            logY = (np.log(Yb) - self.model_.y_mean_) / self.model_.y_std_
+            logY = (np.log(Yb) - self.model_._offset(F)[:, None] - self.model_.y_mean_) / self.model_.y_std_
             self.model_.net_.train(self.model_._scale(F), logY, 400, 3e-3, 1e-4, trunk=False)
         elif self.method == "residual":
             from sklearn.ensemble import GradientBoostingRegressor
