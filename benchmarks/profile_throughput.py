@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 
 def main() -> int:
@@ -70,35 +72,30 @@ def main() -> int:
                 print(f"  {s['model']}: per-layer best {s['best_s'] * 1e3:.2f} ms vs pytorch-default "
                       f"{s['baseline_s'] * 1e3:.2f} ms = {s['speedup']:.2f}x; winners: {wins}")
 
-    first = {(r["spec_key"], r["primitive"]): r["median_s"] for r in runs[0][0] if r["status"] == "ok"}
-    second = {(r["spec_key"], r["primitive"]): r["median_s"] for r in runs[1][0] if r["status"] == "ok"}
+    def by_row(rows: list, value: Any) -> dict:  # (spec, primitive) -> value(row), over the ok rows
+        return {(r["spec_key"], r["primitive"]): value(r) for r in rows if r["status"] == "ok"}
+
+    def share(ratios: list[float], tol: float, empty: float = 0.0) -> float:
+        return sum(1 for q in ratios if abs(q - 1) <= tol) / len(ratios) if ratios else empty
+
+    first, second = (by_row(rows, lambda r: r["median_s"]) for rows, *_ in runs)
     common = sorted(set(first) & set(second))
     ratios = [second[k] / first[k] for k in common]
-    within = sum(1 for q in ratios if abs(q - 1) <= 0.05) / len(ratios) if ratios else 0.0
-    within10 = sum(1 for q in ratios if abs(q - 1) <= 0.10) / len(ratios) if ratios else 0.0
+    within, within10 = share(ratios, 0.05), share(ratios, 0.10)
     # The same two campaigns read as if they had stopped after the fixed passes (the fastest of
     # the first `passes` pass medians of every row): what the confirmation passes changed.
-    def fixed(rows: list) -> dict:
-        return {(r["spec_key"], r["primitive"]): min((r.get("pass_medians") or [r["median_s"]])[:passes])
-                for r in rows if r["status"] == "ok"}
-
-    f1, f2 = fixed(runs[0][0]), fixed(runs[1][0])
-    fr = [f2[k] / f1[k] for k in common]
-    fwithin = sum(1 for q in fr if abs(q - 1) <= 0.05) / len(fr) if fr else 0.0
-    kernels = [k for k in common if not k[1].startswith("transform:")]
-    kr = [second[k] / first[k] for k in kernels]
-    kwithin = sum(1 for q in kr if abs(q - 1) <= 0.05) / len(kr) if kr else 0.0
+    f1, f2 = (by_row(rows, lambda r: min((r.get("pass_medians") or [r["median_s"]])[:passes])) for rows, *_ in runs)
+    fwithin = share([f2[k] / f1[k] for k in common], 0.05)
+    kwithin = share([second[k] / first[k] for k in common if not k[1].startswith("transform:")], 0.05)
+    # The fastest single sample of each row's passes (stored beside the median since schema 8).
+    fast1, fast2 = (by_row(rows, lambda r: r.get("fastest_s")) for rows, *_ in runs)
+    sr = [fast2[k] / fast1[k] for k in common if fast1.get(k) and fast2.get(k)]
+    swithin, swithin10 = share(sr, 0.05, math.nan), share(sr, 0.10, math.nan)
     print("\n# summary")
     print(f"campaign wall time: {runs[0][1]:.0f} s and {runs[1][1]:.0f} s (target <= 600)")
     print(f"rows agreeing within 5 %: {within:.1%} of {len(ratios)} (target >= 90 %); within 10 %: {within10:.1%}; "
           f"primitives only (no transforms): {kwithin:.1%}; median ratio {statistics.median(ratios):.3f}")
     print(f"the same campaigns after their {passes} fixed passes only: {fwithin:.1%} within 5 %")
-    # The fastest single sample of each row's passes (stored beside the median since schema 8).
-    fast1 = {(r["spec_key"], r["primitive"]): r.get("fastest_s") for r in runs[0][0] if r["status"] == "ok"}
-    fast2 = {(r["spec_key"], r["primitive"]): r.get("fastest_s") for r in runs[1][0] if r["status"] == "ok"}
-    sr = [fast2[k] / fast1[k] for k in common if fast1.get(k) and fast2.get(k)]
-    swithin = sum(1 for q in sr if abs(q - 1) <= 0.05) / len(sr) if sr else float("nan")
-    swithin10 = sum(1 for q in sr if abs(q - 1) <= 0.10) / len(sr) if sr else float("nan")
     print(f"the rows' fastest samples (fastest_s): within 5 % {swithin:.1%} of {len(sr)}, within 10 % {swithin10:.1%}")
     # Rows each campaign timed at least once while the probe read quiet, against the rest.
     def quiet(rows: list) -> set:
@@ -109,9 +106,8 @@ def main() -> int:
     both = quiet(runs[0][0]) & quiet(runs[1][0])
     qr = [second[k] / first[k] for k in common if k in both]
     rest = [second[k] / first[k] for k in common if k not in both]
-    share = lambda xs: sum(1 for q in xs if abs(q - 1) <= 0.05) / len(xs) if xs else float("nan")  # noqa: E731
-    print(f"rows timed quiet in both campaigns: {len(qr)}, {share(qr):.1%} within 5 %; the other {len(rest)}: "
-          f"{share(rest):.1%}")
+    print(f"rows timed quiet in both campaigns: {len(qr)}, {share(qr, 0.05, math.nan):.1%} within 5 %; "
+          f"the other {len(rest)}: {share(rest, 0.05, math.nan):.1%}")
     if args.json:
         Path(args.json).write_text(json.dumps({
             "wall_s": [r[1] for r in runs], "within_5pct": within, "within_10pct": within10, "rows": len(ratios),
