@@ -30,7 +30,8 @@ def main() -> int:
     ap.add_argument("--platform", default=None, help="source platform (default: this machine)")
     ap.add_argument("--target", default=None, help="transfer target platform (default: the other one in the store)")
     ap.add_argument("--select", default="resnet50", help="network to select, rewrite and measure ('' to skip)")
-    ap.add_argument("--estimator", default="gbr", help="regressor used for selection and as transfer base")
+    ap.add_argument("--estimator", default="mlp",
+                    help="regressor used for selection and as transfer base (default: mlp, the kind `rooftune select` ships)")
     ap.add_argument("--curve", default=None, help="write the transfer learning curve here (PNG)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
@@ -74,8 +75,9 @@ def main() -> int:
         print(f"\n## transfer {data.platform_id} -> {target.platform_id} ({len(target)} specs)")
         curves = {}
         for sampler in ("active", "random"):
-            base = model if args.estimator != "mlp" else data.fit(PerfModel("mlp"))
-            c = learning_curve(base, target, sampler=sampler, methods=("base", "residual", "scratch"), repeats=3)
+            # fine-tuning needs an mlp base: with another estimator, an mlp is fitted for it
+            methods = ("base", "residual", "scratch") + (("finetune",) if args.estimator == "mlp" else ())
+            c = learning_curve(model, target, sampler=sampler, methods=methods, repeats=3)
             if args.estimator != "mlp":
                 mlp = data.fit(PerfModel("mlp"))
                 c["curve"]["finetune"] = learning_curve(mlp, target, sampler=sampler, methods=("finetune",),

@@ -564,7 +564,7 @@ def _print_eval(r: dict[str, Any]) -> None:
 
 @app.command()
 def train(
-    estimator: Annotated[str, typer.Option("--estimator", help="gbr (gradient boosting), rf (random forest) or mlp.")] = "gbr",
+    estimator: Annotated[str, typer.Option("--estimator", help="mlp (the shipped model's kind), gbr (gradient boosting) or rf (random forest).")] = "mlp",
     eval_: Annotated[bool, typer.Option("--eval", help="Leave-one-network-out figures for gbr, rf, mlp and the classifiers.")] = False,
     held_out: Annotated[str | None, typer.Option("--held-out", help="With --eval: only hold out these networks (default: each in turn).")] = None,
     platform: Annotated[str | None, typer.Option("--platform", help="Train on this platform's data (default: this machine).")] = None,

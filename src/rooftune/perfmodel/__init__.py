@@ -134,7 +134,7 @@ def transfer(base: Any, *, samples: int = 50, sampler: str = "active", method: s
                    "campaign": campaign.to_dict(), "saved": str(path)}
 
 
-def train(data: ProfileData, estimator: str = "gbr", save: Any = None) -> Any:
+def train(data: ProfileData, estimator: str = "mlp", save: Any = None) -> Any:
     """Fit a PerfModel on all of ``data`` (and save it when ``save`` is a path)."""
     model = data.fit(PerfModel(estimator))
     if save is not None:
