@@ -74,14 +74,12 @@ def main() -> int:
     if target is not None:
         print(f"\n## transfer {data.platform_id} -> {target.platform_id} ({len(target)} specs)")
         curves = {}
+        # fine-tuning needs an mlp base: with another estimator, one mlp is fitted for it
+        mlp = model if args.estimator == "mlp" else data.fit(PerfModel("mlp"))
         for sampler in ("active", "random"):
-            # fine-tuning needs an mlp base: with another estimator, an mlp is fitted for it
-            methods = ("base", "residual", "scratch") + (("finetune",) if args.estimator == "mlp" else ())
-            c = learning_curve(model, target, sampler=sampler, methods=methods, repeats=3)
-            if args.estimator != "mlp":
-                mlp = data.fit(PerfModel("mlp"))
-                c["curve"]["finetune"] = learning_curve(mlp, target, sampler=sampler, methods=("finetune",),
-                                                        repeats=3)["curve"].get("finetune", {})
+            c = learning_curve(model, target, sampler=sampler, methods=("base", "residual", "scratch"), repeats=3)
+            c["curve"]["finetune"] = learning_curve(mlp, target, sampler=sampler, methods=("finetune",),
+                                                    repeats=3)["curve"].get("finetune", {})
             curves[sampler] = c
             for m, by_k in c["curve"].items():
                 print(f"{sampler:6s} {m:9s} " + "  ".join(f"k={k}: {v['within_10pct']:.1%}" for k, v in sorted(by_k.items())))

@@ -202,5 +202,7 @@ def test_train_cli_evaluates_and_saves(tmp_path: Path, capsys: pytest.CaptureFix
     assert r["regressors"]["gbr"]["spearman"] > 0.8 and r["select_time"]["layers"] == 53
     m = load_model(tmp_path / "m.pkl")
     assert m.estimator == "rf" and m.provenance_["specs"] == 48 and m.conversion_ is not None
+    assert main(["train", "--save", str(tmp_path / "default.pkl"), "--db", db]) == 0
+    assert load_model(tmp_path / "default.pkl").estimator == "mlp"  # the shipped model's kind
     assert main(["train", "--eval", "--held-out", "resnet50", "--db", db]) != 0
     assert "profiled networks: net0, net1, net2" in capsys.readouterr().err
