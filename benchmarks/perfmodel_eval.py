@@ -1,6 +1,7 @@
 """Performance model, classifiers, transfer and selection, measured on profiled data.
 
     .venv/bin/python benchmarks/perfmodel_eval.py --db PROFILES.db [--target PLATFORM] [--select resnet50] [--json OUT]
+        [--estimator mlp] [--target-kind time|per_flop|roofline]
 
 Needs a store with a campaign over several networks on this machine, e.g.
     rooftune profile --models resnet18,resnet50,mobilenet_v2,vgg16,googlenet,squeezenet1_0,shufflenet_v2_x1_0,\\
@@ -32,6 +33,8 @@ def main() -> int:
     ap.add_argument("--select", default="resnet50", help="network to select, rewrite and measure ('' to skip)")
     ap.add_argument("--estimator", default="mlp",
                     help="regressor used for selection and as transfer base (default: mlp, the kind `rooftune select` ships)")
+    ap.add_argument("--target-kind", default="time", choices=("time", "per_flop", "roofline"),
+                    help="what that regressor learns (PerfModel's target; roofline: mlp only)")
     ap.add_argument("--curve", default=None, help="write the transfer learning curve here (PNG)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
@@ -66,7 +69,8 @@ def main() -> int:
     for group in ("classifiers", "baselines"):
         for name, m in ev[group].items():
             print(f"{name:18s} accuracy {m['accuracy']:.1%}  regret mean {m['regret_mean']:.1%}  worst {m['regret_worst']:.1%}")
-    model = data.fit(PerfModel(args.estimator))
+    model = data.fit(PerfModel(args.estimator, target=args.target_kind))
+    print(f"selection and transfer base: {args.estimator}, target {args.target_kind}")
     st = select_time(model)
     out["select_time"] = st
     print(f"selecting {st['layers']} convolutions of {st['model']}: {st['seconds'] * 1e3:.0f} ms")
@@ -75,7 +79,7 @@ def main() -> int:
         print(f"\n## transfer {data.platform_id} -> {target.platform_id} ({len(target)} specs)")
         curves = {}
         # fine-tuning needs an mlp base: with another estimator, one mlp is fitted for it
-        mlp = model if args.estimator == "mlp" else data.fit(PerfModel("mlp"))
+        mlp = model if args.estimator == "mlp" else data.fit(PerfModel("mlp", target=args.target_kind))
         for sampler in ("active", "random"):
             c = learning_curve(model, target, sampler=sampler, methods=("base", "residual", "scratch"), repeats=3)
             c["curve"]["finetune"] = learning_curve(mlp, target, sampler=sampler, methods=("finetune",),

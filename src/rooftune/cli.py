@@ -565,6 +565,7 @@ def _print_eval(r: dict[str, Any]) -> None:
 @app.command()
 def train(
     estimator: Annotated[str, typer.Option("--estimator", help="mlp (the shipped model's kind), gbr (gradient boosting) or rf (random forest).")] = "mlp",
+    target: Annotated[str, typer.Option("--target", help="What the regressor learns: time (log seconds), per_flop (log seconds per FLOP) or roofline (mlp only: a fixed cost plus FLOPs at a learned throughput).")] = "time",
     eval_: Annotated[bool, typer.Option("--eval", help="Leave-one-network-out figures for gbr, rf, mlp and the classifiers.")] = False,
     held_out: Annotated[str | None, typer.Option("--held-out", help="With --eval: only hold out these networks (default: each in turn).")] = None,
     platform: Annotated[str | None, typer.Option("--platform", help="Train on this platform's data (default: this machine).")] = None,
@@ -576,10 +577,15 @@ def train(
     """Learn a performance model of the convolution primitives from profiled data."""
     from rooftune.perfmodel import ESTIMATORS, evaluate, load_profile_data, select_time
     from rooftune.perfmodel import train as fit
+    from rooftune.perfmodel.regressors import TARGETS
     from rooftune.store import Store
 
     if estimator not in ESTIMATORS:
         raise InvalidArgument("--estimator", estimator, f"allowed {', '.join(ESTIMATORS)}")
+    if target not in TARGETS:
+        raise InvalidArgument("--target", target, f"allowed {', '.join(TARGETS)}")
+    if target == "roofline" and estimator != "mlp":
+        raise InvalidArgument("--target", target, f"allowed with --estimator mlp only, not {estimator}")
     if held_out is not None and not eval_:
         raise InvalidArgument("--held-out", held_out, "allowed only with --eval (the networks the evaluation holds out)")
     if save is not None:
@@ -595,10 +601,10 @@ def train(
         with err.status("evaluating (leave one network out)") as status:
             report = evaluate(data, held_out=nets, progress=lambda m: status.update(m))
     with err.status(f"fitting {estimator} on {len(data)} specs"):
-        model = fit(data, estimator, save)
+        model = fit(data, estimator, save, target=target)
     if eval_:
         report["select_time"] = select_time(model)
-    report["model"] = {"estimator": estimator, "specs": len(data), "primitives": model.primitives_,
+    report["model"] = {"estimator": estimator, "target": target, "specs": len(data), "primitives": model.primitives_,
                        "saved": save, "provenance": model.provenance_}
     if json_out:
         sys.stdout.write(json.dumps(report, indent=2, default=str) + "\n")

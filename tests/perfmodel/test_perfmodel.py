@@ -101,6 +101,36 @@ def test_learning_time_per_flop_carries_efficiency_to_larger_layers() -> None:
         PerfModel("gbr", target="flops").fit(small, times, ["pytorch-default"])
 
 
+def test_the_roofline_target_predicts_small_and_large_layers_from_their_dominant_part() -> None:
+    """A cost that is a fixed part plus FLOPs over a throughput: trained on mid-sized layers, the
+    roofline mlp predicts layers far smaller (fixed cost) and far larger (FLOPs) than any it saw,
+    survives pickling, fine-tunes, and is refused for trees."""
+    from rooftune.perfmodel.transfer import TransferModel
+
+    def cost(s: ConvSpec) -> float:
+        return 20e-6 + s.flops / 50e9
+
+    specs = sample_specs(300, seed=4)
+    mid = [s for s in specs if 1e6 < s.flops < 5e8]
+    small = [s for s in specs if s.flops < 1e5][:10] + [ConvSpec(1, 8, 4, 4, 8, 1, 1)]
+    large = [s for s in specs if s.flops > 2e9][:10] + [ConvSpec(1, 512, 64, 64, 512, 3, 3, padding=1)]
+    assert len(mid) >= 60 and len(small) >= 2 and len(large) >= 2
+    m = PerfModel("mlp", target="roofline", epochs=800).fit(mid, np.asarray([[cost(s)] for s in mid]), ["p"])
+    assert m.target_ == "roofline"
+    for group in (small, large):
+        true = np.asarray([[cost(s)] for s in group])
+        assert regression_metrics(m.predict(group), true)["mape"] < 0.25
+    again = pickle.loads(pickle.dumps(m))
+    assert np.allclose(again.predict(large), m.predict(large))
+    # the new platform is twice as slow per FLOP: fine-tuning the heads on 30 layers learns it
+    slower = np.asarray([[20e-6 + s.flops / 25e9] for s in mid[:30]])
+    tuned = TransferModel(m, "finetune").fit(mid[:30], slower, ["p"])
+    rest = mid[30:]
+    assert regression_metrics(tuned.predict(rest), np.asarray([[20e-6 + s.flops / 25e9] for s in rest]))["mape"] < 0.25
+    with pytest.raises(InvalidArgument, match="roofline"):
+        PerfModel("gbr", target="roofline").fit(mid, np.asarray([[cost(s)] for s in mid]), ["p"])
+
+
 def test_a_model_saved_before_targets_existed_still_predicts_log_time() -> None:
     data = synthetic(60)
     m = PerfModel("gbr", n_estimators=20, target="time").fit(data.specs, data.times, data.primitives)

@@ -134,9 +134,9 @@ def transfer(base: Any, *, samples: int = 50, sampler: str = "active", method: s
                    "campaign": campaign.to_dict(), "saved": str(path)}
 
 
-def train(data: ProfileData, estimator: str = "mlp", save: Any = None) -> Any:
+def train(data: ProfileData, estimator: str = "mlp", save: Any = None, target: str = "time") -> Any:
     """Fit a PerfModel on all of ``data`` (and save it when ``save`` is a path)."""
-    model = data.fit(PerfModel(estimator))
+    model = data.fit(PerfModel(estimator, target=target))
     if save is not None:
         save_model(model, save)
     return model

@@ -95,12 +95,22 @@ def folds(data: ProfileData, held_out: Sequence[str] | None = None) -> list[tupl
     return out
 
 
-def evaluate(data: ProfileData, estimators: Sequence[str] = ("gbr", "rf", "mlp"), held_out: Sequence[str] | None = None,
+#: The regressors `evaluate` compares: an estimator, or ``estimator/target`` (see PerfModel).
+REGRESSORS = ("gbr", "rf", "mlp", "mlp/roofline")
+
+
+def make_regressor(name: str) -> PerfModel:
+    """``gbr``, ``mlp/roofline``...: a PerfModel with that estimator (and target)."""
+    estimator, _, target = name.partition("/")
+    return PerfModel(estimator, target=target or "time")
+
+
+def evaluate(data: ProfileData, estimators: Sequence[str] = REGRESSORS, held_out: Sequence[str] | None = None,
              classifiers: Sequence[str] = ("tree", "nb"), make: Callable[[str], PerfModel] | None = None,
              progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Leave-one-network-out figures for each regressor and classifier, beside the baselines."""
     say = progress or (lambda _m: None)
-    make = make or (lambda e: PerfModel(e))
+    make = make or make_regressor
     fs = folds(data, held_out)
     if not fs:
         return {"networks": [], "regressors": {}, "classifiers": {}, "baselines": {}}

@@ -14,6 +14,15 @@ log time, a leaf holds specs whose times differ by their sizes, and a held-out n
 fall between them; per FLOP, a leaf holds specs of like efficiency, which varies far less. On
 this project's noisy profiled data neither target was better over all figures (BENCHMARKS.md),
 so ``time`` stays the default.
+
+``roofline`` (the mlp only) gives each primitive's head two outputs, a fixed cost ``o`` (log
+seconds: the call, the dispatch, the packing) and a cost per FLOP ``e``, and predicts
+``log(exp(o) + FLOPs * exp(e))``: a time-based roofline per primitive whose two parts are learned
+from the spec's features. Small convolutions come out at their fixed cost and large ones at their
+FLOPs over a learned throughput, so a layer larger or smaller than any seen in training is
+predicted from the part that dominates it. The features are clamped to the training range when
+predicting (the throughput of a layer larger than any seen is that of the largest seen; its FLOPs
+still count in full).
 """
 
 from __future__ import annotations
@@ -30,7 +39,7 @@ from rooftune.perfmodel.features import DEFAULT_CACHES, FEATURES, featurize
 from rooftune.primitives.spec import ConvSpec
 
 ESTIMATORS = ("gbr", "rf", "mlp")
-TARGETS = ("time", "per_flop")
+TARGETS = ("time", "per_flop", "roofline")
 _LOG_FLOPS = FEATURES.index("log_flops")
 
 
@@ -45,13 +54,20 @@ def as_features(X: Any, caches: Mapping[str, int] | None) -> np.ndarray:
 
 
 class MLP:
-    """Shared trunk, one head per primitive, trained on the known entries of log-time (masked MSE)."""
+    """Shared trunk, one head per primitive, trained on the known entries of log-time (masked MSE).
 
-    def __init__(self, n_features: int, n_outputs: int, hidden: int, seed: int) -> None:
+    With ``roofline`` = (mean fixed cost, mean cost per FLOP, scale), all in log seconds, each
+    primitive has two head outputs and the net predicts log seconds as
+    ``logaddexp(o, log_flops + e)`` (see the module's docstring); ``lf``, the specs' natural-log
+    FLOPs, is then passed to :meth:`train` and :meth:`predict`."""
+
+    def __init__(self, n_features: int, n_outputs: int, hidden: int, seed: int,
+                 roofline: tuple[float, float, float] | None = None) -> None:
         import torch
 
         torch.manual_seed(seed)
-        self._build(n_features, n_outputs, hidden)
+        self.roofline = roofline
+        self._build(n_features, n_outputs * (2 if roofline else 1), hidden)
 
     def _build(self, n_features: int, n_outputs: int, hidden: int) -> None:
         import torch
@@ -61,17 +77,40 @@ class MLP:
             torch.nn.Linear(hidden, hidden), torch.nn.ReLU())
         self.heads = torch.nn.Linear(hidden, n_outputs)
 
-    def forward(self, x: Any) -> Any:
-        return self.heads(self.trunk(x))
+    def forward(self, x: Any, lf: Any = None) -> Any:
+        h = self.heads(self.trunk(x))
+        if not self.roofline:
+            return h
+        import torch
+
+        fixed, per_flop, scale = self.roofline
+        n = h.shape[1] // 2
+        return torch.logaddexp(h[:, :n] * scale + fixed, lf[:, None] + h[:, n:] * scale + per_flop)
+
+    def _lf(self, lf: np.ndarray | None, n: int) -> Any:
+        import torch
+
+        if not self.roofline:
+            return None
+        if lf is None:
+            raise ValueError("a roofline MLP needs the specs' log FLOPs")
+        return torch.as_tensor(np.asarray(lf, dtype=np.float64).reshape(n), dtype=torch.float32)
 
     def train(self, X: np.ndarray, Y: np.ndarray, epochs: int, lr: float, weight_decay: float,
-              trunk: bool = True) -> None:
+              trunk: bool = True, lf: np.ndarray | None = None, anchor: float = 0.0) -> None:
+        """Masked MSE on the known entries of Y; ``anchor`` > 0 adds ``anchor`` times the squared
+        distance of the trained weights from where they started (L2-SP: fine-tuning on a few
+        samples stays near the base model instead of near zero)."""
         import torch
 
         x = torch.as_tensor(X, dtype=torch.float32)
+        lfs = self._lf(lf, len(X))
+        # the roofline net's outputs are log seconds: its error is weighed in units of their spread
+        unit = self.roofline[2] if self.roofline else 1.0
         y = torch.as_tensor(np.nan_to_num(Y), dtype=torch.float32)
         mask = torch.as_tensor(~np.isnan(Y), dtype=torch.float32)
         params = list(self.heads.parameters()) + (list(self.trunk.parameters()) if trunk else [])
+        start = [p.detach().clone() for p in params] if anchor > 0 else []
         for p in self.trunk.parameters():
             p.requires_grad_(trunk)
         opt = torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
@@ -80,29 +119,44 @@ class MLP:
         with torch.enable_grad():
             for _ in range(epochs):
                 opt.zero_grad()
-                loss = (((self.forward(x) - y) ** 2) * mask).sum() / n
+                loss = ((((self.forward(x, lfs) - y) / unit) ** 2) * mask).sum() / n
+                if start:
+                    loss = loss + anchor * sum(((p - p0) ** 2).sum() for p, p0 in zip(params, start, strict=True))
                 loss.backward()
                 opt.step()
                 sched.step()
         for p in self.trunk.parameters():
             p.requires_grad_(True)
 
-    def predict(self, X: np.ndarray) -> np.ndarray:
+    def shift_outputs(self, d: np.ndarray) -> None:
+        """Add ``d`` (one value per primitive, in the units of Y) to every prediction: through the
+        heads' biases (for the roofline net, both parts scaled alike)."""
+        import torch
+
+        d = np.asarray(d, dtype=np.float64)
+        if self.roofline:
+            d = np.concatenate([d, d]) / self.roofline[2]
+        with torch.no_grad():
+            self.heads.bias += torch.as_tensor(d, dtype=torch.float32)
+
+    def predict(self, X: np.ndarray, lf: np.ndarray | None = None) -> np.ndarray:
         import torch
 
         with torch.no_grad():
-            return self.forward(torch.as_tensor(X, dtype=torch.float32)).numpy().astype(np.float64)
+            return self.forward(torch.as_tensor(X, dtype=torch.float32), self._lf(lf, len(X))).numpy().astype(np.float64)
 
     # Saved as numpy arrays, not pickled torch modules, so a saved model (the shipped base model
     # among them) loads under any torch release: the pickle holds no torch object.
     def __getstate__(self) -> dict[str, Any]:
         return {"weights": {f"{part}.{k}": v.detach().cpu().numpy().copy()
                             for part, module in (("trunk", self.trunk), ("heads", self.heads))
-                            for k, v in module.state_dict().items()}}
+                            for k, v in module.state_dict().items()},
+                "roofline": self.roofline}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         import torch
 
+        self.roofline = state.get("roofline")
         if "weights" not in state:  # written before the array format: pickled modules
             self.trunk, self.heads = state["trunk"], state["heads"]
             return
@@ -164,11 +218,22 @@ class PerfModel(BaseEstimator):
         self.n_train_ = {p: int(np.sum(~np.isnan(logY[:, j]))) for j, p in enumerate(self.primitives_)}
         self.provenance_ = dict(provenance or {})
         self.conversion_ = fit_conversion(conversions or [])
+        if self.target == "roofline" and self.estimator != "mlp":
+            raise InvalidArgument("target", self.target, "allowed with the mlp only (time, per_flop with gbr and rf)")
         if self.estimator == "mlp":
-            self.y_mean_ = float(np.nanmean(logY))
-            self.y_std_ = float(np.nanstd(logY)) or 1.0
-            self.net_ = MLP(F.shape[1], len(self.primitives_), self.hidden, self.random_state)
-            self.net_.train(self._scale(F), (logY - self.y_mean_) / self.y_std_, self.epochs, 3e-3, 1e-5)
+            roofline = None
+            if self.target == "roofline":
+                # outputs in log seconds, initial heads at the data's least time and median cost per FLOP
+                lf = self._log_flops(F)
+                roofline = (float(np.nanmin(logY)), float(np.nanmedian(logY - lf[:, None])),
+                            float(np.nanstd(logY)) or 1.0)
+                self.y_mean_, self.y_std_ = 0.0, 1.0
+            else:
+                self.y_mean_ = float(np.nanmean(logY))
+                self.y_std_ = float(np.nanstd(logY)) or 1.0
+            self.net_ = MLP(F.shape[1], len(self.primitives_), self.hidden, self.random_state, roofline=roofline)
+            self.net_.train(self._scale(F), (logY - self.y_mean_) / self.y_std_, self.epochs, 3e-3, 1e-5,
+                            lf=self._log_flops(F))
         else:
             self.estimators_ = {}
             for j, p in enumerate(self.primitives_):
@@ -197,8 +262,19 @@ class PerfModel(BaseEstimator):
             return F[:, _LOG_FLOPS] * np.log(2.0)
         return np.zeros(len(F))
 
+    @staticmethod
+    def _log_flops(F: np.ndarray) -> np.ndarray:
+        return F[:, _LOG_FLOPS] * np.log(2.0)
+
     def _scale(self, F: np.ndarray) -> np.ndarray:
         return (F - self.x_mean_) / self.x_std_
+
+    def net_input(self, F: np.ndarray) -> np.ndarray:
+        """The mlp's input for features F: standardized, and for the roofline target clamped to
+        the training range first (FLOPs enter the roofline's sum unclamped)."""
+        if getattr(self, "target_", "time") == "roofline":
+            F = np.clip(F, self.feature_min_, self.feature_max_)
+        return self._scale(F)
 
     def _check(self) -> None:
         if not hasattr(self, "primitives_"):
@@ -212,7 +288,8 @@ class PerfModel(BaseEstimator):
         if F.shape[1] != self.n_features_in_:
             raise InvalidArgument("features", F.shape[1], f"this model takes {self.n_features_in_}")
         if self.estimator == "mlp":
-            return self.net_.predict(self._scale(F)) * self.y_std_ + self.y_mean_ + self._offset(F)[:, None]
+            return (self.net_.predict(self.net_input(F), lf=self._log_flops(F)) * self.y_std_ + self.y_mean_
+                    + self._offset(F)[:, None])
         out = np.full((len(F), len(self.primitives_)), np.nan)
         for j, p in enumerate(self.primitives_):
             if p in self.estimators_ and len(F):

@@ -1,7 +1,10 @@
 """Transfer learning: a model trained on platform A adapted to platform B from k profiled samples
 (after Mulder, Radu, Dubach 2020).
 
-* ``finetune``: the MLP's trunk frozen, its heads retrained on B's samples;
+* ``finetune``: the MLP's trunk frozen; each head first moved by the median of its error on B's
+  samples (the new platform's overall speed for that primitive), then retrained on them with its
+  weights held near the base's (L2-SP) rather than near zero, so that a primitive with few
+  samples keeps what A's model knew of its shape;
 * ``residual``: boosting on the base model's error: a small gradient-boosting model of
   log(t_B) - base_log(spec, primitive) from the spec's features, the primitive and the base prediction;
 * compared with ``scratch`` (the same regressor trained on the k samples alone) and ``base``
@@ -93,8 +96,15 @@ class TransferModel(BaseEstimator):
                 raise InvalidArgument("base model", self.base.estimator, "fine-tuning needs an mlp base model")
             self.model_ = copy.deepcopy(self.base)
             Yb = self._align(Y, self.primitives_, self.base.primitives_)
+            net, X, lf = self.model_.net_, self.model_.net_input(F), self.model_._log_flops(F)
             logY = (np.log(Yb) - self.model_._offset(F)[:, None] - self.model_.y_mean_) / self.model_.y_std_
-            self.model_.net_.train(self.model_._scale(F), logY, 400, 3e-3, 1e-4, trunk=False)
+            if np.any(~np.isnan(logY)):
+                error = logY - net.predict(X, lf=lf)
+                overall = float(np.nanmedian(error))
+                with np.errstate(all="ignore"):
+                    per = np.array([np.nanmedian(c) if np.any(~np.isnan(c)) else overall for c in error.T])
+                net.shift_outputs(per)
+            net.train(X, logY, 400, 3e-3, 0.0, trunk=False, lf=lf, anchor=1e-3)
         elif self.method == "residual":
             from sklearn.ensemble import GradientBoostingRegressor
 
