@@ -566,7 +566,7 @@ def _print_eval(r: dict[str, Any]) -> None:
 def train(
     estimator: Annotated[str, typer.Option("--estimator", help="mlp (the shipped model's kind), gbr (gradient boosting) or rf (random forest).")] = "mlp",
     target: Annotated[str, typer.Option("--target", help="What the regressor learns: time (log seconds), per_flop (log seconds per FLOP) or roofline (mlp only: a fixed cost plus FLOPs at a learned throughput).")] = "time",
-    eval_: Annotated[bool, typer.Option("--eval", help="Leave-one-network-out figures for gbr, rf, mlp and the classifiers.")] = False,
+    eval_: Annotated[bool, typer.Option("--eval", help="Leave-one-network-out figures for gbr, rf, mlp, mlp/roofline and the classifiers.")] = False,
     held_out: Annotated[str | None, typer.Option("--held-out", help="With --eval: only hold out these networks (default: each in turn).")] = None,
     platform: Annotated[str | None, typer.Option("--platform", help="Train on this platform's data (default: this machine).")] = None,
     threads: Annotated[int | None, typer.Option("--threads", help="Thread count of the profiled rows (default: the most profiled).")] = None,
@@ -619,7 +619,7 @@ def train(
 def transfer(
     samples: Annotated[int, typer.Option("--samples", help="Specs to profile on this machine (k).")] = 50,
     sampler: Annotated[str, typer.Option("--sampler", help="active (k-center over the features) or random.")] = "active",
-    method: Annotated[str, typer.Option("--method", help="residual (boosting on the base's error), finetune (mlp base) or scratch.")] = "residual",
+    method: Annotated[str | None, typer.Option("--method", help="finetune (mlp base; the default for one), residual (boosting on the base's error; the default for a tree base) or scratch.")] = None,
     base: Annotated[str | None, typer.Option("--base", help="Base model FILE (default: the shipped one).")] = None,
     models: Annotated[str, typer.Option("--models", help="Networks whose convolutions join the candidate pool.")] = "resnet50,mobilenet_v2",
     eval_: Annotated[bool, typer.Option("--eval", help="Draw the learning curve on a platform's stored data instead.")] = False,
@@ -648,7 +648,7 @@ def transfer(
 
     if sampler not in SAMPLERS:
         raise InvalidArgument("--sampler", sampler, f"allowed {', '.join(SAMPLERS)}")
-    if method not in ADAPT_METHODS:
+    if method is not None and method not in ADAPT_METHODS:
         raise InvalidArgument("--method", method, f"allowed {', '.join(ADAPT_METHODS)}")
     if not eval_:
         for flag, value in (("--target", target), ("--curve", curve)):

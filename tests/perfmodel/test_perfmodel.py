@@ -218,6 +218,7 @@ def test_evaluation_holds_each_network_out() -> None:
     assert r["repeatability"] == {"rows": 0}  # synthetic rows carry no passes
     # the synthetic truth makes Winograd/1x1 GEMM best where they apply: the default path has regret
     assert r["baselines"]["framework-default"]["regret_mean"] > r["classifiers"]["tree"]["regret_mean"]
+    assert r["baselines"]["framework-default"]["regret_mean"] > r["classifiers"]["nb"]["regret_mean"]
 
 
 def test_transfer_adapts_to_a_slower_platform() -> None:
@@ -292,7 +293,9 @@ def test_transfer_profiles_the_chosen_samples_and_saves_where_select_looks(
     assert len(profiled) == 12 == info["samples"] and Path(info["saved"]).is_file()
     loaded, source = pm.default_model()
     assert source == info["saved"] and isinstance(loaded, TransferModel)
+    # a tree base is adapted by boosting on its error; an mlp base (the shipped kind) is fine-tuned
     assert loaded.provenance_["transfer"]["specs"] == 12 and loaded.provenance_["method"] == "residual"
+    assert pm.default_method(base) == "residual" and pm.default_method(PerfModel("mlp")) == "finetune"
     with pytest.raises(InvalidArgument, match="samples"):
         pm.transfer(base, samples=2, db=str(tmp_path / "t.db"))
 
@@ -386,3 +389,21 @@ def test_evaluation_reports_the_repeatability_of_the_rows_it_scores() -> None:
     r = evaluate(data, estimators=("rf",), classifiers=(), make=lambda e: PerfModel(e, n_estimators=20))
     assert r["repeatability"]["within_10pct"] == 1.0
     assert r["repeatability"]["rows"] == r["regressors"]["rf"]["pairs"]
+
+
+def test_naive_bayes_lets_a_feature_constant_within_a_class_differ_a_little() -> None:
+    """Every Winograd win in training has K = 64: a 3x3 layer with K = 72 or 60 is still
+    Winograd's, not vetoed by a zero variance (scikit-learn's default smoothing would)."""
+    from rooftune.perfmodel.classifiers import MethodClassifier
+
+    rng = np.random.default_rng(0)
+    specs, labels = [], []
+    for _ in range(40):
+        c, h = int(rng.choice([32, 64, 128, 256])), int(rng.choice([14, 28, 56]))
+        specs.append(ConvSpec(1, c, h, h, 64, 3, 3, padding=1))
+        labels.append("winograd-f4x4")
+        r, k = int(rng.choice([1, 3, 5])), int(rng.choice([16, 32, 128, 256, 512]))
+        specs.append(ConvSpec(1, c, h, h, k, r, r, padding=r // 2))
+        labels.append("im2col-gemm")
+    test = [ConvSpec(1, 64, 28, 28, 72, 3, 3, padding=1), ConvSpec(1, 128, 56, 56, 60, 3, 3, padding=1)]
+    assert list(MethodClassifier("nb").fit(specs, labels).predict(test)) == ["winograd-f4x4"] * 2

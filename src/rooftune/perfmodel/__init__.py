@@ -94,13 +94,20 @@ def select_time(model: Any, name: str = "resnet50", batch: int = 1) -> dict[str,
     return {"model": name, "layers": len(graph), "seconds": time.perf_counter() - t0}
 
 
-def transfer(base: Any, *, samples: int = 50, sampler: str = "active", method: str = "residual",
+def default_method(base: Any) -> str:
+    """How `rooftune transfer` adapts ``base`` unless told: fine-tuning needs an mlp."""
+    return "finetune" if getattr(base, "estimator", None) == "mlp" else "residual"
+
+
+def transfer(base: Any, *, samples: int = 50, sampler: str = "active", method: str | None = None,
              models: Any = ("resnet50", "mobilenet_v2"), pool: int = 200, threads: int | None = None,
              seed: int = 0, db: str | None = None, store: Any = None, save: Any = None,
              progress: Any = None) -> tuple[Any, dict[str, Any]]:
     """Adapt ``base`` to this machine: choose ``samples`` specs from a pool (the convolutions of
     ``models`` and ``pool`` sampled specs), profile them (rows already stored are reused), fit the
-    transfer model on them and save it where `rooftune select` finds it."""
+    transfer model on them and save it where `rooftune select` finds it. ``method`` defaults to
+    ``finetune`` for an mlp base (the shipped one) and ``residual`` for trees: with 50 samples
+    fine-tuning was the closer of the two on every platform pair measured (BENCHMARKS.md)."""
     from rooftune.perfmodel.persist import save_model as _save
     from rooftune.platform import current_platform
     from rooftune.profiling import collect_specs, run_campaign
@@ -108,6 +115,7 @@ def transfer(base: Any, *, samples: int = 50, sampler: str = "active", method: s
 
     if isinstance(samples, bool) or not isinstance(samples, int) or samples < 5:
         raise InvalidArgument("samples", samples, "allowed an integer >= 5")
+    method = method or default_method(base)
     if method not in ADAPT_METHODS:
         raise InvalidArgument("--method", method, f"allowed {', '.join(ADAPT_METHODS)}")
     platform = current_platform()

@@ -17,6 +17,8 @@ from rooftune.perfmodel.features import DEFAULT_CACHES, FEATURES, featurize
 from rooftune.primitives.spec import ConvSpec
 
 CLASSIFIERS = ("tree", "nb")
+#: Share of the largest feature variance added to every class's variances in naive Bayes.
+NB_VAR_SMOOTHING = 1e-2
 _INT8 = FEATURES.index("int8")
 
 
@@ -35,7 +37,11 @@ class MethodClassifier(BaseEstimator):
             return DecisionTreeClassifier(max_depth=self.max_depth, min_samples_leaf=2, random_state=self.random_state)
         from sklearn.naive_bayes import GaussianNB
 
-        return GaussianNB()
+        # A feature constant within a class (kernel size, depthwise, stride among one primitive's
+        # wins) has zero variance there: with scikit-learn's default smoothing (1e-9 of the largest
+        # variance) one such feature off by a little vetoes the class outright, and a held-out
+        # network's layers then get primitives many times slower (BENCHMARKS.md, perfmodel Run 6).
+        return GaussianNB(var_smoothing=NB_VAR_SMOOTHING)
 
     def fit(self, specs: Sequence[ConvSpec], labels: Sequence[str]) -> MethodClassifier:
         if self.kind not in CLASSIFIERS:
