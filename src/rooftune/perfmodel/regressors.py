@@ -56,8 +56,9 @@ def as_features(X: Any, caches: Mapping[str, int] | None) -> np.ndarray:
 class MLP:
     """Shared trunk, one head per primitive, trained on the known entries of log-time (masked MSE).
 
-    With ``roofline`` = (mean fixed cost, mean cost per FLOP, scale), all in log seconds, each
-    primitive has two head outputs and the net predicts log seconds as
+    With ``roofline`` = (offset of the fixed cost, offset of the cost per FLOP, scale), all in log
+    seconds (PerfModel passes the data's least log time, its median log time per FLOP and its
+    spread, so that a head's zero output starts near the data), each primitive has two head outputs and the net predicts log seconds as
     ``logaddexp(o, log_flops + e)`` (see the module's docstring); ``lf``, the specs' natural-log
     FLOPs, is then passed to :meth:`train` and :meth:`predict`."""
 
