@@ -170,7 +170,12 @@ def test_save_load_round_trip_and_refusals(tmp_path: Path) -> None:
     (tmp_path / "old.pkl").write_bytes(pickle.dumps(payload))
     with pytest.raises(InvalidArgument, match="feature schema 999"):
         load_model(tmp_path / "old.pkl")
-    payload["feature_schema"], payload["versions"]["scikit-learn"] = 1, "0.20.0"
+    # a schema-1 header over today's columns is inconsistent: refused
+    payload["feature_schema"] = 1
+    (tmp_path / "mixed.pkl").write_bytes(pickle.dumps(payload))
+    with pytest.raises(InvalidArgument, match="feature schema 1, this rooftune reads 1, 2"):
+        load_model(tmp_path / "mixed.pkl")
+    payload["feature_schema"], payload["versions"]["scikit-learn"] = 2, "0.20.0"
     (tmp_path / "sk.pkl").write_bytes(pickle.dumps(payload))
     with pytest.raises(InvalidArgument, match="scikit-learn 0.20.0"):
         load_model(tmp_path / "sk.pkl")
@@ -330,6 +335,8 @@ def test_the_shipped_base_model_loads_with_its_provenance() -> None:
     assert prov["specs"] >= 300 and len(prov["networks"]) >= 10 and prov["platforms"] and prov["cpu_model"]
     header = read_header(base_model_path())
     assert header["feature_schema"] == 1 and header["pickled_libraries"] == []  # loads under any torch
+    # schema 1's 26 features are the first columns of today's: the shipped model reads those
+    assert m.n_features_in_ == 26 < len(FEATURES) and m.features_of([ConvSpec(1, 8, 8, 8, 8, 1, 1)]).shape == (1, 26)
     spec = ConvSpec(1, 64, 56, 56, 64, 3, 3, padding=1)
     pred = m.predict([spec])[0]
     j = m.primitives_.index("pytorch-default")

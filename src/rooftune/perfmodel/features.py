@@ -1,6 +1,9 @@
 """Features of a convolution for the performance model: the spec's fields, its output size, FLOPs,
-bytes moved, arithmetic intensity, the im2col buffer, and the working set against the platform's
-cache sizes. Sizes and counts enter as log2 (times are roughly multiplicative in them)."""
+bytes moved, arithmetic intensity, the im2col buffer, the working set against the platform's
+cache sizes, and how well the shape fills the blocks vectorized kernels work in (channels in
+blocks of 16 fp32 lanes, output rows in blocks of 8 and 16, Winograd's 4x4 output tiles): a layer
+with 24 channels pays for 32. Sizes and counts enter as log2 (times are roughly multiplicative in
+them)."""
 
 from __future__ import annotations
 
@@ -14,13 +17,19 @@ from rooftune.primitives.spec import ConvSpec
 
 #: Bumped whenever a feature is added, removed or computed differently: a saved model with another
 #: schema is refused (its columns would mean something else).
-FEATURE_SCHEMA_VERSION = 1
+FEATURE_SCHEMA_VERSION = 2
 
 FEATURES: tuple[str, ...] = (
     "log_N", "log_C", "log_H", "log_W", "log_K", "R", "S", "stride", "padding", "dilation", "log_groups",
     "depthwise", "pointwise", "int8", "log_P", "log_Q", "log_flops", "log_bytes", "log_intensity",
     "log_im2col_bytes", "log_weight_bytes", "log_cpg", "log_kpg", "ws_over_l1", "ws_over_l2", "ws_over_l3",
+    # schema 2: block fill (a share in (0, 1]) and the output's pixel count
+    "cpg_fill16", "kpg_fill16", "q_fill16", "q_fill8", "tile_fill4", "log_PQ",
 )
+
+#: The features of each schema this release reads. Each schema extends the one before, so a
+#: model of an older schema predicts from the first columns of today's features.
+SCHEMA_FEATURES: dict[int, tuple[str, ...]] = {1: FEATURES[:26], 2: FEATURES}
 
 #: Cache sizes assumed when a platform has no fingerprint (a common server core).
 DEFAULT_CACHES = {"L1d": 48 * 1024, "L2": 1024 * 1024, "L3": 32 * 1024 * 1024}
@@ -40,6 +49,11 @@ def _l2(v: float) -> float:
     return math.log2(max(v, 1e-12))
 
 
+def _fill(n: int, block: int) -> float:
+    """The share of ``ceil(n / block)`` blocks that ``n`` fills."""
+    return n / (math.ceil(n / block) * block)
+
+
 def feature_row(spec: ConvSpec, caches: Mapping[str, int] | None = None) -> list[float]:
     caches = caches or DEFAULT_CACHES
     elem = 1 if spec.dtype == "int8" else 4
@@ -56,6 +70,8 @@ def feature_row(spec: ConvSpec, caches: Mapping[str, int] | None = None) -> list
         float(spec.depthwise), float(spec.R == spec.S == 1), float(spec.dtype == "int8"), _l2(spec.P), _l2(spec.Q),
         _l2(spec.flops), _l2(moved), _l2(spec.flops / moved), _l2(im2col), _l2(w_b), _l2(cpg), _l2(kpg),
         _l2(ws / caches["L1d"]), _l2(ws / caches["L2"]), _l2(ws / caches["L3"]),
+        _fill(cpg, 16), _fill(kpg, 16), _fill(spec.Q, 16), _fill(spec.Q, 8),
+        _fill(spec.P, 4) * _fill(spec.Q, 4), _l2(spec.P * spec.Q),
     ]
 
 

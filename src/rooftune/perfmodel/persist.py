@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from rooftune.errors import InvalidArgument
-from rooftune.perfmodel.features import FEATURE_SCHEMA_VERSION, FEATURES
+from rooftune.perfmodel.features import FEATURE_SCHEMA_VERSION, FEATURES, SCHEMA_FEATURES
 
 MAGIC = "rooftune-perfmodel"
 
@@ -102,10 +102,12 @@ def load_model(path: str | Path) -> Any:
     if not str(path).strip():
         raise InvalidArgument("model file", str(path), "give a file name (or leave the option out for the default model)")
     payload = _read(Path(path))
-    if payload.get("feature_schema") != FEATURE_SCHEMA_VERSION or payload.get("features") != list(FEATURES):
+    schema = payload.get("feature_schema")
+    # an older schema's features are the first columns of today's: such a model still predicts
+    if schema not in SCHEMA_FEATURES or payload.get("features") != list(SCHEMA_FEATURES[schema]):
         raise InvalidArgument("model file", str(path),
-                              f"uses feature schema {payload.get('feature_schema')}, this rooftune uses "
-                              f"{FEATURE_SCHEMA_VERSION}", "retrain it with `rooftune train --save FILE`")
+                              f"uses feature schema {schema}, this rooftune reads "
+                              f"{', '.join(map(str, SCHEMA_FEATURES))}", "retrain it with `rooftune train --save FILE`")
     saved, here = payload.get("versions", {}), versions()
     # Files written before the record of pickled libraries are checked against both.
     for lib in payload.get("pickled_libraries", sorted(VERSIONED_LIBRARIES.values())):

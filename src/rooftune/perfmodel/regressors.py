@@ -277,6 +277,16 @@ class PerfModel(BaseEstimator):
             F = np.clip(F, self.feature_min_, self.feature_max_)
         return self._scale(F)
 
+    def features_of(self, X: Any) -> np.ndarray:
+        """X's features as this model reads them: a model fitted on an older feature schema (the
+        first columns of today's) gets those columns only."""
+        self._check()
+        F = as_features(X, self.caches_)
+        n = self.n_features_in_
+        if F.shape[1] > n and list(getattr(self, "feature_names_in_", [])) == list(FEATURES[:n]):
+            F = F[:, :n]
+        return F
+
     def _check(self) -> None:
         if not hasattr(self, "primitives_"):
             raise NotFittedError("this PerfModel is not fitted yet: call fit() or load a saved model")
@@ -284,8 +294,7 @@ class PerfModel(BaseEstimator):
     # ------------------------------------------------------------------ predicting
     def predict_log(self, X: Any) -> np.ndarray:
         """log(seconds), (n_specs, n_primitives); NaN for a primitive the model has no data for."""
-        self._check()
-        F = as_features(X, self.caches_)
+        F = self.features_of(X)
         if F.shape[1] != self.n_features_in_:
             raise InvalidArgument("features", F.shape[1], f"this model takes {self.n_features_in_}")
         if self.estimator == "mlp":
@@ -309,8 +318,7 @@ class PerfModel(BaseEstimator):
     def extrapolated(self, X: Any, margin: float = 0.5) -> np.ndarray:
         """True for a spec outside the training range (any feature beyond min/max by more than
         ``margin`` in its own units; sizes are log2, so 0.5 is a factor of 1.4)."""
-        self._check()
-        F = as_features(X, self.caches_)
+        F = self.features_of(X)
         return np.any((F < self.feature_min_ - margin) | (F > self.feature_max_ + margin), axis=1)
 
     def describe(self) -> dict[str, Any]:

@@ -96,8 +96,9 @@ class TransferModel(BaseEstimator):
                 raise InvalidArgument("base model", self.base.estimator, "fine-tuning needs an mlp base model")
             self.model_ = copy.deepcopy(self.base)
             Yb = self._align(Y, self.primitives_, self.base.primitives_)
-            net, X, lf = self.model_.net_, self.model_.net_input(F), self.model_._log_flops(F)
-            logY = (np.log(Yb) - self.model_._offset(F)[:, None] - self.model_.y_mean_) / self.model_.y_std_
+            Fb = self.model_.features_of(F)  # the base's own schema
+            net, X, lf = self.model_.net_, self.model_.net_input(Fb), self.model_._log_flops(Fb)
+            logY = (np.log(Yb) - self.model_._offset(Fb)[:, None] - self.model_.y_mean_) / self.model_.y_std_
             if np.any(~np.isnan(logY)):
                 error = logY - net.predict(X, lf=lf)
                 overall = float(np.nanmedian(error))
