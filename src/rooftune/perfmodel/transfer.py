@@ -26,7 +26,7 @@ from sklearn.exceptions import NotFittedError
 
 from rooftune.errors import InvalidArgument
 from rooftune.perfmodel.data import ProfileData
-from rooftune.perfmodel.features import featurize
+from rooftune.perfmodel.features import SCHEMA_FEATURES, featurize
 from rooftune.perfmodel.regressors import PerfModel, as_features
 from rooftune.primitives.spec import ConvSpec
 
@@ -47,7 +47,10 @@ def choose_samples(specs: Sequence[ConvSpec], k: int, sampler: str = "active", s
     rng = np.random.default_rng(seed)
     if sampler == "random" or k == 0:
         return sorted(rng.choice(n, size=k, replace=False).tolist())
-    F = featurize(list(specs))
+    # spread over sizes and shapes (schema 1's columns): the block-fill columns, bounded and
+    # many-valued, would pull the farthest-point choice toward odd channel counts instead
+    # (BENCHMARKS.md, perfmodel Run 7)
+    F = featurize(list(specs))[:, :len(SCHEMA_FEATURES[1])]
     F = (F - F.mean(axis=0)) / (F.std(axis=0) + 1e-9)
     chosen = [int(rng.integers(n))]
     dist = np.linalg.norm(F - F[chosen[0]], axis=1)
