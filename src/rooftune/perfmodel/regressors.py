@@ -200,6 +200,8 @@ class PerfModel(BaseEstimator):
             raise InvalidArgument("estimator", self.estimator, f"allowed {', '.join(ESTIMATORS)}")
         if self.target not in TARGETS:
             raise InvalidArgument("target", self.target, f"allowed {', '.join(TARGETS)}")
+        if self.target == "roofline" and self.estimator != "mlp":
+            raise InvalidArgument("target", self.target, "allowed with the mlp only (time, per_flop with gbr and rf)")
         self.caches_ = dict(caches or DEFAULT_CACHES)
         F = as_features(X, self.caches_)
         Y = np.asarray(Y, dtype=np.float64)
@@ -219,13 +221,10 @@ class PerfModel(BaseEstimator):
         self.n_train_ = {p: int(np.sum(~np.isnan(logY[:, j]))) for j, p in enumerate(self.primitives_)}
         self.provenance_ = dict(provenance or {})
         self.conversion_ = fit_conversion(conversions or [])
-        if self.target == "roofline" and self.estimator != "mlp":
-            raise InvalidArgument("target", self.target, "allowed with the mlp only (time, per_flop with gbr and rf)")
         if self.estimator == "mlp":
-            roofline = None
+            roofline, lf = None, self._log_flops(F)
             if self.target == "roofline":
                 # outputs in log seconds, initial heads at the data's least time and median cost per FLOP
-                lf = self._log_flops(F)
                 roofline = (float(np.nanmin(logY)), float(np.nanmedian(logY - lf[:, None])),
                             float(np.nanstd(logY)) or 1.0)
                 self.y_mean_, self.y_std_ = 0.0, 1.0
@@ -233,8 +232,7 @@ class PerfModel(BaseEstimator):
                 self.y_mean_ = float(np.nanmean(logY))
                 self.y_std_ = float(np.nanstd(logY)) or 1.0
             self.net_ = MLP(F.shape[1], len(self.primitives_), self.hidden, self.random_state, roofline=roofline)
-            self.net_.train(self._scale(F), (logY - self.y_mean_) / self.y_std_, self.epochs, 3e-3, 1e-5,
-                            lf=self._log_flops(F))
+            self.net_.train(self._scale(F), (logY - self.y_mean_) / self.y_std_, self.epochs, 3e-3, 1e-5, lf=lf)
         else:
             self.estimators_ = {}
             for j, p in enumerate(self.primitives_):
@@ -260,7 +258,7 @@ class PerfModel(BaseEstimator):
         """What the learned target leaves out of log(seconds), per spec (models saved before
         ``target`` existed learned log time: no offset)."""
         if getattr(self, "target_", "time") == "per_flop" and F.shape[1] > _LOG_FLOPS:
-            return F[:, _LOG_FLOPS] * np.log(2.0)
+            return self._log_flops(F)
         return np.zeros(len(F))
 
     @staticmethod

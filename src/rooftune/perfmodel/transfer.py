@@ -104,10 +104,8 @@ class TransferModel(BaseEstimator):
             logY = (np.log(Yb) - self.model_._offset(Fb)[:, None] - self.model_.y_mean_) / self.model_.y_std_
             if np.any(~np.isnan(logY)):
                 error = logY - net.predict(X, lf=lf)
-                overall = float(np.nanmedian(error))
-                with np.errstate(all="ignore"):
-                    per = np.array([np.nanmedian(c) if np.any(~np.isnan(c)) else overall for c in error.T])
-                net.shift_outputs(per)
+                overall = float(np.nanmedian(error))  # for a primitive without samples
+                net.shift_outputs([np.nanmedian(c) if np.any(~np.isnan(c)) else overall for c in error.T])
             net.train(X, logY, 400, 3e-3, 0.0, trunk=False, lf=lf, anchor=1e-3)
         elif self.method == "residual":
             from sklearn.ensemble import GradientBoostingRegressor
