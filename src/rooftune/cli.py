@@ -620,7 +620,7 @@ def transfer(
     samples: Annotated[int, typer.Option("--samples", help="Specs to profile on this machine (k).")] = 50,
     sampler: Annotated[str, typer.Option("--sampler", help="active (k-center over the features) or random.")] = "active",
     method: Annotated[str | None, typer.Option("--method", help="finetune (mlp base; the default for one), residual (boosting on the base's error; the default for a tree base) or scratch.")] = None,
-    base: Annotated[str | None, typer.Option("--base", help="Base model FILE (default: the shipped one).")] = None,
+    base: Annotated[str | None, typer.Option("--base", help="Base model FILE (default: the shipped one nearest this machine).")] = None,
     models: Annotated[str, typer.Option("--models", help="Networks whose convolutions join the candidate pool.")] = "resnet50,mobilenet_v2",
     eval_: Annotated[bool, typer.Option("--eval", help="Draw the learning curve on a platform's stored data instead.")] = False,
     target: Annotated[str | None, typer.Option("--target", help="With --eval: the target platform id (default: this machine).")] = None,
@@ -691,7 +691,8 @@ def transfer(
         sys.stdout.write(json.dumps(info, indent=2, default=str) + "\n")
         return
     out.print(f"adapted the model to platform {info['platform_id']} with {info['samples']} profiled specs "
-              f"({info['sampler']} sampler, {info['method']}); saved to {info['saved']}", highlight=False)
+              f"({info['sampler']} sampler, {info['method']} of a base model from {info['base']}); saved to {info['saved']}",
+              highlight=False)
 
 
 @app.command()

@@ -29,6 +29,7 @@ from rooftune.perfmodel import (
     regression_metrics,
     save_model,
 )
+from rooftune.perfmodel.features import SCHEMA_FEATURES
 from rooftune.perfmodel.persist import MAGIC
 from rooftune.primitives.spec import ConvSpec
 from rooftune.profiling import sample_specs
@@ -328,19 +329,49 @@ def test_an_mlp_saves_no_torch_object_and_loads_under_another_torch(tmp_path: Pa
 
 
 def test_the_shipped_base_model_loads_with_its_provenance() -> None:
-    from rooftune.perfmodel import base_model_path, load_base_model, read_header
+    from rooftune.perfmodel import BASE_MODELS, base_model_paths, load_model, read_header
 
-    m = load_base_model()
-    prov = m.provenance_
-    assert prov["specs"] >= 300 and len(prov["networks"]) >= 10 and prov["platforms"] and prov["cpu_model"]
-    header = read_header(base_model_path())
-    assert header["feature_schema"] == 1 and header["pickled_libraries"] == []  # loads under any torch
-    # schema 1's 26 features are the first columns of today's: the shipped model reads those
-    assert m.n_features_in_ == 26 < len(FEATURES) and m.features_of([ConvSpec(1, 8, 8, 8, 8, 1, 1)]).shape == (1, 26)
+    paths = base_model_paths()
+    assert [p.name for p in paths] == list(BASE_MODELS)  # every shipped model is installed
     spec = ConvSpec(1, 64, 56, 56, 64, 3, 3, padding=1)
-    pred = m.predict([spec])[0]
-    j = m.primitives_.index("pytorch-default")
-    assert 1e-6 < pred[j] < 1.0 and not m.extrapolated([spec])[0]
+    for path in paths:
+        header = read_header(path)
+        assert header["pickled_libraries"] == []  # loads under any torch
+        m = load_model(path)
+        prov = m.provenance_
+        assert prov["specs"] >= 300 and len(prov["networks"]) >= 10 and prov["platforms"] and prov["cpu_model"]
+        assert header["provenance"] == prov
+        # an older schema's features are the first columns of today's: such a model reads those
+        n = len(SCHEMA_FEATURES[header["feature_schema"]])
+        assert m.n_features_in_ == n <= len(FEATURES)
+        assert m.features_of([ConvSpec(1, 8, 8, 8, 8, 1, 1)]).shape == (1, n)
+        pred = m.predict([spec])[0]
+        j = m.primitives_.index("pytorch-default")
+        assert 1e-6 < pred[j] < 1.0 and not m.extrapolated([spec])[0]
+    assert read_header(paths[0])["feature_schema"] == 1  # the Zen 5 model predates schema 2
+
+
+def test_the_base_model_nearest_the_machine_is_chosen() -> None:
+    """Of the shipped base models, a machine gets the one profiled on its vendor and vector ISA."""
+    from types import SimpleNamespace
+
+    from rooftune.perfmodel import base_closeness, base_model_path, load_base_model, read_header
+
+    def machine(vendor: str, uarch: str | None, isa: tuple[str, ...]) -> SimpleNamespace:
+        return SimpleNamespace(vendor=vendor, microarchitecture=uarch, effective_isa=isa, usable_cores=2)
+
+    zen5 = machine("AuthenticAMD", "Zen 5", ("avx", "avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni"))
+    xeon = machine("GenuineIntel", None, ("avx", "avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx"))
+    skylake = machine("GenuineIntel", "Skylake", ("avx", "avx2", "fma", "avx512f"))
+    arm = machine("ARM", "Neoverse V2", ("neon", "sve"))
+    assert base_model_path(zen5).name == "base_model.pkl"
+    assert base_model_path(xeon).name == base_model_path(skylake).name == "base_model_xeon.pkl"
+    assert base_model_path(arm).name == "base_model.pkl"  # nothing alike: the first
+    assert load_base_model(xeon).provenance_["vendor"] == "GenuineIntel"
+    # the Zen 5 model, saved before vendor and ISA were recorded: its vendor is read from the CPU's name
+    zen_prov = read_header(base_model_path(zen5))["provenance"]
+    assert "vendor" not in zen_prov and base_closeness(zen_prov, zen5)[:2] == (1, 1)
+    assert base_closeness(zen_prov, xeon)[0] == 0
 
 
 def test_the_data_is_measured_against_itself() -> None:

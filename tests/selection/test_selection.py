@@ -130,6 +130,44 @@ def test_rewrite_verify_and_fallback(tmp_path: Path, monkeypatch: pytest.MonkeyP
         assert torch.allclose(again(*x), m(*x), atol=1e-4)
 
 
+def test_a_network_that_fails_end_to_end_falls_back_layer_by_layer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every layer passes its own check but the whole output disagrees: the lossy primitives fall
+    back first, then, if it still disagrees, every layer; a tiny output (~1e-10) is no failure."""
+    import rooftune.selection as selection
+    from rooftune.selection.rewrite import Verification, selected_layers
+
+    m, x = _model()
+    g = conv_graph(m, x)
+    names = ["onednn-nhwc", "im2col-gemm", "pytorch-default", "winograd-f2x2"]
+    sel = Selection("test", [Choice(n, s, p, 1.0) for n, s, p in zip(g.names, g.specs, names, strict=True)])
+    tiny = torch.nn.Sequential(m, _Scale(1e-12))
+    assert selection._candidate("s", tiny, Selection("test", [Choice("0." + c.layer, c.spec, c.primitive, 1.0)
+                                                                for c in sel.choices]), x).verification.ok
+    calls = []
+
+    def only_all_default(original: torch.nn.Module, rewritten: torch.nn.Module, inputs: list) -> Verification:
+        state = [mod.fallback for _, mod in selected_layers(rewritten)]
+        calls.append(state)
+        return Verification(all(state), 0.5, 0.5, 1e-3, [])
+
+    monkeypatch.setattr(selection, "verify", only_all_default)
+    c = selection._candidate("s", m, sel, x)
+    assert c.verification.ok and len(calls) == 3
+    assert calls[1] == [False, False, False, True]  # the Winograd layer first
+    assert [f["layer"] for f in c.verification.fallbacks] == ["1", "0.a", "0.b", "0.short"]  # then all, once each
+    with torch.no_grad():
+        assert torch.equal(c.module(*x), m(*x))
+
+
+class _Scale(torch.nn.Module):
+    def __init__(self, s: float) -> None:
+        super().__init__()
+        self.s = s
+
+    def forward(self, y: torch.Tensor) -> torch.Tensor:
+        return y * self.s
+
+
 def _tiny_model_file(tmp_path: Path) -> Path:
     from rooftune.profiling import sample_specs
 

@@ -34,26 +34,83 @@ from rooftune.perfmodel.transfer import (
     learning_curve,
 )
 
-#: The model shipped inside the package (trained on data profiled on this kind of machine).
-BASE_MODEL = "base_model.pkl"
+#: Models shipped inside the package, each trained on data profiled on one kind of machine (its
+#: provenance says which): an AMD EPYC (Zen 5) and an Intel Xeon with AVX-512 and AMX (Emerald
+#: Rapids), both 2-core VMs. :func:`load_base_model` takes the one nearest the machine it runs on.
+BASE_MODELS = ("base_model.pkl", "base_model_xeon.pkl")
+BASE_MODEL = BASE_MODELS[0]
+
+#: The vector extensions that decide which kernels a primitive runs (a base model from a machine
+#: with the same ones ranks primitives alike).
+_VECTOR_ISA = ("avx512f", "avx512_bf16", "avx512_vnni", "amx", "avx2", "fma", "sve", "neon", "asimd")
 
 
-def base_model_path() -> Any:
-    return resources.files("rooftune.perfmodel").joinpath(BASE_MODEL)
+def _vendor(provenance: dict[str, Any]) -> str:
+    v = str(provenance.get("vendor") or "")
+    if v:
+        return v
+    name = str(provenance.get("cpu_model") or "").lower()  # models saved before the vendor was recorded
+    return "AuthenticAMD" if "amd" in name else "GenuineIntel" if "intel" in name else ""
 
 
-def load_base_model() -> Any:
-    path = base_model_path()
-    if not path.is_file():
-        raise InvalidArgument("base model", str(path), "is not installed with this rooftune",
+def base_closeness(provenance: dict[str, Any], platform: Any) -> tuple[int, int, int, int]:
+    """How near a base model's training machine is to ``platform``, compared as a tuple: the same
+    vendor, the same microarchitecture (when both are known), the vector extensions both have less
+    those only one has (when the model recorded its ISA), the same number of usable cores."""
+    vendor = int(bool(platform.vendor) and _vendor(provenance) == platform.vendor)
+    uarch = provenance.get("microarchitecture") or ""
+    same_uarch = int(bool(uarch) and uarch == (platform.microarchitecture or ""))
+    isa = provenance.get("isa")
+    here = set(platform.effective_isa)
+    # extensions both have, less those only one has (none counted when the model did not record its ISA)
+    shared = sum(1 if (x in here) == (x in set(isa)) else -1 for x in _VECTOR_ISA if x in here or x in set(isa)) if isa else 0
+    cores = int(provenance.get("usable_cores") == platform.usable_cores)
+    return vendor, same_uarch, shared, cores
+
+
+def base_model_paths() -> list[Any]:
+    """The shipped base models that are installed."""
+    root = resources.files("rooftune.perfmodel")
+    return [root.joinpath(name) for name in BASE_MODELS if root.joinpath(name).is_file()]
+
+
+def base_model_path(platform: Any = None) -> Any:
+    """The shipped base model nearest ``platform`` (default: this machine), by
+    :func:`base_closeness`; the first of :data:`BASE_MODELS` on a tie."""
+    paths = base_model_paths()
+    if not paths:
+        raise InvalidArgument("base model", BASE_MODEL, "is not installed with this rooftune",
                               "train one with `rooftune train --save FILE` and pass --model FILE")
-    with resources.as_file(path) as p:
+    if len(paths) == 1:
+        return paths[0]
+    if platform is None:
+        from rooftune.platform import current_platform
+
+        platform = current_platform()
+    scores = []
+    for path in paths:
+        with resources.as_file(path) as p:
+            scores.append(base_closeness(read_header(p).get("provenance") or {}, platform))
+    return paths[max(range(len(paths)), key=lambda i: (scores[i], -i))]
+
+
+def load_base_model(platform: Any = None) -> Any:
+    """The shipped base model nearest ``platform`` (default: this machine)."""
+    with resources.as_file(base_model_path(platform)) as p:
         return load_model(p)
 
 
+def describe_base(model: Any) -> str:
+    """Where a base model's data came from, in a few words."""
+    prov = getattr(model, "provenance_", {}) or {}
+    uarch = f" ({prov['microarchitecture']})" if prov.get("microarchitecture") else ""
+    return (f"{prov.get('cpu_model') or 'unknown CPU'}{uarch}, {prov.get('usable_cores', '?')} cores, "
+            f"{prov.get('specs', '?')} specs of {len(prov.get('networks') or [])} networks")
+
+
 __all__ = [
-    "ADAPT_METHODS", "BASELINES", "BASE_MODEL", "CLASSIFIERS", "ESTIMATORS", "FEATURES", "FEATURE_SCHEMA_VERSION", "METHODS",
-    "SAMPLERS", "MethodClassifier", "PerfModel", "ProfileData", "TransferModel", "acl_rules", "base_model_path",
+    "ADAPT_METHODS", "BASELINES", "BASE_MODEL", "BASE_MODELS", "CLASSIFIERS", "ESTIMATORS", "FEATURES", "FEATURE_SCHEMA_VERSION", "METHODS",
+    "SAMPLERS", "MethodClassifier", "PerfModel", "ProfileData", "TransferModel", "acl_rules", "base_closeness", "base_model_path", "base_model_paths", "describe_base",
     "choose_samples", "evaluate", "featurize", "framework_default", "learning_curve", "load_base_model",
     "load_model", "load_profile_data", "read_header", "regression_metrics", "rows_to_data", "save_model",
     "default_model", "select_time", "train", "transfer", "transferred_model_path",
@@ -75,7 +132,8 @@ def default_model(platform_id: str | None = None) -> tuple[Any, str]:
     path = transferred_model_path(platform_id or current_platform().id)
     if path.is_file():
         return load_model(path), str(path)
-    return load_base_model(), "shipped base model"
+    base = load_base_model()
+    return base, f"shipped base model nearest this machine: {describe_base(base)}"
 
 
 def select_time(model: Any, name: str = "resnet50", batch: int = 1) -> dict[str, Any]:
@@ -139,7 +197,7 @@ def transfer(base: Any, *, samples: int = 50, sampler: str = "active", method: s
     path = save if save is not None else transferred_model_path(platform.id)
     _save(model, path)
     return model, {"platform_id": platform.id, "samples": len(sub), "sampler": sampler, "method": method,
-                   "campaign": campaign.to_dict(), "saved": str(path)}
+                   "base": describe_base(base), "campaign": campaign.to_dict(), "saved": str(path)}
 
 
 def train(data: ProfileData, estimator: str = "mlp", save: Any = None, target: str = "time") -> Any:

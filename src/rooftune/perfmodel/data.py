@@ -91,7 +91,9 @@ class ProfileData:
         import time
 
         return {"platforms": [self.platform_id], "cpu_model": self.fingerprint.get("cpu_model", ""),
+                "vendor": self.fingerprint.get("vendor", ""),
                 "microarchitecture": self.fingerprint.get("microarchitecture", ""),
+                "isa": list(self.fingerprint.get("effective_isa") or self.fingerprint.get("isa") or []),
                 "usable_cores": self.fingerprint.get("usable_cores"),
                 "trained_at": time.strftime("%Y-%m-%d", time.gmtime()),
                 "threads": self.threads, "specs": len(self), "rows": int(np.sum(~np.isnan(self.times))),

@@ -114,13 +114,17 @@ class SelectResult:
 def _candidate(name: str, module: torch.nn.Module, sel: Selection, inputs: Sequence[torch.Tensor]) -> Candidate:
     new = rewrite(module, sel)
     v = verify(module, new, inputs)
-    if not v.ok:  # lossy primitives first, then everything, back to the default path
-        for _, m in selected_layers(new):
-            if m.primitive.startswith(("winograd", "fft")):
+    # the whole output disagrees: the lossy primitives back to the default path first, then every layer
+    for lossy_only in (True, False):
+        if v.ok:
+            break
+        fell = {f["layer"] for f in v.fallbacks}
+        for n, m in selected_layers(new):
+            if not lossy_only or m.primitive.startswith(("winograd", "fft")):
                 m.fallback = True
         v2 = verify(module, new, inputs)
         v2.fallbacks = v.fallbacks + [{"layer": n, "primitive": m.primitive, "reason": "end-to-end check failed"}
-                                      for n, m in selected_layers(new) if m.fallback]
+                                      for n, m in selected_layers(new) if m.fallback and n not in fell]
         v = v2
     return Candidate(name, sel, new, v)
 

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from rooftune.primitives import get_primitive, in_layout, to_layout
-from rooftune.primitives.check import tolerance_for
+from rooftune.primitives.check import cosine, tolerance_for
 from rooftune.primitives.spec import ConvSpec
 from rooftune.selection.solve import Selection
 
@@ -117,7 +117,7 @@ def verify(original: torch.nn.Module, rewritten: torch.nn.Module, inputs: Sequen
     tol = END_TO_END_TOLERANCE["lossy" if lossy else "exact"]
     scale = float(ref.abs().max()) or 1.0
     rel = float((out - ref).abs().max()) / scale
-    cos = float(F.cosine_similarity(out.flatten(), ref.flatten(), dim=0))
+    cos = cosine(out, ref)
     ok = math.isfinite(rel) and rel <= tol and cos >= MIN_COSINE
     return Verification(ok, rel, cos, tol, fallbacks)
 

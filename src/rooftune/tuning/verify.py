@@ -6,6 +6,8 @@ from typing import Any
 
 import torch
 
+from rooftune.primitives.check import cosine
+
 #: fp32 runtimes reorder sums (blocked GEMMs, fused ops, Winograd, approximated exp/tanh):
 #: OpenVINO in f32 on squeezenet1_0 differs from eager by 1.0e-3 of the output's scale. A different
 #: function (wrong weights, a wrong layout) differs by ~1x with cosine ~0.3; 1e-2 and a cosine
@@ -29,7 +31,7 @@ def compare_outputs(out: torch.Tensor, ref: torch.Tensor, precision: str) -> dic
     scale = ref.abs().max().item() or 1.0
     max_abs = diff.max().item()
     rel = max_abs / scale
-    cos = torch.nn.functional.cosine_similarity(out.flatten(), ref.flatten(), dim=0).item()
+    cos = cosine(out, ref)
     top1 = (out.reshape(-1, ref.shape[-1]).argmax(-1) == ref.reshape(-1, ref.shape[-1]).argmax(-1)).float().mean().item() if ref.dim() else 1.0
     finite = bool(torch.isfinite(out).all())
     if precision == "int8":

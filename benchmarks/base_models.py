@@ -1,0 +1,101 @@
+"""Which shipped base model selects better on this machine: each one's selection, measured.
+
+    .venv/bin/python benchmarks/base_models.py [--models resnet34,resnext50_32x4d,mobilenet_v3_large,regnet_y_400mf]
+        [--budget 8] [--json OUT]
+
+For every network (by default ones no shipped base model was trained on), each shipped base model
+selects a primitive per convolution (layout-aware, as `rooftune select` does); each rewritten
+network is verified against the original, then the two selections and vanilla PyTorch are timed
+interleaved by the harness, pair by pair: the ratio of the selection of the base model
+`rooftune select` would take on this machine (the nearest) over the other one's, with its CI.
+No profiling: the selections come from predictions alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from importlib import resources
+from pathlib import Path
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", default="resnet34,resnext50_32x4d,mobilenet_v3_large,regnet_y_400mf")
+    ap.add_argument("--budget", type=float, default=8.0, help="seconds per interleaved comparison")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+
+    import torch
+
+    from rooftune.bench import Policy, compare
+    from rooftune.perfmodel import base_model_path, base_model_paths, describe_base, load_model
+    from rooftune.platform import current_platform
+    from rooftune.selection import _candidate, candidate_primitives, conv_graph, layout_aware, predicted_table
+    from rooftune.workload import load_workload
+
+    here = current_platform()
+    torch.set_num_threads(here.usable_cores)
+    nearest = base_model_path(here).name
+    bases = {}
+    for p in base_model_paths():
+        with resources.as_file(p) as f:
+            bases[p.name] = load_model(f)
+    order = [nearest] + [n for n in bases if n != nearest]
+    print(f"# {here.cpu_model} ({here.microarchitecture}), {here.usable_cores} usable cores, platform {here.id}; "
+          f"{time.strftime('%Y-%m-%d %H:%M')}")
+    for n in order:
+        print(f"#   {n}: {describe_base(bases[n])}{'  <- nearest this machine' if n == nearest else ''}")
+    policy = Policy(budget_s=args.budget, warmup_s=0.5, min_sample_time_s=0.02)
+    prims = candidate_primitives()
+    out: dict = {"platform": here.id, "nearest": nearest, "models": {}}
+    for name in [m.strip() for m in args.models.split(",") if m.strip()]:
+        wl = load_workload(name, batch=1, check=False)
+        inputs = list(wl.inputs)
+        graph = conv_graph(wl.module, inputs)
+        cands = {}
+        for n in order:
+            sel = layout_aware(predicted_table(graph, bases[n], prims))
+            c = _candidate(n, wl.module, sel, inputs)
+            cands[n] = c
+            hist: dict[str, int] = {}
+            for ch in sel.choices:
+                hist[ch.primitive] = hist.get(ch.primitive, 0) + 1
+            print(f"{name}: {n} chose {dict(sorted(hist.items(), key=lambda kv: -kv[1]))}; "
+                  f"verified {c.verification.ok}, fallbacks {len(c.verification.fallbacks)}")
+
+        def runner(m):
+            def run():
+                with torch.no_grad():
+                    return m(*inputs)
+            return run
+
+        a, b = cands[order[1]], cands[order[0]]
+        cmp = compare(runner(a.module), runner(b.module), label_a=order[1], label_b=order[0], policy=policy,
+                      platform_id=here.id)
+        rec = {"layers": len(graph), "nearest_over_other": cmp.ratio, "ci": list(cmp.ci),
+               "other_s": cmp.a.median, "nearest_s": cmp.b.median, "vs_vanilla": {}}
+        for n in order:
+            v = compare(runner(wl.module), runner(cands[n].module), label_a="vanilla", label_b=n, policy=policy,
+                        platform_id=here.id)
+            rec["vs_vanilla"][n] = {"speedup": v.ratio, "ci": list(v.ci)}
+        out["models"][name] = rec
+        line = (f"{name} ({len(graph)} convolutions): {order[0]} selection {cmp.ratio:.3f}x "
+                f"(CI {cmp.ci[0]:.3f}-{cmp.ci[1]:.3f}) the speed of {order[1]}'s; "
+                f"{cmp.b.median * 1e3:.2f} vs {cmp.a.median * 1e3:.2f} ms; over vanilla "
+                + ", ".join(f"{n} {r['speedup']:.3f}x (CI {r['ci'][0]:.3f}-{r['ci'][1]:.3f})"
+                            for n, r in rec["vs_vanilla"].items()))
+        print(line, flush=True)
+    ratios = [r["nearest_over_other"] for r in out["models"].values()]
+    if ratios:
+        out["geomean"] = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+        print(f"\ngeomean: the nearest base's selection {out['geomean']:.3f}x the speed of the other's")
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
