@@ -1,14 +1,16 @@
 """Which shipped base model selects better on this machine: each one's selection, measured.
 
     .venv/bin/python benchmarks/base_models.py [--models resnet34,resnext50_32x4d,mobilenet_v3_large,regnet_y_400mf]
-        [--budget 8] [--json OUT]
+        [--budget 8] [--db PROFILES.db] [--json OUT]
 
 For every network (by default ones no shipped base model was trained on), each shipped base model
 selects a primitive per convolution (layout-aware, as `rooftune select` does); each rewritten
 network is verified against the original, then the two selections and vanilla PyTorch are timed
 interleaved by the harness, pair by pair: the ratio of the selection of the base model
 `rooftune select` would take on this machine (the nearest) over the other one's, with its CI.
-No profiling: the selections come from predictions alone.
+No profiling: the selections come from predictions alone. With ``--db``, each base model is also
+scored per layer against the times profiled on this machine in that store (a base model trained
+on those rows is scored on what it has seen: the line says so).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default="resnet34,resnext50_32x4d,mobilenet_v3_large,regnet_y_400mf")
     ap.add_argument("--budget", type=float, default=8.0, help="seconds per interleaved comparison")
+    ap.add_argument("--db", default=None, help="a store with this machine's profiled rows: score each base per layer")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
 
@@ -44,13 +47,37 @@ def main() -> int:
         with resources.as_file(p) as f:
             bases[p.name] = load_model(f)
     order = [nearest] + [n for n in bases if n != nearest]
-    print(f"# {here.cpu_model} ({here.microarchitecture}), {here.usable_cores} usable cores, platform {here.id}; "
+    if len(order) < 2:
+        print(f"only one base model is installed ({nearest}): nothing to compare")
+        return 1
+    uarch = f" ({here.microarchitecture})" if here.microarchitecture else ""
+    print(f"# {here.cpu_model}{uarch}, {here.usable_cores} usable cores, platform {here.id}; "
           f"{time.strftime('%Y-%m-%d %H:%M')}")
     for n in order:
         print(f"#   {n}: {describe_base(bases[n])}{'  <- nearest this machine' if n == nearest else ''}")
+    out: dict = {"platform": here.id, "nearest": nearest, "models": {}}
+    if args.db:
+        import numpy as np
+
+        from rooftune.perfmodel import load_profile_data, regression_metrics
+        from rooftune.store import Store
+
+        with Store(args.db, create=False) as s:
+            data = load_profile_data(s, here.id)
+        out["per_layer"] = {}
+        for n in order:
+            m = bases[n]
+            pred = m.predict(data.specs)
+            cols = [m.primitives_.index(p) if p in m.primitives_ else None for p in data.primitives]
+            pred = np.column_stack([pred[:, c] if c is not None else np.full(len(data), np.nan) for c in cols])
+            r = {k: v for k, v in regression_metrics(pred, data.times).items() if k != "by_network"}
+            out["per_layer"][n] = r
+            seen = " (trained on these rows)" if here.id in (m.provenance_.get("platforms") or []) else ""
+            print(f"per layer, {len(data)} profiled specs{seen}: {n} top-1 {r['top1']:.1%}, regret mean "
+                  f"{r['regret_mean']:.1%} worst {r['regret_worst']:.1%}, Spearman {r['spearman']:.3f}, "
+                  f"within +-10 % {r['within_10pct']:.1%}")
     policy = Policy(budget_s=args.budget, warmup_s=0.5, min_sample_time_s=0.02)
     prims = candidate_primitives()
-    out: dict = {"platform": here.id, "nearest": nearest, "models": {}}
     for name in [m.strip() for m in args.models.split(",") if m.strip()]:
         wl = load_workload(name, batch=1, check=False)
         inputs = list(wl.inputs)

@@ -634,6 +634,7 @@ def transfer(
     from rooftune.perfmodel import (
         ADAPT_METHODS,
         SAMPLERS,
+        describe_base,
         learning_curve,
         load_base_model,
         load_model,
@@ -660,19 +661,25 @@ def transfer(
         output_file(save, "--save", parents=True)
     if curve is not None:
         check_figure_path(curve, "--curve")
-    base_model = load_model(base) if base is not None else load_base_model()
+    base_model = load_model(base) if base is not None else None
     if eval_:
         with Store(db, create=False) as s:
             data = load_profile_data(s, target)
+        if base_model is None:  # the shipped base nearest the target that has not seen its data
+            base_model = load_base_model(data.fingerprint, exclude_platform=data.platform_id)
+        elif data.platform_id in ((getattr(base_model, "provenance_", None) or {}).get("platforms") or []):
+            err.print(f"[yellow]warning:[/yellow] the base model was trained on platform {data.platform_id}'s data: "
+                      "the curve measures it on what it has seen", highlight=False, soft_wrap=True)
         with err.status("learning curve") as status:
             result = learning_curve(base_model, data, sampler=sampler, seed=seed, progress=lambda m: status.update(m))
+        result["base"] = describe_base(base_model)
         if curve:
             result["figure"] = plot_learning_curve(result, curve)
         if json_out:
             sys.stdout.write(json.dumps(result, indent=2, default=str) + "\n")
             return
-        t = Table(title=f"Transfer to {result['target']}: predictions within +-10 % on the specs not sampled "
-                        f"({result['sampler']} sampler)", title_justify="left")
+        t = Table(title=f"Transfer to {result['target']} from a base model of {result['base']}: predictions "
+                        f"within +-10 % on the specs not sampled ({result['sampler']} sampler)", title_justify="left")
         t.add_column("method")
         for k in result["ks"]:
             t.add_column(f"k={k}", justify="right")
@@ -684,6 +691,8 @@ def transfer(
         return
     progress, update = _progress()
     names = _parse_names(models, "--models", "resnet50,mobilenet_v2", "model names") or []
+    if base_model is None:
+        base_model = load_base_model()
     with progress:
         _model, info = adapt(base_model, samples=samples, sampler=sampler, method=method, models=names, seed=seed,
                              db=db, save=save, progress=update)
@@ -691,8 +700,9 @@ def transfer(
         sys.stdout.write(json.dumps(info, indent=2, default=str) + "\n")
         return
     out.print(f"adapted the model to platform {info['platform_id']} with {info['samples']} profiled specs "
-              f"({info['sampler']} sampler, {info['method']} of a base model from {info['base']}); saved to {info['saved']}",
-              highlight=False)
+              f"({info['sampler']} sampler, {info['method']}"
+              + (f" of a base model from {info['base']}" if info["method"] != "scratch" else "")
+              + f"); saved to {info['saved']}", highlight=False)
 
 
 @app.command()

@@ -366,12 +366,25 @@ def test_the_base_model_nearest_the_machine_is_chosen() -> None:
     arm = machine("ARM", "Neoverse V2", ("neon", "sve"))
     assert base_model_path(zen5).name == "base_model.pkl"
     assert base_model_path(xeon).name == base_model_path(skylake).name == "base_model_xeon.pkl"
-    assert base_model_path(arm).name == "base_model.pkl"  # nothing alike: the first
-    assert load_base_model(xeon).provenance_["vendor"] == "GenuineIntel"
+    # an ARM machine: the Xeon model differs from it in every vector extension, the Zen 5 model's
+    # extensions were not recorded (counted as neither like nor unlike)
+    assert base_model_path(arm).name == "base_model.pkl"
+    xeon_model = load_base_model(xeon)
+    assert xeon_model.provenance_["vendor"] == "GenuineIntel"
     # the Zen 5 model, saved before vendor and ISA were recorded: its vendor is read from the CPU's name
     zen_prov = read_header(base_model_path(zen5))["provenance"]
-    assert "vendor" not in zen_prov and base_closeness(zen_prov, zen5)[:2] == (1, 1)
+    assert "vendor" not in zen_prov and base_closeness(zen_prov, zen5)[:3] == (1, 1, 0)
     assert base_closeness(zen_prov, xeon)[0] == 0
+    # among one vendor's machines the vector extensions decide; a stored fingerprint works as well
+    avx2 = {"vendor": "GenuineIntel", "isa": ["avx2", "fma"], "usable_cores": 2}
+    avx512 = {"vendor": "GenuineIntel", "isa": ["avx2", "fma", "avx512f", "avx512_vnni"], "usable_cores": 2}
+    assert base_closeness(avx512, skylake) > base_closeness(avx2, skylake)
+    assert base_closeness(avx2, {"vendor": "GenuineIntel", "effective_isa": ["avx2", "fma"], "usable_cores": 4}) == (1, 0, 2, 0)
+    assert base_closeness(avx2, SimpleNamespace()) == (0, 0, 0, 0)  # a platform that says nothing
+    # a transfer measured on a platform starts from a base that has not seen its data
+    seen = xeon_model.provenance_["platforms"][0]
+    assert base_model_path(xeon, exclude_platform=seen).name == "base_model.pkl"
+    assert base_model_path(xeon, exclude_platform="another").name == "base_model_xeon.pkl"
 
 
 def test_the_data_is_measured_against_itself() -> None:

@@ -146,17 +146,30 @@ def test_a_network_that_fails_end_to_end_falls_back_layer_by_layer(monkeypatch: 
     calls = []
 
     def only_all_default(original: torch.nn.Module, rewritten: torch.nn.Module, inputs: list) -> Verification:
-        state = [mod.fallback for _, mod in selected_layers(rewritten)]
+        layers = selected_layers(rewritten)
+        own = []
+        if not calls:  # the first look: layer 0.a fails its own check
+            layers[0][1].fallback = True
+            own = [{"layer": "0.a", "primitive": layers[0][1].primitive, "reason": "its own check"}]
+        state = [mod.fallback for _, mod in layers]
         calls.append(state)
-        return Verification(all(state), 0.5, 0.5, 1e-3, [])
+        return Verification(all(state), 0.5, 0.5, 1e-3, own)
 
     monkeypatch.setattr(selection, "verify", only_all_default)
     c = selection._candidate("s", m, sel, x)
     assert c.verification.ok and len(calls) == 3
-    assert calls[1] == [False, False, False, True]  # the Winograd layer first
-    assert [f["layer"] for f in c.verification.fallbacks] == ["1", "0.a", "0.b", "0.short"]  # then all, once each
+    assert calls[1] == [True, False, False, True]  # the Winograd layer next
+    # then all; each layer named once, with the reason it fell back for
+    assert [(f["layer"], f["reason"]) for f in c.verification.fallbacks] == [
+        ("0.a", "its own check"), ("1", "end-to-end check failed"), ("0.b", "end-to-end check failed"),
+        ("0.short", "end-to-end check failed")]
     with torch.no_grad():
         assert torch.equal(c.module(*x), m(*x))
+    # no lossy primitive: the same network is not verified twice
+    calls.clear()
+    exact = Selection("test", [Choice(ch.layer, ch.spec, "im2col-gemm", 1.0) for ch in sel.choices])
+    c = selection._candidate("s", m, exact, x)
+    assert c.verification.ok and len(calls) == 2
 
 
 class _Scale(torch.nn.Module):

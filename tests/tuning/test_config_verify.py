@@ -107,13 +107,18 @@ def test_verification_accepts_rounding_and_refuses_a_different_function() -> Non
 def test_verification_does_not_depend_on_the_outputs_scale() -> None:
     """A deep network with random weights (mobilenet_v3_large) outputs ~1e-10: torch's cosine
     clamps each norm at 1e-8 and read 0.6 for two outputs equal to 3e-7 of their scale."""
+    from rooftune.primitives.check import cosine
+
     torch.manual_seed(0)
-    ref = torch.randn(1, 1000) * 1e-10
-    close = ref * (1 + 1e-6 * torch.randn_like(ref))
-    assert torch.nn.functional.cosine_similarity(close.flatten(), ref.flatten(), dim=0) < 0.99  # the clamp
-    r = compare_outputs(close, ref, "fp32")
+    a, b = torch.randn(1, 1000), torch.randn(1, 1000)
+    for scale in (1e-12, 1e-10, 1.0, 1e6):  # the cosine is the angle, whatever the outputs' size
+        assert cosine(a * scale, a * scale) == pytest.approx(1.0)
+        assert cosine((a + b) * scale, a * scale) == pytest.approx(cosine(a + b, a), abs=1e-6)
+    assert cosine(torch.zeros(3), torch.zeros(3)) == 1.0 and cosine(torch.ones(3), torch.zeros(3)) == 0.0
+    ref = a * 1e-10
+    r = compare_outputs(ref * (1 + 1e-6 * torch.randn_like(ref)), ref, "fp32")
     assert r["ok"] and r["cosine"] > 0.999999
-    assert not compare_outputs(torch.randn(1, 1000) * 1e-10, ref, "fp32")["ok"]
+    assert not compare_outputs(b * 1e-10, ref, "fp32")["ok"]
 
 
 def test_the_int8_guard_says_when_the_quantized_outputs_are_all_zeros() -> None:

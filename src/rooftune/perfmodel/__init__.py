@@ -9,6 +9,7 @@ new platform, and a base model shipped with the package.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from importlib import resources
 from typing import Any
 
@@ -41,11 +42,12 @@ BASE_MODELS = ("base_model.pkl", "base_model_xeon.pkl")
 BASE_MODEL = BASE_MODELS[0]
 
 #: The vector extensions that decide which kernels a primitive runs (a base model from a machine
-#: with the same ones ranks primitives alike).
-_VECTOR_ISA = ("avx512f", "avx512_bf16", "avx512_vnni", "amx", "avx2", "fma", "sve", "neon", "asimd")
+#: with the same ones ranks primitives alike), as the fingerprint names them.
+_VECTOR_ISA = ("avx512f", "avx512_bf16", "avx512_vnni", "amx", "avx2", "fma", "avx_vnni", "sve", "sve2", "neon",
+               "i8mm")
 
 
-def _vendor(provenance: dict[str, Any]) -> str:
+def _vendor(provenance: Mapping[str, Any]) -> str:
     v = str(provenance.get("vendor") or "")
     if v:
         return v
@@ -53,18 +55,22 @@ def _vendor(provenance: dict[str, Any]) -> str:
     return "AuthenticAMD" if "amd" in name else "GenuineIntel" if "intel" in name else ""
 
 
-def base_closeness(provenance: dict[str, Any], platform: Any) -> tuple[int, int, int, int]:
-    """How near a base model's training machine is to ``platform``, compared as a tuple: the same
-    vendor, the same microarchitecture (when both are known), the vector extensions both have less
-    those only one has (when the model recorded its ISA), the same number of usable cores."""
-    vendor = int(bool(platform.vendor) and _vendor(provenance) == platform.vendor)
+def base_closeness(provenance: Mapping[str, Any], platform: Any) -> tuple[int, int, int, int]:
+    """How near a base model's training machine is to ``platform`` (a Platform, or a stored
+    fingerprint as a mapping), compared as a tuple: the same vendor; the same microarchitecture
+    (when both are known); the vector extensions both have less those only one has (0 when
+    either side's ISA is unknown); the same number of usable cores."""
+    def get(key: str) -> Any:
+        return platform.get(key) if isinstance(platform, Mapping) else getattr(platform, key, None)
+
+    here_vendor = str(get("vendor") or "")
+    vendor = int(bool(here_vendor) and _vendor(provenance) == here_vendor)
     uarch = provenance.get("microarchitecture") or ""
-    same_uarch = int(bool(uarch) and uarch == (platform.microarchitecture or ""))
-    isa = provenance.get("isa")
-    here = set(platform.effective_isa)
-    # extensions both have, less those only one has (none counted when the model did not record its ISA)
-    shared = sum(1 if (x in here) == (x in set(isa)) else -1 for x in _VECTOR_ISA if x in here or x in set(isa)) if isa else 0
-    cores = int(provenance.get("usable_cores") == platform.usable_cores)
+    same_uarch = int(bool(uarch) and uarch == (get("microarchitecture") or ""))
+    isa, here = set(provenance.get("isa") or ()), set(get("effective_isa") or get("isa") or ())
+    shared = sum(1 if (x in here) == (x in isa) else -1 for x in _VECTOR_ISA if x in here or x in isa) \
+        if isa and here else 0
+    cores = int(get("usable_cores") is not None and provenance.get("usable_cores") == get("usable_cores"))
     return vendor, same_uarch, shared, cores
 
 
@@ -74,29 +80,35 @@ def base_model_paths() -> list[Any]:
     return [root.joinpath(name) for name in BASE_MODELS if root.joinpath(name).is_file()]
 
 
-def base_model_path(platform: Any = None) -> Any:
+def base_model_path(platform: Any = None, exclude_platform: str | None = None) -> Any:
     """The shipped base model nearest ``platform`` (default: this machine), by
-    :func:`base_closeness`; the first of :data:`BASE_MODELS` on a tie."""
+    :func:`base_closeness`; the first of :data:`BASE_MODELS` on a tie. ``exclude_platform``: leave
+    out the models trained on that platform's data (a transfer measured on a platform must not
+    start from a model that has seen it)."""
     paths = base_model_paths()
-    if not paths:
+    headers = []
+    for path in paths:
+        with resources.as_file(path) as p:
+            headers.append(read_header(p).get("provenance") or {})
+    keep = [i for i, h in enumerate(headers) if exclude_platform is None or exclude_platform not in (h.get("platforms") or [])]
+    if not keep:
+        if paths:
+            raise InvalidArgument("base model", "shipped", f"every shipped base model was trained on platform {exclude_platform}",
+                                  "pass one trained elsewhere with --base FILE")
         raise InvalidArgument("base model", BASE_MODEL, "is not installed with this rooftune",
                               "train one with `rooftune train --save FILE` and pass --model FILE")
-    if len(paths) == 1:
-        return paths[0]
+    if len(keep) == 1:
+        return paths[keep[0]]
     if platform is None:
         from rooftune.platform import current_platform
 
         platform = current_platform()
-    scores = []
-    for path in paths:
-        with resources.as_file(path) as p:
-            scores.append(base_closeness(read_header(p).get("provenance") or {}, platform))
-    return paths[max(range(len(paths)), key=lambda i: (scores[i], -i))]
+    return paths[max(keep, key=lambda i: (base_closeness(headers[i], platform), -i))]
 
 
-def load_base_model(platform: Any = None) -> Any:
-    """The shipped base model nearest ``platform`` (default: this machine)."""
-    with resources.as_file(base_model_path(platform)) as p:
+def load_base_model(platform: Any = None, exclude_platform: str | None = None) -> Any:
+    """The shipped base model nearest ``platform`` (default: this machine); see :func:`base_model_path`."""
+    with resources.as_file(base_model_path(platform, exclude_platform)) as p:
         return load_model(p)
 
 
@@ -104,7 +116,7 @@ def describe_base(model: Any) -> str:
     """Where a base model's data came from, in a few words."""
     prov = getattr(model, "provenance_", {}) or {}
     uarch = f" ({prov['microarchitecture']})" if prov.get("microarchitecture") else ""
-    return (f"{prov.get('cpu_model') or 'unknown CPU'}{uarch}, {prov.get('usable_cores', '?')} cores, "
+    return (f"{prov.get('cpu_model') or 'unknown CPU'}{uarch}, {prov.get('usable_cores') or '?'} cores, "
             f"{prov.get('specs', '?')} specs of {len(prov.get('networks') or [])} networks")
 
 

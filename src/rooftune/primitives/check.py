@@ -35,7 +35,9 @@ def cosine(out: torch.Tensor, ref: torch.Tensor) -> float:
     the cosine of outputs of ~1e-10 (a deep network with random weights, such as
     mobilenet_v3_large) into a ratio of clamps instead of their angle."""
     a, b = out.detach().double().flatten(), ref.detach().double().flatten()
-    scale = float(b.abs().max()) if b.numel() else 0.0
+    scale = float(b.abs().max())
+    if scale == 0.0 and not bool(a.any()):
+        return 1.0  # both all zeros: the same output
     if not math.isfinite(scale) or scale == 0.0:
         scale = 1.0
     return float(F.cosine_similarity(a / scale, b / scale, dim=0))

@@ -118,13 +118,16 @@ def _candidate(name: str, module: torch.nn.Module, sel: Selection, inputs: Seque
     for lossy_only in (True, False):
         if v.ok:
             break
-        fell = {f["layer"] for f in v.fallbacks}
-        for n, m in selected_layers(new):
-            if not lossy_only or m.primitive.startswith(("winograd", "fft")):
-                m.fallback = True
-        v2 = verify(module, new, inputs)
-        v2.fallbacks = v.fallbacks + [{"layer": n, "primitive": m.primitive, "reason": "end-to-end check failed"}
-                                      for n, m in selected_layers(new) if m.fallback and n not in fell]
+        layers = [(n, m) for n, m in selected_layers(new)
+                  if not m.fallback and (not lossy_only or m.primitive.startswith(("winograd", "fft")))]
+        if not layers:  # nothing new would fall back: the same network, the same verdict
+            continue
+        for _, m in layers:
+            m.fallback = True
+        v2 = verify(module, new, inputs)  # may fall back more layers, each by its own check
+        own = {f["layer"] for f in v2.fallbacks}
+        v2.fallbacks = v.fallbacks + v2.fallbacks + [{"layer": n, "primitive": m.primitive, "reason": "end-to-end check failed"}
+                                                     for n, m in layers if n not in own]
         v = v2
     return Candidate(name, sel, new, v)
 
