@@ -97,7 +97,8 @@ def main() -> int:
         from rooftune.selection import select
 
         print(f"\n## selection on {args.select}")
-        r = select(args.select, perfmodel=model, db=args.db, threads=data.threads, measure_s=10.0)
+        r = select(args.select, perfmodel=model, db=args.db, threads=data.threads, measure_s=10.0,
+                   promote=False)  # the model's own choice, against the oracle (the target)
         out["selection"] = r.to_dict()
         print(f"selected in {r.select_time_s * 1e3:.0f} ms; verification ok={r.verification.ok} "
               f"(max error {r.verification.max_rel:.1e}), fallbacks {len(r.verification.fallbacks)}")

@@ -29,6 +29,7 @@ from rooftune.selection import (
     verify,
 )
 from rooftune.selection.graph import ConvGraph
+from rooftune.selection.rewrite import selected_layers
 from rooftune.selection.solve import Choice, _selection
 
 PRIMS = ["pytorch-default", "onednn-nhwc", "im2col-gemm", "winograd-f2x2"]
@@ -134,7 +135,7 @@ def test_a_network_that_fails_end_to_end_falls_back_layer_by_layer(monkeypatch: 
     """Every layer passes its own check but the whole output disagrees: the lossy primitives fall
     back first, then, if it still disagrees, every layer; a tiny output (~1e-10) is no failure."""
     import rooftune.selection as selection
-    from rooftune.selection.rewrite import Verification, selected_layers
+    from rooftune.selection.rewrite import Verification
 
     m, x = _model()
     g = conv_graph(m, x)
@@ -204,6 +205,47 @@ def test_select_cli_rewrites_verifies_and_saves(tmp_path: Path, capsys: pytest.C
     assert "onednn-prepacked-nhwc" in used and "im2col-gemm" not in used
     assert "best-uniform" in d["others"] and any("no oracle" in n for n in d["notes"])
     assert (tmp_path / "out" / "selection.json").is_file()
+
+
+def test_a_measured_faster_candidate_becomes_the_selection(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The best uniform primitive beats the predicted selection with its whole CI: it is returned
+    (and measured against vanilla again); with a CI that reaches 1 the prediction stays."""
+    from types import SimpleNamespace
+
+    import rooftune.bench
+    from rooftune.selection import select
+
+    model_file = _tiny_model_file(tmp_path)
+    calls: list[str] = []
+
+    def run_with(uniform_ci: tuple[float, float]) -> object:
+        def fake_compare(fn_a: object, fn_b: object, *, label_a: str, label_b: str, **_: object) -> SimpleNamespace:
+            calls.append(label_a)
+            ratio, ci = (0.9, uniform_ci) if label_a == "best-uniform" else (1.3, (1.25, 1.35))
+            return SimpleNamespace(ratio=ratio, ci=ci, a=SimpleNamespace(median=ratio * 1e-3),
+                                   b=SimpleNamespace(median=1e-3), warnings=())
+
+        monkeypatch.setattr(rooftune.bench, "compare", fake_compare)
+        calls.clear()
+        return select("resnet18", model_path=str(model_file), db=str(tmp_path / "r.db"), measure_s=1.0)
+
+    kept = run_with((0.85, 1.01))
+    assert kept.selection.strategy == "layout-aware" and set(kept.comparisons) == {"vanilla", "best-uniform"}
+    assert "predicted" not in kept.others and len(calls) == 2
+    r = run_with((0.88, 0.92))
+    assert r.selection.strategy.startswith("uniform") and r.verification.ok
+    assert set(r.comparisons) == {"vanilla", "predicted"} and r.comparisons["vanilla"]["speedup"] == 1.3
+    p = r.comparisons["predicted"]
+    assert p["speedup"] == pytest.approx(1 / 0.9) and p["ci"] == pytest.approx([1 / 0.92, 1 / 0.88])
+    assert r.others["predicted"]["strategy"] == "layout-aware" and "best-uniform" not in r.others
+    assert calls == ["vanilla", "best-uniform", "vanilla"]  # the new selection measured against vanilla
+    assert any("returned and saved" in n for n in r.notes)
+    own = select("resnet18", model_path=str(model_file), db=str(tmp_path / "r.db"), measure_s=1.0, promote=False)
+    assert own.selection.strategy == "layout-aware" and "best-uniform" in own.comparisons
+    with torch.no_grad():
+        x = torch.randn(1, 3, 224, 224)
+        assert {m.primitive for _, m in selected_layers(r.module)} == {r.selection.choices[0].primitive}
+        r.module(x)
 
 
 def test_select_and_train_cli_reject_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -135,9 +135,12 @@ def _candidate(name: str, module: torch.nn.Module, sel: Selection, inputs: Seque
 def select(model: str | torch.nn.Module, *, batch: int = 1, threads: int | None = None, model_path: str | None = None,
            perfmodel: Any = None, db: str | None = None, store: Any = None, precisions: Sequence[str] = ("fp32",),
            strategy: str = "layout-aware", measure_s: float | None = SELECT_POLICY_BUDGET_S,
-           progress: Callable[[str], None] | None = None) -> SelectResult:
+           progress: Callable[[str], None] | None = None, promote: bool = True) -> SelectResult:
     """Select a primitive per convolution of ``model``, rewrite it, verify it and (unless
-    ``measure_s`` is None) measure it against vanilla, the best uniform primitive and the oracle."""
+    ``measure_s`` is None) measure it against vanilla, the best uniform primitive and the oracle;
+    with ``promote``, one of those that runs faster than the predicted selection with its whole CI
+    replaces it (without, the predicted selection is returned as it measured: how the
+    performance model's choice itself compares)."""
     from rooftune.bench import Policy, compare
     from rooftune.perfmodel import load_base_model
     from rooftune.perfmodel.data import load_profile_data
@@ -217,16 +220,49 @@ def select(model: str | torch.nn.Module, *, batch: int = 1, threads: int | None 
                         return m(*inputs)
                 return run
 
-            pairs = [("vanilla", module)] + [(c.name, c.module) for c in others]
-            for label, other in pairs:
+            def measure(label: str, other: torch.nn.Module, chosen: torch.nn.Module) -> dict[str, Any]:
                 say(f"measuring selected vs {label}")
-                cmp = compare(runner(other), runner(main.module), label_a=label, label_b="selected", policy=policy,
+                cmp = compare(runner(other), runner(chosen), label_a=label, label_b="selected", policy=policy,
                               platform_id=platform.id)
-                result.comparisons[label] = {"speedup": cmp.ratio, "ci": list(cmp.ci), "other_s": cmp.a.median,
-                                             "selected_s": cmp.b.median, "warnings": list(cmp.warnings)}
+                return {"speedup": cmp.ratio, "ci": list(cmp.ci), "other_s": cmp.a.median,
+                        "selected_s": cmp.b.median, "warnings": list(cmp.warnings)}
+
+            for label, other in [("vanilla", module)] + [(c.name, c.module) for c in others]:
+                result.comparisons[label] = measure(label, other, main.module)
+            if promote:
+                _promote_faster(result, main, others, measure, module)
         return result
     finally:
         torch.set_num_threads(previous)
+
+
+def _promote_faster(result: SelectResult, main: Candidate, others: Sequence[Candidate],
+                    measure: Callable[[str, torch.nn.Module, torch.nn.Module], dict[str, Any]],
+                    vanilla: torch.nn.Module) -> None:
+    """When another verified candidate (the best uniform primitive, the oracle) ran faster than the
+    predicted selection with its whole CI, it becomes the selection (as tuning keeps a baseline
+    that beat its best): the predicted one is kept under ``others["predicted"]``, the comparison
+    with it turned round, and the new selection measured against vanilla again."""
+    faster = [c for c in others if c.verification.ok and c.name in result.comparisons
+              and result.comparisons[c.name]["ci"][1] < 1.0]
+    if not faster:
+        return
+    best = min(faster, key=lambda c: result.comparisons[c.name]["speedup"])
+    old = result.comparisons
+    was = old[best.name]
+    result.others["predicted"] = {"strategy": main.selection.strategy, "expected_s": main.selection.total_s,
+                                  "verification": main.verification.to_dict(), "primitives": _histogram(main.selection)}
+    result.others.pop(best.name, None)
+    result.selection, result.verification, result.module = best.selection, best.verification, best.module
+    result.comparisons = {"vanilla": measure("vanilla", vanilla, best.module),
+                          "predicted": {"speedup": 1.0 / was["speedup"], "ci": [1.0 / was["ci"][1], 1.0 / was["ci"][0]],
+                                        "other_s": was["selected_s"], "selected_s": was["other_s"],
+                                        "warnings": list(was.get("warnings", []))}}
+    dropped = [k for k in old if k not in ("vanilla", best.name)]
+    result.notes.append(
+        f"the {best.name} selection ({best.selection.strategy}) ran {1.0 / was['speedup']:.3f}x as fast as the predicted one "
+        f"(95 % CI {1.0 / was['ci'][1]:.3f}-{1.0 / was['ci'][0]:.3f}, interleaved): it is the selection returned and saved"
+        + (f"; its comparison with {', '.join(dropped)} was not measured" if dropped else ""))
 
 
 def _histogram(sel: Selection) -> dict[str, int]:
