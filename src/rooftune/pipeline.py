@@ -284,7 +284,7 @@ def optimize(
             from rooftune.selection import save_selection, select
 
             perf, source = default_model()
-            n_cmp = 3
+            n_cmp = 4  # vanilla, best uniform, oracle; vanilla again when one of those replaces the prediction
             measure_s = max(2.0, min(10.0, (min(select_reserve, left() - REPORT_RESERVE_S) - 10.0) / n_cmp))
             say("select: a primitive per convolution", 0, 1)
             r = select(name, batch=wl.batch, threads=threads, perfmodel=perf, store=store, measure_s=measure_s,
