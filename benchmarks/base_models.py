@@ -19,6 +19,7 @@ import argparse
 import json
 import math
 import time
+from collections import Counter
 from importlib import resources
 from pathlib import Path
 
@@ -36,7 +37,7 @@ def main() -> int:
     from rooftune.bench import Policy, compare
     from rooftune.perfmodel import base_model_path, base_model_paths, describe_base, load_model
     from rooftune.platform import current_platform
-    from rooftune.selection import _candidate, candidate_primitives, conv_graph, layout_aware, predicted_table
+    from rooftune.selection import select
     from rooftune.workload import load_workload
 
     here = current_platform()
@@ -57,9 +58,8 @@ def main() -> int:
         print(f"#   {n}: {describe_base(bases[n])}{'  <- nearest this machine' if n == nearest else ''}")
     out: dict = {"platform": here.id, "nearest": nearest, "models": {}}
     if args.db:
-        import numpy as np
-
         from rooftune.perfmodel import load_profile_data, regression_metrics
+        from rooftune.perfmodel.evaluate import predict_for
         from rooftune.store import Store
 
         with Store(args.db, create=False) as s:
@@ -67,30 +67,23 @@ def main() -> int:
         out["per_layer"] = {}
         for n in order:
             m = bases[n]
-            pred = m.predict(data.specs)
-            cols = [m.primitives_.index(p) if p in m.primitives_ else None for p in data.primitives]
-            pred = np.column_stack([pred[:, c] if c is not None else np.full(len(data), np.nan) for c in cols])
-            r = {k: v for k, v in regression_metrics(pred, data.times).items() if k != "by_network"}
+            r = {k: v for k, v in regression_metrics(predict_for(m, data), data.times).items() if k != "by_network"}
             out["per_layer"][n] = r
             seen = " (trained on these rows)" if here.id in (m.provenance_.get("platforms") or []) else ""
             print(f"per layer, {len(data)} profiled specs{seen}: {n} top-1 {r['top1']:.1%}, regret mean "
                   f"{r['regret_mean']:.1%} worst {r['regret_worst']:.1%}, Spearman {r['spearman']:.3f}, "
                   f"within +-10 % {r['within_10pct']:.1%}")
     policy = Policy(budget_s=args.budget, warmup_s=0.5, min_sample_time_s=0.02)
-    prims = candidate_primitives()
     for name in [m.strip() for m in args.models.split(",") if m.strip()]:
         wl = load_workload(name, batch=1, check=False)
         inputs = list(wl.inputs)
-        graph = conv_graph(wl.module, inputs)
         cands = {}
         for n in order:
-            sel = layout_aware(predicted_table(graph, bases[n], prims))
-            c = _candidate(n, wl.module, sel, inputs)
+            # what `rooftune select` does with that model: layout-aware, rewritten, verified (no timing)
+            c = select(name, perfmodel=bases[n], db=args.db, measure_s=None, promote=False)
             cands[n] = c
-            hist: dict[str, int] = {}
-            for ch in sel.choices:
-                hist[ch.primitive] = hist.get(ch.primitive, 0) + 1
-            print(f"{name}: {n} chose {dict(sorted(hist.items(), key=lambda kv: -kv[1]))}; "
+            hist = dict(Counter(ch.primitive for ch in c.selection.choices).most_common())
+            print(f"{name}: {n} chose {hist}; "
                   f"verified {c.verification.ok}, fallbacks {len(c.verification.fallbacks)}")
 
         def runner(m):
@@ -102,14 +95,14 @@ def main() -> int:
         a, b = cands[order[1]], cands[order[0]]
         cmp = compare(runner(a.module), runner(b.module), label_a=order[1], label_b=order[0], policy=policy,
                       platform_id=here.id)
-        rec = {"layers": len(graph), "nearest_over_other": cmp.ratio, "ci": list(cmp.ci),
+        rec = {"layers": cands[order[0]].layers, "nearest_over_other": cmp.ratio, "ci": list(cmp.ci),
                "other_s": cmp.a.median, "nearest_s": cmp.b.median, "vs_vanilla": {}}
         for n in order:
             v = compare(runner(wl.module), runner(cands[n].module), label_a="vanilla", label_b=n, policy=policy,
                         platform_id=here.id)
             rec["vs_vanilla"][n] = {"speedup": v.ratio, "ci": list(v.ci)}
         out["models"][name] = rec
-        line = (f"{name} ({len(graph)} convolutions): {order[0]} selection {cmp.ratio:.3f}x "
+        line = (f"{name} ({rec['layers']} convolutions): {order[0]} selection {cmp.ratio:.3f}x "
                 f"(CI {cmp.ci[0]:.3f}-{cmp.ci[1]:.3f}) the speed of {order[1]}'s; "
                 f"{cmp.b.median * 1e3:.2f} vs {cmp.a.median * 1e3:.2f} ms; over vanilla "
                 + ", ".join(f"{n} {r['speedup']:.3f}x (CI {r['ci'][0]:.3f}-{r['ci'][1]:.3f})"

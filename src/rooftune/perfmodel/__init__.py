@@ -9,6 +9,7 @@ new platform, and a base model shipped with the package.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from importlib import resources
 from typing import Any
@@ -80,16 +81,24 @@ def base_model_paths() -> list[Any]:
     return [root.joinpath(name) for name in BASE_MODELS if root.joinpath(name).is_file()]
 
 
+@functools.cache
+def _shipped_provenances() -> list[dict[str, Any]]:
+    """Each installed shipped model's provenance, read once per process (a header read unpickles
+    the whole file)."""
+    out = []
+    for path in base_model_paths():
+        with resources.as_file(path) as p:
+            out.append(read_header(p).get("provenance") or {})
+    return out
+
+
 def base_model_path(platform: Any = None, exclude_platform: str | None = None) -> Any:
     """The shipped base model nearest ``platform`` (default: this machine), by
     :func:`base_closeness`; the first of :data:`BASE_MODELS` on a tie. ``exclude_platform``: leave
     out the models trained on that platform's data (a transfer measured on a platform must not
     start from a model that has seen it)."""
     paths = base_model_paths()
-    headers = []
-    for path in paths:
-        with resources.as_file(path) as p:
-            headers.append(read_header(p).get("provenance") or {})
+    headers = _shipped_provenances()
     keep = [i for i, h in enumerate(headers) if exclude_platform is None or exclude_platform not in (h.get("platforms") or [])]
     if not keep:
         if paths:

@@ -95,6 +95,15 @@ def folds(data: ProfileData, held_out: Sequence[str] | None = None) -> list[tupl
     return out
 
 
+def predict_for(model: Any, data: ProfileData) -> np.ndarray:
+    """``model``'s predicted seconds for ``data``'s specs, in ``data``'s primitive columns (NaN
+    where the model knows no such primitive): what :func:`regression_metrics` compares with
+    ``data.times``."""
+    cols = [model.primitives_.index(p) if p in model.primitives_ else None for p in data.primitives]
+    pred = model.predict(data.specs)
+    return np.column_stack([pred[:, c] if c is not None else np.full(len(data), np.nan) for c in cols])
+
+
 #: The regressors `evaluate` compares: an estimator, or ``estimator/target`` (see PerfModel).
 REGRESSORS = ("gbr", "rf", "mlp", "mlp/roofline")
 
@@ -133,9 +142,7 @@ def evaluate(data: ProfileData, estimators: Sequence[str] = REGRESSORS, held_out
             t0 = time.perf_counter()
             m = make(est).fit(train.specs, train.times, train.primitives, caches=caches)
             fit_s += time.perf_counter() - t0
-            cols = [train.primitives.index(p) if p in train.primitives else None for p in test.primitives]
-            p_all = m.predict(test.specs)
-            pred = np.column_stack([p_all[:, c] if c is not None else np.full(len(test), np.nan) for c in cols])
+            pred = predict_for(m, test)
             preds.append(pred)
             trues.append(test.times)
             spreads.append(test.spread if test.spread is not None else np.full(test.times.shape, np.nan))

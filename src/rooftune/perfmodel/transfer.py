@@ -173,7 +173,7 @@ def learning_curve(base: PerfModel, target: ProfileData, ks: Sequence[int] = DEF
                    progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """For each k: choose k of the target's specs, adapt (each method), and score the predictions
     on the target's other specs. Figures per method per k (mean over ``repeats`` draws)."""
-    from rooftune.perfmodel.evaluate import regression_metrics
+    from rooftune.perfmodel.evaluate import predict_for, regression_metrics
 
     say = progress or (lambda _m: None)
     curve: dict[str, dict[int, dict[str, float]]] = {m: {} for m in methods}
@@ -193,10 +193,7 @@ def learning_curve(base: PerfModel, target: ProfileData, ks: Sequence[int] = DEF
                 if m == "scratch":
                     tm.base = None
                 tm.fit(train.specs, train.times, train.primitives)
-                pred = tm.predict(test.specs)
-                cols = [tm.primitives_.index(p) if p in tm.primitives_ else None for p in test.primitives]
-                pred = np.column_stack([pred[:, c] if c is not None else np.full(len(test), np.nan) for c in cols])
-                runs[m].append(regression_metrics(pred, test.times))
+                runs[m].append(regression_metrics(predict_for(tm, test), test.times))
         for m, rs in runs.items():
             if rs:
                 curve[m][k] = {key: float(np.mean([x[key] for x in rs])) for key in rs[0] if key != "by_network"}

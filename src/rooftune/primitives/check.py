@@ -43,6 +43,14 @@ def cosine(out: torch.Tensor, ref: torch.Tensor) -> float:
     return float(F.cosine_similarity(a / scale, b / scale, dim=0))
 
 
+def output_error(out: torch.Tensor, ref: torch.Tensor) -> tuple[float, float, float]:
+    """How far an output is from its reference, in fp64: the largest absolute error, that error
+    over the reference's largest magnitude, and their :func:`cosine`."""
+    a, b = out.detach().double(), ref.detach().double()
+    max_abs = float((a - b).abs().max())
+    return max_abs, max_abs / (float(b.abs().max()) or 1.0), cosine(a, b)
+
+
 def tolerance_for(primitive: Primitive) -> tuple[str, float, str]:
     key = primitive.name if primitive.name in TOLERANCES else "int8" if primitive.precision == "int8" else "fp32"
     tol, why = TOLERANCES[key]
@@ -108,9 +116,7 @@ def verify_kernel(primitive: Primitive, spec: ConvSpec, x: torch.Tensor, w: torc
     yd = y.double()
     if not bool(torch.isfinite(yd).all()):
         return Verdict(primitive.name, spec, "failed", "non-finite output", tolerance=tol), None
-    scale = float(ref.abs().max()) or 1.0
-    rel = float((yd - ref).abs().max()) / scale
-    cos = cosine(yd, ref)
+    _, rel, cos = output_error(yd, ref)
     good = rel <= tol and (primitive.precision != "int8" or cos >= INT8_MIN_COSINE)
     reason = "" if good else f"max error {rel:.3g} of the output's scale > {tol:g} ({why})" + (
         f", cosine {cos:.4f}" if primitive.precision == "int8" else "")

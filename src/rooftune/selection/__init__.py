@@ -125,9 +125,8 @@ def _candidate(name: str, module: torch.nn.Module, sel: Selection, inputs: Seque
         for _, m in layers:
             m.fallback = True
         v2 = verify(module, new, inputs)  # may fall back more layers, each by its own check
-        own = {f["layer"] for f in v2.fallbacks}
         v2.fallbacks = v.fallbacks + v2.fallbacks + [{"layer": n, "primitive": m.primitive, "reason": "end-to-end check failed"}
-                                                     for n, m in layers if n not in own]
+                                                     for n, m in layers]
         v = v2
     return Candidate(name, sel, new, v)
 
@@ -243,8 +242,7 @@ def _promote_faster(result: SelectResult, main: Candidate, others: Sequence[Cand
     predicted selection with its whole CI, it becomes the selection (as tuning keeps a baseline
     that beat its best): the predicted one is kept under ``others["predicted"]``, the comparison
     with it turned round, and the new selection measured against vanilla again."""
-    faster = [c for c in others if c.verification.ok and c.name in result.comparisons
-              and result.comparisons[c.name]["ci"][1] < 1.0]
+    faster = [c for c in others if c.verification.ok and result.comparisons[c.name]["ci"][1] < 1.0]
     if not faster:
         return
     best = min(faster, key=lambda c: result.comparisons[c.name]["speedup"])

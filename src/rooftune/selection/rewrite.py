@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from rooftune.primitives import get_primitive, in_layout, to_layout
-from rooftune.primitives.check import cosine, tolerance_for
+from rooftune.primitives.check import output_error, tolerance_for
 from rooftune.primitives.spec import ConvSpec
 from rooftune.selection.solve import Selection
 
@@ -44,8 +44,7 @@ class SelectedConv(torch.nn.Module):
         if self.checking:
             ref = F.conv2d(x.double(), self.conv.weight.double(), None if self.conv.bias is None else self.conv.bias.double(),
                            self.conv.stride, self.conv.padding, self.conv.dilation, self.conv.groups)
-            scale = float(ref.abs().max()) or 1.0
-            rel = float((y.double() - ref).abs().max()) / scale
+            _, rel, _ = output_error(y, ref)
             _, tol, why = tolerance_for(get_primitive(self.primitive))
             self.check = {"max_rel": rel, "tolerance": tol, "ok": rel <= tol and bool(torch.isfinite(y).all()),
                           "why": why}
@@ -115,9 +114,7 @@ def verify(original: torch.nn.Module, rewritten: torch.nn.Module, inputs: Sequen
         out = _flat(rewritten(*inputs))
     lossy = any(m.primitive.startswith(("winograd", "fft")) for _, m in layers if not m.fallback)
     tol = END_TO_END_TOLERANCE["lossy" if lossy else "exact"]
-    scale = float(ref.abs().max()) or 1.0
-    rel = float((out - ref).abs().max()) / scale
-    cos = cosine(out, ref)
+    _, rel, cos = output_error(out, ref)
     ok = math.isfinite(rel) and rel <= tol and cos >= MIN_COSINE
     return Verification(ok, rel, cos, tol, fallbacks)
 

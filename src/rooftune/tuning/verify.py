@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from rooftune.primitives.check import cosine
+from rooftune.primitives.check import output_error
 
 #: fp32 runtimes reorder sums (blocked GEMMs, fused ops, Winograd, approximated exp/tanh):
 #: OpenVINO in f32 on squeezenet1_0 differs from eager by 1.0e-3 of the output's scale. A different
@@ -27,11 +27,7 @@ def compare_outputs(out: torch.Tensor, ref: torch.Tensor, precision: str) -> dic
     out = out.detach().float().reshape(ref.shape) if out.numel() == ref.numel() else out.detach().float()
     if out.shape != ref.shape:
         return {"ok": False, "why": f"output shape {tuple(out.shape)} differs from the reference {tuple(ref.shape)}"}
-    diff = (out - ref).abs()
-    scale = ref.abs().max().item() or 1.0
-    max_abs = diff.max().item()
-    rel = max_abs / scale
-    cos = cosine(out, ref)
+    max_abs, rel, cos = output_error(out, ref)
     top1 = (out.reshape(-1, ref.shape[-1]).argmax(-1) == ref.reshape(-1, ref.shape[-1]).argmax(-1)).float().mean().item() if ref.dim() else 1.0
     finite = bool(torch.isfinite(out).all())
     if precision == "int8":
