@@ -52,6 +52,20 @@ def test_explicit_input_shape_with_batch_sets_dim0() -> None:
     assert wl.input_shapes == [(3, 3, 64, 64)]
 
 
+def test_segmentation_builds_without_fetching_weights(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Segmentation builders default to a pretrained backbone; rooftune must never reach a hub."""
+    import torch.hub
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"tried to download {args[0] if args else kwargs}")
+
+    monkeypatch.setattr(torch.hub, "load_state_dict_from_url", refuse)
+    wl = load_workload("lraspp_mobilenet_v3_large", inputs=[(1, 3, 64, 64)])
+    assert wl.kind == "torchvision segmentation"
+    out = run_once(wl)
+    assert tuple(out["out"].shape) == (1, 21, 64, 64)
+
+
 def test_example_inputs_are_seeded() -> None:
     a = load_workload("squeezenet1_0", check=False)
     b = load_workload("squeezenet1_0", check=False)

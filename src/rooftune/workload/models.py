@@ -35,6 +35,8 @@ MAX_BATCH = 4096
 _IMAGE_SIZE = {"inception_v3": 299}
 #: Arguments that make a zoo model return a plain tensor (no auxiliary heads).
 _ZOO_KWARGS = {"inception_v3": {"aux_logits": False, "init_weights": False}, "googlenet": {"aux_logits": False, "init_weights": False}}
+# Builders that would otherwise fetch pretrained weights for a part (segmentation backbones).
+_FAMILY_KWARGS = {"segmentation": {"weights_backbone": None}}
 _VIDEO_LARGE = ("mvit", "s3d", "swin3d")
 
 
@@ -249,7 +251,7 @@ def _load(
             )
         import torchvision.models as tvm
 
-        kwargs = {**_ZOO_KWARGS.get(model, {}), **options}
+        kwargs = {**_FAMILY_KWARGS.get(zoo[model], {}), **_ZOO_KWARGS.get(model, {}), **options}
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
