@@ -221,6 +221,30 @@ def test_a_failing_step_is_reported_and_the_rest_goes_on(tmp_path: Path, monkeyp
     assert "step select failed: RuntimeError: primitive library exploded" in (tmp_path / "out" / "report.html").read_text()
 
 
+def test_a_model_without_convolutions_skips_select(tmp_path: Path) -> None:
+    db = store_with_ceilings(tmp_path / "r.db")
+    r = optimize("tests.analysis.tiny_models:small_mlp", out=tmp_path / "out", db=str(db),
+                 steps=("machine", "analyze", "select"), budget_s=60)
+    steps = {s.name: s for s in r.steps.values()}
+    assert steps["select"].status == "skipped" and "no 2-D convolution" in steps["select"].message
+    assert steps["analyze"].status == "ok" and steps["report"].status == "ok"
+    assert not any(c.startswith("rooftune select") or c.startswith("rooftune exec") for c in r.commands)
+    assert r.commands[0].endswith(f"--skip tune --db {db}")
+    assert "failed" not in (tmp_path / "out" / "report.html").read_text()
+
+
+def test_reproduce_commands_follow_the_steps_run(tmp_path: Path) -> None:
+    from rooftune.pipeline import _commands
+
+    r = OptimizeResult(model="resnet18", batch=1, objective="latency", budget_s=300, out=tmp_path, steps={})
+    full = _commands(r, None)
+    assert "--skip" not in full[0] and len(full) == 4 and full[-1].startswith("rooftune select")
+    no_tune = _commands(r, None, steps=("machine", "analyze", "select"))
+    assert "--skip tune" in no_tune[0] and [c.split()[1] for c in no_tune] == ["optimize", "select"]
+    neither = _commands(r, None, steps=("machine", "analyze"))
+    assert "--skip tune,select" in neither[0] and len(neither) == 1
+
+
 def test_a_module_object_is_exported_and_optimized(tmp_path: Path) -> None:
     from tests.analysis.tiny_models import small_cnn
 

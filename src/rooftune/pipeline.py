@@ -195,7 +195,13 @@ def optimize(
     out_dir.mkdir(parents=True, exist_ok=True)
     result = OptimizeResult(model=name, batch=wl.batch, objective=objective, budget_s=float(budget_s), out=out_dir,
                             steps={s: Step(s, "pending" if s in steps else "skipped") for s in STEPS})
-    result.commands = _commands(result, db, precisions, calibration_size)
+    from torch import nn
+
+    if "select" in steps and not any(isinstance(m, nn.Conv2d) for m in wl.module.modules()):
+        # nothing to select: the step is left out and its share of the budget goes to tuning
+        result.steps["select"].status = "skipped"
+        result.steps["select"].message = "the model has no 2-D convolution: no primitive to select"
+    result.commands = _commands(result, db, precisions, calibration_size, steps)
 
     def run(step: str, fn: Callable[[], None]) -> bool:
         st = result.steps[step]
@@ -254,7 +260,8 @@ def optimize(
             finally:
                 torch.set_num_threads(previous)
 
-        select_reserve = max(20.0, min(SELECT_MAX_S, SELECT_SHARE * budget_s)) if "select" in steps else 0.0
+        select_reserve = (max(20.0, min(SELECT_MAX_S, SELECT_SHARE * budget_s))
+                          if result.steps["select"].status != "skipped" else 0.0)
 
         def tune_step() -> None:
             from rooftune.tuning import save_config, tune
@@ -329,7 +336,7 @@ def _write_outputs(result: OptimizeResult) -> None:
 
 
 def _commands(r: OptimizeResult, db: str | None, precisions: Sequence[str] = ("fp32",),
-              calibration_size: int | None = None) -> list[str]:
+              calibration_size: int | None = None, steps: Sequence[str] = STEPS) -> list[str]:
     from rooftune.runtimes.quantize import CALIBRATION_SIZE
 
     q = shlex.quote
@@ -339,10 +346,17 @@ def _commands(r: OptimizeResult, db: str | None, precisions: Sequence[str] = ("f
     prec = "".join(f" --{p}" for p in ("bf16", "int8") if p in precisions)
     if "int8" in precisions and calibration_size not in (None, CALIBRATION_SIZE):
         prec += f" --calibration {calibration_size}"
-    return [
+    left_out = [n for n in ("tune", "select") if n not in steps]
+    skip = f" --skip {','.join(left_out)}" if left_out else ""
+    commands = [
         f"rooftune optimize {q(r.model)} --batch {r.batch} --objective {r.objective} --budget {r.budget_s:g}{prec} "
-        f"--out {out}{dbo}",
-        f"rooftune exec --config {out}/best.json -- {py} -m rooftune.tuning.replay {out}/best.json",
-        f"rooftune exec --config {out}/vanilla.json -- {py} -m rooftune.tuning.replay {out}/vanilla.json",
-        f"rooftune select {q(r.model)} --batch {r.batch} --save {out}/selection{dbo}",
-    ]
+        f"--out {out}{skip}{dbo}"]
+    def runs(step: str) -> bool:
+        return step in steps and (step not in r.steps or r.steps[step].status != "skipped")
+
+    if runs("tune"):  # the replays of what tuning saved
+        commands += [f"rooftune exec --config {out}/best.json -- {py} -m rooftune.tuning.replay {out}/best.json",
+                     f"rooftune exec --config {out}/vanilla.json -- {py} -m rooftune.tuning.replay {out}/vanilla.json"]
+    if runs("select"):
+        commands.append(f"rooftune select {q(r.model)} --batch {r.batch} --save {out}/selection{dbo}")
+    return commands

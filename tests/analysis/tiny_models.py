@@ -16,6 +16,12 @@ def small_cnn(width: int = 8) -> tuple[nn.Module, torch.Tensor]:
     return model, torch.randn(1, 3, 32, 32)
 
 
+def small_mlp() -> tuple[nn.Module, torch.Tensor]:
+    """No convolution at all."""
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 10)), torch.randn(1, 16)
+
+
 class Branchy(nn.Module):
     """Data-dependent control flow: torch.export cannot capture it, module hooks can."""
 
