@@ -61,6 +61,24 @@ def test_a_campaign_stores_every_row_once_and_resumes(tmp_path: Path) -> None:
         assert again.added == 0 and again.skipped == len(rows) and store.count("profiles") == len(rows)
 
 
+def test_a_layer_profiled_for_one_network_is_credited_to_the_next(tmp_path: Path) -> None:
+    """A second campaign whose network shares a stored layer times nothing again, but the layer's
+    rows name both networks: splitting by network must hold it out with either."""
+    from rooftune.perfmodel import load_profile_data
+
+    with Store(tmp_path / "p.db") as store:
+        run_campaign(SPECS[:1], store=store, primitives=FAST[:2], threads=[1], transforms=False)
+        again = run_campaign([(SPECS[0][0], ["u"]), (SPECS[1][0], ["u"])], store=store, primitives=FAST[:2],
+                             threads=[1], transforms=False)
+        rows = store.profiles()
+        data = load_profile_data(store, rows[0]["platform_id"])
+    assert again.skipped == 2 and again.added == 2  # the shared layer's two rows skipped, the new layer's added
+    by_spec = {r["spec_key"]: r["sources"] for r in rows}
+    assert by_spec[SPECS[0][0].key()] == ["t", "u"] and by_spec[SPECS[1][0].key()] == ["u"]
+    _, held_u = data.split_by_network(["u"])
+    assert len(held_u) == 2 and data.networks == ["t", "u"]
+
+
 class Broken(Primitive):
     name = "broken"
     library = "test"
@@ -269,6 +287,15 @@ def test_export_import_carries_rows_and_platform(tmp_path: Path) -> None:
         assert all(0 < x["fastest_s"] <= x["median_s"] for x in rows_b if x["status"] == "ok")
         assert all(len(x["pass_canary"]) == len(x["pass_medians"]) >= 3 for x in rows_b if x["status"] == "ok")
         assert import_profiles(b, tmp_path / "d.csv")["added"] == 0
+    # the same rows credited to another network: importing them adds no row, only the network
+    with (tmp_path / "u.csv").open("w", newline="") as f:
+        rows = list(csv.DictReader((tmp_path / "d.csv").open()))
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows([{**x, "sources": json.dumps(["u"])} for x in rows])
+    with Store(tmp_path / "b.db") as b:
+        assert import_profiles(b, tmp_path / "u.csv")["added"] == 0
+        assert all(x["sources"] == ["t", "u"] for x in b.profiles())
     # A file exported before campaigns had passes has no pass_medians (nor pass_canary) column: each
     # ok row is one pass.
     lines = list(csv.DictReader((tmp_path / "d.csv").open()))

@@ -243,6 +243,10 @@ def run_campaign(
     names = [p.name for p in prims] + ([f"transform:{t}" for t in TRANSFORMS] if transforms else [])
     keys = {(spec.key(), n, t) for t in threads for spec, _ in specs for n in names}
     stored = _stored(store, platform.id, keys)
+    # a layer already profiled for another network: its rows now name this campaign's networks too
+    # (splitting by network, `rooftune train --eval`, must see every network a layer belongs to)
+    stored_specs = {k[0] for k in stored}
+    store.add_profile_sources(platform.id, {spec.key(): sources for spec, sources in specs if spec.key() in stored_specs})
     started = time.perf_counter()
     steal = Steal()
     result = CampaignResult(platform.id, passes=passes, extra_passes=extra_passes if passes > 1 else 0)

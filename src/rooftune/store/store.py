@@ -375,7 +375,8 @@ class Store:
 
     def save_profiles(self, platform: Platform | Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> int:
         """Store profiled rows of one platform in one transaction; a row whose (platform, spec,
-        primitive, threads) is already stored is left as it is. Returns how many were added."""
+        primitive, threads) is already stored keeps its figures and gains the networks the new
+        row names as its sources. Returns how many were added."""
         return self.save_profile_groups([(platform, rows)])
 
     def save_profile_groups(self, groups: Sequence[tuple[Platform | Mapping[str, Any], Sequence[Mapping[str, Any]]]]) -> int:
@@ -394,9 +395,12 @@ class Store:
                                           fingerprint=dict(platform)))
                         s.flush()
                 have = self._profile_keys(s, pid)
+                seen_sources: dict[str, list[str]] = {}
                 for r in rows:
                     k = (r["spec_key"], r["primitive"], int(r["threads"]))
                     if k in have:
+                        known = seen_sources.setdefault(r["spec_key"], [])
+                        known.extend(x for x in r.get("sources") or [] if x not in known)
                         continue
                     have.add(k)
                     values = _finite({f: r.get(f) for f in self._PROFILE_FIELDS})
@@ -406,7 +410,33 @@ class Store:
                     values["pass_canary"] = _pass_canary(values)
                     s.add(ProfileRow(platform_id=pid, created_at=float(r.get("created_at") or time.time()), **values))
                     added += 1
+                s.flush()
+                self._merge_sources(s, pid, seen_sources)
         return added
+
+    def add_profile_sources(self, platform_id: str, sources: Mapping[str, Sequence[str]]) -> int:
+        """Record that the stored rows of these specs (spec_key -> networks) also come from these
+        networks: a campaign that meets a layer already profiled for another network. Returns how
+        many rows changed."""
+        with self.transaction() as s:
+            return self._merge_sources(s, platform_id, sources)
+
+    @staticmethod
+    def _merge_sources(s: Session, platform_id: str, sources: Mapping[str, Sequence[str]]) -> int:
+        wanted = {k: list(v) for k, v in sources.items() if v}
+        if not wanted:
+            return 0
+        changed = 0
+        keys = list(wanted)
+        for i in range(0, len(keys), 500):  # bounded IN lists
+            q = select(ProfileRow).where(ProfileRow.platform_id == platform_id, ProfileRow.spec_key.in_(keys[i:i + 500]))
+            for row in s.scalars(q):
+                have = list(row.sources or [])
+                new = [x for x in wanted[row.spec_key] if x not in have]
+                if new:
+                    row.sources = have + new  # a new list: the JSON column sees the change
+                    changed += 1
+        return changed
 
     def update_profiles(self, platform_id: str, rows: Sequence[Mapping[str, Any]]) -> int:
         """Replace the figures of stored rows (a later pass of a campaign: status, median, IQR,
