@@ -1,7 +1,7 @@
 """Which shipped base model selects better on this machine: each one's selection, measured.
 
-    .venv/bin/python benchmarks/base_models.py [--models resnet34,resnext50_32x4d,mobilenet_v3_large,regnet_y_400mf]
-        [--budget 8] [--db PROFILES.db] [--json OUT]
+    .venv/bin/python benchmarks/base_models.py [--models resnet34,wide_resnet50_2,mobilenet_v3_small,regnet_y_800mf]
+        [--budget 8] [--db PROFILES.db] [--against MODEL.pkl] [--json OUT]
 
 For every network (by default ones no shipped base model was trained on), each shipped base model
 selects a primitive per convolution (layout-aware, as `rooftune select` does); each rewritten
@@ -10,7 +10,9 @@ interleaved by the harness, pair by pair: the ratio of the selection of the base
 `rooftune select` would take on this machine (the nearest) over the other one's, with its CI.
 No profiling: the selections come from predictions alone. With ``--db``, each base model is also
 scored per layer against the times profiled on this machine in that store (a base model trained
-on those rows is scored on what it has seen: the line says so).
+on those rows is scored on what it has seen: the line says so). With ``--against``, the nearest
+shipped base is compared with that saved model (`rooftune train --save`) instead: a candidate
+base model, or an earlier one.
 """
 
 from __future__ import annotations
@@ -26,9 +28,10 @@ from pathlib import Path
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--models", default="resnet34,resnext50_32x4d,mobilenet_v3_large,regnet_y_400mf")
+    ap.add_argument("--models", default="resnet34,wide_resnet50_2,mobilenet_v3_small,regnet_y_800mf")
     ap.add_argument("--budget", type=float, default=8.0, help="seconds per interleaved comparison")
     ap.add_argument("--db", default=None, help="a store with this machine's profiled rows: score each base per layer")
+    ap.add_argument("--against", default=None, help="a saved model file to compare the nearest base with")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
 
@@ -48,6 +51,11 @@ def main() -> int:
         with resources.as_file(p) as f:
             bases[p.name] = load_model(f)
     order = [nearest] + [n for n in bases if n != nearest]
+    if args.against:
+        against = Path(args.against)
+        label = f"{against.name} (--against)"
+        bases[label] = load_model(against)
+        order = [nearest, label]
     if len(order) < 2:
         print(f"only one base model is installed ({nearest}): nothing to compare")
         return 1
