@@ -195,9 +195,9 @@ def optimize(
     out_dir.mkdir(parents=True, exist_ok=True)
     result = OptimizeResult(model=name, batch=wl.batch, objective=objective, budget_s=float(budget_s), out=out_dir,
                             steps={s: Step(s, "pending" if s in steps else "skipped") for s in STEPS})
-    from torch import nn
+    from rooftune.selection.graph import selectable
 
-    if "select" in steps and not any(isinstance(m, nn.Conv2d) for m in wl.module.modules()):
+    if "select" in steps and not any(selectable(m) for m in wl.module.modules()):
         # nothing to select: the step is left out and its share of the budget goes to tuning
         result.steps["select"].status = "skipped"
         result.steps["select"].message = "the model has no 2-D convolution: no primitive to select"
@@ -351,6 +351,7 @@ def _commands(r: OptimizeResult, db: str | None, precisions: Sequence[str] = ("f
     commands = [
         f"rooftune optimize {q(r.model)} --batch {r.batch} --objective {r.objective} --budget {r.budget_s:g}{prec} "
         f"--out {out}{skip}{dbo}"]
+
     def runs(step: str) -> bool:
         return step in steps and (step not in r.steps or r.steps[step].status != "skipped")
 

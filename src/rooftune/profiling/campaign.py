@@ -245,8 +245,11 @@ def run_campaign(
     stored = _stored(store, platform.id, keys)
     # a layer already profiled for another network: its rows now name this campaign's networks too
     # (splitting by network, `rooftune train --eval`, must see every network a layer belongs to)
-    stored_specs = {k[0] for k in stored}
-    store.add_profile_sources(platform.id, {spec.key(): sources for spec, sources in specs if spec.key() in stored_specs})
+    wanted = {spec.key(): list(sources) for spec, sources in specs}
+    lacking = {k[0]: wanted[k[0]] for k, r in stored.items()
+               if any(x not in (r.get("sources") or []) for x in wanted[k[0]])}
+    if lacking:  # read from the rows just loaded: a resumed campaign writes nothing
+        store.add_profile_sources(platform.id, lacking)
     started = time.perf_counter()
     steal = Steal()
     result = CampaignResult(platform.id, passes=passes, extra_passes=extra_passes if passes > 1 else 0)

@@ -28,6 +28,11 @@ class ConvGraph:
         return all(e == (i, i + 1) for i, e in enumerate(self.edges)) and len(self.edges) == len(self) - 1
 
 
+def selectable(m: torch.nn.Module) -> bool:
+    """A module whose primitive can be chosen: a plain nn.Conv2d (a subclass may compute otherwise)."""
+    return type(m) is torch.nn.Conv2d
+
+
 def conv_graph(module: torch.nn.Module, inputs: Sequence[torch.Tensor]) -> ConvGraph:
     """Specs from one run with forward hooks; edges from an fx trace."""
     specs: dict[str, ConvSpec] = {}
@@ -47,7 +52,7 @@ def conv_graph(module: torch.nn.Module, inputs: Sequence[torch.Tensor]) -> ConvG
         order.append(name)
 
     for m in module.modules():
-        if type(m) is torch.nn.Conv2d:
+        if selectable(m):
             hooks.append(m.register_forward_hook(hook))
     try:
         with torch.no_grad():

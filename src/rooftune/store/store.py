@@ -410,8 +410,7 @@ class Store:
                     values["pass_canary"] = _pass_canary(values)
                     s.add(ProfileRow(platform_id=pid, created_at=float(r.get("created_at") or time.time()), **values))
                     added += 1
-                s.flush()
-                self._merge_sources(s, pid, seen_sources)
+                self._merge_sources(s, pid, seen_sources)  # autoflush: rows added above are seen
         return added
 
     def add_profile_sources(self, platform_id: str, sources: Mapping[str, Sequence[str]]) -> int:
