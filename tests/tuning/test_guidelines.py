@@ -98,3 +98,25 @@ def test_search_asks_only_what_the_chosen_runtime_uses(fake_platform: Platform) 
             assert "bind" in t.params
         study.tell(t, 1.0)
     assert seen == {"eager", "onnxruntime", "openvino"}
+
+
+def conv3d(index: int, producers: tuple[int, ...]) -> OpNode:
+    t = TensorMeta((1, 8, 4, 8, 8), "float32", 4)
+    w = TensorMeta((8, 8, 3, 3, 3), "float32", 4)
+    return OpNode(index, f"conv{index}", "aten.conv3d", "", "Conv3d", {"input": t, "weight": w}, (t,), producers)
+
+
+def test_a_network_of_3d_convolutions_gets_openvino_and_others_keep_onnxruntime(fake_platform: Platform) -> None:
+    from rooftune.tuning.guidelines import conv3d_share
+
+    video = OpGraph("v", (conv3d(0, ()), relu(1, (0,)), conv3d(2, (1,)), conv(3, (2,))), "torch.export")
+    image = OpGraph("c", (conv(0, ()), conv(1, (0,))), "torch.export")
+    assert conv3d_share(image) == 0.0
+    assert 0.9 < conv3d_share(video) < 1.0  # two 3-D convolutions of 3x the FLOPs of the 2-D one
+    both = {"onnxruntime": None, "openvino": None, "eager": None}
+    cfg, why = guideline(fake_platform, video, both)
+    assert cfg.runtime == "openvino" and cfg.runtime_options["hint"] == "LATENCY"
+    assert any("3-D convolutions carry" in w for w in why)
+    assert guideline(fake_platform, image, both)[0].runtime == "onnxruntime"
+    # without OpenVINO, the usual order
+    assert guideline(fake_platform, video, {"onnxruntime": None, "eager": None})[0].runtime == "onnxruntime"

@@ -35,6 +35,22 @@ def average_width(graph: OpGraph) -> float:
     return len(heavy) / depth if depth else 1.0
 
 
+def conv3d_share(graph: OpGraph) -> float:
+    """The share of the graph's heavy-op FLOPs in 3-D convolutions (a 5-D weight)."""
+    from rooftune.costs import cost_of
+
+    total = three_d = 0.0
+    for op in graph.ops:
+        c = cost_of(op)
+        if c.kind not in HEAVY_KINDS or not c.flops:
+            continue
+        total += c.flops
+        w = op.tensor("weight") if c.kind == "conv" else None
+        if w is not None and len(w.shape) == 5:
+            three_d += c.flops
+    return three_d / total if total else 0.0
+
+
 #: Batch the throughput guideline runs when the user fixes none: large enough to fill the GEMMs'
 #: blocking on CNNs at 224x224, small enough to stay within the last-level cache's reach per layer.
 THROUGHPUT_BATCH = 8
@@ -68,8 +84,17 @@ def guideline(platform: Platform, graph: OpGraph, available: dict[str, Any], *, 
     # Graph runtimes fold batch norm and fuse elementwise ops, which the analysis shows are a large
     # share of a model's time at batch 1. Measured on a 2-core Zen 5 (fp32, batch 1, 2 threads):
     # ONNX Runtime 21.9 / 2.8 / 4.2 ms, OpenVINO f32 21.9 / 3.0 / 4.7 ms and eager 47.6 / 14.2 / 10.0 ms
-    # on resnet50 / mobilenet_v2 / a 2-layer LSTM: ONNX Runtime first, OpenVINO next.
-    if "onnxruntime" in available:
+    # on resnet50 / mobilenet_v2 / a 2-layer LSTM: ONNX Runtime first, OpenVINO next - except where
+    # 3-D convolutions carry the work: ONNX Runtime's CPU provider has blocked (NCHWc) kernels for
+    # 2-D convolutions only and runs 3-D ones as im2col + GEMM, OpenVINO has direct 3-D kernels
+    # (2-core Emerald Rapids, batch 1: ONNX Runtime 1.49-1.71x slower than OpenVINO's defaults on
+    # r3d_18, mc3_18, r2plus1d_18; BENCHMARKS.md).
+    share3d = conv3d_share(graph)
+    if share3d > 0.5 and "openvino" in available:
+        runtime, options = "openvino", {"hint": "LATENCY" if objective == "latency" else "THROUGHPUT", "streams": 1}
+        why.append(f"OpenVINO: 3-D convolutions carry {share3d:.0%} of the FLOPs (direct 3-D kernels; "
+                   "ONNX Runtime runs them as im2col + GEMM)")
+    elif "onnxruntime" in available:
         runtime, options = "onnxruntime", {"execution_mode": "parallel" if pools > 1 else "sequential",
                                            "graph_optimization": "all", "spinning": True}
         why.append("ONNX Runtime with all graph optimizations (folds batch norm, fuses activations)")
