@@ -1,7 +1,7 @@
 """Performance model, classifiers, transfer and selection, measured on profiled data.
 
     .venv/bin/python benchmarks/perfmodel_eval.py --db PROFILES.db [--target PLATFORM] [--select resnet50] [--json OUT]
-        [--estimator mlp] [--target-kind time|per_flop|roofline]
+        [--estimator mlp] [--target-kind auto|time|per_flop|roofline]
 
 Needs a store with a campaign over several networks on this machine, e.g.
     rooftune profile --models resnet18,resnet50,mobilenet_v2,vgg16,googlenet,squeezenet1_0,shufflenet_v2_x1_0,\\
@@ -33,7 +33,7 @@ def main() -> int:
     ap.add_argument("--select", default="resnet50", help="network to select, rewrite and measure ('' to skip)")
     ap.add_argument("--estimator", default="mlp",
                     help="regressor used for selection and as transfer base (default: mlp, the kind `rooftune select` ships)")
-    ap.add_argument("--target-kind", default="time", choices=("time", "per_flop", "roofline"),
+    ap.add_argument("--target-kind", default="auto", choices=("auto", "time", "per_flop", "roofline"),
                     help="what that regressor learns (PerfModel's target; roofline: mlp only)")
     ap.add_argument("--curve", default=None, help="write the transfer learning curve here (PNG)")
     ap.add_argument("--json", default=None)
@@ -70,7 +70,7 @@ def main() -> int:
         for name, m in ev[group].items():
             print(f"{name:18s} accuracy {m['accuracy']:.1%}  regret mean {m['regret_mean']:.1%}  worst {m['regret_worst']:.1%}")
     model = data.fit(PerfModel(args.estimator, target=args.target_kind))
-    print(f"selection and transfer base: {args.estimator}, target {args.target_kind}")
+    print(f"selection and transfer base: {args.estimator}, target {model.target_}")
     st = select_time(model)
     out["select_time"] = st
     print(f"selecting {st['layers']} convolutions of {st['model']}: {st['seconds'] * 1e3:.0f} ms")

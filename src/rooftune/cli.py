@@ -565,7 +565,7 @@ def _print_eval(r: dict[str, Any]) -> None:
 @app.command()
 def train(
     estimator: Annotated[str, typer.Option("--estimator", help="mlp (the shipped model's kind), gbr (gradient boosting) or rf (random forest).")] = "mlp",
-    target: Annotated[str, typer.Option("--target", help="What the regressor learns: time (log seconds), per_flop (log seconds per FLOP) or roofline (mlp only: a fixed cost plus FLOPs at a learned throughput).")] = "time",
+    target: Annotated[str, typer.Option("--target", help="What the regressor learns: time (log seconds), per_flop (log seconds per FLOP), roofline (mlp only: a fixed cost plus FLOPs at a learned throughput) or auto (roofline for the mlp, time for gbr and rf).")] = "auto",
     eval_: Annotated[bool, typer.Option("--eval", help="Leave-one-network-out figures for gbr, rf, mlp, mlp/roofline and the classifiers.")] = False,
     held_out: Annotated[str | None, typer.Option("--held-out", help="With --eval: only hold out these networks (default: each in turn).")] = None,
     platform: Annotated[str | None, typer.Option("--platform", help="Train on this platform's data (default: this machine).")] = None,
@@ -582,8 +582,8 @@ def train(
 
     if estimator not in ESTIMATORS:
         raise InvalidArgument("--estimator", estimator, f"allowed {', '.join(ESTIMATORS)}")
-    if target not in TARGETS:
-        raise InvalidArgument("--target", target, f"allowed {', '.join(TARGETS)}")
+    if target not in ("auto", *TARGETS):
+        raise InvalidArgument("--target", target, f"allowed auto, {', '.join(TARGETS)}")
     if target == "roofline" and estimator != "mlp":
         raise InvalidArgument("--target", target, f"allowed with --estimator mlp only, not {estimator}")
     if held_out is not None and not eval_:
@@ -604,7 +604,7 @@ def train(
         model = fit(data, estimator, save, target=target)
     if eval_:
         report["select_time"] = select_time(model)
-    report["model"] = {"estimator": estimator, "target": target, "specs": len(data), "primitives": model.primitives_,
+    report["model"] = {"estimator": estimator, "target": model.target_, "specs": len(data), "primitives": model.primitives_,
                        "saved": save, "provenance": model.provenance_}
     if json_out:
         sys.stdout.write(json.dumps(report, indent=2, default=str) + "\n")

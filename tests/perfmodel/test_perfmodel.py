@@ -130,6 +130,9 @@ def test_the_roofline_target_predicts_small_and_large_layers_from_their_dominant
     assert regression_metrics(tuned.predict(rest), np.asarray([[20e-6 + s.flops / 25e9] for s in rest]))["mape"] < 0.25
     with pytest.raises(InvalidArgument, match="roofline"):
         PerfModel("gbr", target="roofline").fit(mid, np.asarray([[cost(s)] for s in mid]), ["p"])
+    # auto, the default: the roofline for the mlp, log time for the trees
+    assert PerfModel("mlp", epochs=5).fit(mid, np.asarray([[cost(s)] for s in mid]), ["p"]).target_ == "roofline"
+    assert PerfModel("gbr", n_estimators=5).fit(mid, np.asarray([[cost(s)] for s in mid]), ["p"]).target_ == "time"
 
 
 def test_a_model_saved_before_targets_existed_still_predicts_log_time() -> None:

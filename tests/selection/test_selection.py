@@ -297,12 +297,12 @@ def test_train_cli_evaluates_and_saves(tmp_path: Path, capsys: pytest.CaptureFix
     assert m.estimator == "rf" and m.provenance_["specs"] == 48 and m.conversion_ is not None
     assert main(["train", "--save", str(tmp_path / "default.pkl"), "--db", db]) == 0
     assert load_model(tmp_path / "default.pkl").estimator == "mlp"  # the shipped model's kind
-    assert load_model(tmp_path / "default.pkl").target_ == "time"
-    assert main(["train", "--target", "roofline", "--save", str(tmp_path / "roof.pkl"), "--db", db]) == 0
-    assert load_model(tmp_path / "roof.pkl").target_ == "roofline"
+    assert load_model(tmp_path / "default.pkl").target_ == "roofline"  # auto: the mlp's default
+    assert main(["train", "--target", "time", "--save", str(tmp_path / "time.pkl"), "--db", db]) == 0
+    assert load_model(tmp_path / "time.pkl").target_ == "time"
     assert main(["train", "--target", "roofline", "--estimator", "gbr", "--db", db]) != 0
     assert "allowed with --estimator mlp only" in capsys.readouterr().err
     assert main(["train", "--target", "seconds", "--db", db]) != 0
-    assert "allowed time, per_flop, roofline" in capsys.readouterr().err
+    assert "allowed auto, time, per_flop, roofline" in capsys.readouterr().err
     assert main(["train", "--eval", "--held-out", "resnet50", "--db", db]) != 0
     assert "profiled networks: net0, net1, net2" in capsys.readouterr().err

@@ -125,8 +125,10 @@ def describe_base(model: Any) -> str:
     """Where a base model's data came from, in a few words."""
     prov = getattr(model, "provenance_", {}) or {}
     uarch = f" ({prov['microarchitecture']})" if prov.get("microarchitecture") else ""
+    kind = getattr(model, "estimator", None)
+    kind = f", {kind} ({getattr(model, 'target_', 'time')})" if kind else ""
     return (f"{prov.get('cpu_model') or 'unknown CPU'}{uarch}, {prov.get('usable_cores') or '?'} cores, "
-            f"{prov.get('specs', '?')} specs of {len(prov.get('networks') or [])} networks")
+            f"{prov.get('specs', '?')} specs of {len(prov.get('networks') or [])} networks{kind}")
 
 
 __all__ = [
@@ -221,7 +223,7 @@ def transfer(base: Any, *, samples: int = 50, sampler: str = "active", method: s
                    "base": describe_base(base), "campaign": campaign.to_dict(), "saved": str(path)}
 
 
-def train(data: ProfileData, estimator: str = "mlp", save: Any = None, target: str = "time") -> Any:
+def train(data: ProfileData, estimator: str = "mlp", save: Any = None, target: str = "auto") -> Any:
     """Fit a PerfModel on all of ``data`` (and save it when ``save`` is a path)."""
     model = data.fit(PerfModel(estimator, target=target))
     if save is not None:
