@@ -33,7 +33,7 @@ from rooftune.bench import Measurement, Policy, compare, stats
 from rooftune.bench.canary import Steal, steal_warning
 from rooftune.errors import InvalidArgument
 from rooftune.tuning.config import ALLOCATORS, RunConfig, allocator_library
-from rooftune.tuning.guidelines import baselines, guideline, precision_seeds
+from rooftune.tuning.guidelines import baselines, guideline, precision_seeds, source_seeds
 from rooftune.tuning.trial import PREPARE_TIMEOUT_S, Group, TrialFailed, VirtualClock
 
 OBJECTIVES = ("latency", "throughput")
@@ -471,6 +471,7 @@ def tune(
             for r in results:
                 fastest[r.config.runtime] = min(fastest.get(r.config.runtime, math.inf), r.score(objective))
             seeds.sort(key=lambda c: fastest.get(c.runtime, math.inf))
+            seeds += source_seeds(guide_cfg, available, objective)
             start_s = pair_start_s(results, platform.usable_cores)
             compared = len({b.config.key() for b in base.values() if b.ok})  # twins are compared once
             runners = RUNNERS_UP if limit > 0 or seeds else 0
@@ -480,7 +481,8 @@ def tune(
             search_until = budget_s - reserve
             phase_s["reserved"] = reserve
             phase_s["pair_start"] = start_s
-            # The guideline in each reduced precision allowed, first. The precision asked for comes
+            # The guideline in each reduced precision allowed, then on OpenVINO from the ONNX export
+            # (fp32), first. The precision asked for comes
             # before the search and before what the final phase can give up (the runners-up, the
             # second pairs of processes): the seeds may run until the least it needs, one pair each.
             seeds_until = budget_s - (compared + guide.ok) * comparison_s(1, start_s, compare_policy)
@@ -489,7 +491,7 @@ def tune(
                 if left <= 0:
                     notes.append(f"no time left in the budget for {', '.join(c.name for c in seeds[i:])}")
                     break
-                step(f"guideline in other precisions: {cfg.name}", i, len(seeds))
+                step(f"guideline seeds: {cfg.name}", i, len(seeds))
                 results.append(evaluate(cfg, prepare_timeout_s=max(30.0, min(PREPARE_TIMEOUT_S, left))))
             n = repeats = 0
             seen = {r.config.key() for r in results}
