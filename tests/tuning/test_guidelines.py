@@ -120,3 +120,23 @@ def test_a_network_of_3d_convolutions_gets_openvino_and_others_keep_onnxruntime(
     assert guideline(fake_platform, image, both)[0].runtime == "onnxruntime"
     # without OpenVINO, the usual order
     assert guideline(fake_platform, video, {"onnxruntime": None, "eager": None})[0].runtime == "onnxruntime"
+
+
+def test_the_openvino_from_onnx_seed_takes_the_guidelines_threads(fake_platform: Platform) -> None:
+    from rooftune.runtimes import get_runtime
+    from rooftune.tuning.guidelines import source_seeds
+
+    available = {n: get_runtime(n) for n in ("eager", "onnxruntime", "openvino")}
+    image = OpGraph("c", (conv(0, ()), conv(1, (0,))), "torch.export")
+    guide, _ = guideline(fake_platform, image, available)
+    (seed,) = source_seeds(guide, available)
+    assert seed.runtime == "openvino" and seed.precision == "fp32" and seed.intra_threads == guide.intra_threads
+    assert seed.runtime_options == {"hint": "LATENCY", "streams": 1, "source": "onnx"} and seed.omp == {}
+    assert source_seeds(guide, available, "throughput")[0].runtime_options["hint"] == "THROUGHPUT"
+    # an OpenVINO guideline (3-D convolutions) keeps its own options and reads ONNX
+    video = OpGraph("v", (conv3d(0, ()), conv3d(1, (0,))), "torch.export")
+    ov_guide, _ = guideline(fake_platform, video, available)
+    assert source_seeds(ov_guide, available)[0].runtime_options == {**ov_guide.runtime_options, "source": "onnx"}
+    # no seed without either runtime (the ONNX export needs the onnx package ONNX Runtime checks for)
+    assert source_seeds(guide, {"eager": None, "openvino": None}) == []
+    assert source_seeds(guide, {"eager": None, "onnxruntime": None}) == []

@@ -190,6 +190,10 @@ def test_an_int8_study_measures_the_guideline_in_int8_before_searching(tmp_path:
     assert all(c.intra_threads == r.guideline.config.intra_threads for c in seeds)
     assert ran.index(seeds[0]) > max(i for i, c in enumerate(ran) if c.name == "guideline")  # after the fixed ones
     assert not any(c.name.startswith("trial") for c in ran)  # trials=0: no search
+    if len(runtimes) == 2:  # then OpenVINO from the ONNX export, in fp32, the guideline's threads
+        last = ran[-1]
+        assert last.name == "guideline (openvino from onnx)" and last.precision == "fp32"
+        assert last.runtime_options["source"] == "onnx" and ran.index(last) > ran.index(seeds[-1])
     assert r.best.config.precision == "int8"
     # where the time went: the phases add up to the study (no measuring happened after "final")
     p = r.phase_s

@@ -45,13 +45,15 @@ def test_a_worker_prepares_verifies_measures_and_samples(tmp_path: Path) -> None
         assert w.sample(3) > 0 and w.sample(2, warmup=1) > 0
 
 
-@pytest.mark.parametrize("runtime", ["onnxruntime", "openvino"])
-def test_a_process_running_a_prepared_artifact_does_not_build_the_model(tmp_path: Path, runtime: str) -> None:
+@pytest.mark.parametrize(("runtime", "options"), [("onnxruntime", {}), ("openvino", {}),
+                                                  ("openvino", {"source": "onnx"})])
+def test_a_process_running_a_prepared_artifact_does_not_build_the_model(tmp_path: Path, runtime: str,
+                                                                         options: dict[str, str]) -> None:
     from rooftune.runtimes import get_runtime
     from rooftune.tuning.study import Setup
 
     model = "tests.analysis.tiny_models:built_outside_trials"  # raises when built inside a trial
-    cfg = RunConfig(runtime=runtime, intra_threads=1)
+    cfg = RunConfig(runtime=runtime, intra_threads=1, runtime_options=options)
     setup = Setup(spec(model), tmp_path)
     rt = get_runtime(runtime)
     if rt.available():
@@ -68,6 +70,9 @@ def test_a_process_running_a_prepared_artifact_does_not_build_the_model(tmp_path
         assert g.sample(2) > 0
     # the artifact was written aside and renamed into place: nothing half-written is left
     assert not [p.name for p in tmp_path.rglob(".*")]
+    if options.get("source") == "onnx":  # OpenVINO read ONNX Runtime's export, and left it for it
+        assert get_runtime("onnxruntime").artifact_ready(RunConfig(runtime="onnxruntime"), tmp_path)
+        assert not get_runtime("openvino").artifact_ready(RunConfig(runtime="openvino"), tmp_path)  # another IR
 
 
 def test_a_crash_and_a_hang_are_failed_trials_not_errors(tmp_path: Path) -> None:
@@ -147,7 +152,8 @@ def test_a_baseline_faster_with_its_whole_ci_becomes_the_best(tmp_path: Path, mo
     from rooftune.tuning.study import TrialResult
 
     medians = {"vanilla": 0.010, "pytorch-launcher": 0.009, "intel-recommended": 0.009,
-               "onnxruntime-default": 0.0046, "openvino-latency": 0.0045, "guideline": 0.0042}
+               "onnxruntime-default": 0.0046, "openvino-latency": 0.0045, "guideline": 0.0042,
+               "guideline (openvino from onnx)": 0.0044}
 
     def fake_evaluate(cfg, setup, policy, prepare_timeout_s):  # type: ignore[no-untyped-def]
         return TrialResult(cfg, True, latency_s=medians.get(cfg.name, 0.004), throughput=1.0,
