@@ -461,3 +461,23 @@ def test_naive_bayes_lets_a_feature_constant_within_a_class_differ_a_little() ->
         labels.append("im2col-gemm")
     test = [ConvSpec(1, 64, 28, 28, 72, 3, 3, padding=1), ConvSpec(1, 128, 56, 56, 60, 3, 3, padding=1)]
     assert list(MethodClassifier("nb").fit(specs, labels).predict(test)) == ["winograd-f4x4"] * 2
+
+
+def test_the_mlp_averages_an_ensemble_of_nets_and_loads_a_single_net_model() -> None:
+    data = synthetic(60)
+    m = PerfModel("mlp", epochs=50, n_nets=3).fit(data.specs, data.times, data.primitives)
+    assert len(m.nets_) == 3 and m.get_params()["n_nets"] == 3
+    x, lf = m.net_input(m.features_of(data.specs[:5])), m._log_flops(m.features_of(data.specs[:5]))
+    each = [net.predict(x, lf=lf) * m.y_std_ + m.y_mean_ for net in m.nets_]
+    assert not np.allclose(each[0], each[1])  # different initial weights
+    assert np.allclose(m.predict_log(data.specs[:5]), np.mean(each, axis=0))
+    # a model saved with one net (before the ensemble) loads and predicts as it did
+    state = m.__getstate__()
+    state["net_"] = state.pop("nets_")[0]
+    del state["n_nets"]
+    old = PerfModel.__new__(PerfModel)
+    old.__setstate__(state)
+    assert old.n_nets == 1 and len(old.nets_) == 1
+    assert np.allclose(old.predict_log(data.specs[:5]), each[0])
+    with pytest.raises(InvalidArgument, match="n_nets"):
+        PerfModel("mlp", n_nets=0).fit(data.specs, data.times, data.primitives)

@@ -100,13 +100,14 @@ class TransferModel(BaseEstimator):
             self.model_ = copy.deepcopy(self.base)
             Yb = self._align(Y, self.primitives_, self.base.primitives_)
             Fb = self.model_.features_of(F)  # the base's own schema
-            net, X, lf = self.model_.net_, self.model_.net_input(Fb), self.model_._log_flops(Fb)
+            X, lf = self.model_.net_input(Fb), self.model_._log_flops(Fb)
             logY = (np.log(Yb) - self.model_._offset(Fb)[:, None] - self.model_.y_mean_) / self.model_.y_std_
-            if np.any(~np.isnan(logY)):
-                error = logY - net.predict(X, lf=lf)
-                overall = float(np.nanmedian(error))  # for a primitive without samples
-                net.shift_outputs([np.nanmedian(c) if np.any(~np.isnan(c)) else overall for c in error.T])
-            net.train(X, logY, 400, 3e-3, 0.0, trunk=False, lf=lf, anchor=1e-3)
+            for net in self.model_.nets_:  # each net of the base's ensemble, alike
+                if np.any(~np.isnan(logY)):
+                    error = logY - net.predict(X, lf=lf)
+                    overall = float(np.nanmedian(error))  # for a primitive without samples
+                    net.shift_outputs([np.nanmedian(c) if np.any(~np.isnan(c)) else overall for c in error.T])
+                net.train(X, logY, 400, 3e-3, 0.0, trunk=False, lf=lf, anchor=1e-3)
         elif self.method == "residual":
             from sklearn.ensemble import GradientBoostingRegressor
 
