@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from rooftune.platform import Platform
 from rooftune.tuning import average_width, baselines, guideline
 from rooftune.workload import OpGraph, OpNode, TensorMeta
@@ -140,3 +142,19 @@ def test_the_openvino_from_onnx_seed_takes_the_guidelines_threads(fake_platform:
     # no seed without either runtime (the ONNX export needs the onnx package ONNX Runtime checks for)
     assert source_seeds(guide, {"eager": None, "openvino": None}) == []
     assert source_seeds(guide, {"eager": None, "onnxruntime": None}) == []
+
+
+def test_openvino_from_onnx_leaves_the_space_without_the_onnx_package(fake_platform: Platform,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    import rooftune.runtimes.openvino_runtime as ovr
+    from rooftune.runtimes import get_runtime
+    from rooftune.tuning import RunConfig
+    from rooftune.tuning.study import search_space
+
+    available = {n: get_runtime(n) for n in ("eager", "openvino")}
+    assert search_space(fake_platform, available, ["fp32"])["runtime_options"]["openvino"]["source"] == ["pytorch", "onnx"]
+    monkeypatch.setattr(ovr, "missing", lambda p: f"{p} is not installed" if p == "onnx" else None)
+    ov = get_runtime("openvino")
+    assert "onnx is not installed" in ov.unsupported(RunConfig(runtime="openvino", runtime_options={"source": "onnx"}))
+    assert ov.unsupported(RunConfig(runtime="openvino")) is None
+    assert search_space(fake_platform, available, ["fp32"])["runtime_options"]["openvino"]["source"] == ["pytorch"]

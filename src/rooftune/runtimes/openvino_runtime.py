@@ -29,6 +29,11 @@ class OpenVINO(Runtime):
     def available(self) -> str | None:
         return missing("openvino")
 
+    def unsupported(self, config: RunConfig) -> str | None:
+        if config.option("source", "pytorch") == "onnx" and missing("onnx"):
+            return "openvino with source=onnx reads the ONNX export: " + str(missing("onnx"))
+        return super().unsupported(config)
+
     def artifact_ready(self, config: RunConfig, workdir: Path) -> bool:
         return config.artifact_path(workdir, _ir_name(config)).exists()
 

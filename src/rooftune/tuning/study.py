@@ -293,8 +293,14 @@ def search_space(platform: Any, available: dict[str, Any], allow: Sequence[str],
         "allocator": allocators,
         "bind": ["none", "close", "spread"],
         "wait": ["passive", "active"] if not intel else ["blocktime0", "blocktime1", "blocktime200"],
-        "runtime_options": {n: {k: list(v) for k, v in rt.options.items()} for n, rt in available.items()},
+        # each runtime's own knobs, less the values it cannot run here (OpenVINO from ONNX without onnx)
+        "runtime_options": {n: {k: [x for x in v if _runs(rt, n, {k: x})] for k, v in rt.options.items()}
+                            for n, rt in available.items()},
     }
+
+
+def _runs(rt: Any, name: str, options: dict[str, Any]) -> bool:
+    return rt.unsupported(RunConfig(runtime=name, runtime_options=options)) is None
 
 
 def _suggest(trial: Any, space: dict[str, Any]) -> RunConfig:
