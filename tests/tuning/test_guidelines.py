@@ -139,7 +139,7 @@ def test_the_openvino_from_onnx_seed_takes_the_guidelines_threads(fake_platform:
     video = OpGraph("v", (conv3d(0, ()), conv3d(1, (0,))), "torch.export")
     ov_guide, _ = guideline(fake_platform, video, available)
     assert source_seeds(ov_guide, available)[0].runtime_options == {**ov_guide.runtime_options, "source": "onnx"}
-    # no seed without either runtime (the ONNX export needs the onnx package ONNX Runtime checks for)
+    # no seed without OpenVINO installed (a None entry stands for a runtime whose object is absent)
     assert source_seeds(guide, {"eager": None, "openvino": None}) == []
     assert source_seeds(guide, {"eager": None, "onnxruntime": None}) == []
 
@@ -158,3 +158,6 @@ def test_openvino_from_onnx_leaves_the_space_without_the_onnx_package(fake_platf
     assert "onnx is not installed" in ov.unsupported(RunConfig(runtime="openvino", runtime_options={"source": "onnx"}))
     assert ov.unsupported(RunConfig(runtime="openvino")) is None
     assert search_space(fake_platform, available, ["fp32"])["runtime_options"]["openvino"]["source"] == ["pytorch"]
+    from rooftune.tuning.guidelines import source_seeds
+
+    assert source_seeds(RunConfig(runtime="onnxruntime", intra_threads=2), available) == []  # nor the seed

@@ -102,8 +102,9 @@ class TransferModel(BaseEstimator):
             Fb = self.model_.features_of(F)  # the base's own schema
             X, lf = self.model_.net_input(Fb), self.model_._log_flops(Fb)
             logY = (np.log(Yb) - self.model_._offset(Fb)[:, None] - self.model_.y_mean_) / self.model_.y_std_
+            known = bool(np.any(~np.isnan(logY)))
             for net in self.model_.nets_:  # each net of the base's ensemble, alike
-                if np.any(~np.isnan(logY)):
+                if known:
                     error = logY - net.predict(X, lf=lf)
                     overall = float(np.nanmedian(error))  # for a primitive without samples
                     net.shift_outputs([np.nanmedian(c) if np.any(~np.isnan(c)) else overall for c in error.T])

@@ -48,23 +48,22 @@ class OpenVINO(Runtime):
         core = ov.Core()
         if path.exists():
             model = core.read_model(str(path))
-        elif config.option("source", "pytorch") == "onnx":
-            from dataclasses import replace
-
-            from rooftune.runtimes.onnx_runtime import export_onnx
-
-            # ONNX Runtime's fp32 export of the same workload, made once and shared with it
-            fp32 = replace(config, runtime="onnxruntime", precision="fp32", runtime_options={})
-            onnx = fp32.artifact_path(workdir, "model.onnx")
-            if not onnx.exists():
-                export_onnx(wl, fp32, onnx)
-            model = core.read_model(str(onnx))
         else:
-            m = torch_module(wl, config)
-            with warnings.catch_warnings(), torch.no_grad():
-                warnings.simplefilter("ignore")
-                model = ov.convert_model(m, example_input=torch_inputs(wl, config))
-        if not path.exists():
+            if config.option("source", "pytorch") == "onnx":
+                from dataclasses import replace
+
+                from rooftune.runtimes.onnx_runtime import export_onnx
+
+                # ONNX Runtime's fp32 export of the same workload, made once and shared with it
+                fp32 = replace(config, runtime="onnxruntime", precision="fp32", runtime_options={})
+                onnx = fp32.artifact_path(workdir, "model.onnx")
+                if not onnx.exists():
+                    export_onnx(wl, fp32, onnx)
+                model = core.read_model(str(onnx))
+            else:
+                with warnings.catch_warnings(), torch.no_grad():
+                    warnings.simplefilter("ignore")
+                    model = ov.convert_model(torch_module(wl, config), example_input=torch_inputs(wl, config))
             if config.precision == "int8":
                 from rooftune.runtimes.quantize import nncf_int8
 

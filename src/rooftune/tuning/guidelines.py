@@ -8,6 +8,9 @@ from typing import TYPE_CHECKING, Any
 from rooftune.tuning.config import RunConfig, allocator_library
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from rooftune.costs import OpCost
     from rooftune.platform import Platform
     from rooftune.workload import OpGraph
 
@@ -35,13 +38,13 @@ def average_width(graph: OpGraph) -> float:
     return len(heavy) / depth if depth else 1.0
 
 
-def conv3d_share(graph: OpGraph) -> float:
-    """The share of the graph's heavy-op FLOPs in 3-D convolutions (a 5-D weight)."""
-    from rooftune.costs import cost_of
+def conv3d_share(graph: OpGraph, costs: Sequence[OpCost] | None = None) -> float:
+    """The share of the graph's heavy-op FLOPs in 3-D convolutions (a 5-D weight); ``costs``, the
+    ops' costs when the caller has them (``costs_of(graph)``)."""
+    from rooftune.costs import costs_of
 
     total = three_d = 0.0
-    for op in graph.ops:
-        c = cost_of(op)
+    for op, c in zip(graph.ops, costs if costs is not None else costs_of(graph), strict=True):
         if c.kind not in HEAVY_KINDS or not c.flops:
             continue
         total += c.flops
@@ -73,10 +76,10 @@ def guideline(platform: Platform, graph: OpGraph, available: dict[str, Any], *, 
     # 1-thread pools ran inception_v3 (width 2.3) at 53.3 ms against 28.6 ms for one 2-thread pool.
     pools = max(1, min(cores // MIN_INTRA, round(width))) if graph.capture == "torch.export" else 1
     intra = max(1, cores // pools)
-    from rooftune.costs import cost_of
+    from rooftune.costs import costs_of
 
-    kinds = [cost_of(op).kind for op in graph.ops]
-    convolutional = kinds.count("conv") > 0
+    costs = costs_of(graph)
+    convolutional = any(c.kind == "conv" for c in costs)
     why = [f"{physical_usable(platform)} usable physical cores (SMT siblings left idle)"]
     if objective == "throughput":
         why.append(f"throughput: {instances} instance(s) of {cores} core(s), batch {batch or THROUGHPUT_BATCH}")
@@ -89,7 +92,7 @@ def guideline(platform: Platform, graph: OpGraph, available: dict[str, Any], *, 
     # 2-D convolutions only and runs 3-D ones as im2col + GEMM, OpenVINO has direct 3-D kernels
     # (2-core Emerald Rapids, batch 1: ONNX Runtime 1.49-1.71x slower than OpenVINO's defaults on
     # r3d_18, mc3_18, r2plus1d_18; BENCHMARKS.md).
-    share3d = conv3d_share(graph)
+    share3d = conv3d_share(graph, costs)
     if share3d > 0.5 and "openvino" in available:
         runtime, options = "openvino", {"hint": "LATENCY" if objective == "latency" else "THROUGHPUT", "streams": 1}
         why.append(f"OpenVINO: 3-D convolutions carry {share3d:.0%} of the FLOPs (direct 3-D kernels; "
@@ -154,11 +157,11 @@ def source_seeds(guide: RunConfig, available: dict[str, Any], objective: str = "
     """The guideline's threads on OpenVINO reading the ONNX export (fp32), evaluated before the
     search: the OpenVINO baseline converts the PyTorch module, and the same network read from its
     ONNX file ran up to 1.12x as fast (see the OpenVINO runtime), a choice a short search could
-    otherwise miss."""
+    otherwise miss. None where OpenVINO cannot read ONNX here (the onnx package missing)."""
     from dataclasses import replace
 
     ov = available.get("openvino")
-    if ov is None or "onnxruntime" not in available or guide.option("source", "pytorch") == "onnx":
+    if ov is None:
         return []
     options = dict(guide.runtime_options) if guide.runtime == "openvino" else {
         "hint": "LATENCY" if objective == "latency" else "THROUGHPUT", "streams": 1}
