@@ -1,7 +1,7 @@
 """Performance model, classifiers, transfer and selection, measured on profiled data.
 
     .venv/bin/python benchmarks/perfmodel_eval.py --db PROFILES.db [--target PLATFORM] [--select resnet50] [--json OUT]
-        [--estimator mlp] [--target-kind auto|time|per_flop|roofline]
+        [--estimator mlp] [--target-kind auto|time|per_flop|roofline] [--probe-exponent X]
 
 Needs a store with a campaign over several networks on this machine, e.g.
     rooftune profile --models resnet18,resnet50,mobilenet_v2,vgg16,googlenet,squeezenet1_0,shufflenet_v2_x1_0,\\
@@ -35,6 +35,9 @@ def main() -> int:
                     help="regressor used for selection and as transfer base (default: mlp, the kind `rooftune select` ships)")
     ap.add_argument("--target-kind", default="auto", choices=("auto", "time", "per_flop", "roofline"),
                     help="what that regressor learns (PerfModel's target; roofline: mlp only)")
+    ap.add_argument("--probe-exponent", type=float, default=None,
+                    help="bring the profiled times to the quiet machine with this exponent of the probe's reading "
+                         "(default: the library's, PROBE_ELASTICITY; 0: the times as stored)")
     ap.add_argument("--curve", default=None, help="write the transfer learning curve here (PNG)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
@@ -46,9 +49,10 @@ def main() -> int:
     here = current_platform()
     out: dict = {"platform": here.id, "cpu": here.cpu_model, "usable_cores": here.usable_cores}
     with Store(args.db) as s:
-        data = load_profile_data(s, args.platform)
+        data = load_profile_data(s, args.platform, probe_exponent=args.probe_exponent)
         others = [p for p in s.fingerprints() if p != data.platform_id and s.profiles(p)]
-        target = load_profile_data(s, args.target or (others[0] if others else None)) if (args.target or others) else None
+        target = (load_profile_data(s, args.target or (others[0] if others else None), probe_exponent=args.probe_exponent)
+                  if (args.target or others) else None)
     print(f"# {here.cpu_model}, {here.usable_cores} usable cores; source platform {data.platform_id}: {len(data)} specs, "
           f"{len(data.networks)} networks; {data.threads} threads")
     t0 = time.perf_counter()
@@ -59,6 +63,9 @@ def main() -> int:
         print(f"{name:4s} within10 {m['within_10pct']:.1%}  MAPE {m['mape']:.1%}  RMSPE {m['rmspe']:.1%}  "
               f"Spearman {m['spearman']:.3f}  top-1 {m['top1']:.1%} (within 5 %: {m['top1_within_5pct']:.1%})  "
               f"regret mean {m['regret_mean']:.1%} worst {m['regret_worst']:.1%}")
+    ps = ev.get("probe_scaling") or {}
+    print(f"times brought to the quiet machine (probe exponent {ps.get('exponent')}): {ps.get('scaled')} of "
+          f"{ps.get('rows')} rows scaled, median factor {ps.get('median', 1):.3f}, 90th percentile {ps.get('p90', 1):.3f}")
     rep = ev.get("repeatability") or {}
     if rep.get("rows"):
         print(f"the held-out rows against themselves: {rep['within_10pct']:.1%} of {rep['rows']} had a second pass within "

@@ -539,6 +539,11 @@ def _print_eval(r: dict[str, Any]) -> None:
                   f"{m.get('spearman', math.nan):.3f}", _pct(m.get("top1")), _pct(m.get("top1_within_5pct")),
                   _pct(m.get("regret_mean")), _pct(m.get("regret_worst")), _seconds(m.get("fit_s", math.nan)))
     out.print(t)
+    ps = r.get("probe_scaling") or {}
+    if ps.get("scaled"):
+        out.print(f"times brought to the quiet machine: {ps['scaled']} of {ps['rows']} rows had their fastest pass while "
+                  f"the machine-speed probe read slow, divided by {ps['median']:.3f} (median; 90th percentile "
+                  f"{ps['p90']:.3f})", highlight=False)
     rep = r.get("repeatability") or {}
     if rep.get("rows"):
         out.print(f"the held-out rows against themselves: {_pct(rep['within_10pct'])} of {rep['rows']} had a second pass "
@@ -577,15 +582,15 @@ def train(
     """Learn a performance model of the convolution primitives from profiled data."""
     from rooftune.perfmodel import ESTIMATORS, evaluate, load_profile_data, select_time
     from rooftune.perfmodel import train as fit
-    from rooftune.perfmodel.regressors import TARGETS
+    from rooftune.perfmodel.regressors import resolve_target
     from rooftune.store import Store
 
     if estimator not in ESTIMATORS:
         raise InvalidArgument("--estimator", estimator, f"allowed {', '.join(ESTIMATORS)}")
-    if target not in ("auto", *TARGETS):
-        raise InvalidArgument("--target", target, f"allowed auto, {', '.join(TARGETS)}")
-    if target == "roofline" and estimator != "mlp":
-        raise InvalidArgument("--target", target, f"allowed with --estimator mlp only, not {estimator}")
+    try:  # before the store is read; the library's rule, under the flag's name
+        resolve_target(estimator, target)
+    except InvalidArgument as e:
+        raise InvalidArgument("--target", target, e.allowed) from None
     if held_out is not None and not eval_:
         raise InvalidArgument("--held-out", held_out, "allowed only with --eval (the networks the evaluation holds out)")
     if save is not None:

@@ -481,3 +481,39 @@ def test_the_mlp_averages_an_ensemble_of_nets_and_loads_a_single_net_model() -> 
     assert np.allclose(old.predict_log(data.specs[:5]), each[0])
     with pytest.raises(InvalidArgument, match="n_nets"):
         PerfModel("mlp", n_nets=0).fit(data.specs, data.times, data.primitives)
+
+
+def test_times_are_brought_to_the_quiet_machine_by_the_probe_read_at_their_fastest_pass() -> None:
+    from rooftune.perfmodel.data import PROBE_ELASTICITY, rows_to_data
+
+    a, b, c = ConvSpec(1, 16, 8, 8, 16, 3, 3, padding=1), ConvSpec(1, 32, 8, 8, 32, 1, 1), ConvSpec(1, 8, 4, 4, 8, 1, 1)
+
+    def row(spec: ConvSpec, prim: str, medians: list[float], canary: list[float] | None, threads: int = 2) -> dict:
+        return {"spec": spec.to_dict(), "spec_key": spec.key(), "primitive": prim, "threads": threads, "status": "ok",
+                "median_s": min(medians), "pass_medians": medians, "pass_canary": canary, "sources": ["net"]}
+
+    rows = [
+        row(a, "p", [1.0e-3, 1.2e-3], [1.0e-4, 1.0e-4]),  # fastest pass on a quiet machine
+        row(b, "p", [2.5e-3, 2.0e-3], [1.0e-4, 1.44e-4]),  # fastest pass while the probe read 1.44x
+        row(c, "p", [3.0e-3], None),  # no probe readings: as measured
+        row(a, "transform:nchw-to-nhwc", [4.0e-5], [1.21e-4]),
+        row(b, "p", [5.0e-3], [0.5e-4], threads=1),  # another thread count: not the reference
+    ]
+    data = rows_to_data(rows, "plat", 2)
+    t = dict(zip([s.key() for s in data.specs], data.times[:, 0]))
+    assert t[a.key()] == pytest.approx(1.0e-3)
+    assert t[b.key()] == pytest.approx(2.0e-3 / 1.44 ** PROBE_ELASTICITY)
+    assert t[c.key()] == pytest.approx(3.0e-3)
+    assert data.transforms[a.key()]["nchw-to-nhwc"] == pytest.approx(4.0e-5 / 1.21 ** PROBE_ELASTICITY)
+    scaling = data.probe_scaling()
+    assert scaling["rows"] == 3 and scaling["scaled"] == 1
+    assert scaling["median"] == pytest.approx(1.44 ** PROBE_ELASTICITY)
+    assert data.provenance()["probe_scaling"] == scaling
+    assert data.subset([1]).probe_factor[0, 0] == pytest.approx(data.probe_factor[1, 0])
+    raw = rows_to_data(rows, "plat", 2, probe_exponent=0)
+    assert sorted(raw.times[:, 0]) == pytest.approx([1.0e-3, 2.0e-3, 3.0e-3])
+    assert raw.probe_scaling() == {**raw.probe_scaling(), "scaled": 0, "exponent": 0.0}
+    full = rows_to_data(rows, "plat", 2, probe_exponent=1)
+    assert sorted(full.times[:, 0])[1] == pytest.approx(2.0e-3 / 1.44)
+    with pytest.raises(InvalidArgument, match="probe_exponent"):
+        rows_to_data(rows, "plat", 2, probe_exponent=-1)

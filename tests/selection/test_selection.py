@@ -301,8 +301,8 @@ def test_train_cli_evaluates_and_saves(tmp_path: Path, capsys: pytest.CaptureFix
     assert main(["train", "--target", "time", "--save", str(tmp_path / "time.pkl"), "--db", db]) == 0
     assert load_model(tmp_path / "time.pkl").target_ == "time"
     assert main(["train", "--target", "roofline", "--estimator", "gbr", "--db", db]) != 0
-    assert "allowed with --estimator mlp only" in capsys.readouterr().err
+    assert "invalid --target 'roofline': allowed with the mlp only" in capsys.readouterr().err
     assert main(["train", "--target", "seconds", "--db", db]) != 0
-    assert "allowed auto, time, per_flop, roofline" in capsys.readouterr().err
+    assert "invalid --target 'seconds': allowed auto, time, per_flop, roofline" in capsys.readouterr().err
     assert main(["train", "--eval", "--held-out", "resnet50", "--db", db]) != 0
     assert "profiled networks: net0, net1, net2" in capsys.readouterr().err

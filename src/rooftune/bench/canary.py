@@ -6,7 +6,9 @@ together: on a 2-vCPU VM measured here, a "slow" stretch read 1.3-1.4x (another 
 cores' siblings) or 1.9x (both vCPUs on one physical core), and convolutions read 1.4-1.9x then
 (BENCHMARKS.md, "quiet stretches"). The factor differs per kernel, so a reading cannot be divided
 by the probe's; but the probe tells the stretches apart: a measurement taken while the probe read
-within :data:`QUIET` of its fastest is one taken on a quiet machine.
+within :data:`QUIET` of its fastest is one taken on a quiet machine. (Over many rows the probe
+does say how slow a campaign's host was: the performance model's data divides each profiled
+time by a damped power of the probe's reading, :mod:`rooftune.perfmodel.data`.)
 
 The probe is a 256 x 256 fp32 matrix product through torch (~0.1 ms on two cores), at the
 caller's thread count, timed by the harness with a short policy (about 10 ms a reading).

@@ -134,6 +134,8 @@ def evaluate(data: ProfileData, estimators: Sequence[str] = REGRESSORS, held_out
                               # over the held-out rows the regressors are scored on, not the whole
                               # store: sampled specs are never held out
                               "repeatability": held_out_rows.repeatability(),
+                              # the times as brought to the quiet machine (perfmodel.data)
+                              "probe_scaling": data.probe_scaling(),
                               "regressors": {}, "classifiers": {}, "baselines": {}}
     for est in estimators:
         preds, trues, spreads, per_net, fit_s = [], [], [], {}, 0.0
