@@ -27,9 +27,11 @@ from rooftune.primitives.spec import ConvSpec
 #: A row is steady when its second-fastest pass lies within this factor of its stored time.
 STEADY = 1.10
 #: A profiled time is divided by (probe reading / the platform's fastest) to this power. Chosen
-#: on held-out networks measured on a quiet host, training on 11-12 of them plus 11 networks
-#: profiled in busy hours (three seeds of the mlp, leave one out): within +-10 % 69.2 % as
-#: measured, 79.9 % at 0.5, 71.2 % at 1.0 (BENCHMARKS.md, perfmodel Run 12).
+#: on the 10 networks of a 24-network store whose rows were measured on a quiet host, each held
+#: out in turn and scored as stored, training on the rest (11 networks profiled in busy hours
+#: among them) scaled with each exponent (the mlp, three seeds; `benchmarks/probe_scaling.py`):
+#: within +-10 % 69.1 % as stored, 77.4 % at 0.3, 79.6 % at 0.5, 79.0 % at 0.7, 70.6 % at 1
+#: (BENCHMARKS.md, perfmodel Run 12).
 PROBE_ELASTICITY = 0.5
 #: The platform's fastest probe reading is taken as this percentile of all its rows' readings
 #: (the least one could be a lucky outlier).
