@@ -200,10 +200,10 @@ def rows_to_data(rows: Sequence[Mapping[str, Any]], platform_id: str, threads: i
     factors: dict[tuple[str, str], float] = {}
     transforms: dict[str, dict[str, float]] = {}
     names: list[str] = []
-    # the probe runs at the campaign's thread count: its fastest reading is taken at this one
     exponent = PROBE_ELASTICITY if probe_exponent is None else float(probe_exponent)
     if not math.isfinite(exponent) or exponent < 0:
         raise InvalidArgument("probe_exponent", probe_exponent, "allowed a number >= 0 (0 keeps the times as stored)")
+    # the probe runs at the campaign's thread count: its fastest reading is taken at this one
     reference = probe_reference([r for r in rows if int(r["threads"]) == threads]) if exponent else None
     for r in rows:
         if int(r["threads"]) != threads:
