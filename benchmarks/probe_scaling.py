@@ -34,7 +34,7 @@ def main() -> int:
 
     import torch
 
-    from rooftune.perfmodel import PerfModel, load_profile_data, regression_metrics
+    from rooftune.perfmodel import PerfModel, load_profile_data, regression_metrics, rows_to_data
     from rooftune.perfmodel.evaluate import folds, predict_for
     from rooftune.perfmodel.features import cache_sizes
     from rooftune.store import Store
@@ -45,8 +45,13 @@ def main() -> int:
     seeds = [int(x) for x in args.seeds.split(",")]
     with Store(args.db) as s:
         stored = load_profile_data(s, args.platform, probe_exponent=0)
-        full = load_profile_data(s, args.platform, probe_exponent=1)
-        scaled = {e: load_profile_data(s, args.platform, probe_exponent=e) for e in exponents}
+        rows = s.profiles(stored.platform_id)  # read once; each exponent's data built from them
+
+    def scaled_by(e: float):
+        return rows_to_data(rows, stored.platform_id, stored.threads, fingerprint=stored.fingerprint, probe_exponent=e)
+
+    full = scaled_by(1)
+    scaled = {e: scaled_by(e) for e in exponents}
     factor = {}
     for net in full.networks:
         rows = full.of_network(net)

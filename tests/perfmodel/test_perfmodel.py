@@ -517,3 +517,4 @@ def test_times_are_brought_to_the_quiet_machine_by_the_probe_read_at_their_faste
     assert sorted(full.times[:, 0])[1] == pytest.approx(2.0e-3 / 1.44)
     with pytest.raises(InvalidArgument, match="probe_exponent"):
         rows_to_data(rows, "plat", 2, probe_exponent=-1)
+    assert synthetic(20).probe_scaling()["exponent"] == 0.0  # data built without a store: as given

@@ -54,8 +54,9 @@ class ProfileData:
     #: Per (spec, primitive): what the stored time was divided by to bring it to the quiet
     #: machine (1 where the row has no probe reading). See the module's docstring.
     probe_factor: np.ndarray | None = None
-    #: The exponent those factors were computed with (0: the times as stored).
-    probe_exponent: float = PROBE_ELASTICITY
+    #: The exponent those factors were computed with (0: the times as stored, as in data built
+    #: without a store's probe readings).
+    probe_exponent: float = 0.0
 
     def __len__(self) -> int:
         return len(self.specs)

@@ -157,7 +157,7 @@ def source_seeds(guide: RunConfig, available: dict[str, Any], objective: str = "
     """The guideline's threads on OpenVINO reading the ONNX export (fp32), evaluated before the
     search: the OpenVINO baseline converts the PyTorch module, and the same network read from its
     ONNX file ran up to 1.12x as fast (see the OpenVINO runtime), a choice a short search could
-    otherwise miss. None where OpenVINO cannot read ONNX here (the onnx package missing)."""
+    otherwise miss. No seed where OpenVINO cannot read ONNX here (the onnx package missing)."""
     from dataclasses import replace
 
     ov = available.get("openvino")
