@@ -63,6 +63,11 @@ def test_features_follow_the_schema() -> None:
     assert F.shape == (2, len(FEATURES)) and np.all(np.isfinite(F))
     assert F[0, FEATURES.index("log_flops")] == pytest.approx(np.log2(s.flops))
     assert F[1, FEATURES.index("depthwise")] == 1 and F[0, FEATURES.index("depthwise")] == 0
+    # a depthwise layer's channels fill oneDNN's blocks of 16 in all, not per group
+    dw = featurize([ConvSpec(1, 24, 56, 56, 24, 3, 3, padding=1, groups=24)])[0]
+    assert dw[FEATURES.index("cpg_fill16")] == pytest.approx(1 / 16)
+    assert dw[FEATURES.index("c_fill16")] == pytest.approx(0.75) and dw[FEATURES.index("k_fill16")] == pytest.approx(0.75)
+    assert F[0, FEATURES.index("c_fill16")] == F[0, FEATURES.index("cpg_fill16")] == 1.0
 
 
 def test_regressor_follows_sklearn_conventions_and_learns() -> None:
@@ -177,9 +182,9 @@ def test_save_load_round_trip_and_refusals(tmp_path: Path) -> None:
     # a schema-1 header over today's columns is inconsistent: refused
     payload["feature_schema"] = 1
     (tmp_path / "mixed.pkl").write_bytes(pickle.dumps(payload))
-    with pytest.raises(InvalidArgument, match="feature schema 1, this rooftune reads 1, 2"):
+    with pytest.raises(InvalidArgument, match="feature schema 1, this rooftune reads 1, 2, 3"):
         load_model(tmp_path / "mixed.pkl")
-    payload["feature_schema"], payload["versions"]["scikit-learn"] = 2, "0.20.0"
+    payload["feature_schema"], payload["versions"]["scikit-learn"] = 3, "0.20.0"
     (tmp_path / "sk.pkl").write_bytes(pickle.dumps(payload))
     with pytest.raises(InvalidArgument, match="scikit-learn 0.20.0"):
         load_model(tmp_path / "sk.pkl")

@@ -2,7 +2,11 @@
 bytes moved, arithmetic intensity, the im2col buffer, the working set against the platform's
 cache sizes, and how well the shape fills the blocks vectorized kernels work in (channels in
 blocks of 16 fp32 lanes, output rows in blocks of 8 and 16, Winograd's 4x4 output tiles): a layer
-with 24 channels pays for 32. Sizes and counts enter as log2 (times are roughly multiplicative in
+with 24 channels pays for 32. The channels are counted per group and in all (schema 3): a
+depthwise layer has one channel per group, but oneDNN blocks its groups' channels together, so a
+depthwise layer of 24 channels pays for 32 too (on the Emerald Rapids VM its NCHW time was 2.2x
+the pre-packed NHWC one in the median where the channels fill the blocks, 2.9-3.5x where they do
+not: BENCHMARKS.md, perfmodel Run 13). Sizes and counts enter as log2 (times are roughly multiplicative in
 them)."""
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from rooftune.primitives.spec import ConvSpec
 
 #: Bumped whenever a feature is added, removed or computed differently: a saved model with another
 #: schema is refused (its columns would mean something else).
-FEATURE_SCHEMA_VERSION = 2
+FEATURE_SCHEMA_VERSION = 3
 
 FEATURES: tuple[str, ...] = (
     "log_N", "log_C", "log_H", "log_W", "log_K", "R", "S", "stride", "padding", "dilation", "log_groups",
@@ -25,11 +29,13 @@ FEATURES: tuple[str, ...] = (
     "log_im2col_bytes", "log_weight_bytes", "log_cpg", "log_kpg", "ws_over_l1", "ws_over_l2", "ws_over_l3",
     # schema 2: block fill (a share in (0, 1]) and the output's pixel count
     "cpg_fill16", "kpg_fill16", "q_fill16", "q_fill8", "tile_fill4", "log_PQ",
+    # schema 3: the fill of all the channels (a grouped convolution blocks its groups' channels together)
+    "c_fill16", "k_fill16",
 )
 
 #: The features of each schema this release reads. Each schema extends the one before, so a
 #: model of an older schema predicts from the first columns of today's features.
-SCHEMA_FEATURES: dict[int, tuple[str, ...]] = {1: FEATURES[:26], 2: FEATURES}
+SCHEMA_FEATURES: dict[int, tuple[str, ...]] = {1: FEATURES[:26], 2: FEATURES[:32], 3: FEATURES}
 
 #: Cache sizes assumed when a platform has no fingerprint (a common server core).
 DEFAULT_CACHES = {"L1d": 48 * 1024, "L2": 1024 * 1024, "L3": 32 * 1024 * 1024}
@@ -71,7 +77,7 @@ def feature_row(spec: ConvSpec, caches: Mapping[str, int] | None = None) -> list
         _l2(spec.flops), _l2(moved), _l2(spec.flops / moved), _l2(im2col), _l2(w_b), _l2(cpg), _l2(kpg),
         _l2(ws / caches["L1d"]), _l2(ws / caches["L2"]), _l2(ws / caches["L3"]),
         _fill(cpg, 16), _fill(kpg, 16), _fill(spec.Q, 16), _fill(spec.Q, 8),
-        _fill(spec.P, 4) * _fill(spec.Q, 4), _l2(spec.P * spec.Q),
+        _fill(spec.P, 4) * _fill(spec.Q, 4), _l2(spec.P * spec.Q), _fill(spec.C, 16), _fill(spec.K, 16),
     ]
 
 
