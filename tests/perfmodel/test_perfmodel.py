@@ -70,6 +70,19 @@ def test_features_follow_the_schema() -> None:
     assert F[0, FEATURES.index("c_fill16")] == F[0, FEATURES.index("cpg_fill16")] == 1.0
 
 
+def test_a_model_of_the_previous_schema_still_loads_and_predicts(tmp_path: Path) -> None:
+    """A schema-2 model (the shipped Xeon base before schema 3) reads the first 32 of today's columns."""
+    data = synthetic()
+    F2 = featurize(data.specs)[:, :len(SCHEMA_FEATURES[2])]
+    m = PerfModel("gbr", n_estimators=5).fit(F2, data.times, data.primitives)
+    payload = pickle.loads(save_model(m, tmp_path / "m.pkl").read_bytes())
+    payload["feature_schema"], payload["features"] = 2, list(SCHEMA_FEATURES[2])
+    (tmp_path / "s2.pkl").write_bytes(pickle.dumps(payload))
+    back = load_model(tmp_path / "s2.pkl")
+    assert back.n_features_in_ == 32 < len(FEATURES)
+    assert np.allclose(back.predict(data.specs[:5]), m.predict(F2[:5]))
+
+
 def test_regressor_follows_sklearn_conventions_and_learns() -> None:
     data = synthetic()
     m = PerfModel("gbr", n_estimators=150)
