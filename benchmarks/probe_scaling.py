@@ -75,7 +75,7 @@ def main() -> int:
             for (net, train, _), (net2, _, test) in zip(folds(scaled[e], quiet), test_folds):
                 assert net == net2
                 m = PerfModel("mlp", n_nets=1, random_state=seed).fit(train.specs, train.times, train.primitives,
-                                                                      caches=caches)
+                                                                      caches=caches, threads=stored.threads)
                 preds.append(np.log(predict_for(m, test)))
                 trues.append(test.times)
             logs.append(np.vstack(preds))

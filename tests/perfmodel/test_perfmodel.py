@@ -29,7 +29,7 @@ from rooftune.perfmodel import (
     regression_metrics,
     save_model,
 )
-from rooftune.perfmodel.features import SCHEMA_FEATURES
+from rooftune.perfmodel.features import SCHEMA_FEATURES, torch_onednn
 from rooftune.perfmodel.persist import MAGIC
 from rooftune.primitives.spec import ConvSpec
 from rooftune.profiling import sample_specs
@@ -68,6 +68,14 @@ def test_features_follow_the_schema() -> None:
     assert dw[FEATURES.index("cpg_fill16")] == pytest.approx(1 / 16)
     assert dw[FEATURES.index("c_fill16")] == pytest.approx(0.75) and dw[FEATURES.index("k_fill16")] == pytest.approx(0.75)
     assert F[0, FEATURES.index("c_fill16")] == F[0, FEATURES.index("cpg_fill16")] == 1.0
+    # which path F.conv2d takes (ATen's use_mkldnn, as ONEDNN_VERBOSE showed on torch 2.15)
+    col = FEATURES.index("torch_onednn")
+    pw112, pw80 = ConvSpec(1, 112, 14, 14, 64, 1, 1), ConvSpec(1, 80, 14, 14, 64, 1, 1)
+    assert featurize([pw112])[0, col] == 1 and featurize([pw80])[0, col] == 0  # 21952 / 15680 input elements
+    assert featurize([pw112], threads=1)[0, col] == 0  # one thread: an unstrided 1x1 stays in ATen
+    assert featurize([ConvSpec(1, 112, 14, 14, 64, 1, 1, stride=2)], threads=1)[0, col] == 1
+    assert featurize([ConvSpec(1, 8, 8, 8, 8, 3, 3, padding=1, groups=8)], threads=1)[0, col] == 1
+    assert torch_onednn(ConvSpec(1, 3, 16, 16, 8, 7, 7)) and not torch_onednn(ConvSpec(1, 3, 16, 16, 8, 3, 3))
 
 
 def test_a_model_of_the_previous_schema_still_loads_and_predicts(tmp_path: Path) -> None:
@@ -91,6 +99,13 @@ def test_regressor_follows_sklearn_conventions_and_learns() -> None:
     assert m.get_params()["estimator"] == "gbr" and not hasattr(m, "primitives_")
     assert m.fit(data.specs, data.times, data.primitives) is m
     assert m.primitives_ == PRIMS and m.n_features_in_ == len(FEATURES) and m.n_train_["gemm-1x1-nchw"] > 10
+    # the features of specs predicted later are those of the platform and thread count fitted on
+    one = data.subset(list(range(len(data))))
+    one.threads = 1
+    m1 = one.fit(PerfModel("gbr", n_estimators=5))
+    assert m1.threads_ == 1 and m.threads_ is None
+    pw = ConvSpec(1, 112, 14, 14, 64, 1, 1)
+    assert m1.features_of([pw])[0, FEATURES.index("torch_onednn")] == 0 == 1 - m.features_of([pw])[0, FEATURES.index("torch_onednn")]
     test = synthetic(40, seed=9)
     pred = m.predict(test.specs)
     metrics = regression_metrics(pred, test.times)
@@ -261,6 +276,12 @@ def test_transfer_adapts_to_a_slower_platform() -> None:
         m = TransferModel(None if method == "scratch" else base, method).fit(tr.specs, tr.times, tr.primitives)
         scores[method] = regression_metrics(m.predict(te.specs), te.times)["mape"]
     assert scores["residual"] < scores["base"] / 3 and scores["residual"] < scores["scratch"]
+    # features on the new platform are those of its own thread count (the base's by default)
+    assert base.threads_ == a.threads == 2
+    assert TransferModel(base, "residual").fit(tr.specs, tr.times, tr.primitives).threads_ == 2
+    one = TransferModel(base, "residual").fit(tr.specs, tr.times, tr.primitives, threads=1)
+    pw = ConvSpec(1, 112, 14, 14, 64, 1, 1)
+    assert one.threads_ == 1 and one.predict([pw]).shape == (1, len(base.primitives_))
     with pytest.raises(InvalidArgument, match="sampler"):
         choose_samples(b.specs, 5, "greedy")
 

@@ -216,7 +216,7 @@ def transfer(base: Any, *, samples: int = 50, sampler: str = "active", method: s
     sub = data.subset([i for i, s in enumerate(data.specs) if s.key() in keys])
     model = TransferModel(base, method, random_state=seed).fit(
         sub.specs, sub.times, sub.primitives, provenance={**sub.provenance(), "sampler": sampler},
-        conversions=sub.conversions())
+        conversions=sub.conversions(), threads=sub.threads)
     path = save if save is not None else transferred_model_path(platform.id)
     _save(model, path)
     return model, {"platform_id": platform.id, "samples": len(sub), "sampler": sampler, "method": method,

@@ -122,7 +122,7 @@ class ProfileData:
         from rooftune.perfmodel.features import cache_sizes
 
         return model.fit(self.specs, self.times, self.primitives, caches=cache_sizes(self.fingerprint),
-                         provenance=self.provenance(), conversions=self.conversions())
+                         provenance=self.provenance(), conversions=self.conversions(), threads=self.threads)
 
     def provenance(self) -> dict[str, Any]:
         import time

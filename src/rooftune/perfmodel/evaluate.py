@@ -142,7 +142,7 @@ def evaluate(data: ProfileData, estimators: Sequence[str] = REGRESSORS, held_out
         for net, train, test in fs:
             say(f"{est}: holding out {net}")
             t0 = time.perf_counter()
-            m = make(est).fit(train.specs, train.times, train.primitives, caches=caches)
+            m = make(est).fit(train.specs, train.times, train.primitives, caches=caches, threads=data.threads)
             fit_s += time.perf_counter() - t0
             pred = predict_for(m, test)
             preds.append(pred)

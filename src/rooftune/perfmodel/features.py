@@ -6,8 +6,11 @@ with 24 channels pays for 32. The channels are counted per group and in all (sch
 depthwise layer has one channel per group, but oneDNN blocks its groups' channels together, so a
 depthwise layer of 24 channels pays for 32 too (on the Emerald Rapids VM its NCHW time was 2.2x
 the pre-packed NHWC one in the median where the channels fill the blocks, 2.9-3.5x where they do
-not: BENCHMARKS.md, perfmodel Run 13). Sizes and counts enter as log2 (times are roughly multiplicative in
-them)."""
+not: BENCHMARKS.md, perfmodel Run 13). Schema 3 also says which path PyTorch's own convolution
+(the ``pytorch-default`` primitive) takes, :func:`torch_onednn`: a batch-1 1x1 layer of 80
+channels at 14x14 runs ATen's GEMM (there in 0.6x the time of pre-packed oneDNN, for 200 output
+channels), one of 112 channels runs oneDNN. Sizes and counts enter as log2 (times are roughly
+multiplicative in them)."""
 
 from __future__ import annotations
 
@@ -29,8 +32,9 @@ FEATURES: tuple[str, ...] = (
     "log_im2col_bytes", "log_weight_bytes", "log_cpg", "log_kpg", "ws_over_l1", "ws_over_l2", "ws_over_l3",
     # schema 2: block fill (a share in (0, 1]) and the output's pixel count
     "cpg_fill16", "kpg_fill16", "q_fill16", "q_fill8", "tile_fill4", "log_PQ",
-    # schema 3: the fill of all the channels (a grouped convolution blocks its groups' channels together)
-    "c_fill16", "k_fill16",
+    # schema 3: the fill of all the channels (a grouped convolution blocks its groups' channels
+    # together), and whether F.conv2d runs oneDNN (1) or ATen's im2col + GEMM (0)
+    "c_fill16", "k_fill16", "torch_onednn",
 )
 
 #: The features of each schema this release reads. Each schema extends the one before, so a
@@ -60,7 +64,19 @@ def _fill(n: int, block: int) -> float:
     return n / (math.ceil(n / block) * block)
 
 
-def feature_row(spec: ConvSpec, caches: Mapping[str, int] | None = None) -> list[float]:
+def torch_onednn(spec: ConvSpec, threads: int | None = None) -> bool:
+    """Whether ``F.conv2d`` on a CPU fp32 NCHW tensor runs oneDNN (ATen's ``use_mkldnn``, checked
+    with ONEDNN_VERBOSE on torch 2.15): grouped convolutions, kernels larger than 3x3 both ways,
+    batches above 1 and inputs of more than 20480 elements do, except that on one thread an
+    unstrided, undilated 1x1 convolution of a batch below 16 never does; the rest run ATen's own
+    im2col + GEMM. ``threads`` None: more than one."""
+    one_thread_native = (threads == 1 and spec.R == spec.S == 1 and max(spec.stride) == 1
+                         and max(spec.dilation) == 1 and spec.N < 16)
+    return not one_thread_native and (spec.groups > 1 or (spec.R > 3 and spec.S > 3) or spec.N > 1
+                                      or spec.N * spec.C * spec.H * spec.W > 20480)
+
+
+def feature_row(spec: ConvSpec, caches: Mapping[str, int] | None = None, threads: int | None = None) -> list[float]:
     caches = caches or DEFAULT_CACHES
     elem = 1 if spec.dtype == "int8" else 4
     cpg, kpg = spec.C // spec.groups, spec.K // spec.groups
@@ -78,11 +94,14 @@ def feature_row(spec: ConvSpec, caches: Mapping[str, int] | None = None) -> list
         _l2(ws / caches["L1d"]), _l2(ws / caches["L2"]), _l2(ws / caches["L3"]),
         _fill(cpg, 16), _fill(kpg, 16), _fill(spec.Q, 16), _fill(spec.Q, 8),
         _fill(spec.P, 4) * _fill(spec.Q, 4), _l2(spec.P * spec.Q), _fill(spec.C, 16), _fill(spec.K, 16),
+        float(torch_onednn(spec, threads)),
     ]
 
 
-def featurize(specs: Sequence[ConvSpec], caches: Mapping[str, int] | None = None) -> np.ndarray:
-    """One row per spec, columns :data:`FEATURES`."""
+def featurize(specs: Sequence[ConvSpec], caches: Mapping[str, int] | None = None,
+              threads: int | None = None) -> np.ndarray:
+    """One row per spec, columns :data:`FEATURES`, for a platform of these cache sizes running at
+    ``threads`` threads (None: more than one)."""
     if not specs:
         return np.zeros((0, len(FEATURES)))
-    return np.asarray([feature_row(s, caches) for s in specs], dtype=np.float64)
+    return np.asarray([feature_row(s, caches, threads) for s in specs], dtype=np.float64)

@@ -63,13 +63,13 @@ def resolve_target(estimator: str, target: str) -> str:
 _LOG_FLOPS = FEATURES.index("log_flops")
 
 
-def as_features(X: Any, caches: Mapping[str, int] | None) -> np.ndarray:
+def as_features(X: Any, caches: Mapping[str, int] | None, threads: int | None = None) -> np.ndarray:
     """Feature matrix from a list of ConvSpec or an array already featurized."""
     if isinstance(X, np.ndarray):
         return X.astype(np.float64, copy=False)
     X = list(X)
     if X and isinstance(X[0], ConvSpec):
-        return featurize(X, caches)
+        return featurize(X, caches, threads)
     return np.asarray(X, dtype=np.float64).reshape(len(X), -1) if X else np.zeros((0, len(FEATURES)))
 
 
@@ -218,16 +218,19 @@ class PerfModel(BaseEstimator):
     # ------------------------------------------------------------------ fitting
     def fit(self, X: Any, Y: np.ndarray, primitives: Sequence[str], caches: Mapping[str, int] | None = None,
             provenance: Mapping[str, Any] | None = None,
-            conversions: Sequence[tuple[ConvSpec, float]] | None = None) -> PerfModel:
+            conversions: Sequence[tuple[ConvSpec, float]] | None = None, threads: int | None = None) -> PerfModel:
         """``Y[i, j]``: seconds of primitive ``primitives[j]`` on spec i (NaN unknown). ``conversions``:
-        measured NCHW <-> NHWC conversions of spec inputs, for :meth:`predict_conversion`."""
+        measured NCHW <-> NHWC conversions of spec inputs, for :meth:`predict_conversion`.
+        ``caches`` and ``threads`` (None: more than one) describe where the times were measured:
+        features of specs given later are computed for the same."""
         if self.estimator not in ESTIMATORS:
             raise InvalidArgument("estimator", self.estimator, f"allowed {', '.join(ESTIMATORS)}")
         target = resolve_target(self.estimator, self.target)
         if isinstance(self.n_nets, bool) or not isinstance(self.n_nets, int) or self.n_nets < 1:
             raise InvalidArgument("n_nets", self.n_nets, "allowed an integer >= 1 (the mlp's ensemble size)")
         self.caches_ = dict(caches or DEFAULT_CACHES)
-        F = as_features(X, self.caches_)
+        self.threads_ = threads
+        F = as_features(X, self.caches_, threads)
         Y = np.asarray(Y, dtype=np.float64)
         if Y.ndim != 2 or Y.shape != (len(F), len(primitives)):
             raise InvalidArgument("times", Y.shape, f"allowed shape ({len(F)}, {len(primitives)}): specs x primitives")
@@ -307,7 +310,7 @@ class PerfModel(BaseEstimator):
         """X's features as this model reads them: a model fitted on an older feature schema (the
         first columns of today's) gets those columns only."""
         self._check()
-        F = as_features(X, self.caches_)
+        F = as_features(X, self.caches_, getattr(self, "threads_", None))
         n = self.n_features_in_
         if F.shape[1] > n and list(getattr(self, "feature_names_in_", [])) == list(FEATURES[:n]):
             F = F[:, :n]

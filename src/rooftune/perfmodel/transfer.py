@@ -72,7 +72,9 @@ class TransferModel(BaseEstimator):
         self.random_state = random_state
 
     def fit(self, X: Any, Y: np.ndarray, primitives: Sequence[str], provenance: dict[str, Any] | None = None,
-            conversions: Sequence[tuple[ConvSpec, float]] | None = None) -> TransferModel:
+            conversions: Sequence[tuple[ConvSpec, float]] | None = None, threads: int | None = None) -> TransferModel:
+        """``threads``: the thread count the new platform's samples ran at (default: the base's);
+        features of specs, the path PyTorch's own convolution takes among them, are computed for it."""
         if self.method not in METHODS:
             raise InvalidArgument("method", self.method, f"allowed {', '.join(METHODS)}")
         if self.method != "scratch" and (self.base is None or not hasattr(self.base, "primitives_")):
@@ -83,9 +85,10 @@ class TransferModel(BaseEstimator):
                 self.primitives_.append(p)
         Y = self._align(np.asarray(Y, dtype=np.float64), primitives)
         self.caches_ = dict(self.base.caches_) if self.base is not None else None
+        self.threads_ = threads if threads is not None else getattr(self.base, "threads_", None)
         self.provenance_ = {**(getattr(self.base, "provenance_", {}) or {}), "transfer": dict(provenance or {}),
                             "method": self.method, "samples": int(np.any(~np.isnan(Y), axis=1).sum())}
-        F = as_features(X, self.caches_)
+        F = as_features(X, self.caches_, self.threads_)
         self.conversion_ = getattr(self.base, "conversion_", None) if self.base is not None else None
         if conversions:
             from rooftune.perfmodel.regressors import fit_conversion
@@ -144,7 +147,7 @@ class TransferModel(BaseEstimator):
     def predict_log(self, X: Any) -> np.ndarray:
         if not hasattr(self, "primitives_"):
             raise NotFittedError("this TransferModel is not fitted yet: call fit()")
-        F = as_features(X, self.caches_)
+        F = as_features(X, self.caches_, getattr(self, "threads_", None))
         if self.method == "scratch":
             return self.model_.predict_log(F)
         if self.method == "finetune":
@@ -194,7 +197,7 @@ def learning_curve(base: PerfModel, target: ProfileData, ks: Sequence[int] = DEF
                 tm = TransferModel(base if m != "scratch" else None, m, random_state=seed + r)
                 if m == "scratch":
                     tm.base = None
-                tm.fit(train.specs, train.times, train.primitives)
+                tm.fit(train.specs, train.times, train.primitives, threads=train.threads)
                 runs[m].append(regression_metrics(predict_for(tm, test), test.times))
         for m, rs in runs.items():
             if rs:
