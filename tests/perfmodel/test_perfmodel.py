@@ -237,6 +237,7 @@ def test_classifier_and_baselines() -> None:
     acc = np.mean(clf.predict(test.specs) == np.asarray([PRIMS[i] for i in tidx], dtype=object))
     assert acc > 0.8
     assert MethodClassifier("nb").fit(data.specs, labels).predict(test.specs[:3]).shape == (3,)
+    assert clf.threads_ is None and MethodClassifier("tree").fit(data.specs, labels, threads=1).threads_ == 1
     with pytest.raises(NotFittedError):
         MethodClassifier().predict(test.specs[:1])
     assert acl_rules(ConvSpec(1, 64, 56, 56, 64, 3, 3, padding=1)) == "winograd-f4x4"

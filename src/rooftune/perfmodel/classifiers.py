@@ -43,13 +43,16 @@ class MethodClassifier(BaseEstimator):
         # network's layers then get primitives many times slower (BENCHMARKS.md, perfmodel Run 6).
         return GaussianNB(var_smoothing=NB_VAR_SMOOTHING)
 
-    def fit(self, specs: Sequence[ConvSpec], labels: Sequence[str]) -> MethodClassifier:
+    def fit(self, specs: Sequence[ConvSpec], labels: Sequence[str], threads: int | None = None) -> MethodClassifier:
+        """``labels``: each spec's fastest primitive, measured at ``threads`` threads (None: more
+        than one; the features of specs predicted later are computed for the same)."""
         if self.kind not in CLASSIFIERS:
             raise InvalidArgument("classifier", self.kind, f"allowed {', '.join(CLASSIFIERS)}")
         if len(specs) != len(labels) or not specs:
             raise InvalidArgument("training data", f"{len(specs)} specs / {len(labels)} labels",
                                   "needs one best primitive per spec, at least one spec")
-        F = featurize(list(specs), DEFAULT_CACHES)
+        self.threads_ = threads
+        F = featurize(list(specs), DEFAULT_CACHES, threads)
         y = np.asarray(labels, dtype=object)
         self.models_: dict[str, Any] = {}
         self.constant_: dict[str, str] = {}
@@ -68,7 +71,7 @@ class MethodClassifier(BaseEstimator):
         if not hasattr(self, "classes_"):
             raise NotFittedError("this MethodClassifier is not fitted yet: call fit()")
         specs = list(specs)
-        F = featurize(specs, DEFAULT_CACHES)
+        F = featurize(specs, DEFAULT_CACHES, getattr(self, "threads_", None))
         out = np.empty(len(specs), dtype=object)
         for precision, sel in (("fp32", F[:, _INT8] == 0), ("int8", F[:, _INT8] == 1)):
             if not sel.any():

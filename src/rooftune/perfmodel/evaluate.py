@@ -161,7 +161,8 @@ def evaluate(data: ProfileData, estimators: Sequence[str] = REGRESSORS, held_out
             idx, _ = train.best()
             keep = idx >= 0
             labels = [train.primitives[j] for j in idx[keep]]
-            clf = MethodClassifier(kind).fit([s for s, k in zip(train.specs, keep, strict=True) if k], labels)
+            clf = MethodClassifier(kind).fit([s for s, k in zip(train.specs, keep, strict=True) if k], labels,
+                                             threads=data.threads)
             chosen_all.extend(clf.predict(test.specs))
         result["classifiers"][kind] = _regret_of_choice(held_out_rows, chosen_all)
     for name, rule in BASELINES.items():
