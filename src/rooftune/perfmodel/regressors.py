@@ -209,8 +209,8 @@ class PerfModel(BaseEstimator):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         # a model saved before ``target`` existed learned log time; one saved before ``n_nets``
-        # existed has one net
-        state = {"target": "time", "n_nets": 1, **state}
+        # existed has one net; one saved before ``threads_`` existed was fitted without a thread count
+        state = {"target": "time", "n_nets": 1, "threads_": None, **state}
         if "net_" in state:
             state["nets_"] = [state.pop("net_")]
         super().__setstate__(state)
@@ -310,7 +310,7 @@ class PerfModel(BaseEstimator):
         """X's features as this model reads them: a model fitted on an older feature schema (the
         first columns of today's) gets those columns only."""
         self._check()
-        F = as_features(X, self.caches_, getattr(self, "threads_", None))
+        F = as_features(X, self.caches_, self.threads_)
         n = self.n_features_in_
         if F.shape[1] > n and list(getattr(self, "feature_names_in_", [])) == list(FEATURES[:n]):
             F = F[:, :n]
