@@ -9,7 +9,9 @@ both, as the performance model's data does).
         --platform e585d95f14c7adbc [--threads 2] [--exponents 0,0.3,0.5,0.7,1] [--json OUT]
 
 Per exponent: the pairs' share within +-10 % and +-5 % of each other and their median ratio, and
-the share within +-10 % per primitive. A prediction is scored against one measurement: a primitive
+the share within +-10 % per primitive; per spec, whether both campaigns name the same fastest
+primitive (the top-1 accuracy a model that predicted the earlier campaign exactly would score
+against the later one) and that choice's regret. A prediction is scored against one measurement: a primitive
 whose own rows repeat within 10 % only half the time cannot be predicted within 10 % much more often.
 """
 
@@ -58,8 +60,33 @@ def compare(old: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]], 
                       "median_ratio": float(np.exp(np.median(d[m])))}
         out["exponents"][str(e)] = {"pairs": len(common), "within_10pct": float(np.mean(rel <= 0.10)),
                                     "within_5pct": float(np.mean(rel <= 0.05)),
-                                    "median_ratio": float(np.exp(np.median(d))), "by_primitive": per}
+                                    "median_ratio": float(np.exp(np.median(d))), "by_primitive": per,
+                                    **fastest_agreement(a, b, common)}
     return out
+
+
+def fastest_agreement(a: Mapping[tuple[str, str], float], b: Mapping[tuple[str, str], float],
+                      common: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    """Per spec timed with at least two primitives in both: whether both campaigns name the same
+    fastest primitive, and the regret of the earlier one's choice on the later times (what top-1
+    accuracy and regret would read for a model that predicted the earlier campaign exactly)."""
+    by_spec: dict[str, list[str]] = {}
+    for spec, prim in common:
+        by_spec.setdefault(spec, []).append(prim)
+    same, near, regrets = [], [], []
+    for spec, prims in by_spec.items():
+        if len(prims) < 2:
+            continue
+        first = min(prims, key=lambda p: a[(spec, p)])
+        again = min(prims, key=lambda p: b[(spec, p)])
+        same.append(first == again)
+        regret = b[(spec, first)] / b[(spec, again)]
+        regrets.append(regret)
+        near.append(regret <= 1.05)
+    if not same:
+        return {}
+    return {"specs": len(same), "same_fastest": float(np.mean(same)), "fastest_within_5pct": float(np.mean(near)),
+            "regret_mean": float(np.mean(regrets)) - 1.0, "regret_worst": float(np.max(regrets)) - 1.0}
 
 
 def main() -> int:
@@ -90,6 +117,10 @@ def main() -> int:
         print(f"exponent {e}: {r['pairs']} pairs, within 10 % {r['within_10pct']:.1%}, within 5 % "
               f"{r['within_5pct']:.1%}, median ratio again/earlier {r['median_ratio']:.3f}")
         print("   " + ", ".join(f"{p} {v['within_10pct']:.0%}" for p, v in r["by_primitive"].items()))
+        if r.get("specs"):
+            print(f"   the same fastest primitive on {r['same_fastest']:.1%} of {r['specs']} specs (the earlier "
+                  f"one within 5 % of the best on {r['fastest_within_5pct']:.1%}); its regret on the later "
+                  f"times mean {r['regret_mean']:.1%}, worst {r['regret_worst']:.1%}")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(result, fh, indent=1)
