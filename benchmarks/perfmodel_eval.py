@@ -70,6 +70,9 @@ def main() -> int:
     if rep.get("rows"):
         print(f"the held-out rows against themselves: {rep['within_10pct']:.1%} of {rep['rows']} had a second pass within "
               f"10 % of their stored time ({rep['within_5pct']:.1%} within 5 %)")
+        if rep.get("fastest_specs"):
+            print(f"their second-fastest passes name the same fastest primitive on {rep['same_fastest']:.1%} of "
+                  f"{rep['fastest_specs']} specs")
         for name, m in ev["regressors"].items():
             if m.get("steady_pairs"):
                 print(f"{name:4s} within10 on those steady rows only: {m['within_10pct_steady']:.1%} of {m['steady_pairs']}")

@@ -549,6 +549,9 @@ def _print_eval(r: dict[str, Any]) -> None:
         out.print(f"the held-out rows against themselves: {_pct(rep['within_10pct'])} of {rep['rows']} had a second pass "
                   f"within 10 % of their stored time ({_pct(rep['within_5pct'])} within 5 %); a row that disagrees "
                   "with itself by more is predicted within +-10 % only by chance", highlight=False)
+        if rep.get("fastest_specs"):
+            out.print(f"their second-fastest passes name the same fastest primitive on {_pct(rep['same_fastest'])} of "
+                      f"{rep['fastest_specs']} specs (the top-1 of a second look)", highlight=False)
         steady = {name: m for name, m in r["regressors"].items() if m.get("steady_pairs")}
         if steady:
             out.print("within +-10 % on the steady rows only: " + ", ".join(

@@ -458,6 +458,21 @@ def test_the_data_is_measured_against_itself() -> None:
     assert ProfileData("p", 2, [], [], np.zeros((0, 0)), []).repeatability() == {"rows": 0}
 
 
+def test_the_fastest_primitive_is_looked_at_twice() -> None:
+    """repeatability() says on how many specs the primitives' second-fastest passes name the same
+    fastest primitive as the stored times: a spec needs two primitives with two passes each."""
+    nan = math.nan
+    times = np.array([[1.0, 2.0, nan], [1.0, 1.1, 5.0], [1.0, 3.0, 9.0]])
+    spread = np.array([[1.04, 1.15, nan],   # p1 still fastest at its second pass
+                       [1.30, 1.02, 1.0],   # p1 1.30 against p2 1.12: a second look names p2
+                       [1.10, nan, nan]])   # one primitive with two passes: says nothing
+    data = ProfileData("p", 2, [ConvSpec(1, 8, 8, 8, 8, 3, 3)] * 3, ["p1", "p2", "p3"], times, [["n"]] * 3,
+                       spread=spread)
+    rep = data.repeatability()
+    assert rep["fastest_specs"] == 2 and rep["same_fastest"] == pytest.approx(0.5)
+    assert "fastest_specs" not in data.subset([2]).repeatability()
+
+
 def test_the_model_is_also_scored_on_the_steady_rows_only() -> None:
     from rooftune.perfmodel.evaluate import steady_share
 

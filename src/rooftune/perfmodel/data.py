@@ -89,14 +89,26 @@ class ProfileData:
     def repeatability(self) -> dict[str, Any]:
         """Of the timed rows with two passes or more, the share whose second-fastest pass lies
         within 5 % and within :data:`STEADY` (10 %) of the stored (fastest) one. A row that
-        disagrees with itself by more than 10 % is predicted within 10 % only by chance."""
+        disagrees with itself by more than 10 % is predicted within 10 % only by chance. Per spec,
+        the share where the primitives' second-fastest passes name the same fastest primitive as
+        their stored times (``same_fastest`` of ``fastest_specs``): a model that predicted the
+        stored times exactly would score that top-1 against a second look at the same campaign."""
         if self.spread is None:
             return {"rows": 0}
         known = self.spread[~np.isnan(self.spread)]
         if not len(known):
             return {"rows": 0}
-        return {"rows": int(len(known)), "within_5pct": float(np.mean(known <= 1.05)),
-                "within_10pct": float(np.mean(known <= STEADY))}
+        out: dict[str, Any] = {"rows": int(len(known)), "within_5pct": float(np.mean(known <= 1.05)),
+                               "within_10pct": float(np.mean(known <= STEADY))}
+        # per spec with two primitives or more of two passes: does the second-fastest pass of each
+        # name the same fastest primitive as the stored times? (top-1 against a second look)
+        both = ~np.isnan(self.times) & ~np.isnan(self.spread)
+        same = [int(np.argmin(np.where(k, self.times[i], np.inf))) ==
+                int(np.argmin(np.where(k, self.times[i] * self.spread[i], np.inf)))
+                for i, k in enumerate(both) if k.sum() >= 2]
+        if same:
+            out.update(fastest_specs=len(same), same_fastest=float(np.mean(same)))
+        return out
 
     def of_network(self, network: str) -> np.ndarray:
         return np.asarray([i for i, s in enumerate(self.sources) if network in s], dtype=int)
