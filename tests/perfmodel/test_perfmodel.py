@@ -473,6 +473,23 @@ def test_the_fastest_primitive_is_looked_at_twice() -> None:
     assert "fastest_specs" not in data.subset([2]).repeatability()
 
 
+def test_train_eval_prints_the_second_look(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from rich.console import Console
+
+    from rooftune import cli
+
+    buf = io.StringIO()
+    monkeypatch.setattr(cli, "out", Console(file=buf, width=200))
+    rep = {"rows": 4, "within_5pct": 0.5, "within_10pct": 0.75, "fastest_specs": 2, "same_fastest": 0.5}
+    cli._print_eval({"platform_id": "p", "threads": 2, "specs": 3, "networks": ["n"], "regressors": {},
+                     "classifiers": {}, "baselines": {}, "repeatability": rep})
+    text = " ".join(buf.getvalue().split())
+    assert "75.0 % of 4 had a second pass" in text
+    assert "the same fastest primitive on 50.0 % of 2 specs" in text
+
+
 def test_the_model_is_also_scored_on_the_steady_rows_only() -> None:
     from rooftune.perfmodel.evaluate import steady_share
 
