@@ -68,25 +68,22 @@ def compare(old: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]], 
 def fastest_agreement(a: Mapping[tuple[str, str], float], b: Mapping[tuple[str, str], float],
                       common: Sequence[tuple[str, str]]) -> dict[str, Any]:
     """Per spec timed with at least two primitives in both: whether both campaigns name the same
-    fastest primitive, and the regret of the earlier one's choice on the later times (what top-1
-    accuracy and regret would read for a model that predicted the earlier campaign exactly)."""
-    by_spec: dict[str, list[str]] = {}
-    for spec, prim in common:
-        by_spec.setdefault(spec, []).append(prim)
-    same, near, regrets = [], [], []
-    for spec, prims in by_spec.items():
-        if len(prims) < 2:
-            continue
-        first = min(prims, key=lambda p: a[(spec, p)])
-        again = min(prims, key=lambda p: b[(spec, p)])
-        same.append(first == again)
-        regret = b[(spec, first)] / b[(spec, again)]
-        regrets.append(regret)
-        near.append(regret <= 1.05)
-    if not same:
+    fastest primitive, and the regret of the earlier one's choice on the later times (the top-1
+    and regret of :func:`regression_metrics` for a model that predicted the earlier campaign exactly)."""
+    from rooftune.perfmodel.evaluate import regression_metrics
+
+    prims = sorted({p for _, p in common})
+    specs = sorted({s for s, _ in common})
+    row, col = {s: i for i, s in enumerate(specs)}, {p: j for j, p in enumerate(prims)}
+    earlier, later = np.full((len(specs), len(prims)), np.nan), np.full((len(specs), len(prims)), np.nan)
+    for k in common:
+        earlier[row[k[0]], col[k[1]]], later[row[k[0]], col[k[1]]] = a[k], b[k]
+    two = np.sum(~np.isnan(later), axis=1) >= 2
+    if not two.any():
         return {}
-    return {"specs": len(same), "same_fastest": float(np.mean(same)), "fastest_within_5pct": float(np.mean(near)),
-            "regret_mean": float(np.mean(regrets)) - 1.0, "regret_worst": float(np.max(regrets)) - 1.0}
+    m = regression_metrics(earlier[two], later[two])
+    return {"specs": m["specs"], "same_fastest": m["top1"], "fastest_within_5pct": m["top1_within_5pct"],
+            "regret_mean": m["regret_mean"], "regret_worst": m["regret_worst"]}
 
 
 def main() -> int:

@@ -283,6 +283,11 @@ def test_transfer_adapts_to_a_slower_platform() -> None:
     one = TransferModel(base, "residual").fit(tr.specs, tr.times, tr.primitives, threads=1)
     pw = ConvSpec(1, 112, 14, 14, 64, 1, 1)
     assert one.threads_ == 1 and one.predict([pw]).shape == (1, len(base.primitives_))
+    # a transferred model saved before threads_ and conversion_ existed still loads and predicts
+    old = pickle.loads(pickle.dumps(one))
+    old.__dict__.pop("threads_"), old.__dict__.pop("conversion_")
+    again = pickle.loads(pickle.dumps(old))
+    assert again.threads_ is None and again.conversion_ is None and again.predict([pw]).shape == (1, len(base.primitives_))
     with pytest.raises(InvalidArgument, match="sampler"):
         choose_samples(b.specs, 5, "greedy")
 

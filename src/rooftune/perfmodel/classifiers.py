@@ -71,7 +71,7 @@ class MethodClassifier(BaseEstimator):
         if not hasattr(self, "classes_"):
             raise NotFittedError("this MethodClassifier is not fitted yet: call fit()")
         specs = list(specs)
-        F = featurize(specs, DEFAULT_CACHES, getattr(self, "threads_", None))
+        F = featurize(specs, DEFAULT_CACHES, self.threads_)
         out = np.empty(len(specs), dtype=object)
         for precision, sel in (("fp32", F[:, _INT8] == 0), ("int8", F[:, _INT8] == 1)):
             if not sel.any():

@@ -71,6 +71,11 @@ class TransferModel(BaseEstimator):
         self.n_estimators = n_estimators
         self.random_state = random_state
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # a model saved before ``conversion_`` or ``threads_`` existed has no measured conversions
+        # and was fitted without a thread count
+        super().__setstate__({"conversion_": None, "threads_": None, **state})
+
     def fit(self, X: Any, Y: np.ndarray, primitives: Sequence[str], provenance: dict[str, Any] | None = None,
             conversions: Sequence[tuple[ConvSpec, float]] | None = None, threads: int | None = None) -> TransferModel:
         """``threads``: the thread count the new platform's samples ran at (default: the base's);
@@ -147,7 +152,7 @@ class TransferModel(BaseEstimator):
     def predict_log(self, X: Any) -> np.ndarray:
         if not hasattr(self, "primitives_"):
             raise NotFittedError("this TransferModel is not fitted yet: call fit()")
-        F = as_features(X, self.caches_, getattr(self, "threads_", None))
+        F = as_features(X, self.caches_, self.threads_)
         if self.method == "scratch":
             return self.model_.predict_log(F)
         if self.method == "finetune":
@@ -166,7 +171,7 @@ class TransferModel(BaseEstimator):
     def predict_conversion(self, specs: Sequence[ConvSpec]) -> np.ndarray:
         from rooftune.perfmodel.regressors import predict_conversion
 
-        return predict_conversion(getattr(self, "conversion_", None), specs)
+        return predict_conversion(self.conversion_, specs)
 
     def extrapolated(self, X: Any) -> np.ndarray:
         base = self.base if self.base is not None else self.model_
