@@ -51,6 +51,10 @@ def test_applicability_reasons(verdicts: list) -> None:
     assert "5x5 kernel not supported" in str(get_primitive("winograd-f2x2").supports(five))
     assert get_primitive("fft").supports(five) is True
     assert "stride" in str(get_primitive("fft").supports(ConvSpec(1, 3, 23, 23, 8, 5, 5, stride=2, padding=2)))
+    # deeplabv3_resnet50's 1x1 2048 -> 512 at 65x65: 17 GiB of transformed filters, refused up front
+    huge = str(get_primitive("fft").supports(ConvSpec(1, 2048, 65, 65, 512, 1, 1)))
+    assert "frequency-domain filters would take 16.8 GiB (limit 2 GiB)" in huge
+    assert get_primitive("fft").supports(ConvSpec(1, 512, 28, 28, 512, 3, 3, padding=1)) is True  # vgg16's widest
     grouped = ConvSpec(1, 8, 10, 10, 8, 3, 3, padding=1, groups=2)
     assert "grouped" in str(get_primitive("gemm-1x1-nhwc").supports(grouped))
     assert "runs int8" in str(get_primitive("int8-fbgemm").supports(grouped))

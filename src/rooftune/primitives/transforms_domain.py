@@ -11,6 +11,18 @@ import torch.nn.functional as F
 
 from rooftune.primitives.base import Kernel, Primitive, needs
 from rooftune.primitives.spec import ConvSpec
+from rooftune.units import fmt_size
+
+#: Largest frequency-domain filter bank FFTConv builds (its peak is about twice this, with the
+#: per-frequency copy): a 1x1 layer of 2048 x 512 channels at 65x65 would need 17 GiB, and is
+#: thousands of times slower this way than by GEMM; a profiling campaign must not be killed by it.
+FFT_MAX_WEIGHT_BYTES = 2 * 1024**3
+
+
+def fft_weight_bytes(spec: ConvSpec) -> int:
+    """Bytes of FFTConv's transformed filters: K x C complex64 values per rfft2 frequency."""
+    hp, wp = spec.H + 2 * spec.padding[0], spec.W + 2 * spec.padding[1]
+    return 8 * spec.K * (spec.C // spec.groups) * hp * (wp // 2 + 1)
 
 # Lavin & Gray's matrices: Y = A^T [ (G g G^T) * (B^T d B) ] A
 _WINOGRAD = {
@@ -81,7 +93,11 @@ class FFTConv(Primitive):
     description = "FFT convolution, per-frequency channel GEMMs"
 
     def _supports(self, spec: ConvSpec) -> bool | str:
-        return needs(spec, groups1=True, stride1=True, dilation1=True)
+        ok = needs(spec, groups1=True, stride1=True, dilation1=True)
+        if ok is True and fft_weight_bytes(spec) > FFT_MAX_WEIGHT_BYTES:
+            return (f"its frequency-domain filters would take {fmt_size(fft_weight_bytes(spec))} "
+                    f"(limit {fmt_size(FFT_MAX_WEIGHT_BYTES)})")
+        return ok
 
     def prepare(self, spec: ConvSpec, weight: torch.Tensor, bias: torch.Tensor | None) -> Kernel:
         K, C, P, Q = spec.K, spec.C, spec.P, spec.Q
