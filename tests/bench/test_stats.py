@@ -163,3 +163,19 @@ def test_ratio_of_medians_ci_uses_common_length_and_needs_two_pairs() -> None:
     # Extra trailing samples of one side are ignored (only complete pairs count).
     b = [1.0, 1.5, 2.0, 2.5]
     assert stats.ratio_of_medians_ci([3.0 * x for x in b] + [1000.0], b) == (3.0, 3.0)
+
+
+def test_comparison_ci_is_never_narrower_than_the_order_statistic_interval() -> None:
+    from rooftune.bench.stats import comparison_ci, paired_ratio_ci, ratio_of_medians_ci
+
+    a = [1.00, 1.02, 0.99, 1.05, 1.01, 0.98]
+    b = [1.0] * 6
+    # 6 pairs: the median paired ratio's 95 % interval is the ratios' [min, max]
+    assert paired_ratio_ci(a, b) == (0.98, 1.05)
+    lo, hi = comparison_ci(a, b)
+    blo, bhi = ratio_of_medians_ci(a, b)
+    assert (lo, hi) == (min(blo, 0.98), max(bhi, 1.05))
+    assert lo <= blo and hi >= bhi
+    # below 6 pairs nothing is claimed
+    assert paired_ratio_ci(a[:5], b[:5]) == (-math.inf, math.inf)
+    assert comparison_ci(a[:5], b[:5]) == (-math.inf, math.inf)

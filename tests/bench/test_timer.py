@@ -218,8 +218,9 @@ def test_compare_two_to_one() -> None:
     assert (c.a.number, c.b.number) == (5, 10)
     assert c.a.samples == (2 * U,) * 6
     assert c.b.samples == (U,) * 6
-    # Calibration of A, then of B, then interleaved samples A B A B ...
-    assert clock.calls == ["A"] * 6 + ["B"] * 11 + (["A"] * 5 + ["B"] * 10) * 6
+    # Calibration of A, then of B, then interleaved pairs in blocks A B B A, B A A B, A B B A.
+    a5, b10 = ["A"] * 5, ["B"] * 10
+    assert clock.calls == ["A"] * 6 + ["B"] * 11 + (a5 + b10 + b10 + a5 + b10 + a5 + a5 + b10 + a5 + b10 + b10 + a5)
     for side in (c.a, c.b):
         assert side.method.isolation == "interleaved"
         assert side.method.stop_reason == "stable"
@@ -229,6 +230,37 @@ def test_compare_two_to_one() -> None:
     d = c.to_dict()
     assert (d["ratio"], d["ci"], d["stop_reason"]) == (2.0, [2.0, 2.0], "stable")
     assert d["a"] == c.a.to_dict()
+
+
+def test_compare_order_is_counterbalanced() -> None:
+    from rooftune.bench.timer import _a_first
+
+    assert [_a_first(i) for i in range(8)] == [True, False, False, True] * 2
+    # Over every block of four pairs each side runs first twice, and first after a check (every
+    # two pairs) once.
+    assert sum(_a_first(i) for i in range(0, 4)) == 2
+    assert [_a_first(i) for i in range(0, 8, 2)] == [True, False, True, False]
+
+
+def test_compare_matches_sample_lengths() -> None:
+    from rooftune.bench.timer import _matched_numbers
+
+    # Equal speeds that calibration settled at 4 and 5 calls: both sides take 5.
+    assert _matched_numbers(4, 1e-3, 5, 1e-3) == (5, 5)
+    # A twice as slow: both samples last 10 ms.
+    assert _matched_numbers(5, 2e-3, 7, 1e-3) == (5, 10)
+    # A fixed number (no per-call time): left as it is.
+    assert _matched_numbers(3, float("nan"), 3, float("nan")) == (3, 3)
+
+
+def test_compare_calls_per_sample_from_the_warm_speed() -> None:
+    clock = FakeClock()
+    # Both run at U once warm; A's first call is cold (10U), so calibration gives A 1 call and B 10.
+    a = clock.fn([10 * U] + [U] * 10_000, name="A")
+    b = clock.fn([U], name="B")
+    c = compare(a, b, policy=Policy(min_sample_time_s=8 * U, warmup_s=60 * U), clock=clock)
+    assert (c.a.number, c.b.number) == (10, 10)
+    assert c.ratio == 1.0
 
 
 def test_compare_warmup_runs_pairs() -> None:

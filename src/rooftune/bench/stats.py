@@ -102,3 +102,24 @@ def ratio_of_medians_ci(
     ratios = np.median(xa[idx], axis=1) / np.median(xb[idx], axis=1)
     alpha = (1.0 - confidence) / 2.0
     return (float(np.quantile(ratios, alpha)), float(np.quantile(ratios, 1.0 - alpha)))
+
+
+def paired_ratio_ci(a: Sequence[float], b: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """Distribution-free interval of the median of the paired ratios ``a[i] / b[i]``
+    (:func:`median_ci` of the ratios); ``(-inf, inf)`` below 6 pairs at 95 %."""
+    n = min(len(a), len(b))
+    return median_ci([x / y for x, y in zip(a[:n], b[:n], strict=True)], confidence)
+
+
+def comparison_ci(a: Sequence[float], b: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """The interval :func:`rooftune.bench.compare` reports for ``median(a) / median(b)``: the
+    paired bootstrap's, widened to the distribution-free interval of the median paired ratio.
+
+    With few pairs the percentile bootstrap of a median is too narrow (at 6 pairs it resamples
+    from 6 values): A/A comparisons of a 10 ms network stopped at 6-8 pairs missed 1.0 in 3 of
+    16 intervals. The order-statistic interval holds its coverage at any n (at 6 pairs it is
+    the pairs' [min, max]) and shrinks like the bootstrap's as pairs accumulate.
+    """
+    lo, hi = ratio_of_medians_ci(a, b, confidence)
+    plo, phi = paired_ratio_ci(a, b, confidence)
+    return (min(lo, plo), max(hi, phi))

@@ -16,8 +16,16 @@ Algorithm of :func:`measure` (``fn`` is called ``number`` times per sample)::
         if clock() - start >= budget_s:                             stop "budget"
 
 A noisy or unconverged run is not an error: the Measurement carries warnings saying so.
-:func:`compare` interleaves two callables (A B A B ...) under the same rules and stops on the
-confidence interval of the ratio of their medians instead.
+:func:`compare` interleaves two callables under the same rules and stops on the confidence interval
+of the ratio of their medians instead (``stats.comparison_ci``: the paired bootstrap's, never
+narrower than the distribution-free interval of the median paired ratio). Two things an
+interleaved pair does not cancel by itself are evened out::
+
+    calls per sample: both sides' samples last as long as the longer calibrated one (the number of
+        calls each needs at its warm-up speed), so the cost of switching from one callable to
+        the other (caches, allocator) weighs the same share of every sample on both sides;
+    order: pairs run in blocks of two, A B B A then B A A B, so each side is first in a pair,
+        first after a check of the interval and right after itself equally often.
 :func:`measure_parts` times the parts of one run (the ops of a model) together with a reference
 callable (the whole model), interleaved, one call per sample::
 
@@ -57,15 +65,38 @@ def _time_calls(fn: Callable[[], Any], number: int, clock: Clock) -> float:
 
 
 def _calibrate(fn: Callable[[], Any], policy: Policy, clock: Clock) -> int:
+    return _calibrated(fn, policy, clock)[0]
+
+
+def _calibrated(fn: Callable[[], Any], policy: Policy, clock: Clock) -> tuple[int, float]:
+    """Calls per sample, and the seconds per call of the round that settled it (nan when fixed)."""
     if policy.number is not None:
-        return policy.number
+        return policy.number, math.nan
     number = 1
     while True:
         t = _time_calls(fn, number, clock)
         if t >= policy.min_sample_time_s or number >= MAX_NUMBER:
-            return number
+            return number, t / number
         grow = CALIBRATION_HEADROOM * policy.min_sample_time_s / max(t, 1e-9)
         number = min(MAX_NUMBER, max(number + 1, math.ceil(number * grow)))
+
+
+def _matched_numbers(number_a: int, per_a: float, number_b: int, per_b: float) -> tuple[int, int]:
+    """Calls per sample making both sides' samples last about as long as the longer of the two.
+
+    A sample of ``number`` calls carries the cost of switching to its callable once; with samples of
+    the same length that cost is the same fraction of both sides' per-call times and cancels in
+    their ratio. Calibration alone can settle on 4 calls for one side and 5 for an equal other.
+    """
+    if not (per_a > 0 and per_b > 0 and math.isfinite(per_a) and math.isfinite(per_b)):
+        return number_a, number_b
+    span = max(number_a * per_a, number_b * per_b)
+    return (min(MAX_NUMBER, max(1, round(span / per_a))), min(MAX_NUMBER, max(1, round(span / per_b))))
+
+
+def _a_first(pair: int) -> bool:
+    """Whether A runs first in pair ``pair`` (0-based): blocks A B B A, then B A A B, and so on."""
+    return (pair // 2) % 2 == pair % 2
 
 
 def _stop_reason(stable: bool, n: int, policy: Policy, elapsed: float) -> str:
@@ -157,37 +188,50 @@ def compare(
     clock: Clock = time.perf_counter,
     platform_id: str | None = None,
 ) -> Comparison:
-    """Interleave A and B (A B A B ...) and return ``median(A) / median(B)`` with its 95 % CI.
+    """Interleave A and B (A B B A B A A B ...) and return ``median(A) / median(B)`` with its 95 % CI.
 
-    Each side gets its own calls-per-sample; the stop rule is on the bootstrap interval of the
+    Each side gets its own calls-per-sample, matched so both sides' samples last equally long
+    (see the module docstring); the stop rule is on the bootstrap interval of the
     ratio, with the same target, budget and sample limits as :func:`measure`.
     """
     policy = policy or Policy()
     started_at = time.time()
     start = clock()
-    number_a = _calibrate(fn_a, policy, clock)
-    number_b = _calibrate(fn_b, policy, clock)
+    number_a, per_a = _calibrated(fn_a, policy, clock)
+    number_b, per_b = _calibrated(fn_b, policy, clock)
     warmup_samples = 0
+    warm_a: list[float] = []
+    warm_b: list[float] = []
     while clock() - start < policy.warmup_s:
-        _time_calls(fn_a, number_a, clock)
-        _time_calls(fn_b, number_b, clock)
+        warm_a.append(_time_calls(fn_a, number_a, clock) / number_a)
+        warm_b.append(_time_calls(fn_b, number_b, clock) / number_b)
         warmup_samples += 1
+    if policy.number is None:
+        if warm_a:  # the warm speed, not the calibration's first (colder) calls
+            per_a, per_b = stats.median(warm_a), stats.median(warm_b)
+        number_a, number_b = _matched_numbers(number_a, per_a, number_b, per_b)
     sa: list[float] = []
     sb: list[float] = []
     ci = (-math.inf, math.inf)
     while True:
-        sa.append(_time_calls(fn_a, number_a, clock) / number_a)
-        sb.append(_time_calls(fn_b, number_b, clock) / number_b)
+        if _a_first(len(sa)):
+            ta = _time_calls(fn_a, number_a, clock)
+            tb = _time_calls(fn_b, number_b, clock)
+        else:
+            tb = _time_calls(fn_b, number_b, clock)
+            ta = _time_calls(fn_a, number_a, clock)
+        sa.append(ta / number_a)
+        sb.append(tb / number_b)
         n = len(sa)
         stable = False
         if n >= policy.min_samples and (n - policy.min_samples) % COMPARE_CHECK_EVERY == 0:
-            ci = stats.ratio_of_medians_ci(sa, sb)
+            ci = stats.comparison_ci(sa, sb)
             ratio = stats.median(sa) / stats.median(sb)
             stable = stats.relative_half_width(ci[0], ci[1], ratio) <= policy.target_rel_ci
         reason = _stop_reason(stable, n, policy, clock() - start)
         if reason:
             break
-    ci = stats.ratio_of_medians_ci(sa, sb)
+    ci = stats.comparison_ci(sa, sb)
     ratio = stats.median(sa) / stats.median(sb)
     host = socket.gethostname()
 
