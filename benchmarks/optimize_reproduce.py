@@ -92,7 +92,7 @@ def main() -> None:
             xs.append(r["median_s"])
         print(f"round {i + 1}: vanilla {a[-1] * 1e3:.2f} ms, best {b[-1] * 1e3:.2f} ms, ratio {a[-1] / b[-1]:.3f}")
     ratio = stats.median(a) / stats.median(b)
-    lo, hi = stats.ratio_of_medians_ci(a, b)
+    lo, hi = stats.comparison_ci(a, b)
     agreement = ratio / reported["ratio"]
     ok = abs(agreement - 1) <= 0.10
     print(f"reproduced by rooftune exec: {ratio:.3f}x (95 % CI {lo:.3f}-{hi:.3f}) over {args.rounds} rounds; "

@@ -11,7 +11,7 @@ Targets (issue "Black-box tuning of the runtime configuration"):
     agreement >= 99 % on the calibration inputs): geometric mean >= 1.5x over the best fp32 peer,
     with the guard figures reported per model.
 
-Every speedup is the interleaved (A B A B) comparison `rooftune tune` makes at its end, in two live
+Every speedup is the interleaved (A B B A) comparison `rooftune tune` makes at its end, in two live
 subprocesses, with the bootstrap 95 % CI. "guideline/best" is the interleaved comparison of the
 guideline with the best that the study makes too (1.00 when the guideline is the best).
 """

@@ -158,7 +158,7 @@ def _tuning(r: OptimizeResult, figs: dict[str, Path]) -> str:
     return (
         f"<p>{len(t.trials)} configurations in {t.duration_s:.0f} s ({len(failed)} failed, {t.resumed} from the store); "
         f"objective {_e(t.objective)}, batch {t.batch}. Every trial ran in a fresh process and its output was checked "
-        f"against the fp32 eager output; the best was then re-measured interleaved (A B A B) against every baseline.</p>"
+        f"against the fp32 eager output; the best was then re-measured interleaved (A B B A) against every baseline.</p>"
         + _table(["name", "configuration", "p50", "p90", "p99", "samples/s", "best is (95 % CI)"], rows, {2, 3, 4, 5, 6})
         + (f"<p>The instant guideline configuration is {gap:.2f}x the best's time{how}: "
            + _e("; ".join(t.guideline_reasons)) + "</p>" if gap == gap else "")

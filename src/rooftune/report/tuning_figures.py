@@ -72,7 +72,7 @@ def speedup_rows(tune: TuneResult | None, select: SelectResult | None) -> list[t
 
 
 def plot_speedups(tune: TuneResult | None, select: SelectResult | None, path: str | Path) -> Path:
-    """Each speedup measured interleaved (A B A B), as a bar with its 95 % confidence interval."""
+    """Each speedup measured interleaved (A B B A), as a bar with its 95 % confidence interval."""
     rows = speedup_rows(tune, select)
     fig, ax = _figure()
     if not rows:

@@ -727,7 +727,7 @@ def check_precisions(precisions: Sequence[str], calibration_size: int | None, pl
 
 def _interleaved(a: RunConfig, b: RunConfig, setup: Setup, objective: str = "latency",
                  policy: Policy = COMPARE_POLICY, pairs: int | None = None) -> dict[str, Any]:
-    """median(b) / median(a) from A B A B ... samples of two live sets of subprocesses (the one not
+    """median(b) / median(a) from A B B A ... samples of two live sets of subprocesses (the one not
     being timed is paused), with the 95 % CI: time per call for latency, per item for throughput.
 
     The budget is split over ``pairs`` fresh pairs of processes and their samples pooled: one
@@ -759,7 +759,7 @@ def _interleaved(a: RunConfig, b: RunConfig, setup: Setup, objective: str = "lat
     except TrialFailed as exc:
         return {"ratio": math.nan, "ci_low": math.nan, "ci_high": math.nan, "error": str(exc)}
     unit = "item" if objective == "throughput" else "latency"
-    lo, hi = stats.ratio_of_medians_ci(xa, xb)
+    lo, hi = stats.comparison_ci(xa, xb)
     return {"ratio": stats.median(xa) / stats.median(xb), "ci_low": lo, "ci_high": hi, "pairs": len(xa),
             "process_pairs": pairs, f"baseline_{unit}_s": stats.median(xa), f"best_{unit}_s": stats.median(xb)}
 
