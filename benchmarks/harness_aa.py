@@ -44,12 +44,14 @@ def aa(name: str, reps: int, policy: Any, same: bool) -> dict[str, Any]:
     for i in range(reps):
         a, b = (m1, m2) if i % 2 == 0 else (m2, m1)
         c = compare(runner(a), runner(b), policy=policy)
+        finite = all(map(math.isfinite, c.ci))  # a comparison the budget stopped before 6 pairs claims nothing
         rows.append({"ratio": c.ratio, "ci": list(c.ci), "pairs": c.a.n, "numbers": [c.a.number, c.b.number],
-                     "misses": not (c.ci[0] <= 1.0 <= c.ci[1])})
+                     "finite": finite, "misses": finite and not (c.ci[0] <= 1.0 <= c.ci[1])})
     logs = np.log([r["ratio"] for r in rows])
-    half = [(r["ci"][1] - r["ci"][0]) / 2 / r["ratio"] for r in rows if all(map(math.isfinite, r["ci"]))]
-    return {"model": name, "comparisons": reps, "same_module": same,
-            "ci_misses_1": sum(r["misses"] for r in rows), "miss_share": float(np.mean([r["misses"] for r in rows])),
+    half = [(r["ci"][1] - r["ci"][0]) / 2 / r["ratio"] for r in rows if r["finite"]]
+    scored = [r["misses"] for r in rows if r["finite"]]
+    return {"model": name, "comparisons": reps, "same_module": same, "infinite_intervals": reps - len(scored),
+            "ci_misses_1": sum(scored), "miss_share": float(np.mean(scored)) if scored else math.nan,
             "ratio_min": float(np.exp(logs.min())), "ratio_max": float(np.exp(logs.max())),
             "ratio_sd": float(np.std(logs, ddof=1)), "ci_half_width_median": float(np.median(half)) if half else math.nan,
             "pairs_median": float(np.median([r["pairs"] for r in rows])),
@@ -66,8 +68,14 @@ def main() -> int:
     ap.add_argument("--same", action="store_true", help="both sides the same module, not a copy")
     ap.add_argument("--json")
     args = ap.parse_args()
-    if args.reps < 2 or args.budget <= 0 or args.min_samples < 2 or args.threads < 1:
-        raise SystemExit("error: --reps and --min-samples must be at least 2, --budget and --threads positive")
+    if args.reps < 2 or args.budget <= 0 or args.min_samples < 6 or args.threads < 1:
+        raise SystemExit("error: --reps must be at least 2, --min-samples at least 6 (fewer give no 95 % interval), "
+                         "--budget and --threads positive")
+    import torchvision
+
+    for name in args.models.split(","):
+        if not callable(getattr(torchvision.models, name, None)):
+            raise SystemExit(f"error: --models {name!r}: not a torchvision model name")
     import torch
 
     from rooftune.bench import Policy
@@ -79,7 +87,8 @@ def main() -> int:
         r = aa(name, args.reps, policy, args.same)
         out.append(r)
         print(f"{name}: {r['comparisons']} A/A comparisons ({'same module' if args.same else 'deep copies'}), "
-              f"the 95 % CI excludes 1.0 in {r['ci_misses_1']} ({r['miss_share']:.0%}); ratios "
+              f"the 95 % CI excludes 1.0 in {r['ci_misses_1']} ({r['miss_share']:.0%} of the "
+              f"{r['comparisons'] - r['infinite_intervals']} with a finite one); ratios "
               f"{r['ratio_min']:.3f}-{r['ratio_max']:.3f}, sd {r['ratio_sd']:.1%} between comparisons against a "
               f"median CI half-width of {r['ci_half_width_median']:.1%}; {r['pairs_median']:.0f} pairs (median); "
               f"unequal calls per sample in {r['unequal_numbers']}")

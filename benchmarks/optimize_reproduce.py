@@ -13,7 +13,7 @@ Targets (issue "The main job: rooftune optimize MODEL"):
     `rooftune exec --config OUT/best.json -- python -m rooftune.tuning.replay OUT/best.json`
     and the same for OUT/vanilla.json, run alternately (A B A B ...) for --rounds rounds, each
     in a fresh process with the configuration's environment; the reproduced speedup is the ratio
-    of the median per-round medians, with the paired bootstrap 95 % CI.
+    of the median per-round medians, with the harness's 95 % CI (`stats.comparison_ci`; 6 rounds at least).
 
 The replay processes start from a clean environment (no OMP_*/MKL_*/KMP_* variables inherited),
 as a user's shell would.
@@ -61,6 +61,8 @@ def main() -> None:
     ap.add_argument("--json", default=None)
     ap.add_argument("--int8", action="store_true", help="let the tuning choose int8")
     args = ap.parse_args()
+    if args.rounds < 6:
+        raise SystemExit(f"error: --rounds {args.rounds}: allowed 6 or more (fewer give no 95 % interval)")
 
     out = Path(args.out)
     cmd = [*ROOFTUNE, "optimize", *([args.model] if args.model else []), "--out", str(out), "--json"]

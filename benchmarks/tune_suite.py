@@ -12,7 +12,7 @@ Targets (issue "Black-box tuning of the runtime configuration"):
     with the guard figures reported per model.
 
 Every speedup is the interleaved (A B B A) comparison `rooftune tune` makes at its end, in two live
-subprocesses, with the bootstrap 95 % CI. "guideline/best" is the interleaved comparison of the
+subprocesses, with the harness's 95 % CI (`stats.comparison_ci`). "guideline/best" is the interleaved comparison of the
 guideline with the best that the study makes too (1.00 when the guideline is the best).
 """
 

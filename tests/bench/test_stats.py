@@ -179,3 +179,10 @@ def test_comparison_ci_is_never_narrower_than_the_order_statistic_interval() -> 
     # below 6 pairs nothing is claimed
     assert paired_ratio_ci(a[:5], b[:5]) == (-math.inf, math.inf)
     assert comparison_ci(a[:5], b[:5]) == (-math.inf, math.inf)
+
+
+def test_paired_ratio_ci_refuses_zero_or_missing_times() -> None:
+    a = [1.0] * 6
+    assert stats.paired_ratio_ci(a, [1.0] * 5 + [0.0]) == (-math.inf, math.inf)
+    assert stats.paired_ratio_ci(a, [1.0] * 5 + [math.nan]) == (-math.inf, math.inf)
+    assert stats.paired_ratio_ci(a, [2.0] * 6) == (0.5, 0.5)

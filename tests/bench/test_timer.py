@@ -263,6 +263,14 @@ def test_compare_calls_per_sample_from_the_warm_speed() -> None:
     assert c.ratio == 1.0
 
 
+def test_compare_without_warmup_keeps_the_calibrated_numbers() -> None:
+    clock = FakeClock()
+    # A's first call is cold (50U, then 3U): matching on it would give B 50 calls a sample.
+    a = clock.fn([50 * U] + [3 * U] * 10_000, name="A")
+    c = compare(a, clock.fn([U], name="B"), policy=Policy(min_sample_time_s=8 * U, warmup_s=0), clock=clock)
+    assert (c.a.number, c.b.number) == (1, 10)
+
+
 def test_compare_warmup_runs_pairs() -> None:
     clock = FakeClock()
     policy = Policy(min_sample_time_s=8 * U, warmup_s=0.05)

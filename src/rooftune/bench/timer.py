@@ -21,9 +21,10 @@ of the ratio of their medians instead (``stats.comparison_ci``: the paired boots
 narrower than the distribution-free interval of the median paired ratio). Two things an
 interleaved pair does not cancel by itself are evened out::
 
-    calls per sample: both sides' samples last as long as the longer calibrated one (the number of
-        calls each needs at its warm-up speed), so the cost of switching from one callable to
-        the other (caches, allocator) weighs the same share of every sample on both sides;
+    calls per sample: unless ``policy.number`` fixes them, both sides' samples last as long as the
+        longer calibrated one (the number of calls each needs at its speed in the warm-up; with
+        no warm-up round each keeps its calibration), so the cost of switching from one callable
+        to the other (caches, allocator) weighs the same share of every sample on both sides;
     order: pairs run in blocks of two, A B B A then B A A B, so each side is first in a pair,
         first after a check of the interval and right after itself equally often.
 :func:`measure_parts` times the parts of one run (the ops of a model) together with a reference
@@ -65,18 +66,13 @@ def _time_calls(fn: Callable[[], Any], number: int, clock: Clock) -> float:
 
 
 def _calibrate(fn: Callable[[], Any], policy: Policy, clock: Clock) -> int:
-    return _calibrated(fn, policy, clock)[0]
-
-
-def _calibrated(fn: Callable[[], Any], policy: Policy, clock: Clock) -> tuple[int, float]:
-    """Calls per sample, and the seconds per call of the round that settled it (nan when fixed)."""
     if policy.number is not None:
-        return policy.number, math.nan
+        return policy.number
     number = 1
     while True:
         t = _time_calls(fn, number, clock)
         if t >= policy.min_sample_time_s or number >= MAX_NUMBER:
-            return number, t / number
+            return number
         grow = CALIBRATION_HEADROOM * policy.min_sample_time_s / max(t, 1e-9)
         number = min(MAX_NUMBER, max(number + 1, math.ceil(number * grow)))
 
@@ -190,15 +186,15 @@ def compare(
 ) -> Comparison:
     """Interleave A and B (A B B A B A A B ...) and return ``median(A) / median(B)`` with its 95 % CI.
 
-    Each side gets its own calls-per-sample, matched so both sides' samples last equally long
-    (see the module docstring); the stop rule is on the bootstrap interval of the
-    ratio, with the same target, budget and sample limits as :func:`measure`.
+    Each side gets its own calls-per-sample, matched after the warm-up so both sides' samples
+    last equally long (see the module docstring); the stop rule is on the interval of the ratio
+    (``stats.comparison_ci``), with the same target, budget and sample limits as :func:`measure`.
     """
     policy = policy or Policy()
     started_at = time.time()
     start = clock()
-    number_a, per_a = _calibrated(fn_a, policy, clock)
-    number_b, per_b = _calibrated(fn_b, policy, clock)
+    number_a = _calibrate(fn_a, policy, clock)
+    number_b = _calibrate(fn_b, policy, clock)
     warmup_samples = 0
     warm_a: list[float] = []
     warm_b: list[float] = []
@@ -206,10 +202,11 @@ def compare(
         warm_a.append(_time_calls(fn_a, number_a, clock) / number_a)
         warm_b.append(_time_calls(fn_b, number_b, clock) / number_b)
         warmup_samples += 1
-    if policy.number is None:
-        if warm_a:  # the warm speed, not the calibration's first (colder) calls
-            per_a, per_b = stats.median(warm_a), stats.median(warm_b)
-        number_a, number_b = _matched_numbers(number_a, per_a, number_b, per_b)
+    if policy.number is None and warm_a:
+        # at the warm speed only: a side calibrated at one call timed its cold first call, which
+        # can be many times its speed (a 1 s first call of a 60 ms network would have given the
+        # other side 50 calls a sample); without a warm-up round each side keeps its calibration
+        number_a, number_b = _matched_numbers(number_a, stats.median(warm_a), number_b, stats.median(warm_b))
     sa: list[float] = []
     sb: list[float] = []
     ci = (-math.inf, math.inf)
