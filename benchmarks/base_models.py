@@ -37,10 +37,10 @@ def main() -> int:
 
     import torch
 
-    from rooftune.bench import Policy, compare
+    from rooftune.bench import compare
     from rooftune.perfmodel import base_model_path, base_model_paths, describe_base, load_model
     from rooftune.platform import current_platform
-    from rooftune.selection import select
+    from rooftune.selection import comparison_policy, module_runner, select
     from rooftune.workload import load_workload
 
     here = current_platform()
@@ -81,7 +81,7 @@ def main() -> int:
             print(f"per layer, {len(data)} profiled specs{seen}: {n} top-1 {r['top1']:.1%}, regret mean "
                   f"{r['regret_mean']:.1%} worst {r['regret_worst']:.1%}, Spearman {r['spearman']:.3f}, "
                   f"within +-10 % {r['within_10pct']:.1%}")
-    policy = Policy(budget_s=args.budget, warmup_s=0.5, min_sample_time_s=0.02)
+    policy = comparison_policy(args.budget)
     for name in [m.strip() for m in args.models.split(",") if m.strip()]:
         wl = load_workload(name, batch=1, check=False)
         inputs = list(wl.inputs)
@@ -95,10 +95,7 @@ def main() -> int:
                   f"verified {c.verification.ok}, fallbacks {len(c.verification.fallbacks)}")
 
         def runner(m):
-            def run():
-                with torch.no_grad():
-                    return m(*inputs)
-            return run
+            return module_runner(m, inputs)
 
         a, b = cands[order[1]], cands[order[0]]
         cmp = compare(runner(a.module), runner(b.module), label_a=order[1], label_b=order[0], policy=policy,

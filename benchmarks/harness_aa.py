@@ -1,6 +1,8 @@
 """Does the harness's compare() say "no difference" when there is none? A/A comparisons: a network
 against a deep copy of itself (or, with ``--same``, against the very same module), interleaved by
-``rooftune.bench.compare`` as every speedup rooftune reports is, the copy on side A every other time.
+``rooftune.bench.compare`` under the policy `rooftune select` times its rewritten networks with
+(``rooftune.selection.comparison_policy``), the copy on side A every other time. Any model
+`rooftune analyze` takes (a torchvision name, a built-in such as ``lstm``, ...), batch 1.
 
     .venv/bin/python benchmarks/harness_aa.py [--models mobilenet_v3_small,resnet18] [--reps 30]
         [--budget 8] [--min-samples 6] [--threads 2] [--same] [--json OUT]
@@ -24,33 +26,23 @@ from typing import Any
 import numpy as np
 
 
-def aa(name: str, reps: int, policy: Any, same: bool) -> dict[str, Any]:
-    import torch
-    import torchvision
-
+def aa(wl: Any, reps: int, policy: Any, same: bool) -> dict[str, Any]:
     from rooftune.bench import compare
+    from rooftune.selection import module_runner
 
-    m1 = getattr(torchvision.models, name)(weights=None).eval()
+    m1 = wl.module
     m2 = m1 if same else copy.deepcopy(m1)
-    x = torch.randn(1, 3, 224, 224)
-
-    def runner(m: torch.nn.Module) -> Any:
-        def run() -> Any:
-            with torch.no_grad():
-                return m(x)
-        return run
-
     rows = []
     for i in range(reps):
         a, b = (m1, m2) if i % 2 == 0 else (m2, m1)
-        c = compare(runner(a), runner(b), policy=policy)
+        c = compare(module_runner(a, wl.inputs), module_runner(b, wl.inputs), policy=policy)
         finite = all(map(math.isfinite, c.ci))  # a comparison the budget stopped before 6 pairs claims nothing
         rows.append({"ratio": c.ratio, "ci": list(c.ci), "pairs": c.a.n, "numbers": [c.a.number, c.b.number],
                      "finite": finite, "misses": finite and not (c.ci[0] <= 1.0 <= c.ci[1])})
     logs = np.log([r["ratio"] for r in rows])
     half = [(r["ci"][1] - r["ci"][0]) / 2 / r["ratio"] for r in rows if r["finite"]]
     scored = [r["misses"] for r in rows if r["finite"]]
-    return {"model": name, "comparisons": reps, "same_module": same, "infinite_intervals": reps - len(scored),
+    return {"model": wl.name, "comparisons": reps, "same_module": same, "infinite_intervals": reps - len(scored),
             "ci_misses_1": sum(scored), "miss_share": float(np.mean(scored)) if scored else math.nan,
             "ratio_min": float(np.exp(logs.min())), "ratio_max": float(np.exp(logs.max())),
             "ratio_sd": float(np.std(logs, ddof=1)), "ci_half_width_median": float(np.median(half)) if half else math.nan,
@@ -71,20 +63,23 @@ def main() -> int:
     if args.reps < 2 or args.budget <= 0 or args.min_samples < 6 or args.threads < 1:
         raise SystemExit("error: --reps must be at least 2, --min-samples at least 6 (fewer give no 95 % interval), "
                          "--budget and --threads positive")
-    import torchvision
+    import dataclasses
 
-    for name in args.models.split(","):
-        if not callable(getattr(torchvision.models, name, None)):
-            raise SystemExit(f"error: --models {name!r}: not a torchvision model name")
     import torch
 
-    from rooftune.bench import Policy
+    from rooftune.errors import RooftuneError
+    from rooftune.selection import comparison_policy
+    from rooftune.workload import load_workload
 
+    try:  # every name checked before the first comparison; weights=None, batch 1, as `rooftune select` loads them
+        workloads = [load_workload(name, batch=1) for name in args.models.split(",")]
+    except RooftuneError as exc:
+        raise SystemExit(f"error: {exc}") from None
     torch.set_num_threads(args.threads)
-    policy = Policy(budget_s=args.budget, warmup_s=0.5, min_sample_time_s=0.02, min_samples=args.min_samples)
+    policy = dataclasses.replace(comparison_policy(args.budget), min_samples=args.min_samples)
     out = []
-    for name in args.models.split(","):
-        r = aa(name, args.reps, policy, args.same)
+    for name, wl in zip(args.models.split(","), workloads, strict=True):
+        r = aa(wl, args.reps, policy, args.same)
         out.append(r)
         print(f"{name}: {r['comparisons']} A/A comparisons ({'same module' if args.same else 'deep copies'}), "
               f"the 95 % CI excludes 1.0 in {r['ci_misses_1']} ({r['miss_share']:.0%} of the "

@@ -249,8 +249,9 @@ def test_compare_matches_sample_lengths() -> None:
     assert _matched_numbers(4, 1e-3, 5, 1e-3) == (5, 5)
     # A twice as slow: both samples last 10 ms.
     assert _matched_numbers(5, 2e-3, 7, 1e-3) == (5, 10)
-    # A fixed number (no per-call time): left as it is.
-    assert _matched_numbers(3, float("nan"), 3, float("nan")) == (3, 3)
+    # No usable per-call time (nan or zero): left as they are.
+    assert _matched_numbers(3, float("nan"), 4, 1e-3) == (3, 4)
+    assert _matched_numbers(3, 0.0, 4, 1e-3) == (3, 4)
 
 
 def test_compare_calls_per_sample_from_the_warm_speed() -> None:

@@ -94,9 +94,9 @@ class FFTConv(Primitive):
 
     def _supports(self, spec: ConvSpec) -> bool | str:
         ok = needs(spec, groups1=True, stride1=True, dilation1=True)
-        if ok is True and fft_weight_bytes(spec) > FFT_MAX_WEIGHT_BYTES:
-            return (f"its frequency-domain filters would take {fmt_size(fft_weight_bytes(spec))} "
-                    f"(limit {fmt_size(FFT_MAX_WEIGHT_BYTES)})")
+        size = fft_weight_bytes(spec)
+        if ok is True and size > FFT_MAX_WEIGHT_BYTES:
+            return f"its frequency-domain filters would take {fmt_size(size)} (limit {fmt_size(FFT_MAX_WEIGHT_BYTES)})"
         return ok
 
     def prepare(self, spec: ConvSpec, weight: torch.Tensor, bias: torch.Tensor | None) -> Kernel:

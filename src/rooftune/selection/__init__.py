@@ -111,6 +111,22 @@ class SelectResult:
                 "notes": self.notes}
 
 
+def comparison_policy(budget_s: float) -> Any:
+    """How a rewritten network is timed against another (select's comparisons, and the benchmarks
+    that check them): ``budget_s`` each, 0.5 s of warm-up, samples of 20 ms or more."""
+    from rooftune.bench import Policy
+
+    return Policy(budget_s=budget_s, warmup_s=0.5, min_sample_time_s=0.02)
+
+
+def module_runner(module: torch.nn.Module, inputs: Sequence[torch.Tensor]) -> Callable[[], Any]:
+    """One inference of ``module`` on ``inputs`` without autograd, as the harness calls it."""
+    def run() -> Any:
+        with torch.no_grad():
+            return module(*inputs)
+    return run
+
+
 def _candidate(name: str, module: torch.nn.Module, sel: Selection, inputs: Sequence[torch.Tensor]) -> Candidate:
     new = rewrite(module, sel)
     v = verify(module, new, inputs)
@@ -140,7 +156,7 @@ def select(model: str | torch.nn.Module, *, batch: int = 1, threads: int | None 
     with ``promote``, one of those that runs faster than the predicted selection with its whole CI
     replaces it (without, the predicted selection is returned as it measured: how the
     performance model's choice itself compares)."""
-    from rooftune.bench import Policy, compare
+    from rooftune.bench import compare
     from rooftune.perfmodel import load_base_model
     from rooftune.perfmodel.data import load_profile_data
     from rooftune.platform import current_platform
@@ -211,17 +227,11 @@ def select(model: str | torch.nn.Module, *, batch: int = 1, threads: int | None 
                                      "verification": c.verification.to_dict(),
                                      "primitives": _histogram(c.selection)}
         if measure_s:
-            policy = Policy(budget_s=measure_s, warmup_s=0.5, min_sample_time_s=0.02)
-
-            def runner(m: torch.nn.Module) -> Callable[[], Any]:
-                def run() -> Any:
-                    with torch.no_grad():
-                        return m(*inputs)
-                return run
+            policy = comparison_policy(measure_s)
 
             def measure(label: str, other: torch.nn.Module, chosen: torch.nn.Module) -> dict[str, Any]:
                 say(f"measuring selected vs {label}")
-                cmp = compare(runner(other), runner(chosen), label_a=label, label_b="selected", policy=policy,
+                cmp = compare(module_runner(other, inputs), module_runner(chosen, inputs), label_a=label, label_b="selected", policy=policy,
                               platform_id=platform.id)
                 return {"speedup": cmp.ratio, "ci": list(cmp.ci), "other_s": cmp.a.median,
                         "selected_s": cmp.b.median, "warnings": list(cmp.warnings)}
