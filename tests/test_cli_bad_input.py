@@ -67,7 +67,8 @@ CASES = [
     (["train", "--held-out", "resnet50"], ["--held-out 'resnet50'", "allowed only with --eval"]),
     (["transfer", "--curve", "c.png"], ["--curve 'c.png'", "allowed only with --eval"]),
     (["tune", "resnet18", "--calibration", "8"], ["--calibration 8", "allowed only with --int8"]),
-    (["transfer", "--method", "base"], ["--method 'base'", "allowed residual, finetune, scratch"]),
+    (["transfer", "--method", "base"], ["--method 'base'", "allowed residual, finetune, ensemble, scratch"]),
+    (["transfer", "--method", "ensemble", "--base", "m.pkl"], ["--method 'ensemble'", "leave out --base"]),
     # a store that only commands which read it would have created empty
     (["train"], ["no store at", "nothing was measured there yet"]),
     (["transfer", "--eval"], ["no store at"]),

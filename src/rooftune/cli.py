@@ -627,8 +627,8 @@ def train(
 def transfer(
     samples: Annotated[int, typer.Option("--samples", help="Specs to profile on this machine (k).")] = 50,
     sampler: Annotated[str, typer.Option("--sampler", help="active (k-center over the features) or random.")] = "active",
-    method: Annotated[str | None, typer.Option("--method", help="finetune (mlp base; the default for one), residual (boosting on the base's error; the default for a tree base) or scratch.")] = None,
-    base: Annotated[str | None, typer.Option("--base", help="Base model FILE (default: the shipped one nearest this machine).")] = None,
+    method: Annotated[str | None, typer.Option("--method", help="ensemble (every shipped base fine-tuned, averaged; the default without --base), finetune (the nearest or given mlp base; the default with one), residual (boosting on the base's error; the default for a tree base) or scratch.")] = None,
+    base: Annotated[str | None, typer.Option("--base", help="Base model FILE (default: the shipped ones, nearest this machine first).")] = None,
     models: Annotated[str, typer.Option("--models", help="Networks whose convolutions join the candidate pool.")] = "resnet50,mobilenet_v2",
     eval_: Annotated[bool, typer.Option("--eval", help="Draw the learning curve on a platform's stored data instead.")] = False,
     target: Annotated[str | None, typer.Option("--target", help="With --eval: the target platform id (default: this machine).")] = None,
@@ -644,7 +644,7 @@ def transfer(
         SAMPLERS,
         describe_base,
         learning_curve,
-        load_base_model,
+        load_base_models,
         load_model,
         load_profile_data,
     )
@@ -669,18 +669,22 @@ def transfer(
         output_file(save, "--save", parents=True)
     if curve is not None:
         check_figure_path(curve, "--curve")
+    if method == "ensemble" and base is not None:
+        raise InvalidArgument("--method", method, "averages the shipped base models: leave out --base, or use finetune")
     base_model = load_model(base) if base is not None else None
     if eval_:
         with Store(db, create=False) as s:
             data = load_profile_data(s, target)
-        if base_model is None:  # the shipped base nearest the target that has not seen its data
-            base_model = load_base_model(data.fingerprint, exclude_platform=data.platform_id)
+        others = []
+        if base_model is None:  # the shipped bases that have not seen the target's data, nearest first
+            base_model, *others = load_base_models(data.fingerprint, exclude_platform=data.platform_id)
         elif data.platform_id in ((getattr(base_model, "provenance_", None) or {}).get("platforms") or []):
             err.print(f"[yellow]warning:[/yellow] the base model was trained on platform {data.platform_id}'s data: "
                       "the curve measures it on what it has seen", highlight=False, soft_wrap=True)
         with err.status("learning curve") as status:
-            result = learning_curve(base_model, data, sampler=sampler, seed=seed, progress=lambda m: status.update(m))
-        result["base"] = describe_base(base_model)
+            result = learning_curve(base_model, data, sampler=sampler, seed=seed, progress=lambda m: status.update(m),
+                                    others=others)
+        result["base"] = describe_base([base_model, *others])
         if curve:
             result["figure"] = plot_learning_curve(result, curve)
         if json_out:
@@ -699,17 +703,18 @@ def transfer(
         return
     progress, update = _progress()
     names = _parse_names(models, "--models", "resnet50,mobilenet_v2", "model names") or []
-    if base_model is None:
-        base_model = load_base_model()
+    bases = [base_model] if base_model is not None else load_base_models()
     with progress:
-        _model, info = adapt(base_model, samples=samples, sampler=sampler, method=method, models=names, seed=seed,
+        _model, info = adapt(bases, samples=samples, sampler=sampler, method=method, models=names, seed=seed,
                              db=db, save=save, progress=update)
     if json_out:
         sys.stdout.write(json.dumps(info, indent=2, default=str) + "\n")
         return
     out.print(f"adapted the model to platform {info['platform_id']} with {info['samples']} profiled specs "
               f"({info['sampler']} sampler, {info['method']}"
-              + (f" of a base model from {info['base']}" if info["method"] != "scratch" else "")
+              + ("" if info["method"] == "scratch" else
+                 f" of the base models from {info['base']}" if info["method"] == "ensemble" else
+                 f" of a base model from {info['base']}")
               + f"); saved to {info['saved']}", highlight=False)
 
 

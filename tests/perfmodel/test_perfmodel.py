@@ -307,6 +307,42 @@ def test_finetune_and_learning_curve(tmp_path: Path) -> None:
         TransferModel(a.fit(PerfModel("rf", n_estimators=10)), "finetune").fit(b.specs[:5], b.times[:5], PRIMS)
 
 
+def test_an_ensemble_of_bases_averages_their_fine_tuned_log_times(tmp_path: Path) -> None:
+    """Every base fine-tuned on the same samples, their log times averaged; a primitive that only
+    one base knows takes that base's prediction; it saves, loads and drives a learning curve."""
+    from rooftune.perfmodel import TransferEnsemble, fit_transfer
+
+    a = synthetic(120).fit(PerfModel("mlp", epochs=300))
+    c = synthetic(120, seed=5, speed=0.6)  # the second base never saw winograd-f4x4
+    c = ProfileData(c.platform_id, 2, c.specs, PRIMS[:3], c.times[:, :3], c.sources)
+    c_model = c.fit(PerfModel("mlp", epochs=300))
+    b = synthetic(80, seed=3, speed=1.7)
+    tr, te = b.subset(list(range(25))), b.subset(list(range(25, 80)))
+    ens = fit_transfer([a, c_model], "ensemble", tr.specs, tr.times, tr.primitives, threads=tr.threads)
+    assert isinstance(ens, TransferEnsemble) and len(ens.members) == 2 and ens.method == "ensemble"
+    assert ens.primitives_ == PRIMS and ens.members[1].base.primitives_ == PRIMS[:3]
+    one = [m.predict_log(te.specs) for m in ens.members]
+    assert np.isnan(one[1][:, 3]).all() and not np.isnan(one[0][:, 3]).any()
+    got = ens.predict_log(te.specs)
+    assert np.allclose(got[:, :3], (one[0][:, :3] + one[1][:, :3]) / 2)
+    assert np.allclose(got[:, 3], one[0][:, 3])  # only the first base knows it
+    single = fit_transfer([a], "finetune", tr.specs, tr.times, tr.primitives, threads=tr.threads)
+    assert isinstance(single, TransferModel) and np.allclose(single.predict_log(te.specs), one[0])
+    assert ens.provenance_["method"] == "ensemble" and len(ens.provenance_["bases"]) == 2
+    assert ens.predict_conversion(te.specs[:3]).shape == (3,) and ens.extrapolated(te.specs[:3]).shape == (3,)
+    back = load_model(save_model(ens, tmp_path / "ens.pkl"))
+    assert np.allclose(back.predict(te.specs[:4]), ens.predict(te.specs[:4]))
+    curve = learning_curve(a, b, ks=(10, 25), methods=("finetune", "ensemble", "base"), others=[c_model])
+    assert set(curve["curve"]) == {"finetune", "ensemble", "base"}
+    assert curve["curve"]["ensemble"][25]["mape"] < curve["curve"]["base"][25]["mape"]
+    # without further bases there is no ensemble to draw
+    assert "ensemble" not in learning_curve(a, b, ks=(10,), methods=("finetune", "ensemble"))["curve"]
+    with pytest.raises(InvalidArgument, match="fit_transfer"):
+        TransferModel(a, "ensemble").fit(tr.specs, tr.times, tr.primitives)
+    with pytest.raises(InvalidArgument, match="mlp"):
+        fit_transfer([a, synthetic(60).fit(PerfModel("rf", n_estimators=5))], "ensemble", tr.specs, tr.times, PRIMS)
+
+
 def test_platform_id_does_not_depend_on_scikit_learn_being_imported() -> None:
     import subprocess
     import sys
@@ -350,8 +386,18 @@ def test_transfer_profiles_the_chosen_samples_and_saves_where_select_looks(
     # a tree base is adapted by boosting on its error; an mlp base (the shipped kind) is fine-tuned
     assert loaded.provenance_["transfer"]["specs"] == 12 and loaded.provenance_["method"] == "residual"
     assert pm.default_method(base) == "residual" and pm.default_method(PerfModel("mlp")) == "finetune"
+    assert pm.default_method([PerfModel("mlp"), PerfModel("mlp")]) == "ensemble"
+    assert pm.default_method([PerfModel("mlp")]) == "finetune" and pm.default_method([base, PerfModel("mlp")]) == "residual"
     with pytest.raises(InvalidArgument, match="samples"):
         pm.transfer(base, samples=2, db=str(tmp_path / "t.db"))
+    # several mlp bases (the shipped ones, nearest first): each fine-tuned on the same samples, averaged
+    mlps = [synthetic(120).fit(PerfModel("mlp", epochs=100)), synthetic(120, seed=5, speed=0.6).fit(PerfModel("mlp", epochs=100))]
+    ens, info = pm.transfer(mlps, samples=12, models=["resnet18"], pool=30, db=str(tmp_path / "t.db"))
+    assert info["method"] == "ensemble" and isinstance(pm.default_model()[0], pm.TransferEnsemble)
+    assert profiled[12:] == profiled[:12]  # the same sampler and seed choose the same specs
+    assert info["base"].count(";") == 1
+    first, _ = pm.transfer(mlps, samples=12, method="finetune", models=["resnet18"], pool=30, db=str(tmp_path / "t.db"))
+    assert isinstance(first, TransferModel) and first.base is mlps[0]
 
 
 def test_an_mlp_saves_no_torch_object_and_loads_under_another_torch(tmp_path: Path) -> None:
@@ -433,6 +479,13 @@ def test_the_base_model_nearest_the_machine_is_chosen() -> None:
     seen = xeon_model.provenance_["platforms"][0]
     assert base_model_path(xeon, exclude_platform=seen).name == "base_model.pkl"
     assert base_model_path(xeon, exclude_platform="another").name == "base_model_xeon.pkl"
+    # the bases of an ensemble: every shipped one not trained on the platform, nearest first
+    from rooftune.perfmodel import load_base_models
+
+    assert [m.provenance_["platforms"] for m in load_base_models(xeon)] == \
+        [xeon_model.provenance_["platforms"], zen_prov["platforms"]]
+    assert [m.provenance_["platforms"] for m in load_base_models(zen5)][0] == zen_prov["platforms"]
+    assert [m.provenance_["platforms"] for m in load_base_models(xeon, exclude_platform=seen)] == [zen_prov["platforms"]]
 
 
 def test_the_data_is_measured_against_itself() -> None:

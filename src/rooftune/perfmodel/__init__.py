@@ -31,8 +31,10 @@ from rooftune.perfmodel.transfer import (
     ADAPT_METHODS,
     METHODS,
     SAMPLERS,
+    TransferEnsemble,
     TransferModel,
     choose_samples,
+    fit_transfer,
     learning_curve,
 )
 
@@ -92,11 +94,10 @@ def _shipped_provenances() -> list[dict[str, Any]]:
     return out
 
 
-def base_model_path(platform: Any = None, exclude_platform: str | None = None) -> Any:
-    """The shipped base model nearest ``platform`` (default: this machine), by
-    :func:`base_closeness`; the first of :data:`BASE_MODELS` on a tie. ``exclude_platform``: leave
-    out the models trained on that platform's data (a transfer measured on a platform must not
-    start from a model that has seen it)."""
+def _nearest_first(platform: Any = None, exclude_platform: str | None = None) -> list[int]:
+    """Indices into :func:`base_model_paths` of the shipped models not trained on
+    ``exclude_platform``, nearest ``platform`` (default: this machine) first by
+    :func:`base_closeness`, the order of :data:`BASE_MODELS` on a tie."""
     paths = base_model_paths()
     headers = _shipped_provenances()
     keep = [i for i, h in enumerate(headers) if exclude_platform is None or exclude_platform not in (h.get("platforms") or [])]
@@ -107,12 +108,20 @@ def base_model_path(platform: Any = None, exclude_platform: str | None = None) -
         raise InvalidArgument("base model", BASE_MODEL, "is not installed with this rooftune",
                               "train one with `rooftune train --save FILE` and pass --model FILE")
     if len(keep) == 1:
-        return paths[keep[0]]
+        return keep
     if platform is None:
         from rooftune.platform import current_platform
 
         platform = current_platform()
-    return paths[max(keep, key=lambda i: (base_closeness(headers[i], platform), -i))]
+    return sorted(keep, key=lambda i: (base_closeness(headers[i], platform), -i), reverse=True)
+
+
+def base_model_path(platform: Any = None, exclude_platform: str | None = None) -> Any:
+    """The shipped base model nearest ``platform`` (default: this machine), by
+    :func:`base_closeness`; the first of :data:`BASE_MODELS` on a tie. ``exclude_platform``: leave
+    out the models trained on that platform's data (a transfer measured on a platform must not
+    start from a model that has seen it)."""
+    return base_model_paths()[_nearest_first(platform, exclude_platform)[0]]
 
 
 def load_base_model(platform: Any = None, exclude_platform: str | None = None) -> Any:
@@ -121,8 +130,21 @@ def load_base_model(platform: Any = None, exclude_platform: str | None = None) -
         return load_model(p)
 
 
+def load_base_models(platform: Any = None, exclude_platform: str | None = None) -> list[Any]:
+    """Every shipped base model not trained on ``exclude_platform``, the nearest ``platform`` first
+    (the bases of an ``ensemble`` transfer)."""
+    paths = base_model_paths()
+    out = []
+    for i in _nearest_first(platform, exclude_platform):
+        with resources.as_file(paths[i]) as p:
+            out.append(load_model(p))
+    return out
+
+
 def describe_base(model: Any) -> str:
-    """Where a base model's data came from, in a few words."""
+    """Where a base model's data came from, in a few words (for several: each, nearest first)."""
+    if isinstance(model, (list, tuple)):
+        return "; ".join(describe_base(m) for m in model)
     prov = getattr(model, "provenance_", {}) or {}
     uarch = f" ({prov['microarchitecture']})" if prov.get("microarchitecture") else ""
     kind = getattr(model, "estimator", None)
@@ -133,8 +155,9 @@ def describe_base(model: Any) -> str:
 
 __all__ = [
     "ADAPT_METHODS", "BASELINES", "BASE_MODEL", "BASE_MODELS", "CLASSIFIERS", "ESTIMATORS", "FEATURES", "FEATURE_SCHEMA_VERSION", "METHODS",
-    "SAMPLERS", "MethodClassifier", "PerfModel", "ProfileData", "TransferModel", "acl_rules", "base_closeness", "base_model_path", "base_model_paths", "describe_base",
-    "choose_samples", "evaluate", "featurize", "framework_default", "learning_curve", "load_base_model",
+    "SAMPLERS", "MethodClassifier", "PerfModel", "ProfileData", "TransferEnsemble", "TransferModel", "acl_rules", "base_closeness", "base_model_path", "base_model_paths", "describe_base",
+    "choose_samples", "evaluate", "featurize", "fit_transfer", "framework_default", "learning_curve", "load_base_model",
+    "load_base_models",
     "load_model", "load_profile_data", "read_header", "regression_metrics", "rows_to_data", "save_model",
     "default_model", "select_time", "train", "transfer", "transferred_model_path",
 ]
@@ -176,19 +199,25 @@ def select_time(model: Any, name: str = "resnet50", batch: int = 1) -> dict[str,
 
 
 def default_method(base: Any) -> str:
-    """How `rooftune transfer` adapts ``base`` unless told: fine-tuning needs an mlp."""
-    return "finetune" if getattr(base, "estimator", None) == "mlp" else "residual"
+    """How `rooftune transfer` adapts ``base`` (one model, or several nearest first) unless told:
+    several mlp bases are fine-tuned and averaged, one is fine-tuned; trees get residual boosting."""
+    bases = list(base) if isinstance(base, (list, tuple)) else [base]
+    if all(getattr(b, "estimator", None) == "mlp" for b in bases):
+        return "ensemble" if len(bases) > 1 else "finetune"
+    return "residual"
 
 
 def transfer(base: Any, *, samples: int = 50, sampler: str = "active", method: str | None = None,
              models: Any = ("resnet50", "mobilenet_v2"), pool: int = 200, threads: int | None = None,
              seed: int = 0, db: str | None = None, store: Any = None, save: Any = None,
              progress: Any = None) -> tuple[Any, dict[str, Any]]:
-    """Adapt ``base`` to this machine: choose ``samples`` specs from a pool (the convolutions of
-    ``models`` and ``pool`` sampled specs), profile them (rows already stored are reused), fit the
-    transfer model on them and save it where `rooftune select` finds it. ``method`` defaults to
-    ``finetune`` for an mlp base (the shipped one) and ``residual`` for trees: with 50 samples
-    fine-tuning was the closer of the two on every platform pair measured (BENCHMARKS.md)."""
+    """Adapt ``base`` (a model, or several with the nearest first) to this machine: choose
+    ``samples`` specs from a pool (the convolutions of ``models`` and ``pool`` sampled specs),
+    profile them (rows already stored are reused), fit the transfer model on them and save it
+    where `rooftune select` finds it. ``method`` defaults to ``ensemble`` for several mlp bases
+    (the shipped ones), ``finetune`` for one and ``residual`` for trees: with 50 samples
+    fine-tuning was the closer of the last two on every platform pair measured, and the ensemble
+    of the shipped bases closer than the nearest one fine-tuned alone (BENCHMARKS.md)."""
     from rooftune.perfmodel.persist import save_model as _save
     from rooftune.platform import current_platform
     from rooftune.profiling import collect_specs, run_campaign
@@ -214,13 +243,14 @@ def transfer(base: Any, *, samples: int = 50, sampler: str = "active", method: s
             store.close()
     keys = {s.key() for s, _ in chosen}
     sub = data.subset([i for i, s in enumerate(data.specs) if s.key() in keys])
-    model = TransferModel(base, method, random_state=seed).fit(
-        sub.specs, sub.times, sub.primitives, provenance={**sub.provenance(), "sampler": sampler},
-        conversions=sub.conversions(), threads=sub.threads)
+    bases = list(base) if isinstance(base, (list, tuple)) else [base]
+    model = fit_transfer(bases if method == "ensemble" else bases[:1], method, sub.specs, sub.times, sub.primitives,
+                         random_state=seed, provenance={**sub.provenance(), "sampler": sampler},
+                         conversions=sub.conversions(), threads=sub.threads)
     path = save if save is not None else transferred_model_path(platform.id)
     _save(model, path)
     return model, {"platform_id": platform.id, "samples": len(sub), "sampler": sampler, "method": method,
-                   "base": describe_base(base), "campaign": campaign.to_dict(), "saved": str(path)}
+                   "base": describe_base(bases if method == "ensemble" else bases[0]), "campaign": campaign.to_dict(), "saved": str(path)}
 
 
 def train(data: ProfileData, estimator: str = "mlp", save: Any = None, target: str = "auto") -> Any:

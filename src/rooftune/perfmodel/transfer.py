@@ -7,6 +7,9 @@
   samples keeps what A's model knew of its shape;
 * ``residual``: boosting on the base model's error: a small gradient-boosting model of
   log(t_B) - base_log(spec, primitive) from the spec's features, the primitive and the base prediction;
+* ``ensemble``: every base model at hand (each trained on another platform) fine-tuned on the
+  same samples, their log times averaged (:class:`TransferEnsemble`): the bases err differently
+  on the new platform, and the mean of their errors is smaller than the nearest base's alone;
 * compared with ``scratch`` (the same regressor trained on the k samples alone) and ``base``
   (A's model unchanged).
 
@@ -30,10 +33,10 @@ from rooftune.perfmodel.features import SCHEMA_FEATURES, featurize
 from rooftune.perfmodel.regressors import PerfModel, as_features
 from rooftune.primitives.spec import ConvSpec
 
-METHODS = ("finetune", "residual", "scratch", "base")
+METHODS = ("finetune", "ensemble", "residual", "scratch", "base")
 #: What `rooftune transfer` may fit and save ("base" is the base model unchanged: a point of
 #: comparison in the learning curve, not an adaptation).
-ADAPT_METHODS = ("residual", "finetune", "scratch")
+ADAPT_METHODS = ("residual", "finetune", "ensemble", "scratch")
 SAMPLERS = ("active", "random")
 DEFAULT_KS = (10, 25, 50, 100, 200)
 
@@ -80,8 +83,9 @@ class TransferModel(BaseEstimator):
             conversions: Sequence[tuple[ConvSpec, float]] | None = None, threads: int | None = None) -> TransferModel:
         """``threads``: the thread count the new platform's samples ran at (default: the base's);
         features of specs, the path PyTorch's own convolution takes among them, are computed for it."""
-        if self.method not in METHODS:
-            raise InvalidArgument("method", self.method, f"allowed {', '.join(METHODS)}")
+        if self.method not in METHODS or self.method == "ensemble":
+            raise InvalidArgument("method", self.method, f"allowed {', '.join(m for m in METHODS if m != 'ensemble')}",
+                                  "an ensemble of bases is fitted by fit_transfer()")
         if self.method != "scratch" and (self.base is None or not hasattr(self.base, "primitives_")):
             raise InvalidArgument("base model", None, "a fitted PerfModel is needed for " + self.method)
         self.primitives_ = list(self.base.primitives_) if self.base is not None else list(primitives)
@@ -178,14 +182,102 @@ class TransferModel(BaseEstimator):
         return base.extrapolated(X)
 
 
+class TransferEnsemble(BaseEstimator):
+    """Several base models, each fine-tuned on the same samples of the new platform
+    (:class:`TransferModel`, ``finetune``), predicting the mean of their log times; a primitive
+    that only some members know takes the mean of theirs. The first member is the base nearest
+    the new platform: its training range flags extrapolated specs, and the conversion costs are
+    the ones measured on the new platform (the same in every member)."""
+
+    def __init__(self, members: Sequence[TransferModel] = ()) -> None:
+        self.members = members
+
+    def _first(self) -> TransferModel:
+        if not self.members:
+            raise NotFittedError("this TransferEnsemble has no members: build it with fit_transfer()")
+        return self.members[0]
+
+    @property
+    def primitives_(self) -> list[str]:
+        out: list[str] = []
+        for m in self.members:
+            out += [p for p in m.primitives_ if p not in out]
+        return out
+
+    @property
+    def method(self) -> str:
+        return "ensemble"
+
+    @property
+    def caches_(self) -> Any:
+        return self._first().caches_
+
+    @property
+    def threads_(self) -> Any:
+        return self._first().threads_
+
+    @property
+    def provenance_(self) -> dict[str, Any]:
+        prov = dict(self._first().provenance_)
+        prov.update(method="ensemble", bases=[{k: (m.base.provenance_ or {}).get(k) for k in
+                                               ("platforms", "cpu_model", "microarchitecture", "specs", "networks")}
+                                              for m in self.members])
+        return prov
+
+    def predict_log(self, X: Any) -> np.ndarray:
+        F = as_features(X, self.caches_, self.threads_)
+        names = self.primitives_
+        stack = np.full((len(self.members), len(F), len(names)), np.nan)
+        for i, m in enumerate(self.members):
+            stack[i] = m._align(m.predict_log(F), m.primitives_, names)
+        known = ~np.isnan(stack)
+        total = np.where(known, stack, 0.0).sum(axis=0)
+        count = known.sum(axis=0)
+        return np.where(count > 0, total / np.maximum(count, 1), np.nan)
+
+    def predict(self, X: Any) -> np.ndarray:
+        return np.exp(self.predict_log(X))
+
+    def predict_conversion(self, specs: Sequence[ConvSpec]) -> np.ndarray:
+        return self._first().predict_conversion(specs)
+
+    def extrapolated(self, X: Any) -> np.ndarray:
+        return self._first().extrapolated(X)
+
+
+def fit_transfer(bases: Sequence[PerfModel | None], method: str, X: Any, Y: np.ndarray, primitives: Sequence[str],
+                 random_state: int = 0, provenance: dict[str, Any] | None = None,
+                 conversions: Sequence[tuple[ConvSpec, float]] | None = None,
+                 threads: int | None = None) -> TransferModel | TransferEnsemble:
+    """Adapt to the new platform's samples: ``bases[0]`` alone (the nearest) by ``method``, or,
+    for ``ensemble``, every base fine-tuned and averaged (each must be an mlp)."""
+    if method not in METHODS:
+        raise InvalidArgument("method", method, f"allowed {', '.join(METHODS)}")
+    kw = dict(provenance=provenance, conversions=conversions, threads=threads)
+    if method != "ensemble":
+        return TransferModel(bases[0] if bases else None, method, random_state=random_state).fit(X, Y, primitives, **kw)
+    bases = [b for b in bases if b is not None]
+    if not bases:
+        raise InvalidArgument("base model", None, "ensemble needs at least one fitted base model")
+    for b in bases:
+        if getattr(b, "estimator", None) != "mlp":
+            raise InvalidArgument("base model", getattr(b, "estimator", None), "ensemble fine-tunes each base: mlp bases only")
+    return TransferEnsemble([TransferModel(b, "finetune", random_state=random_state).fit(X, Y, primitives, **kw)
+                             for b in bases])
+
+
 def learning_curve(base: PerfModel, target: ProfileData, ks: Sequence[int] = DEFAULT_KS, sampler: str = "active",
                    methods: Sequence[str] = METHODS, seed: int = 0, repeats: int = 1,
-                   progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+                   progress: Callable[[str], None] | None = None,
+                   others: Sequence[PerfModel] = ()) -> dict[str, Any]:
     """For each k: choose k of the target's specs, adapt (each method), and score the predictions
-    on the target's other specs. Figures per method per k (mean over ``repeats`` draws)."""
+    on the target's other specs. Figures per method per k (mean over ``repeats`` draws).
+    ``others``: further base models for ``ensemble`` (with ``base`` first); without them, or with
+    a base that is not an mlp, ``ensemble`` (like ``finetune``) is left out."""
     from rooftune.perfmodel.evaluate import predict_for, regression_metrics
 
     say = progress or (lambda _m: None)
+    bases = [base, *others]
     curve: dict[str, dict[int, dict[str, float]]] = {m: {} for m in methods}
     for k in ks:
         if k >= len(target):
@@ -195,14 +287,22 @@ def learning_curve(base: PerfModel, target: ProfileData, ks: Sequence[int] = DEF
             idx = choose_samples(target.specs, k, sampler, seed + r)
             rest = [i for i in range(len(target)) if i not in set(idx)]
             train, test = target.subset(idx), target.subset(rest)
+            fitted: dict[str, TransferModel] = {}
             for m in methods:
-                if m == "finetune" and base.estimator != "mlp":
+                if m in ("finetune", "ensemble") and base.estimator != "mlp":
+                    continue
+                if m == "ensemble" and (not others or any(getattr(b, "estimator", None) != "mlp" for b in others)):
                     continue
                 say(f"k={k} {m}")
-                tm = TransferModel(base if m != "scratch" else None, m, random_state=seed + r)
-                if m == "scratch":
-                    tm.base = None
-                tm.fit(train.specs, train.times, train.primitives, threads=train.threads)
+                if m == "ensemble" and "finetune" in fitted:  # the nearest base's member is already fitted
+                    rest_ = fit_transfer(others, "ensemble", train.specs, train.times, train.primitives,
+                                         random_state=seed + r, threads=train.threads)
+                    tm: Any = TransferEnsemble([fitted["finetune"], *rest_.members])
+                else:
+                    tm = fit_transfer(bases if m == "ensemble" else [None if m == "scratch" else base], m,
+                                      train.specs, train.times, train.primitives, random_state=seed + r,
+                                      threads=train.threads)
+                fitted[m] = tm
                 runs[m].append(regression_metrics(predict_for(tm, test), test.times))
         for m, rs in runs.items():
             if rs:
