@@ -314,8 +314,10 @@ def test_an_ensemble_of_bases_averages_their_fine_tuned_log_times(tmp_path: Path
 
     a = synthetic(120).fit(PerfModel("mlp", epochs=300))
     c = synthetic(120, seed=5, speed=0.6)  # the second base never saw winograd-f4x4
-    c = ProfileData(c.platform_id, 2, c.specs, PRIMS[:3], c.times[:, :3], c.sources)
+    c = ProfileData(c.platform_id, 2, c.specs, PRIMS[:3], c.times[:, :3], c.sources,
+                    fingerprint={"caches": [{"name": "L2", "size_bytes": 2 << 20}, {"name": "L3", "size_bytes": 256 << 20}]})
     c_model = c.fit(PerfModel("mlp", epochs=300))
+    assert c_model.caches_ != a.caches_  # each member computes the features of its own machine's caches
     b = synthetic(80, seed=3, speed=1.7)
     tr, te = b.subset(list(range(25))), b.subset(list(range(25, 80)))
     ens = fit_transfer([a, c_model], "ensemble", tr.specs, tr.times, tr.primitives, threads=tr.threads)

@@ -225,11 +225,11 @@ class TransferEnsemble(BaseEstimator):
         return prov
 
     def predict_log(self, X: Any) -> np.ndarray:
-        F = as_features(X, self.caches_, self.threads_)
+        X = X if isinstance(X, np.ndarray) else list(X)  # specs: each member computes its own features
         names = self.primitives_
-        stack = np.full((len(self.members), len(F), len(names)), np.nan)
+        stack = np.full((len(self.members), len(X), len(names)), np.nan)
         for i, m in enumerate(self.members):
-            stack[i] = m._align(m.predict_log(F), m.primitives_, names)
+            stack[i] = m._align(m.predict_log(X), m.primitives_, names)
         known = ~np.isnan(stack)
         total = np.where(known, stack, 0.0).sum(axis=0)
         count = known.sum(axis=0)
