@@ -306,3 +306,70 @@ def test_train_cli_evaluates_and_saves(tmp_path: Path, capsys: pytest.CaptureFix
     assert "invalid --target 'seconds': allowed auto, time, per_flop, roofline" in capsys.readouterr().err
     assert main(["train", "--eval", "--held-out", "resnet50", "--db", db]) != 0
     assert "profiled networks: net0, net1, net2" in capsys.readouterr().err
+
+
+def test_a_thread_pool_of_its_own_is_kept_only_if_the_network_runs_faster(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """NNPACK and ONNX Runtime's MLAS run on pools of their own: when a selection puts layers on
+    one, the network solved without it is measured against it end to end; the pool stays only if
+    the network ran faster with it (whole CI above 1), and the decision holds for every table."""
+    from types import SimpleNamespace
+
+    import rooftune.bench
+    from rooftune.selection import select
+    from rooftune.selection.pools import OPENMP, PoolCheck, pool_of, solve_checking_pools, without_pools
+
+    assert pool_of("nnpack") == "pthreadpool" and pool_of("onnxruntime-mlas") == "onnxruntime"
+    assert pool_of("onednn-prepacked-nhwc") == pool_of("pytorch-default") == OPENMP
+    prims = ["pytorch-default", "nnpack", "onnxruntime-mlas", "onednn-nhwc"]
+    specs = [ConvSpec(1, 8, 12, 12, 8, 3, 3, padding=1)] * 3
+    g = ConvGraph(["a", "b", "c"], specs, [(0, 1), (1, 2)], [0])
+    times = np.array([[1.0, 0.8, 0.9, 0.95], [1.0, 0.95, 2.0, 1.2], [1.0, 2.0, 0.85, 1.2]])
+    table = CostTable(g, prims, times, np.zeros(3), np.zeros(3, bool))
+    assert np.isinf(without_pools(table, {"pthreadpool"}).times[:, 1]).all() and table.times[0, 1] == 0.8
+    seen: list[tuple[str, list[str], list[str]]] = []
+
+    def decide(keep: set[str]):
+        def check(pool: str, with_pool: Selection, without: Selection) -> PoolCheck:
+            seen.append((pool, [c.primitive for c in with_pool.choices], [c.primitive for c in without.choices]))
+            n = sum(pool_of(c.primitive) == pool for c in with_pool.choices)
+            return PoolCheck(pool, ("x",), n, 1.1 if pool in keep else 0.95, (1.05, 1.15) if pool in keep else (0.9, 1.0),
+                             pool in keep)
+        return check
+
+    checks: dict[str, PoolCheck] = {}
+    sel = solve_checking_pools(table, per_layer, checks, decide(set()))
+    assert [c.primitive for c in sel.choices] == ["onednn-nhwc", "pytorch-default", "pytorch-default"]
+    assert seen[0] == ("pthreadpool", ["nnpack", "nnpack", "onnxruntime-mlas"], ["onnxruntime-mlas", "pytorch-default", "onnxruntime-mlas"])
+    assert seen[1][0] == "onnxruntime" and set(checks) == {"pthreadpool", "onnxruntime"}
+    # the decisions hold for later tables of the same network: nothing measured again
+    again = solve_checking_pools(table, best_uniform, checks, decide({"pthreadpool"}))
+    assert len(seen) == 2 and again.strategy == "uniform:pytorch-default"
+    kept = solve_checking_pools(table, per_layer, {}, decide({"pthreadpool", "onnxruntime"}))
+    assert [c.primitive for c in kept.choices] == ["nnpack", "nnpack", "onnxruntime-mlas"]
+    assert "kept" in PoolCheck("pthreadpool", ("nnpack",), 2, 1.1, (1.05, 1.15), True).describe()
+    assert "left out" in PoolCheck("pthreadpool", ("nnpack",), 2, 0.95, (0.9, 1.0), False).describe()
+
+    # select: a model that predicts NNPACK fastest everywhere; the network with it ran slower
+    from rooftune.profiling import sample_specs
+
+    train = sample_specs(60, seed=0)
+    rate = {"pytorch-default": 30e9, "onednn-prepacked-nhwc": 40e9, "nnpack": 80e9}
+    fit = PerfModel("rf", n_estimators=20).fit(train, np.asarray([[s.flops / rate[p] + 1e-5 for p in rate] for s in train]),
+                                               list(rate), conversions=[(s, 1e-6) for s in train])
+    labels: list[str] = []
+
+    def fake_compare(fn_a: object, fn_b: object, *, label_a: str, label_b: str, **_: object) -> SimpleNamespace:
+        labels.append(label_a)
+        ratio, ci = (0.93, (0.9, 0.96)) if label_a.startswith("without") else (1.2, (1.1, 1.3))
+        return SimpleNamespace(ratio=ratio, ci=ci, a=SimpleNamespace(median=ratio * 1e-3), b=SimpleNamespace(median=1e-3),
+                               warnings=())
+
+    monkeypatch.setattr(rooftune.bench, "compare", fake_compare)
+    r = select("resnet18", perfmodel=fit, db=str(tmp_path / "r.db"), measure_s=1.0)
+    assert labels[0] == "without pthreadpool" and labels.count("without pthreadpool") == 1
+    assert "nnpack" not in {c.primitive for c in r.selection.choices}
+    assert any("nnpack" in n and "left out" in n and "0.930x" in n for n in r.notes)
+    unmeasured = select("resnet18", perfmodel=fit, db=str(tmp_path / "r.db"), measure_s=None)
+    assert "nnpack" in {c.primitive for c in unmeasured.selection.choices}
+    assert any("not measured inside the network" in n for n in unmeasured.notes)

@@ -49,6 +49,9 @@ class Primitive(ABC):
     in_layout: str = "NCHW"
     out_layout: str = "NCHW"
     description: str = ""
+    #: The threads it runs on: OpenMP's (ATen, oneDNN, MKL), or a pool of the library's own,
+    #: which costs a switch inside a network of OpenMP layers (rooftune.selection.pools).
+    thread_pool: str = "openmp"
 
     def available(self) -> str | None:
         """None when the library is usable in this build, else why not."""

@@ -14,6 +14,7 @@ from rooftune.primitives.spec import ConvSpec
 class OnnxRuntimeMLAS(Primitive):
     name = "onnxruntime-mlas"
     library = "ONNX Runtime (MLAS)"
+    thread_pool = "onnxruntime"
     description = "one-node ONNX Conv in an InferenceSession, I/O binding"
 
     def available(self) -> str | None:

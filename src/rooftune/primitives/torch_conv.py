@@ -108,6 +108,7 @@ class NNPACK(Primitive):
 
     name = "nnpack"
     library = "NNPACK"
+    thread_pool = "pthreadpool"
     description = "torch._nnpack_spatial_convolution"
 
     def available(self) -> str | None:
@@ -119,6 +120,7 @@ class NNPACK(Primitive):
     def prepare(self, spec: ConvSpec, weight: torch.Tensor, bias: torch.Tensor | None) -> Kernel:
         pd, st = list(spec.padding), list(spec.stride)
         b = bias if bias is not None else torch.zeros(spec.K)
+        torch._nnpack_available()  # initializes NNPACK: without it every call fails
 
         def run(x: torch.Tensor) -> torch.Tensor:
             return torch._nnpack_spatial_convolution(x, weight, b, pd, st)

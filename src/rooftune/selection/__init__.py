@@ -21,6 +21,7 @@ import torch
 from rooftune.errors import InvalidArgument
 from rooftune.primitives import get_primitive
 from rooftune.selection.graph import ConvGraph, conv_graph
+from rooftune.selection.pools import OPENMP, PoolCheck, pool_of, solve_checking_pools
 from rooftune.selection.rewrite import SelectedConv, Verification, rewrite, selected_layers, verify
 from rooftune.selection.solve import (
     DEFAULT,
@@ -188,10 +189,26 @@ def select(model: str | torch.nn.Module, *, batch: int = 1, threads: int | None 
         if not len(graph):
             raise InvalidArgument("model", name, "has no 2-D convolution to select a primitive for")
         prims = candidate_primitives(precisions)
+        solve = layout_aware if strategy == "layout-aware" else per_layer
         t0 = time.perf_counter()
         table = predicted_table(graph, perfmodel, prims)
-        chosen = layout_aware(table) if strategy == "layout-aware" else per_layer(table)
+        chosen = solve(table)
         select_s = time.perf_counter() - t0
+        # a primitive on a thread pool of its own is kept only if the network ran faster with it
+        # than solved without it (measured once per pool, the decision shared by every table below)
+        pool_checks: dict[str, PoolCheck] = {}
+
+        def check_pool(pool: str, with_pool: Selection, without: Selection) -> PoolCheck:
+            on = [c.primitive for c in with_pool.choices if pool_of(c.primitive) == pool]
+            if not measure_s:
+                return PoolCheck(pool, tuple(sorted(set(on))), len(on), None, None, True)
+            cmp = compare(module_runner(rewrite(module, without), inputs), module_runner(rewrite(module, with_pool), inputs),
+                          label_a=f"without {pool}", label_b=f"with {pool}", policy=comparison_policy(measure_s / 2),
+                          platform_id=platform.id)
+            return PoolCheck(pool, tuple(sorted(set(on))), len(on), cmp.ratio, cmp.ci, cmp.ci[0] > 1.0)
+
+        if any(pool_of(c.primitive) != OPENMP for c in chosen.choices):
+            chosen = solve_checking_pools(table, solve, pool_checks, check_pool, progress=say)
         notes = list(chosen.notes)
         if not graph.traced:
             notes.append("torch.fx could not trace the model: convolutions taken as a chain in execution order")
@@ -212,14 +229,15 @@ def select(model: str | torch.nn.Module, *, batch: int = 1, threads: int | None 
         say("rewriting and verifying")
         main = _candidate("selected", module, chosen, inputs)
         others: list[Candidate] = []
-        ref_table = oracle_table or table
-        uni = best_uniform(ref_table)
+        uni = solve_checking_pools(oracle_table or table, best_uniform, pool_checks, check_pool, progress=say)
         others.append(_candidate("best-uniform", module, uni, inputs))
         if oracle_table is not None:
-            others.append(_candidate("oracle", module, layout_aware(oracle_table), inputs))
+            oracle = solve_checking_pools(oracle_table, layout_aware, pool_checks, check_pool, progress=say)
+            others.append(_candidate("oracle", module, oracle, inputs))
         else:
             notes.append(f"no oracle: {len(missing)} layer(s) not profiled on this platform at {threads} threads "
                          f"(run `rooftune profile --models {name} --threads {threads}`)")
+        notes += [c.describe() for c in pool_checks.values()]
         result = SelectResult(name, batch, threads, platform.id, len(graph), chosen, main.verification, select_s,
                               notes=notes, module=main.module)
         for c in others:
