@@ -260,9 +260,9 @@ def test_the_final_comparisons_cost_what_was_measured_and_keep_to_the_budget(
     whether or not pytorch-launcher and intel-recommended are twins)."""
     import types
 
+    import rooftune.tuning.config as config
     import rooftune.tuning.study as study
     from rooftune.platform import current_platform
-    import rooftune.tuning.config as config
     from rooftune.tuning.study import COMPARE_POLICY, TrialResult, comparison_s, pair_start_s
 
     if not allocators:  # as where apt-get was not available: pytorch-launcher is intel-recommended's twin

@@ -209,14 +209,6 @@ class TransferEnsemble(BaseEstimator):
         return "ensemble"
 
     @property
-    def caches_(self) -> Any:
-        return self._first().caches_
-
-    @property
-    def threads_(self) -> Any:
-        return self._first().threads_
-
-    @property
     def provenance_(self) -> dict[str, Any]:
         prov = dict(self._first().provenance_)
         prov.update(method="ensemble", bases=[{k: (m.base.provenance_ or {}).get(k) for k in
@@ -287,22 +279,25 @@ def learning_curve(base: PerfModel, target: ProfileData, ks: Sequence[int] = DEF
             idx = choose_samples(target.specs, k, sampler, seed + r)
             rest = [i for i in range(len(target)) if i not in set(idx)]
             train, test = target.subset(idx), target.subset(rest)
-            fitted: dict[str, TransferModel] = {}
+            tuned: list[TransferModel] = []  # each base fine-tuned once per draw, for finetune and ensemble
+
+            def finetuned(n: int, train: ProfileData = train, r: int = r,
+                          tuned: list[TransferModel] = tuned) -> list[TransferModel]:
+                tuned.extend(fit_transfer([b], "finetune", train.specs, train.times, train.primitives,
+                                          random_state=seed + r, threads=train.threads) for b in bases[len(tuned):n])
+                return tuned[:n]
+
             for m in methods:
                 if m in ("finetune", "ensemble") and base.estimator != "mlp":
                     continue
                 if m == "ensemble" and (not others or any(getattr(b, "estimator", None) != "mlp" for b in others)):
                     continue
                 say(f"k={k} {m}")
-                if m == "ensemble" and "finetune" in fitted:  # the nearest base's member is already fitted
-                    rest_ = fit_transfer(others, "ensemble", train.specs, train.times, train.primitives,
-                                         random_state=seed + r, threads=train.threads)
-                    tm: Any = TransferEnsemble([fitted["finetune"], *rest_.members])
+                if m in ("finetune", "ensemble"):
+                    tm: Any = finetuned(1)[0] if m == "finetune" else TransferEnsemble(finetuned(len(bases)))
                 else:
-                    tm = fit_transfer(bases if m == "ensemble" else [None if m == "scratch" else base], m,
-                                      train.specs, train.times, train.primitives, random_state=seed + r,
-                                      threads=train.threads)
-                fitted[m] = tm
+                    tm = fit_transfer([None if m == "scratch" else base], m, train.specs, train.times, train.primitives,
+                                      random_state=seed + r, threads=train.threads)
                 runs[m].append(regression_metrics(predict_for(tm, test), test.times))
         for m, rs in runs.items():
             if rs:

@@ -32,7 +32,7 @@ OPENMP = "openmp"
 
 
 def pool_of(name: str) -> str:
-    return getattr(get_primitive(name), "thread_pool", OPENMP)
+    return get_primitive(name).thread_pool
 
 
 @dataclass(frozen=True)
