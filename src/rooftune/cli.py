@@ -642,6 +642,7 @@ def transfer(
     from rooftune.perfmodel import (
         ADAPT_METHODS,
         SAMPLERS,
+        check_base,
         describe_base,
         learning_curve,
         load_base_models,
@@ -672,6 +673,8 @@ def transfer(
     if method == "ensemble" and base is not None:
         raise InvalidArgument("--method", method, "averages the shipped base models: leave out --base, or use finetune")
     base_model = load_model(base) if base is not None else None
+    if base_model is not None:
+        check_base(base_model, method)
     if eval_:
         with Store(db, create=False) as s:
             data = load_profile_data(s, target)

@@ -288,10 +288,15 @@ def optimize(
 
         def select_step() -> None:
             from rooftune.perfmodel import default_model
+            from rooftune.primitives import all_primitives
             from rooftune.selection import save_selection, select
+            from rooftune.selection.pools import OPENMP
 
             perf, source = default_model()
-            n_cmp = 4  # vanilla, best uniform, oracle; vanilla again when one of those replaces the prediction
+            # vanilla, best uniform, oracle; vanilla again when one of those replaces the prediction;
+            # half a comparison for each thread pool of its own a selection may be checked with
+            pools = {p.thread_pool for p in all_primitives()} - {OPENMP}
+            n_cmp = 4 + 0.5 * len(pools)
             measure_s = max(2.0, min(10.0, (min(select_reserve, left() - REPORT_RESERVE_S) - 10.0) / n_cmp))
             say("select: a primitive per convolution", 0, 1)
             r = select(name, batch=wl.batch, threads=threads, perfmodel=perf, store=store, measure_s=measure_s,

@@ -400,6 +400,26 @@ def test_transfer_profiles_the_chosen_samples_and_saves_where_select_looks(
     assert info["base"].count(";") == 1
     first, _ = pm.transfer(mlps, samples=12, method="finetune", models=["resnet18"], pool=30, db=str(tmp_path / "t.db"))
     assert isinstance(first, TransferModel) and first.base is mlps[0]
+    # an adapted model is not a base, and a tree is not fine-tuned: refused before anything is profiled
+    before = len(profiled)
+    for bad, method, why in ((ens, None, "adapted model"), (first, "residual", "adapted model"),
+                             (base, "finetune", "fine-tunes an mlp"), ([base, mlps[0]], "ensemble", "fine-tunes an mlp")):
+        with pytest.raises(InvalidArgument, match=why):
+            pm.transfer(bad, samples=12, method=method, models=["resnet18"], pool=30, db=str(tmp_path / "t.db"))
+    assert len(profiled) == before
+    pm.check_base(mlps[0], "ensemble")  # a trained mlp is a base for every method
+
+
+def test_transfer_refuses_an_adapted_model_as_its_base_before_profiling(tmp_path: Path) -> None:
+    from tests.test_cli import assert_one_line_error, rooftune_in_process
+
+    b = synthetic(40, seed=3, speed=1.7)
+    adapted = TransferModel(None, "scratch").fit(b.specs, b.times, b.primitives, threads=b.threads)
+    path = save_model(adapted, tmp_path / "adapted.pkl")
+    for extra in ([], ["--eval"]):
+        proc = rooftune_in_process("transfer", "--base", str(path), *extra, db=tmp_path / "t.db")
+        assert_one_line_error(proc, "--base 'an adapted model", "rooftune train --save")
+    assert not (tmp_path / "t.db").exists()  # nothing profiled, no store made
 
 
 def test_an_mlp_saves_no_torch_object_and_loads_under_another_torch(tmp_path: Path) -> None:

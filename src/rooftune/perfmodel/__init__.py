@@ -33,6 +33,7 @@ from rooftune.perfmodel.transfer import (
     SAMPLERS,
     TransferEnsemble,
     TransferModel,
+    check_base,
     choose_samples,
     fit_transfer,
     learning_curve,
@@ -156,7 +157,7 @@ def describe_base(model: Any) -> str:
 __all__ = [
     "ADAPT_METHODS", "BASELINES", "BASE_MODEL", "BASE_MODELS", "CLASSIFIERS", "ESTIMATORS", "FEATURES", "FEATURE_SCHEMA_VERSION", "METHODS",
     "SAMPLERS", "MethodClassifier", "PerfModel", "ProfileData", "TransferEnsemble", "TransferModel", "acl_rules", "base_closeness", "base_model_path", "base_model_paths", "describe_base",
-    "choose_samples", "evaluate", "featurize", "fit_transfer", "framework_default", "learning_curve", "load_base_model",
+    "check_base", "choose_samples", "evaluate", "featurize", "fit_transfer", "framework_default", "learning_curve", "load_base_model",
     "load_base_models",
     "load_model", "load_profile_data", "read_header", "regression_metrics", "rows_to_data", "save_model",
     "default_model", "select_time", "train", "transfer", "transferred_model_path",
@@ -228,6 +229,10 @@ def transfer(base: Any, *, samples: int = 50, sampler: str = "active", method: s
     method = method or default_method(base)
     if method not in ADAPT_METHODS:
         raise InvalidArgument("--method", method, f"allowed {', '.join(ADAPT_METHODS)}")
+    bases = list(base) if isinstance(base, (list, tuple)) else [base]
+    if method != "scratch":  # before anything is profiled
+        for b in bases if method == "ensemble" else bases[:1]:
+            check_base(b, method)
     platform = current_platform()
     threads = threads or platform.usable_cores
     specs, _layers = collect_specs(list(models), pool, [1], seed)
@@ -243,7 +248,6 @@ def transfer(base: Any, *, samples: int = 50, sampler: str = "active", method: s
             store.close()
     keys = {s.key() for s, _ in chosen}
     sub = data.subset([i for i, s in enumerate(data.specs) if s.key() in keys])
-    bases = list(base) if isinstance(base, (list, tuple)) else [base]
     model = fit_transfer(bases if method == "ensemble" else bases[:1], method, sub.specs, sub.times, sub.primitives,
                          random_state=seed, provenance={**sub.provenance(), "sampler": sampler},
                          conversions=sub.conversions(), threads=sub.threads)

@@ -186,8 +186,9 @@ class TransferEnsemble(BaseEstimator):
     """Several base models, each fine-tuned on the same samples of the new platform
     (:class:`TransferModel`, ``finetune``), predicting the mean of their log times; a primitive
     that only some members know takes the mean of theirs. The first member is the base nearest
-    the new platform: its training range flags extrapolated specs, and the conversion costs are
-    the ones measured on the new platform (the same in every member)."""
+    the new platform: its training range flags extrapolated specs, and its conversion costs are
+    used: the ones measured on the new platform when its samples timed three or more layout
+    conversions (the same in every member), else the nearest base's."""
 
     def __init__(self, members: Sequence[TransferModel] = ()) -> None:
         self.members = members
@@ -235,6 +236,19 @@ class TransferEnsemble(BaseEstimator):
 
     def extrapolated(self, X: Any) -> np.ndarray:
         return self._first().extrapolated(X)
+
+
+def check_base(model: Any, method: str | None = None, what: str = "--base") -> None:
+    """Refuse, before anything is profiled, a base that cannot be adapted by ``method``: a base is a
+    trained :class:`PerfModel` (what `rooftune train --save` writes; a model `rooftune transfer`
+    adapted is not adapted again), and fine-tuning needs an mlp."""
+    if not isinstance(model, PerfModel) or not hasattr(model, "primitives_"):
+        kind = "an adapted model (the output of rooftune transfer)" if isinstance(model, (TransferModel, TransferEnsemble)) \
+            else type(model).__name__
+        raise InvalidArgument(what, kind, "allowed a trained performance model (rooftune train --save)",
+                              "or leave it out for the shipped base models")
+    if method in ("finetune", "ensemble") and model.estimator != "mlp":
+        raise InvalidArgument(what, f"a {model.estimator} model", f"{method} fine-tunes an mlp; use --method residual")
 
 
 def fit_transfer(bases: Sequence[PerfModel | None], method: str, X: Any, Y: np.ndarray, primitives: Sequence[str],
