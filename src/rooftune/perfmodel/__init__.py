@@ -40,9 +40,10 @@ from rooftune.perfmodel.transfer import (
 )
 
 #: Models shipped inside the package, each trained on data profiled on one kind of machine (its
-#: provenance says which): an AMD EPYC (Zen 5) and an Intel Xeon with AVX-512 and AMX (Emerald
-#: Rapids), both 2-core VMs. :func:`load_base_model` takes the one nearest the machine it runs on.
-BASE_MODELS = ("base_model.pkl", "base_model_xeon.pkl")
+#: provenance says which): an AMD EPYC (Zen 5), an Intel Xeon with AVX-512 and AMX (Emerald
+#: Rapids) and an AMD EPYC (Zen 4), all 2-core VMs. :func:`load_base_model` takes the one nearest
+#: the machine it runs on.
+BASE_MODELS = ("base_model.pkl", "base_model_xeon.pkl", "base_model_zen4.pkl")
 BASE_MODEL = BASE_MODELS[0]
 
 #: The vector extensions that decide which kernels a primitive runs (a base model from a machine
