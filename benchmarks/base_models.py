@@ -8,7 +8,8 @@ selects a primitive per convolution (layout-aware, as `rooftune select` does); e
 network is verified against the original, then the two selections and vanilla PyTorch are timed
 interleaved by the harness, pair by pair: the ratio of the selection of the base model
 `rooftune select` would take on this machine (the nearest) over the other one's, with its CI.
-No profiling: the selections come from predictions alone. With ``--db``, each base model is also
+No profiling: the selections come from predictions alone, and a primitive on a thread pool of
+its own stays in one only if the network measured faster with it (as `rooftune select` decides). With ``--db``, each base model is also
 scored per layer against the times profiled on this machine in that store (a base model trained
 on those rows is scored on what it has seen: the line says so). With ``--against``, the nearest
 shipped base is compared with that saved model (`rooftune train --save`) instead: a candidate
@@ -87,12 +88,16 @@ def main() -> int:
         inputs = list(wl.inputs)
         cands = {}
         for n in order:
-            # what `rooftune select` does with that model: layout-aware, rewritten, verified (no timing)
-            c = select(name, perfmodel=bases[n], db=args.db, measure_s=None, promote=False)
+            # what `rooftune select` does with that model: layout-aware, rewritten, verified,
+            # and a primitive on a thread pool of its own (NNPACK, ONNX Runtime's MLAS) kept only if
+            # the network ran faster with it, measured (select's own comparisons come with it)
+            c = select(name, perfmodel=bases[n], db=args.db, measure_s=args.budget, promote=False)
             cands[n] = c
             hist = dict(Counter(ch.primitive for ch in c.selection.choices).most_common())
+            pools = [x for x in c.notes if "its own thread pool" in x]
             print(f"{name}: {n} chose {hist}; "
-                  f"verified {c.verification.ok}, fallbacks {len(c.verification.fallbacks)}")
+                  f"verified {c.verification.ok}, fallbacks {len(c.verification.fallbacks)}"
+                  + "".join(f"\n    {x}" for x in pools))
 
         def runner(m):
             return module_runner(m, inputs)

@@ -312,11 +312,11 @@ def test_an_ensemble_of_bases_averages_their_fine_tuned_log_times(tmp_path: Path
     one base knows takes that base's prediction; it saves, loads and drives a learning curve."""
     from rooftune.perfmodel import TransferEnsemble, fit_transfer
 
-    a = synthetic(120).fit(PerfModel("mlp", epochs=300))
+    a = synthetic(120).fit(PerfModel("mlp", epochs=300, n_nets=2))
     c = synthetic(120, seed=5, speed=0.6)  # the second base never saw winograd-f4x4
     c = ProfileData(c.platform_id, 2, c.specs, PRIMS[:3], c.times[:, :3], c.sources,
                     fingerprint={"caches": [{"name": "L2", "size_bytes": 2 << 20}, {"name": "L3", "size_bytes": 256 << 20}]})
-    c_model = c.fit(PerfModel("mlp", epochs=300))
+    c_model = c.fit(PerfModel("mlp", epochs=300, n_nets=2))
     assert c_model.caches_ != a.caches_  # each member computes the features of its own machine's caches
     b = synthetic(80, seed=3, speed=1.7)
     tr, te = b.subset(list(range(25))), b.subset(list(range(25, 80)))
@@ -325,9 +325,14 @@ def test_an_ensemble_of_bases_averages_their_fine_tuned_log_times(tmp_path: Path
     assert ens.primitives_ == PRIMS and ens.members[1].base.primitives_ == PRIMS[:3]
     one = [m.predict_log(te.specs) for m in ens.members]
     assert np.isnan(one[1][:, 3]).all() and not np.isnan(one[0][:, 3]).any()
+    w = np.asarray(ens.weights)  # stacked on the samples' out-of-fold predictions
+    assert w.shape == (2,) and np.all(w >= 0) and w.sum() == pytest.approx(1.0)
     got = ens.predict_log(te.specs)
-    assert np.allclose(got[:, :3], (one[0][:, :3] + one[1][:, :3]) / 2)
+    assert np.allclose(got[:, :3], w[0] * one[0][:, :3] + w[1] * one[1][:, :3])
     assert np.allclose(got[:, 3], one[0][:, 3])  # only the first base knows it
+    equal = TransferEnsemble(ens.members)  # no weights (an ensemble saved before them): the plain mean
+    assert np.allclose(equal.predict_log(te.specs)[:, :3], (one[0][:, :3] + one[1][:, :3]) / 2)
+    assert ens.provenance_["weights"] == pytest.approx(list(w))
     single = fit_transfer([a], "finetune", tr.specs, tr.times, tr.primitives, threads=tr.threads)
     assert isinstance(single, TransferModel) and np.allclose(single.predict_log(te.specs), one[0])
     assert ens.provenance_["method"] == "ensemble" and len(ens.provenance_["bases"]) == 2
@@ -343,6 +348,22 @@ def test_an_ensemble_of_bases_averages_their_fine_tuned_log_times(tmp_path: Path
         TransferModel(a, "ensemble").fit(tr.specs, tr.times, tr.primitives)
     with pytest.raises(InvalidArgument, match="mlp"):
         fit_transfer([a, synthetic(60).fit(PerfModel("rf", n_estimators=5))], "ensemble", tr.specs, tr.times, PRIMS)
+
+
+def test_the_ensemble_weighs_a_base_near_the_new_platform_above_a_far_one() -> None:
+    """Stacked weights: a base whose times have the target's shape carries the ensemble; one that
+    learned a noisy machine's times is weighed down; with one base or too few samples, none."""
+    from rooftune.perfmodel.transfer import stack_weights
+
+    near = synthetic(120).fit(PerfModel("mlp", epochs=300, n_nets=2))
+    noisy = synthetic(120, seed=5)
+    noisy.times = noisy.times * np.exp(np.random.default_rng(1).normal(0, 0.5, noisy.times.shape))
+    far = noisy.fit(PerfModel("mlp", epochs=300, n_nets=2))
+    b = synthetic(60, seed=3, speed=1.7)
+    w = stack_weights([far, near], b.specs, b.times, b.primitives, threads=b.threads)
+    assert w is not None and w[1] > 0.6 > w[0]
+    assert stack_weights([near], b.specs, b.times, b.primitives) is None
+    assert stack_weights([far, near], b.specs[:4], b.times[:4], b.primitives) is None
 
 
 def test_platform_id_does_not_depend_on_scikit_learn_being_imported() -> None:
@@ -393,7 +414,8 @@ def test_transfer_profiles_the_chosen_samples_and_saves_where_select_looks(
     with pytest.raises(InvalidArgument, match="samples"):
         pm.transfer(base, samples=2, db=str(tmp_path / "t.db"))
     # several mlp bases (the shipped ones, nearest first): each fine-tuned on the same samples, averaged
-    mlps = [synthetic(120).fit(PerfModel("mlp", epochs=100)), synthetic(120, seed=5, speed=0.6).fit(PerfModel("mlp", epochs=100))]
+    mlps = [synthetic(120).fit(PerfModel("mlp", epochs=100, n_nets=1)),
+            synthetic(120, seed=5, speed=0.6).fit(PerfModel("mlp", epochs=100, n_nets=1))]
     ens, info = pm.transfer(mlps, samples=12, models=["resnet18"], pool=30, db=str(tmp_path / "t.db"))
     assert info["method"] == "ensemble" and isinstance(pm.default_model()[0], pm.TransferEnsemble)
     assert profiled[12:] == profiled[:12]  # the same sampler and seed choose the same specs
