@@ -288,14 +288,14 @@ def optimize(
 
         def select_step() -> None:
             from rooftune.perfmodel import default_model
-            from rooftune.primitives import all_primitives
+            from rooftune.primitives import PRIMITIVES
             from rooftune.selection import save_selection, select
-            from rooftune.selection.pools import OPENMP
+            from rooftune.selection.pools import OPENMP, pool_of
 
             perf, source = default_model()
             # vanilla, best uniform, oracle; vanilla again when one of those replaces the prediction;
             # half a comparison for each thread pool of its own a selection may be checked with
-            pools = {p.thread_pool for p in all_primitives()} - {OPENMP}
+            pools = {pool_of(p) for p in PRIMITIVES} - {OPENMP}
             n_cmp = 4 + 0.5 * len(pools)
             measure_s = max(2.0, min(10.0, (min(select_reserve, left() - REPORT_RESERVE_S) - 10.0) / n_cmp))
             say("select: a primitive per convolution", 0, 1)

@@ -281,8 +281,7 @@ def fit_transfer(bases: Sequence[PerfModel | None], method: str, X: Any, Y: np.n
     if not bases:
         raise InvalidArgument("base model", None, "ensemble needs at least one fitted base model")
     for b in bases:
-        if getattr(b, "estimator", None) != "mlp":
-            raise InvalidArgument("base model", getattr(b, "estimator", None), "ensemble fine-tunes each base: mlp bases only")
+        check_base(b, "ensemble", "base model")
     members = [TransferModel(b, "finetune", random_state=random_state).fit(X, Y, primitives, **kw) for b in bases]
     return TransferEnsemble(members, stack_weights(bases, X, Y, primitives, random_state=random_state, threads=threads))
 
@@ -298,10 +297,10 @@ def stack_weights(bases: Sequence[PerfModel], X: Any, Y: np.ndarray, primitives:
     the non-negative least-squares combination of those out-of-fold log times that best matches
     the measured ones gives the weights (summing to 1). A base near the new platform then carries
     the ensemble instead of being averaged with far ones: on the AVX2 variant of a Zen 4 VM, with
-    the Zen 4 base among three, k = 50, within +-10 % went from 75 % (equal weights) to 82 %;
-    on the Zen 4 VM itself, with no near base, it stayed where equal weights had it (68 / 73 %
-    against 68 / 73.5 %, active / random sampler; BENCHMARKS.md, perfmodel Run 17). None (equal
-    weights) for one base or fewer samples than folds."""
+    the Zen 4 base among three, k = 50, within +-10 % went from 74.8 / 75.9 % (equal weights) to
+    82.3 / 81.9 % (active / random sampler, seeds 0-2); on the Zen 4 VM itself, with no near base,
+    it stayed near where equal weights had it (68.0 / 72.5 % against 67.8 / 73.5 %; BENCHMARKS.md,
+    perfmodel Run 17). None (equal weights) for one base or fewer samples than folds."""
     from scipy.optimize import nnls
 
     X = X if isinstance(X, np.ndarray) else list(X)

@@ -19,6 +19,7 @@ oracle's).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -31,7 +32,10 @@ from rooftune.primitives import get_primitive
 OPENMP = "openmp"
 
 
+@functools.cache
 def pool_of(name: str) -> str:
+    """The thread pool of the primitive ``name`` (read once per name: building a primitive is
+    not free, and a solve asks for every layer's)."""
     return get_primitive(name).thread_pool
 
 
