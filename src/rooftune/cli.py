@@ -570,6 +570,34 @@ def _print_eval(r: dict[str, Any]) -> None:
         out.print(f"selecting all {st['layers']} convolutions of {st['model']}: {_seconds(st['seconds'])}", highlight=False)
 
 
+#: Below this share of rows whose passes agree within 10 %, a transfer curve on the data is flagged.
+POOR_REPEATABILITY = 0.5
+
+
+def _print_target_repeatability(result: dict[str, Any]) -> None:
+    """After a learning curve: how far the target's data agrees with itself, and each method's
+    share within +-10 % on the steady rows alone."""
+    rep = result.get("repeatability") or {}
+    if not rep.get("rows"):
+        return
+    out.print(f"the target's rows against themselves: {_pct(rep['within_10pct'])} of {rep['rows']} had a second pass "
+              f"within 10 % of their stored time ({_pct(rep['within_5pct'])} within 5 %)", highlight=False)
+    steady = [(m, c) for m, c in result["curve"].items() if any("within_10pct_steady" in v for v in c.values())]
+    if steady:
+        t = Table(title="within +-10 % on the steady test rows only (second pass within 10 %)", title_justify="left")
+        t.add_column("method")
+        for k in result["ks"]:
+            t.add_column(f"k={k}", justify="right")
+        for m, c in steady:
+            t.add_row(m, *[_pct(c[k]["within_10pct_steady"]) if "within_10pct_steady" in c.get(k, {}) else "-"
+                           for k in result["ks"]])
+        out.print(t)
+    if rep["within_10pct"] < POOR_REPEATABILITY:
+        err.print(f"[yellow]warning:[/yellow] only {_pct(rep['within_10pct'])} of the target's rows repeat within 10 %: "
+                  "the curve measures their noise more than the transfer; profile the target again in a quieter "
+                  "hour (rooftune profile says how the machine read)", highlight=False, soft_wrap=True)
+
+
 @app.command()
 def train(
     estimator: Annotated[str, typer.Option("--estimator", help="mlp (the shipped model's kind), gbr (gradient boosting) or rf (random forest).")] = "mlp",
@@ -627,7 +655,7 @@ def train(
 def transfer(
     samples: Annotated[int, typer.Option("--samples", help="Specs to profile on this machine (k).")] = 50,
     sampler: Annotated[str, typer.Option("--sampler", help="active (k-center over the features) or random.")] = "active",
-    method: Annotated[str | None, typer.Option("--method", help="ensemble (every shipped base fine-tuned, averaged; the default without --base), finetune (the nearest or given mlp base; the default with one), residual (boosting on the base's error; the default for a tree base) or scratch.")] = None,
+    method: Annotated[str | None, typer.Option("--method", help="ensemble (every shipped base fine-tuned and shifted, mixed by stacked weights; the default without --base), finetune (the nearest or given mlp base; the default with one), residual (boosting on the base's error; the default for a tree base) or scratch.")] = None,
     base: Annotated[str | None, typer.Option("--base", help="Base model FILE (default: the shipped ones, nearest this machine first).")] = None,
     models: Annotated[str, typer.Option("--models", help="Networks whose convolutions join the candidate pool.")] = "resnet50,mobilenet_v2",
     eval_: Annotated[bool, typer.Option("--eval", help="Draw the learning curve on a platform's stored data instead.")] = False,
@@ -701,6 +729,7 @@ def transfer(
         for m, c in result["curve"].items():
             t.add_row(m, *[_pct(c[k]["within_10pct"]) if k in c else "-" for k in result["ks"]])
         out.print(t)
+        _print_target_repeatability(result)
         if curve:
             out.print(f"learning curve written to {curve}")
         return

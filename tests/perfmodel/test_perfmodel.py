@@ -3,6 +3,7 @@ synthetic profiled data whose ground truth is known (a roofline-like cost per pr
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import pickle
 import pickletools
@@ -303,6 +304,16 @@ def test_finetune_and_learning_curve(tmp_path: Path) -> None:
     assert curve["curve"]["finetune"][25]["mape"] < curve["curve"]["base"][25]["mape"]
     png = plot_learning_curve(curve, str(tmp_path / "curve.png"))
     assert Path(png).stat().st_size > 1000
+    # without the passes' spreads: nothing said of the target's repeatability, no steady share
+    assert curve["repeatability"] == {"rows": 0} and "within_10pct_steady" not in curve["curve"]["base"][25]
+    # with them: half the rows repeat within 10 %, and each point scores those rows apart
+    spread = np.where(np.arange(b.times.size).reshape(b.times.shape) % 2 == 0, 1.02, 1.4)
+    noisy = dataclasses.replace(b, spread=np.where(np.isnan(b.times), np.nan, spread))
+    again = learning_curve(base, noisy, ks=(10,), methods=("base",))
+    rep, point = again["repeatability"], again["curve"]["base"][10]
+    assert rep["rows"] == int((~np.isnan(b.times)).sum()) and 0.3 < rep["within_10pct"] < 0.7
+    test_rows = ~np.isnan(b.times[[i for i in range(len(b)) if i not in set(choose_samples(b.specs, 10))]])
+    assert 0 < point["steady_pairs"] < test_rows.sum() and 0.0 <= point["within_10pct_steady"] <= 1.0
     with pytest.raises(InvalidArgument, match="mlp"):
         TransferModel(a.fit(PerfModel("rf", n_estimators=10)), "finetune").fit(b.specs[:5], b.times[:5], PRIMS)
 
@@ -321,21 +332,33 @@ def test_an_ensemble_of_bases_averages_their_fine_tuned_log_times(tmp_path: Path
     b = synthetic(80, seed=3, speed=1.7)
     tr, te = b.subset(list(range(25))), b.subset(list(range(25, 80)))
     ens = fit_transfer([a, c_model], "ensemble", tr.specs, tr.times, tr.primitives, threads=tr.threads)
-    assert isinstance(ens, TransferEnsemble) and len(ens.members) == 2 and ens.method == "ensemble"
+    # each base fine-tuned, then each base shifted by its median error (nothing retrained)
+    assert isinstance(ens, TransferEnsemble) and len(ens.members) == 4 and ens.method == "ensemble"
+    assert [m.method for m in ens.members] == ["finetune", "finetune", "shift", "shift"]
+    assert [m.base for m in ens.members] == [a, c_model, a, c_model]
     assert ens.primitives_ == PRIMS and ens.members[1].base.primitives_ == PRIMS[:3]
     one = [m.predict_log(te.specs) for m in ens.members]
-    assert np.isnan(one[1][:, 3]).all() and not np.isnan(one[0][:, 3]).any()
+    assert np.isnan(one[1][:, 3]).all() and np.isnan(one[3][:, 3]).all() and not np.isnan(one[0][:, 3]).any()
+    error = np.log(tr.times) - a.predict_log(tr.specs)  # the shift: each primitive's median log error
+    shift, seen = np.asarray([np.nanmedian(c) if np.any(~np.isnan(c)) else np.nan for c in error.T]), ~np.isnan(error).all(axis=0)
+    assert seen.sum() >= 3 and np.allclose((one[2] - a.predict_log(te.specs))[:, seen], shift[seen])
     w = np.asarray(ens.weights)  # stacked on the samples' out-of-fold predictions
-    assert w.shape == (2,) and np.all(w >= 0) and w.sum() == pytest.approx(1.0)
+    assert w.shape == (4,) and np.all(w >= 0) and w.sum() == pytest.approx(1.0)
     got = ens.predict_log(te.specs)
-    assert np.allclose(got[:, :3], w[0] * one[0][:, :3] + w[1] * one[1][:, :3])
-    assert np.allclose(got[:, 3], one[0][:, 3])  # only the first base knows it
-    equal = TransferEnsemble(ens.members)  # no weights (an ensemble saved before them): the plain mean
+    assert np.allclose(got[:, :3], sum(w[i] * one[i][:, :3] for i in range(4)))
+    # only the members of the first base know winograd: their weights, or their plain mean if both are 0
+    w03 = w[[0, 2]] if w[[0, 2]].sum() > 0 else np.ones(2)
+    assert np.allclose(got[:, 3], (w03[0] * one[0][:, 3] + w03[1] * one[2][:, 3]) / w03.sum())
+    equal = TransferEnsemble(ens.members[:2])  # no weights (an ensemble saved before them): the plain mean
     assert np.allclose(equal.predict_log(te.specs)[:, :3], (one[0][:, :3] + one[1][:, :3]) / 2)
     assert ens.provenance_["weights"] == pytest.approx(list(w))
     single = fit_transfer([a], "finetune", tr.specs, tr.times, tr.primitives, threads=tr.threads)
     assert isinstance(single, TransferModel) and np.allclose(single.predict_log(te.specs), one[0])
-    assert ens.provenance_["method"] == "ensemble" and len(ens.provenance_["bases"]) == 2
+    assert ens.provenance_["method"] == "ensemble" and len(ens.provenance_["bases"]) == 4
+    assert [b["adapted"] for b in ens.provenance_["bases"]] == ["finetune", "finetune", "shift", "shift"]
+    # one base: its fine-tuned and shifted selves, stacked
+    lone = fit_transfer([a], "ensemble", tr.specs, tr.times, tr.primitives, threads=tr.threads)
+    assert len(lone.members) == 2 and len(lone.weights) == 2
     assert ens.predict_conversion(te.specs[:3]).shape == (3,) and ens.extrapolated(te.specs[:3]).shape == (3,)
     back = load_model(save_model(ens, tmp_path / "ens.pkl"))
     assert np.allclose(back.predict(te.specs[:4]), ens.predict(te.specs[:4]))
@@ -352,7 +375,7 @@ def test_an_ensemble_of_bases_averages_their_fine_tuned_log_times(tmp_path: Path
 
 def test_the_ensemble_weighs_a_base_near_the_new_platform_above_a_far_one() -> None:
     """Stacked weights: a base whose times have the target's shape carries the ensemble; one that
-    learned a noisy machine's times is weighed down; with one base or too few samples, none."""
+    learned a noisy machine's times is weighed down; with one member or too few samples, none."""
     from rooftune.perfmodel.transfer import stack_weights
 
     near = synthetic(120).fit(PerfModel("mlp", epochs=300, n_nets=2))
@@ -361,8 +384,11 @@ def test_the_ensemble_weighs_a_base_near_the_new_platform_above_a_far_one() -> N
     far = noisy.fit(PerfModel("mlp", epochs=300, n_nets=2))
     b = synthetic(60, seed=3, speed=1.7)
     w = stack_weights([far, near], b.specs, b.times, b.primitives, threads=b.threads)
-    assert w is not None and w[1] > 0.6 > w[0]
-    assert stack_weights([near], b.specs, b.times, b.primitives) is None
+    # members: far and near fine-tuned, then far and near shifted
+    assert w is not None and len(w) == 4 and w[1] + w[3] > 0.6 > w[0] + w[2]
+    lone = stack_weights([near], b.specs, b.times, b.primitives, threads=b.threads)
+    assert lone is not None and len(lone) == 2 and sum(lone) == pytest.approx(1.0)  # its two adaptations
+    assert stack_weights([near], b.specs, b.times, b.primitives, kinds=("finetune",)) is None
     assert stack_weights([far, near], b.specs[:4], b.times[:4], b.primitives) is None
 
 
@@ -442,6 +468,48 @@ def test_transfer_refuses_an_adapted_model_as_its_base_before_profiling(tmp_path
         proc = rooftune_in_process("transfer", "--base", str(path), *extra, db=tmp_path / "t.db")
         assert_one_line_error(proc, "--base 'an adapted model", "rooftune train --save")
     assert not (tmp_path / "t.db").exists()  # nothing profiled, no store made
+
+
+def test_transfer_eval_says_how_far_the_target_data_repeats(tmp_path: Path) -> None:
+    """`rooftune transfer --eval` on a store whose rows disagree with themselves: the curve, the
+    target's repeatability, the steady rows' share per method, and a warning that the curve
+    measures the noise."""
+    from rooftune.platform import current_platform
+    from rooftune.store import Store
+    from tests.test_cli import rooftune_in_process
+
+    base = save_model(synthetic(80).fit(PerfModel("mlp", epochs=60, n_nets=1, hidden=16)), tmp_path / "base.pkl")
+    b = synthetic(40, seed=3, speed=1.7)
+    rows = []
+    for i, s in enumerate(b.specs):
+        for j, p in enumerate(b.primitives):
+            t = b.times[i, j]
+            if np.isnan(t):
+                continue
+            slower = 1.02 if (i + j) % 3 else 1.5  # a third of the rows disagree with themselves
+            rows.append({"spec_key": s.key(), "spec": s.to_dict(), "primitive": p, "threads": 2, "status": "ok",
+                         "median_s": t, "iqr_s": 0.0, "repetitions": 10, "reason": "", "warnings": [],
+                         "sources": b.sources[i], "pass_medians": [t * slower, t]})
+    with Store(tmp_path / "t.db") as st:
+        st.save_profiles(current_platform(), rows)
+    proc = rooftune_in_process("transfer", "--eval", "--base", str(base), db=tmp_path / "t.db")
+    assert proc.returncode == 0, proc.stderr
+    text = " ".join(proc.stdout.split())
+    assert f"of {len(rows)} had a second pass within 10 % of their stored time" in text
+    assert "within +-10 % on the steady test rows only" in text and "warning" not in proc.stderr
+    for i, r in enumerate(rows):
+        r["pass_medians"] = [r["median_s"] * (1.02 if i % 3 == 0 else 1.5), r["median_s"]]
+    with Store(tmp_path / "n.db") as st:
+        st.save_profiles(current_platform(), rows)
+    proc = rooftune_in_process("transfer", "--eval", "--base", str(base), "--json", db=tmp_path / "n.db")
+    assert proc.returncode == 0, proc.stderr
+    import json
+
+    r = json.loads(proc.stdout)
+    assert r["repeatability"]["within_10pct"] == pytest.approx(sum(1 for i in range(len(rows)) if i % 3 == 0) / len(rows))
+    assert all("within_10pct_steady" in v for c in r["curve"].values() for v in c.values())
+    proc = rooftune_in_process("transfer", "--eval", "--base", str(base), db=tmp_path / "n.db")
+    assert "warning: only " in proc.stderr and "measures their noise more than the transfer" in proc.stderr
 
 
 def test_an_mlp_saves_no_torch_object_and_loads_under_another_torch(tmp_path: Path) -> None:

@@ -202,7 +202,7 @@ def select_time(model: Any, name: str = "resnet50", batch: int = 1) -> dict[str,
 
 def default_method(base: Any) -> str:
     """How `rooftune transfer` adapts ``base`` (one model, or several nearest first) unless told:
-    several mlp bases are fine-tuned and averaged, one is fine-tuned; trees get residual boosting."""
+    several mlp bases are fine-tuned, shifted and mixed (an ensemble), one is fine-tuned; trees get residual boosting."""
     bases = list(base) if isinstance(base, (list, tuple)) else [base]
     if all(getattr(b, "estimator", None) == "mlp" for b in bases):
         return "ensemble" if len(bases) > 1 else "finetune"

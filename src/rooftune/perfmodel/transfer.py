@@ -7,10 +7,13 @@
   samples keeps what A's model knew of its shape;
 * ``residual``: boosting on the base model's error: a small gradient-boosting model of
   log(t_B) - base_log(spec, primitive) from the spec's features, the primitive and the base prediction;
+* ``shift``: the base model with each primitive's median error on B's samples removed and
+  nothing retrained (the first step of ``finetune``); a member of ensembles, not offered alone;
 * ``ensemble``: every base model at hand (each trained on another platform) fine-tuned on the
-  same samples, their log times averaged with weights stacked on the samples
+  same samples and shifted, their log times averaged with weights stacked on the samples
   (:func:`stack_weights`; :class:`TransferEnsemble`): the bases err differently
   on the new platform, and the mean of their errors is smaller than the nearest base's alone;
+  a base near the new platform can be better shifted than retrained on a few dozen samples;
 * compared with ``scratch`` (the same regressor trained on the k samples alone) and ``base``
   (A's model unchanged).
 
@@ -38,6 +41,10 @@ METHODS = ("finetune", "ensemble", "residual", "scratch", "base")
 #: What `rooftune transfer` may fit and save ("base" is the base model unchanged: a point of
 #: comparison in the learning curve, not an adaptation).
 ADAPT_METHODS = ("residual", "finetune", "ensemble", "scratch")
+#: How an ensemble adapts each base: every base once per kind, weighed by :func:`stack_weights`.
+ENSEMBLE_KINDS = ("finetune", "shift")
+#: What one :class:`TransferModel` can be.
+MODEL_METHODS = ("finetune", "shift", "residual", "scratch", "base")
 SAMPLERS = ("active", "random")
 DEFAULT_KS = (10, 25, 50, 100, 200)
 
@@ -84,8 +91,8 @@ class TransferModel(BaseEstimator):
             conversions: Sequence[tuple[ConvSpec, float]] | None = None, threads: int | None = None) -> TransferModel:
         """``threads``: the thread count the new platform's samples ran at (default: the base's);
         features of specs, the path PyTorch's own convolution takes among them, are computed for it."""
-        if self.method not in METHODS or self.method == "ensemble":
-            raise InvalidArgument("method", self.method, f"allowed {', '.join(m for m in METHODS if m != 'ensemble')}",
+        if self.method not in MODEL_METHODS:
+            raise InvalidArgument("method", self.method, f"allowed {', '.join(MODEL_METHODS)}",
                                   "an ensemble of bases is fitted by fit_transfer()")
         if self.method != "scratch" and (self.base is None or not hasattr(self.base, "primitives_")):
             raise InvalidArgument("base model", None, "a fitted PerfModel is needed for " + self.method)
@@ -122,6 +129,10 @@ class TransferModel(BaseEstimator):
                     overall = float(np.nanmedian(error))  # for a primitive without samples
                     net.shift_outputs([np.nanmedian(c) if np.any(~np.isnan(c)) else overall for c in error.T])
                 net.train(X, logY, 400, 3e-3, 0.0, trunk=False, lf=lf, anchor=1e-3)
+        elif self.method == "shift":
+            error = np.log(Y) - self._base_log(F)
+            overall = float(np.nanmedian(error)) if np.any(~np.isnan(error)) else 0.0
+            self.shifts_ = np.asarray([np.nanmedian(c) if np.any(~np.isnan(c)) else overall for c in error.T])
         elif self.method == "residual":
             from sklearn.ensemble import GradientBoostingRegressor
 
@@ -165,6 +176,8 @@ class TransferModel(BaseEstimator):
         base_log = self._base_log(F)
         if self.method == "base":
             return base_log
+        if self.method == "shift":
+            return base_log + self.shifts_
         out = base_log + self.shift_
         if self.residual_ is not None and len(F):
             out = out + self.residual_.predict(self._residual_rows(F, base_log)).reshape(base_log.shape)
@@ -184,8 +197,8 @@ class TransferModel(BaseEstimator):
 
 
 class TransferEnsemble(BaseEstimator):
-    """Several base models, each fine-tuned on the same samples of the new platform
-    (:class:`TransferModel`, ``finetune``), predicting the weighted mean of their log times
+    """Several base models, each adapted to the same samples of the new platform
+    (:class:`TransferModel`, ``finetune`` and ``shift``), predicting the weighted mean of their log times
     (``weights``, one per member; None: equal); a primitive that only some members know takes
     the weighted mean of theirs (their plain mean where those weights are all 0). The first member is the base nearest
     the new platform: its training range flags extrapolated specs, and its conversion costs are
@@ -219,8 +232,8 @@ class TransferEnsemble(BaseEstimator):
     @property
     def provenance_(self) -> dict[str, Any]:
         prov = dict(self._first().provenance_)
-        prov.update(method="ensemble", bases=[{k: (m.base.provenance_ or {}).get(k) for k in
-                                               ("platforms", "cpu_model", "microarchitecture", "specs", "networks")}
+        prov.update(method="ensemble", bases=[{"adapted": m.method, **{k: (m.base.provenance_ or {}).get(k) for k in
+                                               ("platforms", "cpu_model", "microarchitecture", "specs", "networks")}}
                                               for m in self.members],
                     weights=[float(w) for w in self._weights()])
         return prov
@@ -270,7 +283,8 @@ def fit_transfer(bases: Sequence[PerfModel | None], method: str, X: Any, Y: np.n
                  conversions: Sequence[tuple[ConvSpec, float]] | None = None,
                  threads: int | None = None) -> TransferModel | TransferEnsemble:
     """Adapt to the new platform's samples: ``bases[0]`` alone (the nearest) by ``method``, or,
-    for ``ensemble``, every base fine-tuned and averaged with weights stacked on the samples
+    for ``ensemble``, every base fine-tuned and every base shifted (:data:`ENSEMBLE_KINDS`; the
+    nearest base fine-tuned first), averaged with weights stacked on the samples
     (:func:`stack_weights`; each base must be an mlp)."""
     if method not in METHODS:
         raise InvalidArgument("method", method, f"allowed {', '.join(METHODS)}")
@@ -282,7 +296,8 @@ def fit_transfer(bases: Sequence[PerfModel | None], method: str, X: Any, Y: np.n
         raise InvalidArgument("base model", None, "ensemble needs at least one fitted base model")
     for b in bases:
         check_base(b, "ensemble", "base model")
-    members = [TransferModel(b, "finetune", random_state=random_state).fit(X, Y, primitives, **kw) for b in bases]
+    members = [TransferModel(b, kind, random_state=random_state).fit(X, Y, primitives, **kw)
+               for kind in ENSEMBLE_KINDS for b in bases]
     return TransferEnsemble(members, stack_weights(bases, X, Y, primitives, random_state=random_state, threads=threads))
 
 
@@ -291,32 +306,38 @@ STACK_FOLDS = 5
 
 
 def stack_weights(bases: Sequence[PerfModel], X: Any, Y: np.ndarray, primitives: Sequence[str],
-                  random_state: int = 0, threads: int | None = None, folds: int = STACK_FOLDS) -> list[float] | None:
-    """Weights of the fine-tuned bases in an ensemble, stacked on the samples (Breiman's stacked
-    regression): each base fine-tuned on all folds of the samples but one predicts that one, and
-    the non-negative least-squares combination of those out-of-fold log times that best matches
-    the measured ones gives the weights (summing to 1). A base near the new platform then carries
-    the ensemble instead of being averaged with far ones: on the AVX2 variant of a Zen 4 VM, with
-    the Zen 4 base among three, k = 50, within +-10 % went from 74.8 / 75.9 % (equal weights) to
-    82.3 / 81.9 % (active / random sampler, seeds 0-2); on the Zen 4 VM itself, with no near base,
-    it stayed near where equal weights had it (68.0 / 72.5 % against 67.8 / 73.5 %; BENCHMARKS.md,
-    perfmodel Run 17). None (equal weights) for one base or fewer samples than folds."""
+                  random_state: int = 0, threads: int | None = None, folds: int = STACK_FOLDS,
+                  kinds: Sequence[str] = ENSEMBLE_KINDS) -> list[float] | None:
+    """Weights of an ensemble's members (each base adapted each of ``kinds`` ways, kind by kind
+    as :func:`fit_transfer` orders them), stacked on the samples (Breiman's stacked regression):
+    each member fitted on all folds of the samples but one predicts that one, and the non-negative
+    least-squares combination of those out-of-fold log times that best matches the measured ones
+    gives the weights (summing to 1). A base near the new platform then carries the ensemble
+    instead of being averaged with far ones: on the AVX2 variant of a Zen 4 VM, with the Zen 4
+    base among three, k = 50, within +-10 % went from 74.8 / 75.9 % (equal weights) to 82.3 / 81.9 %
+    (active / random sampler, seeds 0-2); on the Zen 4 VM itself, with no near base, it stayed near
+    where equal weights had it (68.0 / 72.5 % against 67.8 / 73.5 %; BENCHMARKS.md, perfmodel Run
+    17). With the shifted bases among the members (Run 18), a near base's median shift can
+    outweigh its retrained heads: the Zen 4 VM with its own kind's base, k = 25 / 50 (active
+    sampler), 76.6 / 83.3 % -> 82.9 / 86.0 %; with no near base, 60.8 / 66.1 % -> 58.2 / 65.2 %.
+    None (equal weights) for fewer than two members or fewer samples than folds."""
     from scipy.optimize import nnls
 
     X = X if isinstance(X, np.ndarray) else list(X)
     Y = np.asarray(Y, dtype=np.float64)
     n = len(Y)
-    if len(bases) < 2 or n < folds:
+    members = [(kind, b) for kind in kinds for b in bases]
+    if len(members) < 2 or n < folds:
         return None
     fold = np.random.default_rng(random_state).permutation(n) % folds
     logY = np.log(np.where(Y > 0, Y, np.nan))
-    oof = np.full((len(bases), *Y.shape), np.nan)
+    oof = np.full((len(members), *Y.shape), np.nan)
     for f in range(folds):
         fit, held = np.where(fold != f)[0], np.where(fold == f)[0]
         Xf = X[fit] if isinstance(X, np.ndarray) else [X[i] for i in fit]
         Xh = X[held] if isinstance(X, np.ndarray) else [X[i] for i in held]
-        for i, b in enumerate(bases):
-            m = TransferModel(b, "finetune", random_state=random_state).fit(Xf, Y[fit], primitives, threads=threads)
+        for i, (kind, b) in enumerate(members):
+            m = TransferModel(b, kind, random_state=random_state).fit(Xf, Y[fit], primitives, threads=threads)
             oof[i][held] = m._align(m.predict_log(Xh), m.primitives_, primitives)
     rows = np.all(~np.isnan(oof), axis=0) & ~np.isnan(logY)
     if not rows.any():
@@ -332,8 +353,11 @@ def learning_curve(base: PerfModel, target: ProfileData, ks: Sequence[int] = DEF
     """For each k: choose k of the target's specs, adapt (each method), and score the predictions
     on the target's other specs. Figures per method per k (mean over ``repeats`` draws).
     ``others``: further base models for ``ensemble`` (with ``base`` first); without them, or with
-    a base that is not an mlp, ``ensemble`` (like ``finetune``) is left out."""
-    from rooftune.perfmodel.evaluate import predict_for, regression_metrics
+    a base that is not an mlp, ``ensemble`` (like ``finetune``) is left out. With the passes'
+    spreads, each point also gives the share within +-10 % on the steady test rows
+    (``within_10pct_steady``), and ``repeatability`` says how far the target's data agrees with
+    itself: a curve on rows that repeat poorly measures their noise more than the transfer."""
+    from rooftune.perfmodel.evaluate import predict_for, regression_metrics, steady_share
 
     say = progress or (lambda _m: None)
     bases = [base, *others]
@@ -360,19 +384,28 @@ def learning_curve(base: PerfModel, target: ProfileData, ks: Sequence[int] = DEF
                 if m == "ensemble" and (not others or any(getattr(b, "estimator", None) != "mlp" for b in others)):
                     continue
                 say(f"k={k} {m}")
-                if m in ("finetune", "ensemble"):
-                    tm: Any = finetuned(1)[0] if m == "finetune" else TransferEnsemble(
-                        finetuned(len(bases)), stack_weights(bases, train.specs, train.times, train.primitives,
-                                                             random_state=seed + r, threads=train.threads))
+                if m == "finetune":
+                    tm: Any = finetuned(1)[0]
+                elif m == "ensemble":  # as fit_transfer builds it, reusing the fine-tuned bases
+                    shifted = [TransferModel(b, "shift").fit(train.specs, train.times, train.primitives,
+                                                             threads=train.threads) for b in bases]
+                    tm = TransferEnsemble(finetuned(len(bases)) + shifted,
+                                          stack_weights(bases, train.specs, train.times, train.primitives,
+                                                        random_state=seed + r, threads=train.threads))
                 else:
                     tm = fit_transfer([None if m == "scratch" else base], m, train.specs, train.times, train.primitives,
                                       random_state=seed + r, threads=train.threads)
-                runs[m].append(regression_metrics(predict_for(tm, test), test.times))
+                pred = predict_for(tm, test)
+                metrics = regression_metrics(pred, test.times)
+                if test.spread is not None:
+                    metrics.update(steady_share(pred, test.times, test.spread))
+                runs[m].append(metrics)
         for m, rs in runs.items():
             if rs:
-                curve[m][k] = {key: float(np.mean([x[key] for x in rs])) for key in rs[0] if key != "by_network"}
+                curve[m][k] = {key: float(np.mean([x[key] for x in rs])) for key in rs[0]
+                               if key != "by_network" and all(key in x for x in rs)}
     return {"target": target.platform_id, "specs": len(target), "sampler": sampler, "ks": list(ks),
-            "curve": {m: c for m, c in curve.items() if c}}
+            "curve": {m: c for m, c in curve.items() if c}, "repeatability": target.repeatability()}
 
 
 def plot_learning_curve(result: dict[str, Any], path: str, metric: str = "within_10pct") -> str:
