@@ -356,9 +356,6 @@ def test_an_ensemble_of_bases_averages_their_fine_tuned_log_times(tmp_path: Path
     assert isinstance(single, TransferModel) and np.allclose(single.predict_log(te.specs), one[0])
     assert ens.provenance_["method"] == "ensemble" and len(ens.provenance_["bases"]) == 4
     assert [b["adapted"] for b in ens.provenance_["bases"]] == ["finetune", "finetune", "shift", "shift"]
-    # one base: its fine-tuned and shifted selves, stacked
-    lone = fit_transfer([a], "ensemble", tr.specs, tr.times, tr.primitives, threads=tr.threads)
-    assert len(lone.members) == 2 and len(lone.weights) == 2
     assert ens.predict_conversion(te.specs[:3]).shape == (3,) and ens.extrapolated(te.specs[:3]).shape == (3,)
     back = load_model(save_model(ens, tmp_path / "ens.pkl"))
     assert np.allclose(back.predict(te.specs[:4]), ens.predict(te.specs[:4]))

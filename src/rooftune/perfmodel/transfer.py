@@ -72,6 +72,13 @@ def choose_samples(specs: Sequence[ConvSpec], k: int, sampler: str = "active", s
     return sorted(chosen)
 
 
+def median_shifts(error: np.ndarray) -> list[float]:
+    """Per column (primitive) of a (samples, primitives) array of log errors, its median; a column
+    without samples takes the median of all (0 with none at all)."""
+    overall = float(np.nanmedian(error)) if np.any(~np.isnan(error)) else 0.0
+    return [float(np.nanmedian(c)) if np.any(~np.isnan(c)) else overall for c in error.T]
+
+
 class TransferModel(BaseEstimator):
     """A base :class:`PerfModel` adapted to a new platform; predicts like a PerfModel."""
 
@@ -125,14 +132,10 @@ class TransferModel(BaseEstimator):
             known = bool(np.any(~np.isnan(logY)))
             for net in self.model_.nets_:  # each net of the base's ensemble, alike
                 if known:
-                    error = logY - net.predict(X, lf=lf)
-                    overall = float(np.nanmedian(error))  # for a primitive without samples
-                    net.shift_outputs([np.nanmedian(c) if np.any(~np.isnan(c)) else overall for c in error.T])
+                    net.shift_outputs(median_shifts(logY - net.predict(X, lf=lf)))
                 net.train(X, logY, 400, 3e-3, 0.0, trunk=False, lf=lf, anchor=1e-3)
         elif self.method == "shift":
-            error = np.log(Y) - self._base_log(F)
-            overall = float(np.nanmedian(error)) if np.any(~np.isnan(error)) else 0.0
-            self.shifts_ = np.asarray([np.nanmedian(c) if np.any(~np.isnan(c)) else overall for c in error.T])
+            self.shifts_ = np.asarray(median_shifts(np.log(Y) - self._base_log(F)))
         elif self.method == "residual":
             from sklearn.ensemble import GradientBoostingRegressor
 
