@@ -350,6 +350,8 @@ def test_an_ensemble_of_bases_averages_their_fine_tuned_log_times(tmp_path: Path
     w03 = w[[0, 2]] if w[[0, 2]].sum() > 0 else np.ones(2)
     assert np.allclose(got[:, 3], (w03[0] * one[0][:, 3] + w03[1] * one[2][:, 3]) / w03.sum())
     equal = TransferEnsemble(ens.members[:2])  # no weights (an ensemble saved before them): the plain mean
+    with pytest.raises(InvalidArgument, match="one per member"):
+        TransferEnsemble(ens.members, list(w[:2]))
     assert np.allclose(equal.predict_log(te.specs)[:, :3], (one[0][:, :3] + one[1][:, :3]) / 2)
     assert ens.provenance_["weights"] == pytest.approx(list(w))
     single = fit_transfer([a], "finetune", tr.specs, tr.times, tr.primitives, threads=tr.threads)

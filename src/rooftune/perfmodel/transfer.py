@@ -209,6 +209,8 @@ class TransferEnsemble(BaseEstimator):
     conversions (the same in every member), else the nearest base's."""
 
     def __init__(self, members: Sequence[TransferModel] = (), weights: Sequence[float] | None = None) -> None:
+        if weights is not None and len(weights) != len(members):
+            raise InvalidArgument("ensemble weights", len(weights), f"allowed one per member ({len(members)})")
         self.members = members
         self.weights = weights
 
@@ -390,9 +392,10 @@ def learning_curve(base: PerfModel, target: ProfileData, ks: Sequence[int] = DEF
                 if m == "finetune":
                     tm: Any = finetuned(1)[0]
                 elif m == "ensemble":  # as fit_transfer builds it, reusing the fine-tuned bases
-                    shifted = [TransferModel(b, "shift").fit(train.specs, train.times, train.primitives,
-                                                             threads=train.threads) for b in bases]
-                    tm = TransferEnsemble(finetuned(len(bases)) + shifted,
+                    adapted = {"finetune": finetuned(len(bases)),
+                               "shift": [TransferModel(b, "shift").fit(train.specs, train.times, train.primitives,
+                                                                       threads=train.threads) for b in bases]}
+                    tm = TransferEnsemble([a for kind in ENSEMBLE_KINDS for a in adapted[kind]],
                                           stack_weights(bases, train.specs, train.times, train.primitives,
                                                         random_state=seed + r, threads=train.threads))
                 else:
