@@ -574,6 +574,18 @@ def _print_eval(r: dict[str, Any]) -> None:
 POOR_REPEATABILITY = 0.5
 
 
+def _curve_table(result: dict[str, Any], key: str, title: str) -> Table:
+    """A learning curve's figure ``key`` per method (rows that have it) and k (columns)."""
+    t = Table(title=title, title_justify="left")
+    t.add_column("method")
+    for k in result["ks"]:
+        t.add_column(f"k={k}", justify="right")
+    for m, c in result["curve"].items():
+        if any(key in v for v in c.values()):
+            t.add_row(m, *[_pct(c[k][key]) if key in c.get(k, {}) else "-" for k in result["ks"]])
+    return t
+
+
 def _print_target_repeatability(result: dict[str, Any]) -> None:
     """After a learning curve: how far the target's data agrees with itself, and each method's
     share within +-10 % on the steady rows alone."""
@@ -582,16 +594,9 @@ def _print_target_repeatability(result: dict[str, Any]) -> None:
         return
     out.print(f"the target's rows against themselves: {_pct(rep['within_10pct'])} of {rep['rows']} had a second pass "
               f"within 10 % of their stored time ({_pct(rep['within_5pct'])} within 5 %)", highlight=False)
-    steady = [(m, c) for m, c in result["curve"].items() if any("within_10pct_steady" in v for v in c.values())]
-    if steady:
-        t = Table(title="within +-10 % on the steady test rows only (second pass within 10 %)", title_justify="left")
-        t.add_column("method")
-        for k in result["ks"]:
-            t.add_column(f"k={k}", justify="right")
-        for m, c in steady:
-            t.add_row(m, *[_pct(c[k]["within_10pct_steady"]) if "within_10pct_steady" in c.get(k, {}) else "-"
-                           for k in result["ks"]])
-        out.print(t)
+    if any("within_10pct_steady" in v for c in result["curve"].values() for v in c.values()):
+        out.print(_curve_table(result, "within_10pct_steady",
+                               "within +-10 % on the steady test rows only (second pass within 10 %)"))
     if rep["within_10pct"] < POOR_REPEATABILITY:
         err.print(f"[yellow]warning:[/yellow] only {_pct(rep['within_10pct'])} of the target's rows repeat within 10 %: "
                   "the curve measures their noise more than the transfer; profile the target again in a quieter "
@@ -721,14 +726,9 @@ def transfer(
         if json_out:
             sys.stdout.write(json.dumps(result, indent=2, default=str) + "\n")
             return
-        t = Table(title=f"Transfer to {result['target']} from a base model of {result['base']}: predictions "
-                        f"within +-10 % on the specs not sampled ({result['sampler']} sampler)", title_justify="left")
-        t.add_column("method")
-        for k in result["ks"]:
-            t.add_column(f"k={k}", justify="right")
-        for m, c in result["curve"].items():
-            t.add_row(m, *[_pct(c[k]["within_10pct"]) if k in c else "-" for k in result["ks"]])
-        out.print(t)
+        out.print(_curve_table(result, "within_10pct", f"Transfer to {result['target']} from a base model of "
+                               f"{result['base']}: predictions within +-10 % on the specs not sampled "
+                               f"({result['sampler']} sampler)"))
         _print_target_repeatability(result)
         if curve:
             out.print(f"learning curve written to {curve}")

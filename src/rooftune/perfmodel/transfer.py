@@ -301,9 +301,22 @@ def fit_transfer(bases: Sequence[PerfModel | None], method: str, X: Any, Y: np.n
         raise InvalidArgument("base model", None, "ensemble needs at least one fitted base model")
     for b in bases:
         check_base(b, "ensemble", "base model")
-    members = [TransferModel(b, kind, random_state=random_state).fit(X, Y, primitives, **kw)
-               for kind in ENSEMBLE_KINDS for b in bases]
-    return TransferEnsemble(members, stack_weights(bases, X, Y, primitives, random_state=random_state, threads=threads))
+    return fit_ensemble(bases, X, Y, primitives, random_state=random_state, **kw)
+
+
+def fit_ensemble(bases: Sequence[PerfModel], X: Any, Y: np.ndarray, primitives: Sequence[str], random_state: int = 0,
+                 finetuned: Sequence[TransferModel] = (), **kw: Any) -> TransferEnsemble:
+    """Every base adapted each of :data:`ENSEMBLE_KINDS` ways, kind by kind, weighed by
+    :func:`stack_weights`. ``finetuned``: the first bases already fine-tuned on these samples
+    (the learning curve's ``finetune``), reused; ``kw``: :meth:`TransferModel.fit`'s."""
+    done = {"finetune": list(finetuned)}
+    members: list[TransferModel] = []
+    for kind in ENSEMBLE_KINDS:
+        have = done.get(kind, [])
+        members += have + [TransferModel(b, kind, random_state=random_state).fit(X, Y, primitives, **kw)
+                           for b in bases[len(have):]]
+    return TransferEnsemble(members, stack_weights(bases, X, Y, primitives, random_state=random_state,
+                                                   threads=kw.get("threads")))
 
 
 #: Folds of the out-of-fold predictions the ensemble's weights are stacked on.
@@ -392,12 +405,8 @@ def learning_curve(base: PerfModel, target: ProfileData, ks: Sequence[int] = DEF
                 if m == "finetune":
                     tm: Any = finetuned(1)[0]
                 elif m == "ensemble":  # as fit_transfer builds it, reusing the fine-tuned bases
-                    adapted = {"finetune": finetuned(len(bases)),
-                               "shift": [TransferModel(b, "shift").fit(train.specs, train.times, train.primitives,
-                                                                       threads=train.threads) for b in bases]}
-                    tm = TransferEnsemble([a for kind in ENSEMBLE_KINDS for a in adapted[kind]],
-                                          stack_weights(bases, train.specs, train.times, train.primitives,
-                                                        random_state=seed + r, threads=train.threads))
+                    tm = fit_ensemble(bases, train.specs, train.times, train.primitives, random_state=seed + r,
+                                      finetuned=finetuned(len(bases)), threads=train.threads)
                 else:
                     tm = fit_transfer([None if m == "scratch" else base], m, train.specs, train.times, train.primitives,
                                       random_state=seed + r, threads=train.threads)
