@@ -106,3 +106,16 @@ def built_outside_trials() -> tuple[nn.Module, torch.Tensor]:
     if "rooftune.tuning._worker" in " ".join(sys.argv) or sys.argv[0].endswith("_worker.py"):
         raise RuntimeError("built_outside_trials was built inside a trial")
     return small_cnn()
+
+
+def winograd_cnn() -> tuple[nn.Module, torch.Tensor]:
+    """Two 3x3 stride-1 convolutions Winograd computes (18x18: not a multiple of its 4x4 tiles,
+    batch norm to fold into the first) beside two it does not (stride 2, depthwise)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
+        nn.Conv2d(16, 16, 3, padding=1), nn.ReLU(),
+        nn.Conv2d(16, 16, 3, stride=2, padding=1), nn.Conv2d(16, 16, 3, padding=1, groups=16), nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10),
+    )
+    return model.eval(), torch.randn(1, 3, 18, 18)

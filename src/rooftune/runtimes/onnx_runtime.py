@@ -44,12 +44,55 @@ def export_onnx(wl: Workload, config: RunConfig, path: Path) -> Path:
     return path
 
 
+def winograd(config: RunConfig) -> bool:
+    return config.precision == "fp32" and config.option("conv", "direct") == "winograd"
+
+
+def model_path(config: RunConfig, workdir: Path) -> Path:
+    """The ONNX file a configuration runs: the export, or its Winograd rewrite for the threads the
+    layers were measured with."""
+    if winograd(config):
+        return config.artifact_path(workdir, f"model-winograd-t{config.intra_threads}.onnx")
+    return config.artifact_path(workdir, "model.onnx")
+
+
+def winograd_model(src: Path, dst: Path, config: RunConfig) -> Path:
+    """``src`` with the 3x3 convolutions that run faster by Winograd F(4x4,3x3) on this machine,
+    at the configuration's threads, rewritten so; what was measured per layer is written beside it
+    (``dst`` with ``.json``). Written aside and renamed, as the export is."""
+    import json
+    import os
+
+    import onnx
+
+    from rooftune.runtimes import winograd_onnx
+
+    part = dst.with_name(f".{os.getpid()}.{dst.name}")
+    basic = dst.with_name(f".{os.getpid()}.basic.{dst.name}")
+    try:
+        model = onnx.load(str(winograd_onnx.basic_optimized(src, basic)))
+        choices = winograd_onnx.choose(winograd_onnx.candidates(model),
+                                       winograd_onnx.ort_session_factory(config.intra_threads))
+        onnx.save(winograd_onnx.rewrite(model, [c.candidate.node for c in choices if c.chosen]), str(part))
+        dst.with_suffix(".json").write_text(json.dumps({
+            "threads": config.intra_threads, "min_speedup": winograd_onnx.MIN_SPEEDUP,
+            "layers": [c.to_dict() for c in choices]}, indent=1))
+        os.replace(part, dst)
+    finally:
+        part.unlink(missing_ok=True)
+        basic.unlink(missing_ok=True)
+    return dst
+
+
 class OnnxRuntime(Runtime):
     name = "onnxruntime"
     options = {
         "execution_mode": ("sequential", "parallel"),
         "graph_optimization": ("basic", "extended", "all"),
         "spinning": (True, False),
+        # "winograd": the 3x3 convolutions measured faster that way computed by Winograd
+        # F(4x4,3x3) in the graph (rooftune.runtimes.winograd_onnx); fp32 only
+        "conv": ("direct", "winograd"),
     }
     uses_openmp = False
     precisions = ("fp32", "int8")
@@ -57,19 +100,33 @@ class OnnxRuntime(Runtime):
     def uses_inter_threads(self, config: RunConfig) -> bool:
         return config.option("execution_mode", "sequential") == "parallel"
 
+    def normalize(self, config: RunConfig) -> RunConfig:
+        from dataclasses import replace
+
+        config = super().normalize(config)
+        if config.precision != "fp32" and config.option("conv", "direct") != "direct":
+            # the int8 model is quantized from the direct export: Winograd is an fp32 rewrite
+            config = replace(config, runtime_options={k: v for k, v in config.runtime_options.items() if k != "conv"})
+        return config
+
     def available(self) -> str | None:
         return missing("onnxruntime") or missing("onnx")
 
     def artifact_ready(self, config: RunConfig, workdir: Path) -> bool:
-        return config.artifact_path(workdir, "model.onnx").exists()
+        return model_path(config, workdir).exists()
 
     def prepare(self, wl: Workload, config: RunConfig, workdir: Path,
                 calibration: Sequence[tuple[torch.Tensor, ...]] = ()) -> Prepared:
         import onnxruntime as ort
 
-        path = config.artifact_path(workdir, "model.onnx")
+        path = model_path(config, workdir)
         if not path.exists():
-            if config.precision == "int8":
+            if winograd(config):
+                direct = config.artifact_path(workdir, "model.onnx")
+                if not direct.exists():
+                    export_onnx(wl, config, direct)
+                winograd_model(direct, path, config)
+            elif config.precision == "int8":
                 from dataclasses import replace
 
                 from rooftune.runtimes.quantize import ort_int8

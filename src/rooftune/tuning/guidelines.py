@@ -54,6 +54,35 @@ def conv3d_share(graph: OpGraph, costs: Sequence[OpCost] | None = None) -> float
     return three_d / total if total else 0.0
 
 
+def winograd_share(graph: OpGraph, costs: Sequence[OpCost] | None = None) -> float:
+    """The share of the graph's heavy-op FLOPs in convolutions Winograd F(4x4,3x3) computes: 2-D,
+    3x3, stride 1, dilation 1, one group."""
+    from rooftune.costs import costs_of
+
+    def pair(v: Any) -> tuple[int, ...]:
+        return tuple(v) if isinstance(v, (list, tuple)) else (v, v)
+
+    total = eligible = 0.0
+    for op, c in zip(graph.ops, costs if costs is not None else costs_of(graph), strict=True):
+        if c.kind not in HEAVY_KINDS or not c.flops:
+            continue
+        total += c.flops
+        w = op.tensor("weight") if c.kind == "conv" else None
+        if (w is not None and len(w.shape) == 4 and tuple(w.shape[2:]) == (3, 3)
+                and not op.args.get("transposed", False) and op.args.get("groups", 1) == 1
+                and pair(op.args.get("stride", 1)) == (1, 1) and pair(op.args.get("dilation", 1)) == (1, 1)):
+            eligible += c.flops
+    return eligible / total if total else 0.0
+
+
+#: The guideline asks for Winograd (ONNX Runtime, fp32) when at least this share of the FLOPs is
+#: in eligible 3x3 convolutions: each layer is then measured both ways before the model runs
+#: (about a second per distinct layer shape), and only those faster by Winograd are rewritten.
+#: 2-core Zen 4 VM, batch 1, ONNX Runtime: vgg16 (all its convolutions eligible) 1.33x as fast
+#: with the layers chosen so; resnet50, googlenet and inception_v3 (28-45 %) within 2 %, their
+#: eligible layers small (BENCHMARKS.md).
+WINOGRAD_MIN_SHARE = 0.25
+
 #: Batch the throughput guideline runs when the user fixes none: large enough to fill the GEMMs'
 #: blocking on CNNs at 224x224, small enough to stay within the last-level cache's reach per layer.
 THROUGHPUT_BATCH = 8
@@ -101,6 +130,11 @@ def guideline(platform: Platform, graph: OpGraph, available: dict[str, Any], *, 
         runtime, options = "onnxruntime", {"execution_mode": "parallel" if pools > 1 else "sequential",
                                            "graph_optimization": "all", "spinning": True}
         why.append("ONNX Runtime with all graph optimizations (folds batch norm, fuses activations)")
+        share = winograd_share(graph, costs)
+        if share >= WINOGRAD_MIN_SHARE:
+            options["conv"] = "winograd"
+            why.append(f"Winograd F(4x4,3x3) for the 3x3 convolutions measured faster so ({share:.0%} of the "
+                       "FLOPs are in eligible ones)")
     elif "openvino" in available:
         runtime, options = "openvino", {"hint": "LATENCY" if objective == "latency" else "THROUGHPUT", "streams": 1}
         why.append("OpenVINO (folds and fuses, NHWC kernels)")

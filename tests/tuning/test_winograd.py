@@ -1,0 +1,137 @@
+"""Winograd F(4x4,3x3) written into ONNX graphs: which convolutions qualify, that the rewrite
+computes the same function, how layers are chosen, and ONNX Runtime's `conv=winograd` option."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("onnxruntime")
+onnx = pytest.importorskip("onnx")
+
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from rooftune.runtimes import winograd_onnx as wo  # noqa: E402
+
+
+def conv_model(n: int = 1, h: int = 10, w: int = 13) -> onnx.ModelProto:
+    """x (n,8,h,w) -> 3x3 pad 1 (bias) -> relu -> 3x3 no pad, no bias -> 3x3 stride 2 ->
+    3x3 groups 2 -> 3x3 dilation 2 -> 3x3 pads (0,1,2,1)."""
+    rng = np.random.default_rng(0)
+
+    def init(name: str, *shape: int) -> onnx.TensorProto:
+        return numpy_helper.from_array((rng.standard_normal(shape) * 0.3).astype(np.float32), name)
+
+    inits = [init("w1", 16, 8, 3, 3), init("b1", 16), init("w2", 8, 16, 3, 3), init("w3", 8, 8, 3, 3),
+             init("w4", 8, 4, 3, 3), init("w5", 8, 8, 3, 3), init("w6", 6, 8, 3, 3), init("b6", 6)]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="c1", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"], name="r1"),
+        helper.make_node("Conv", ["r1", "w2"], ["c2"], name="c2", kernel_shape=[3, 3]),
+        helper.make_node("Conv", ["c2", "w3"], ["c3"], name="c3", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["c3", "w4"], ["c4"], name="c4", kernel_shape=[3, 3], group=2, pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["c4", "w5"], ["c5"], name="c5", kernel_shape=[3, 3], dilations=[2, 2], pads=[2, 2, 2, 2]),
+        helper.make_node("Conv", ["c5", "w6", "b6"], ["y"], name="c6", kernel_shape=[3, 3], pads=[0, 1, 2, 1]),
+    ]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, 8, h, w])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    return model
+
+
+def run(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
+    import onnxruntime as ort
+
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return sess.run(None, {"x": x})[0]
+
+
+def test_only_3x3_stride_1_dense_convolutions_qualify() -> None:
+    cands = {c.node: c for c in wo.candidates(conv_model())}
+    assert sorted(cands) == ["c1", "c2", "c6"]  # not stride 2, two groups, dilation 2
+    assert cands["c1"].key == (1, 8, 10, 13, 16, 1, 1, 1, 1) and cands["c1"].shape == "8->16 at 10x13"
+    assert cands["c6"].pads == (0, 1, 2, 1) and cands["c2"].pads == (0, 0, 0, 0)
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_the_rewritten_graph_computes_the_same_function(n: int) -> None:
+    model = conv_model(n)
+    x = np.random.default_rng(1).standard_normal((n, 8, 10, 13)).astype(np.float32)
+    ref = run(model, x)
+    new = wo.rewrite(model, ["c1", "c2", "c6"])
+    ops = [node.op_type for node in new.graph.node]
+    assert ops.count("DepthToSpace") == 3 and ops.count("Conv") == 6  # 3 kept, 3 input transforms
+    assert {i.name for i in new.graph.initializer}.isdisjoint({"w1", "w2", "w6"})  # the direct weights dropped
+    got = run(new, x)
+    assert got.shape == ref.shape
+    # F(4x4,3x3) rounds differently (transform entries up to 8 and 1/24), within fp32's reach
+    assert np.abs(got - ref).max() <= 1e-4 * np.abs(ref).max()
+    with pytest.raises(ValueError, match="not Winograd candidates: c3"):
+        wo.rewrite(model, ["c1", "c3"])
+
+
+def test_layers_are_measured_once_per_shape_and_chosen_by_the_lower_end_of_the_interval() -> None:
+    model = onnx.load_from_string(conv_model().SerializeToString())
+    cands = wo.candidates(model)
+    twin = wo.Candidate("c1-again", *cands[0].key[:5], cands[0].pads)
+    calls = []
+    answers = iter([(1.6, (1.5, 1.7)), (1.1, (1.0, 1.2)), (0.7, (0.6, 0.8))])
+
+    def fake_compare(direct, wino):  # noqa: ANN001, ANN202
+        direct(), wino()  # both sides run their small model
+        calls.append(1)
+        ratio, ci = next(answers)
+        return SimpleNamespace(ratio=ratio, ci=ci)
+
+    choices = wo.choose([cands[0], twin, cands[1], cands[2]], wo.ort_session_factory(1), compare=fake_compare,
+                        evict_bytes=2**20)
+    assert len(calls) == 3  # the twin shape was not measured again
+    assert [c.chosen for c in choices] == [True, True, False, False]
+    assert choices[0].to_dict() == {"node": "c1", "shape": "8->16 at 10x13", "speedup": 1.6, "ci": [1.5, 1.7], "chosen": True}
+
+
+def test_a_layer_whose_winograd_output_disagrees_is_never_chosen(monkeypatch: pytest.MonkeyPatch) -> None:
+    cand = wo.candidates(conv_model())[0]
+    real = wo.subgraph
+
+    def broken(cand, weight, bias, x, y, prefix):  # noqa: ANN001, ANN202
+        return real(cand, weight * 1.5, bias, x, y, prefix)  # a wrong weight transform
+
+    monkeypatch.setattr(wo, "subgraph", broken)
+    (choice,) = wo.choose([cand], wo.ort_session_factory(1), compare=lambda a, b: SimpleNamespace(ratio=3.0, ci=(2.9, 3.1)),
+                          evict_bytes=2**20)
+    assert choice.ratio == 3.0 and not choice.chosen
+
+
+def test_onnxruntime_runs_the_rewrite_verified_and_says_which_layers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from rooftune.runtimes import get_runtime
+    from rooftune.tuning import RunConfig
+    from rooftune.workload import load_workload
+
+    # every eligible layer rewritten, whatever its speed (and however few samples 0.2 s gave)
+    monkeypatch.setattr(wo, "MIN_SPEEDUP", float("-inf"))
+    monkeypatch.setattr(wo, "CHOOSE_BUDGET_S", 0.2)
+    wl = load_workload("tests.analysis.tiny_models:winograd_cnn")
+    with torch.no_grad():
+        ref = wl.module(*wl.inputs)
+    rt = get_runtime("onnxruntime")
+    cfg = rt.normalize(RunConfig(runtime="onnxruntime", intra_threads=1, runtime_options={"conv": "winograd"}))
+    assert not rt.artifact_ready(cfg, tmp_path)
+    prepared = rt.prepare(wl, cfg, tmp_path)
+    assert prepared.artifact.name == "model-winograd-t1.onnx" and rt.artifact_ready(cfg, tmp_path)
+    out = prepared.output()
+    assert torch.allclose(out, ref, rtol=1e-4, atol=1e-4 * ref.abs().max().item())
+    ops = [n.op_type for n in onnx.load(str(prepared.artifact)).graph.node]
+    assert ops.count("DepthToSpace") == 2  # the two 3x3 stride-1 dense layers, BN folded into the first
+    layers = json.loads(prepared.artifact.with_suffix(".json").read_text())
+    assert layers["threads"] == 1 and [entry["chosen"] for entry in layers["layers"]] == [True, True]
+    assert (tmp_path / prepared.artifact.parent.name / "model.onnx").exists()  # the export, shared with direct
+    # int8 is quantized from the direct export: the option is dropped there
+    int8 = rt.normalize(RunConfig(runtime="onnxruntime", precision="int8", runtime_options={"conv": "winograd"}))
+    assert "conv" not in int8.runtime_options
