@@ -135,3 +135,70 @@ def test_onnxruntime_runs_the_rewrite_verified_and_says_which_layers(tmp_path: P
     # int8 is quantized from the direct export: the option is dropped there
     int8 = rt.normalize(RunConfig(runtime="onnxruntime", precision="int8", runtime_options={"conv": "winograd"}))
     assert "conv" not in int8.runtime_options
+
+
+def test_the_guideline_and_the_space_offer_winograd_only_where_a_convolution_takes_it(fake_platform) -> None:  # noqa: ANN001
+    from rooftune.runtimes import get_runtime
+    from rooftune.tuning import guideline
+    from rooftune.tuning.guidelines import winograd_share
+    from rooftune.tuning.study import search_space
+    from rooftune.workload import OpGraph, OpNode, TensorMeta
+
+    def conv(i: int, k: int, stride: int = 1, groups: int = 1) -> OpNode:
+        t, w = TensorMeta((1, 8, 8, 8), "float32", 4), TensorMeta((8, 8 // groups, k, k), "float32", 4)
+        return OpNode(i, f"c{i}", "aten.conv2d", "", "Conv2d",
+                      {"input": t, "weight": w, "stride": [stride, stride], "groups": groups}, (t,), (i - 1,) if i else ())
+
+    three = OpGraph("3", (conv(0, 3), conv(1, 1)), "torch.export")  # 9x the 1x1's FLOPs
+    strided = OpGraph("s", (conv(0, 3, stride=2), conv(1, 3, groups=8), conv(2, 1)), "torch.export")
+    assert winograd_share(three) == pytest.approx(0.9) and winograd_share(strided) == 0.0
+    available = {n: get_runtime(n) for n in ("eager", "onnxruntime")}
+    guide, why = guideline(fake_platform, three, available)
+    assert guide.runtime_options["conv"] == "winograd" and any("Winograd F(4x4,3x3)" in w for w in why)
+    assert "conv" not in guideline(fake_platform, strided, available)[0].runtime_options
+    assert search_space(fake_platform, available, ["fp32"])["runtime_options"]["onnxruntime"]["conv"] == ["direct", "winograd"]
+    assert "conv" not in search_space(fake_platform, available, ["fp32"], winograd=False)["runtime_options"]["onnxruntime"]
+
+
+def test_the_study_says_which_layers_were_rewritten_and_save_keeps_it(tmp_path: Path) -> None:
+    from rooftune.tuning import RunConfig
+    from rooftune.tuning.study import TrialResult, save_config, winograd_note
+
+    art = tmp_path / "model-winograd-t2.onnx"
+    art.write_bytes(b"onnx")
+    layers = [{"node": "a", "shape": "256->256 at 56x56", "speedup": 1.5, "ci": [1.4, 1.6], "chosen": True},
+              {"node": "b", "shape": "512->512 at 28x28", "speedup": 1.25, "ci": [1.2, 1.3], "chosen": True},
+              {"node": "c", "shape": "64->64 at 224x224", "speedup": 0.7, "ci": [0.6, 0.8], "chosen": False}]
+    art.with_suffix(".json").write_text(json.dumps({"threads": 2, "layers": layers}))
+    trial = TrialResult(RunConfig(runtime="onnxruntime", runtime_options={"conv": "winograd"}), ok=True, artifact=str(art))
+    assert winograd_note(trial) == ("conv=winograd: Winograd F(4x4,3x3) on 2 of the 3 eligible 3x3 layers "
+                                    "(each 1.25-1.50x faster between 1x1 neighbours)")
+    assert winograd_note(TrialResult(RunConfig(runtime="onnxruntime"), ok=True, artifact=str(art))) == ""
+    art.with_suffix(".json").write_text(json.dumps({"threads": 2, "layers": layers[2:]}))
+    assert "none of the 1 eligible" in winograd_note(trial)
+    saved = save_config(trial, tmp_path / "out" / "best.json")
+    assert (saved.parent / "best_model-winograd-t2.json").exists() and (saved.parent / "best_model-winograd-t2.onnx").exists()
+
+
+def test_a_replay_runs_the_saved_rewrite_without_measuring_the_layers_again(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from rooftune.runtimes import get_runtime
+    from rooftune.tuning import RunConfig
+    from rooftune.tuning.replay import replay
+    from rooftune.tuning.study import TrialResult, save_config
+    from rooftune.workload import load_workload
+
+    model = "tests.analysis.tiny_models:winograd_cnn"
+    monkeypatch.setattr(wo, "MIN_SPEEDUP", float("-inf"))
+    monkeypatch.setattr(wo, "CHOOSE_BUDGET_S", 0.2)
+    cfg = RunConfig(runtime="onnxruntime", intra_threads=1, runtime_options={"conv": "winograd"})
+    prepared = get_runtime("onnxruntime").prepare(load_workload(model), cfg, tmp_path / "study")
+    saved = save_config(TrialResult(cfg, ok=True, artifact=str(prepared.artifact)), tmp_path / "best.json",
+                        {"model": model, "inputs": None, "options": {}})
+
+    def no_measuring(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("the layers were measured again")
+
+    monkeypatch.setattr(wo, "choose", no_measuring)
+    r = replay(saved, seconds=0.2)
+    assert r["verify"]["ok"] and r["median_s"] > 0

@@ -33,7 +33,7 @@ from rooftune.bench import Measurement, Policy, compare, stats
 from rooftune.bench.canary import Steal, steal_warning
 from rooftune.errors import InvalidArgument
 from rooftune.tuning.config import ALLOCATORS, RunConfig, allocator_library
-from rooftune.tuning.guidelines import baselines, guideline, precision_seeds, source_seeds
+from rooftune.tuning.guidelines import baselines, guideline, precision_seeds, source_seeds, winograd_share
 from rooftune.tuning.trial import PREPARE_TIMEOUT_S, Group, TrialFailed, VirtualClock
 
 OBJECTIVES = ("latency", "throughput")
@@ -270,8 +270,10 @@ THROUGHPUT_BATCHES = (1, 2, 4, 8, 16, 32)
 
 
 def search_space(platform: Any, available: dict[str, Any], allow: Sequence[str], *, objective: str = "latency",
-                 batch: int | None = None) -> dict[str, Any]:
-    """The dimensions the search may set on this machine (what is not installed is left out)."""
+                 batch: int | None = None, winograd: bool = True) -> dict[str, Any]:
+    """The dimensions the search may set on this machine (what is not installed is left out);
+    ``winograd`` False: the model has no convolution Winograd computes, and ONNX Runtime's
+    ``conv`` option would change nothing."""
     cores = platform.usable_cores
     precisions = {}
     for n, rt in available.items():
@@ -294,7 +296,8 @@ def search_space(platform: Any, available: dict[str, Any], allow: Sequence[str],
         "bind": ["none", "close", "spread"],
         "wait": ["passive", "active"] if not intel else ["blocktime0", "blocktime1", "blocktime200"],
         # each runtime's own knobs, less the values it cannot run here (OpenVINO from ONNX without onnx)
-        "runtime_options": {n: {k: [x for x in v if _runs(rt, n, {k: x})] for k, v in rt.options.items()}
+        "runtime_options": {n: {k: [x for x in v if _runs(rt, n, {k: x})] for k, v in rt.options.items()
+                                if winograd or (n, k) != ("onnxruntime", "conv")}
                             for n, rt in available.items()},
     }
 
@@ -421,7 +424,8 @@ def tune(
         for rn in without:
             notes.append(f"int8 not on {rn}: {get_runtime(rn).unsupported(RunConfig(runtime=rn, precision='int8'))}")
 
-    space = search_space(platform, available, precisions, objective=objective, batch=batch)
+    space = search_space(platform, available, precisions, objective=objective, batch=batch,
+                         winograd=winograd_share(graph) > 0)
     if not space["runtime"]:
         raise InvalidArgument("precision", ",".join(precisions), "no installed runtime runs it")
     key = study_key(model, objective, wl.batch, platform.id,
@@ -582,6 +586,9 @@ def tune(
         pairs_run += sum(c.get("process_pairs", 0) for c in {id(c): c for c in speedup.values()}.values())
         phase_s["final"] = time.perf_counter() - started - phase_s["fixed"] - phase_s["search"]
         phase_s["pairs"] = pairs_run
+        rewritten = winograd_note(best)
+        if rewritten:
+            notes.append(rewritten)
         if save:
             save_config(best, Path(save), workload, calibration_size=calibration_size)
     finally:
@@ -601,6 +608,24 @@ def tune(
                       guideline_reasons=tuple(reasons), baselines=base, speedup=speedup, trials=tuple(results),
                       notes=tuple(notes), duration_s=time.perf_counter() - started, resumed=resumed,
                       workload=workload, guideline_vs_best=guide_vs_best, phase_s=phase_s)
+
+
+def winograd_note(trial: TrialResult) -> str:
+    """For a configuration with ``conv=winograd``: which layers its artifact rewrote (from what was
+    measured per layer beside it), else ''."""
+    if trial.config.option("conv", "direct") != "winograd" or not trial.artifact:
+        return ""
+    path = Path(trial.artifact).with_suffix(".json")
+    if not path.exists():
+        return ""
+    layers = json.loads(path.read_text()).get("layers", [])
+    chosen = [x for x in layers if x.get("chosen")]
+    if not chosen:
+        return (f"conv=winograd: none of the {len(layers)} eligible 3x3 layers measured faster by Winograd on this "
+                "machine; the model runs its direct convolutions")
+    speedups = [x["speedup"] for x in chosen if x.get("speedup") is not None]
+    span = f" (each {min(speedups):.2f}-{max(speedups):.2f}x faster between 1x1 neighbours)" if speedups else ""
+    return f"conv=winograd: Winograd F(4x4,3x3) on {len(chosen)} of the {len(layers)} eligible 3x3 layers{span}"
 
 
 def _against_baselines(best: TrialResult, base: dict[str, TrialResult], setup: Setup, objective: str,
@@ -815,6 +840,8 @@ def save_config(trial: TrialResult, path: Path, workload: dict[str, Any] | None 
         shutil.copy2(src, dst)
         if src.suffix == ".xml" and src.with_suffix(".bin").exists():
             shutil.copy2(src.with_suffix(".bin"), dst.with_suffix(".bin"))
+        if src.with_suffix(".json").exists():  # what the Winograd rewrite measured per layer
+            shutil.copy2(src.with_suffix(".json"), dst.with_suffix(".json"))
         data["artifact"] = str(dst)
     path.write_text(json.dumps(data, indent=2))
     return path
