@@ -96,6 +96,19 @@ def test_layers_are_measured_once_per_shape_and_chosen_by_the_lower_end_of_the_i
     assert choices[0].to_dict() == {"node": "c1", "shape": "8->16 at 10x13", "speedup": 1.6, "ci": [1.5, 1.7], "chosen": True}
 
 
+def test_the_eviction_buffer_is_twice_the_caches_within_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    import rooftune.platform.sysfs as sysfs
+    from rooftune.platform.sysfs import CacheLevel
+
+    l3 = CacheLevel(3, "Unified", 96 * 2**20, ((0, 1), (2, 3)))  # two instances: 192 MiB in all
+    monkeypatch.setattr(sysfs, "read_caches", lambda: (CacheLevel(2, "Unified", 2**20, ((0,), (1,), (2,), (3,))), l3))
+    assert wo.evict_size() == 2 * (4 + 192) * 2**20
+    monkeypatch.setattr(sysfs, "read_caches", lambda: ())  # no sysfs: the floor
+    assert wo.evict_size() == 64 * 2**20
+    monkeypatch.setattr(sysfs, "read_caches", lambda: (CacheLevel(3, "Unified", 2**30, ((0,),)),))
+    assert wo.evict_size() == 2**30
+
+
 def test_a_layer_whose_winograd_output_disagrees_is_never_chosen(monkeypatch: pytest.MonkeyPatch) -> None:
     cand = wo.candidates(conv_model())[0]
     real = wo.subgraph

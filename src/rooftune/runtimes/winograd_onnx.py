@@ -270,7 +270,7 @@ def single_layer(cand: Candidate, winograd: bool, seed: int = 0) -> bytes:
 
 def choose(cands: list[Candidate], session: Callable[[bytes], Any],
            compare: Callable[[Callable[[], Any], Callable[[], Any]], Any] | None = None,
-           min_speedup: float | None = None, evict_bytes: int = 64 * 2**20) -> list[Choice]:
+           min_speedup: float | None = None, evict_bytes: int | None = None) -> list[Choice]:
     """Measure each distinct candidate shape both ways (``session`` builds an ONNX Runtime session
     from model bytes, with the threads the model will run with), interleaved by the harness, and
     choose Winograd where the lower end of its speedup's interval reaches ``min_speedup``. The
@@ -289,8 +289,9 @@ def choose(cands: list[Candidate], session: Callable[[bytes], Any],
     # Inside a network a layer's weights come from memory, not from the cache the previous run
     # left them in: Winograd's transformed weights are 4x the direct ones (36 against 9 values
     # per channel pair), which a layer timed warm never pays for. Every timed run writes a
-    # buffer larger than the caches first, on both sides.
-    sweep = np.zeros(evict_bytes // 8)
+    # buffer larger than the caches first (``evict_bytes``, default :func:`evict_size`), on both
+    # sides.
+    sweep = np.zeros((evict_bytes or evict_size()) // 8)
 
     def evict() -> None:
         sweep[::8] += 1.0
@@ -309,6 +310,18 @@ def choose(cands: list[Candidate], session: Callable[[bytes], Any],
         ratio, ci, agrees = measured[cand.key]
         out.append(Choice(cand, ratio, ci, agrees and ci[0] >= min_speedup))
     return out
+
+
+def evict_size() -> int:
+    """Bytes written before each timed run of :func:`choose`: twice all the machine's data caches
+    together (sysfs), at least 64 MiB and at most 1 GiB."""
+    from rooftune.platform.sysfs import read_caches
+
+    try:
+        total = sum(c.size_bytes * max(1, len(c.instances)) for c in read_caches())
+    except (OSError, ValueError):
+        total = 0
+    return int(min(max(2 * total, 64 * 2**20), 2**30))
 
 
 def ort_session_factory(threads: int, inter_threads: int = 1, spinning: bool = False) -> Callable[[bytes], Any]:
