@@ -232,6 +232,20 @@ def test_compare_two_to_one() -> None:
     assert d["a"] == c.a.to_dict()
 
 
+def test_compare_runs_before_untimed_ahead_of_every_call() -> None:
+    clock = FakeClock()
+    a = clock.fn([2 * U], name="A")
+    b = clock.fn([U], name="B")
+    flush = clock.fn([100 * U], name="flush")  # takes far longer than either side: never counted
+    policy = Policy(number=1, warmup_s=0)
+    c = compare(a, b, policy=policy, clock=clock, before=flush)
+    assert c.ratio == 2.0 and c.a.samples == (2 * U,) * 6 and c.b.samples == (U,) * 6
+    timed = [x for x in clock.calls if x != "flush"]
+    assert len(timed) == 12 and all(clock.calls[2 * i] == "flush" for i in range(12))
+    with pytest.raises(ValueError, match="one call per sample"):
+        compare(a, b, policy=Policy(number=2), clock=clock, before=flush)
+
+
 def test_compare_order_is_counterbalanced() -> None:
     from rooftune.bench.timer import _a_first
 

@@ -54,9 +54,9 @@ def run(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
 
 def test_only_3x3_stride_1_dense_convolutions_qualify() -> None:
     cands = {c.node: c for c in wo.candidates(conv_model())}
-    assert sorted(cands) == ["c1", "c2", "c6"]  # not stride 2, two groups, dilation 2
+    assert sorted(cands) == ["c1", "c2", "y"]  # by output; not stride 2, two groups, dilation 2
     assert cands["c1"].key == (1, 8, 10, 13, 16, 1, 1, 1, 1) and cands["c1"].shape == "8->16 at 10x13"
-    assert cands["c6"].pads == (0, 1, 2, 1) and cands["c2"].pads == (0, 0, 0, 0)
+    assert cands["y"].pads == (0, 1, 2, 1) and cands["c2"].pads == (0, 0, 0, 0)
 
 
 @pytest.mark.parametrize("n", [1, 3])
@@ -64,7 +64,7 @@ def test_the_rewritten_graph_computes_the_same_function(n: int) -> None:
     model = conv_model(n)
     x = np.random.default_rng(1).standard_normal((n, 8, 10, 13)).astype(np.float32)
     ref = run(model, x)
-    new = wo.rewrite(model, ["c1", "c2", "c6"])
+    new = wo.rewrite(model, ["c1", "c2", "y"])
     ops = [node.op_type for node in new.graph.node]
     assert ops.count("DepthToSpace") == 3 and ops.count("Conv") == 6  # 3 kept, 3 input transforms
     assert {i.name for i in new.graph.initializer}.isdisjoint({"w1", "w2", "w6"})  # the direct weights dropped
@@ -74,6 +74,24 @@ def test_the_rewritten_graph_computes_the_same_function(n: int) -> None:
     assert np.abs(got - ref).max() <= 1e-4 * np.abs(ref).max()
     with pytest.raises(ValueError, match="not Winograd candidates: c3"):
         wo.rewrite(model, ["c1", "c3"])
+
+
+def test_new_names_keep_clear_of_the_graphs_own_and_shared_weights_stay() -> None:
+    model = conv_model()
+    # a tensor of the graph's own named like the rewrite's, and c1's weight used again by an Add
+    model.graph.initializer.append(numpy_helper.from_array(np.ones((16, 8, 3, 3), np.float32), "wino0_u"))
+    model.graph.node.append(helper.make_node("Add", ["w1", "wino0_u"], ["w_plus"], name="uses_w1"))
+    model.graph.output.append(helper.make_tensor_value_info("w_plus", TensorProto.FLOAT, None))
+    new = wo.rewrite(model, ["c1"])
+    inits = [i.name for i in new.graph.initializer]
+    assert len(inits) == len(set(inits)) and "w1" in inits and "wino0_u" in inits  # still used: kept
+    assert "b1" not in inits  # c1's bias, used by nothing else now: dropped
+    x = np.random.default_rng(1).standard_normal((1, 8, 10, 13)).astype(np.float32)
+    import onnxruntime as ort
+
+    ref = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})
+    got = ort.InferenceSession(new.SerializeToString()).run(None, {"x": x})
+    assert np.array_equal(ref[1], got[1]) and np.abs(ref[0] - got[0]).max() <= 1e-4 * np.abs(ref[0]).max()
 
 
 def test_layers_are_measured_once_per_shape_and_chosen_by_the_lower_end_of_the_interval() -> None:
@@ -130,6 +148,7 @@ def test_onnxruntime_runs_the_rewrite_verified_and_says_which_layers(tmp_path: P
     # every eligible layer rewritten, whatever its speed (and however few samples 0.2 s gave)
     monkeypatch.setattr(wo, "MIN_SPEEDUP", float("-inf"))
     monkeypatch.setattr(wo, "CHOOSE_BUDGET_S", 0.2)
+    monkeypatch.setattr(wo, "evict_size", lambda: 2**20)
     wl = load_workload("tests.analysis.tiny_models:winograd_cnn")
     with torch.no_grad():
         ref = wl.module(*wl.inputs)
@@ -148,6 +167,9 @@ def test_onnxruntime_runs_the_rewrite_verified_and_says_which_layers(tmp_path: P
     # int8 is quantized from the direct export: the option is dropped there
     int8 = rt.normalize(RunConfig(runtime="onnxruntime", precision="int8", runtime_options={"conv": "winograd"}))
     assert "conv" not in int8.runtime_options
+    # direct is no option at all: one configuration, one identity
+    direct = rt.normalize(RunConfig(runtime="onnxruntime", runtime_options={"conv": "direct", "spinning": True}))
+    assert direct.key() == rt.normalize(RunConfig(runtime="onnxruntime", runtime_options={"spinning": True})).key()
 
 
 def test_the_guideline_and_the_space_offer_winograd_only_where_a_convolution_takes_it(fake_platform) -> None:  # noqa: ANN001
@@ -185,7 +207,7 @@ def test_the_study_says_which_layers_were_rewritten_and_save_keeps_it(tmp_path: 
     art.with_suffix(".json").write_text(json.dumps({"threads": 2, "layers": layers}))
     trial = TrialResult(RunConfig(runtime="onnxruntime", runtime_options={"conv": "winograd"}), ok=True, artifact=str(art))
     assert winograd_note(trial) == ("conv=winograd: Winograd F(4x4,3x3) on 2 of the 3 eligible 3x3 layers "
-                                    "(each 1.25-1.50x faster between 1x1 neighbours)")
+                                    "(each 1.25-1.50x as fast between 1x1 neighbours, weights cold)")
     assert winograd_note(TrialResult(RunConfig(runtime="onnxruntime"), ok=True, artifact=str(art))) == ""
     art.with_suffix(".json").write_text(json.dumps({"threads": 2, "layers": layers[2:]}))
     assert "none of the 1 eligible" in winograd_note(trial)
@@ -204,6 +226,7 @@ def test_a_replay_runs_the_saved_rewrite_without_measuring_the_layers_again(tmp_
     model = "tests.analysis.tiny_models:winograd_cnn"
     monkeypatch.setattr(wo, "MIN_SPEEDUP", float("-inf"))
     monkeypatch.setattr(wo, "CHOOSE_BUDGET_S", 0.2)
+    monkeypatch.setattr(wo, "evict_size", lambda: 2**20)
     cfg = RunConfig(runtime="onnxruntime", intra_threads=1, runtime_options={"conv": "winograd"})
     prepared = get_runtime("onnxruntime").prepare(load_workload(model), cfg, tmp_path / "study")
     saved = save_config(TrialResult(cfg, ok=True, artifact=str(prepared.artifact)), tmp_path / "best.json",

@@ -183,14 +183,27 @@ def compare(
     policy: Policy | None = None,
     clock: Clock = time.perf_counter,
     platform_id: str | None = None,
+    before: Callable[[], Any] | None = None,
 ) -> Comparison:
     """Interleave A and B (A B B A B A A B ...) and return ``median(A) / median(B)`` with its 95 % CI.
 
     Each side gets its own calls-per-sample, matched after the warm-up so both sides' samples
     last equally long (see the module docstring); the stop rule is on the interval of the ratio
     (``stats.comparison_ci``), with the same target, budget and sample limits as :func:`measure`.
+    ``before``, when given, runs untimed before every timed call of either side (warm-up
+    included), e.g. to evict the caches so that each call starts cold; it needs one call per
+    sample (``policy.number == 1``).
     """
     policy = policy or Policy()
+    if before is not None:
+        if policy.number != 1:
+            raise ValueError("compare(before=...) needs one call per sample: Policy(number=1)")
+
+        def timed_calls(fn: Callable[[], Any], number: int, clock: Clock) -> float:
+            before()
+            return _time_calls(fn, number, clock)
+    else:
+        timed_calls = _time_calls
     started_at = time.time()
     start = clock()
     number_a = _calibrate(fn_a, policy, clock)
@@ -199,8 +212,8 @@ def compare(
     warm_a: list[float] = []
     warm_b: list[float] = []
     while clock() - start < policy.warmup_s:
-        warm_a.append(_time_calls(fn_a, number_a, clock) / number_a)
-        warm_b.append(_time_calls(fn_b, number_b, clock) / number_b)
+        warm_a.append(timed_calls(fn_a, number_a, clock) / number_a)
+        warm_b.append(timed_calls(fn_b, number_b, clock) / number_b)
         warmup_samples += 1
     if policy.number is None and warm_a:
         # at the warm speed only: a side calibrated at one call timed its cold first call, which
@@ -212,11 +225,11 @@ def compare(
     ci = (-math.inf, math.inf)
     while True:
         if _a_first(len(sa)):
-            ta = _time_calls(fn_a, number_a, clock)
-            tb = _time_calls(fn_b, number_b, clock)
+            ta = timed_calls(fn_a, number_a, clock)
+            tb = timed_calls(fn_b, number_b, clock)
         else:
-            tb = _time_calls(fn_b, number_b, clock)
-            ta = _time_calls(fn_a, number_a, clock)
+            tb = timed_calls(fn_b, number_b, clock)
+            ta = timed_calls(fn_a, number_a, clock)
         sa.append(ta / number_a)
         sb.append(tb / number_b)
         n = len(sa)

@@ -58,8 +58,11 @@ def model_path(config: RunConfig, workdir: Path) -> Path:
 
 def winograd_model(src: Path, dst: Path, config: RunConfig) -> Path:
     """``src`` with the 3x3 convolutions that run faster by Winograd F(4x4,3x3) on this machine,
-    at the configuration's threads, rewritten so; what was measured per layer is written beside it
-    (``dst`` with ``.json``). Written aside and renamed, as the export is."""
+    at the configuration's intra-op threads, rewritten so; what was measured per layer is written
+    beside it (``dst`` with ``.json``). Both are written aside and renamed, the JSON first, under
+    a lock: processes preparing the same configuration at once (the instances of a throughput
+    configuration) measure the layers once, not side by side, and run one file."""
+    import fcntl
     import json
     import os
 
@@ -67,20 +70,26 @@ def winograd_model(src: Path, dst: Path, config: RunConfig) -> Path:
 
     from rooftune.runtimes import winograd_onnx
 
-    part = dst.with_name(f".{os.getpid()}.{dst.name}")
-    basic = dst.with_name(f".{os.getpid()}.basic.{dst.name}")
-    try:
-        model = onnx.load(str(winograd_onnx.basic_optimized(src, basic)))
-        choices = winograd_onnx.choose(winograd_onnx.candidates(model),
-                                       winograd_onnx.ort_session_factory(config.intra_threads))
-        onnx.save(winograd_onnx.rewrite(model, [c.candidate.node for c in choices if c.chosen]), str(part))
-        dst.with_suffix(".json").write_text(json.dumps({
-            "threads": config.intra_threads, "min_speedup": winograd_onnx.MIN_SPEEDUP,
-            "layers": [c.to_dict() for c in choices]}, indent=1))
-        os.replace(part, dst)
-    finally:
-        part.unlink(missing_ok=True)
-        basic.unlink(missing_ok=True)
+    with open(dst.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if dst.exists():  # made by the process that held the lock before this one
+            return dst
+        part = dst.with_name(f".{os.getpid()}.{dst.name}")
+        part_json = part.with_suffix(".json")
+        basic = dst.with_name(f".{os.getpid()}.basic.{dst.name}")
+        try:
+            model = onnx.load(str(winograd_onnx.basic_optimized(src, basic)))
+            choices = winograd_onnx.choose(winograd_onnx.candidates(model),
+                                           winograd_onnx.ort_session_factory(config.intra_threads))
+            onnx.save(winograd_onnx.rewrite(model, [c.candidate.node for c in choices if c.chosen]), str(part))
+            part_json.write_text(json.dumps({
+                "threads": config.intra_threads, "min_speedup": winograd_onnx.MIN_SPEEDUP,
+                "layers": [c.to_dict() for c in choices]}, indent=1))
+            os.replace(part_json, dst.with_suffix(".json"))
+            os.replace(part, dst)
+        finally:
+            for f in (part, part_json, basic):
+                f.unlink(missing_ok=True)
     return dst
 
 
@@ -104,8 +113,9 @@ class OnnxRuntime(Runtime):
         from dataclasses import replace
 
         config = super().normalize(config)
-        if config.precision != "fp32" and config.option("conv", "direct") != "direct":
-            # the int8 model is quantized from the direct export: Winograd is an fp32 rewrite
+        if "conv" in config.runtime_options and (config.precision != "fp32" or config.option("conv", "direct") == "direct"):
+            # direct is what no option means (one configuration, one identity); the int8 model is
+            # quantized from the direct export: Winograd is an fp32 rewrite
             config = replace(config, runtime_options={k: v for k, v in config.runtime_options.items() if k != "conv"})
         return config
 

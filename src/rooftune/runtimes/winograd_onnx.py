@@ -1,5 +1,4 @@
-"""Winograd F(4x4,3x3) convolutions written into an ONNX graph, for ONNX Runtime (and OpenVINO
-reading the same file).
+"""Winograd F(4x4,3x3) convolutions written into an ONNX graph, for ONNX Runtime.
 
 ONNX Runtime's CPU provider runs every fp32 convolution directly (MLAS's blocked NCHWc kernels);
 none of its kernels trades multiplications for additions. Winograd's minimal filtering (Lavin &
@@ -19,7 +18,8 @@ Whether this beats the direct convolution depends on the layer (channels, spatia
 machine: on a 2-core Zen 4 VM, 2 threads, 1.3-1.9x on 128-512 channel layers at 14-112 pixels,
 slower on 64-channel ones. So :func:`choose` measures each candidate layer both ways, interleaved,
 and only the layers that are faster by the margin are rewritten; the whole model is then verified
-and timed as any other configuration is.
+and timed as any other configuration is. (OpenVINO reading a rewritten file ran vgg16 1.30x as
+fast but googlenet and inception_v3 8-17 % slower, so it is not offered there; BENCHMARKS.md.)
 """
 
 from __future__ import annotations
@@ -50,8 +50,9 @@ CHOOSE_BUDGET_S = 1.5
 
 @dataclass(frozen=True)
 class Candidate:
-    """A Conv node the transform applies to: 3x3, stride 1, dilation 1, one group, constant
-    weights, a known static input shape."""
+    """A Conv node the transform applies to: 3x3, stride 1, dilation 1, one group, constant fp32
+    weights, a known static input shape. ``node`` names it by its output (unique in a graph, where
+    node names need not be)."""
 
     node: str
     N: int
@@ -111,9 +112,10 @@ def candidates(model: Any) -> list[Candidate]:
         if node.op_type != "Conv" or node.domain not in ("", "ai.onnx") or len(node.input) < 2:
             continue
         w = inits.get(node.input[1])
-        if w is None or len(w.dims) != 4 or tuple(w.dims[2:]) != (3, 3):
+        if w is None or len(w.dims) != 4 or tuple(w.dims[2:]) != (3, 3) or w.data_type != onnx.TensorProto.FLOAT:
             continue
-        if len(node.input) > 2 and node.input[2] and node.input[2] not in inits:
+        if len(node.input) > 2 and node.input[2] and (
+                node.input[2] not in inits or inits[node.input[2]].data_type != onnx.TensorProto.FLOAT):
             continue
         if _attr(node, "group", 1) != 1 or list(_attr(node, "strides", [1, 1])) != [1, 1]:
             continue
@@ -129,7 +131,7 @@ def candidates(model: Any) -> list[Candidate]:
         top, left, bottom, right = pads[0], pads[1], pads[2], pads[3]
         if h + top + bottom < 3 or wd + left + right < 3 or w.dims[1] != c:
             continue
-        out.append(Candidate(node.name or node.output[0], n, c, h, wd, int(w.dims[0]), (top, left, bottom, right)))
+        out.append(Candidate(node.output[0], n, c, h, wd, int(w.dims[0]), (top, left, bottom, right)))
     return out
 
 
@@ -200,31 +202,61 @@ def subgraph(cand: Candidate, weight: np.ndarray, bias: np.ndarray | None, x: st
     return nodes, inits
 
 
+def _names(graph: Any) -> set[str]:
+    """Every node, value and initializer name in ``graph`` and its subgraphs."""
+    from onnx import AttributeProto
+
+    names = {i.name for i in graph.initializer} | {v.name for v in (*graph.input, *graph.output, *graph.value_info)}
+    for node in graph.node:
+        names.update((node.name, *node.input, *node.output))
+        for a in node.attribute:
+            for g in ([a.g] if a.type == AttributeProto.GRAPH else list(a.graphs)):
+                names |= _names(g)
+    return names
+
+
+def _inputs(graph: Any) -> set[str]:
+    """Every name a node of ``graph`` or of its subgraphs reads."""
+    from onnx import AttributeProto
+
+    names: set[str] = set()
+    for node in graph.node:
+        names.update(node.input)
+        for a in node.attribute:
+            for g in ([a.g] if a.type == AttributeProto.GRAPH else list(a.graphs)):
+                names |= _inputs(g) | {o.name for o in g.output}
+    return names
+
+
 def rewrite(model: Any, chosen: Iterable[str]) -> Any:
-    """A copy of ``model`` with the named Conv nodes computed by Winograd F(4x4,3x3); the weights
-    only those nodes used are dropped."""
+    """A copy of ``model`` with the Conv nodes named (by their outputs) computed by Winograd
+    F(4x4,3x3); a weight or bias nothing else uses any more is dropped."""
     import onnx
 
     chosen = set(chosen)
-    by_name = {cand.node: cand for cand in candidates(model)}
-    unknown = chosen - set(by_name)
+    by_output = {cand.node: cand for cand in candidates(model)}
+    unknown = chosen - set(by_output)
     if unknown:
         raise ValueError(f"not Winograd candidates: {', '.join(sorted(unknown))}")
+    taken = _names(model.graph)
+    tag = "wino"
+    while any(n.startswith(tag) for n in taken):  # new names must not meet the graph's own
+        tag += "_"
     out = onnx.ModelProto()
     out.CopyFrom(model)
     del out.graph.node[:]
-    used: set[str] = set()
+    replaced: set[str] = set()
     for i, node in enumerate(model.graph.node):
-        name = node.name or node.output[0]
-        if name in chosen:
+        if node.output[0] in chosen:
             w, b = _weights(model, node)
-            nodes, inits = subgraph(by_name[name], w, b, node.input[0], node.output[0], f"wino{i}_")
+            nodes, inits = subgraph(by_output[node.output[0]], w, b, node.input[0], node.output[0], f"{tag}{i}_")
             out.graph.node.extend(nodes)
             out.graph.initializer.extend(inits)
+            replaced.update(node.input[1:])
         else:
             out.graph.node.append(node)
-            used.update(node.input)
-    keep = [i for i in out.graph.initializer if i.name in used or i.name.startswith("wino")]
+    still_used = _inputs(out.graph) | {o.name for o in out.graph.output}
+    keep = [i for i in out.graph.initializer if i.name not in replaced or i.name in still_used]
     del out.graph.initializer[:]
     out.graph.initializer.extend(keep)
     return out
@@ -281,20 +313,20 @@ def choose(cands: list[Candidate], session: Callable[[bytes], Any],
         from rooftune.bench.measurement import Policy
         from rooftune.bench.timer import compare as harness_compare
 
-        policy = Policy(budget_s=CHOOSE_BUDGET_S, warmup_s=0.1)
+        # Inside a network a layer's weights come from memory, not from the cache the previous
+        # run left them in: Winograd's transformed weights are 4x the direct ones (36 against 9
+        # values per channel pair), which a layer timed warm never pays for. Before every timed
+        # call of either side, untimed, a buffer larger than the caches is written
+        # (``evict_bytes``, default :func:`evict_size`).
+        sweep = np.zeros((evict_bytes or evict_size()) // 8)
+
+        def evict() -> None:
+            sweep[::8] += 1.0
+
+        policy = Policy(number=1, budget_s=CHOOSE_BUDGET_S, warmup_s=0.1)
 
         def compare(fa: Callable[[], Any], fb: Callable[[], Any]) -> Any:
-            return harness_compare(fa, fb, label_a="direct", label_b="winograd", policy=policy)
-
-    # Inside a network a layer's weights come from memory, not from the cache the previous run
-    # left them in: Winograd's transformed weights are 4x the direct ones (36 against 9 values
-    # per channel pair), which a layer timed warm never pays for. Every timed run writes a
-    # buffer larger than the caches first (``evict_bytes``, default :func:`evict_size`), on both
-    # sides.
-    sweep = np.zeros((evict_bytes or evict_size()) // 8)
-
-    def evict() -> None:
-        sweep[::8] += 1.0
+            return harness_compare(fa, fb, label_a="direct", label_b="winograd", policy=policy, before=evict)
 
     measured: dict[tuple[int, ...], tuple[float, tuple[float, float], bool]] = {}
     out = []
@@ -304,8 +336,7 @@ def choose(cands: list[Candidate], session: Callable[[bytes], Any],
             x = np.random.default_rng(1).standard_normal((cand.N, cand.C, cand.H, cand.W)).astype(np.float32)
             ref, got = direct.run(None, {"x": x})[0], wino.run(None, {"x": x})[0]
             agrees = bool(np.abs(got - ref).max() <= 1e-3 * max(float(np.abs(ref).max()), 1e-30))
-            c = compare(lambda d=direct, x=x: (evict(), d.run(None, {"x": x})),
-                        lambda s=wino, x=x: (evict(), s.run(None, {"x": x})))
+            c = compare(lambda d=direct, x=x: d.run(None, {"x": x}), lambda s=wino, x=x: s.run(None, {"x": x}))
             measured[cand.key] = (float(c.ratio), (float(c.ci[0]), float(c.ci[1])), agrees)
         ratio, ci, agrees = measured[cand.key]
         out.append(Choice(cand, ratio, ci, agrees and ci[0] >= min_speedup))

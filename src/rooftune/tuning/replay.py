@@ -45,14 +45,19 @@ def replay(path: str | Path, seconds: float = 5.0) -> dict[str, Any]:
     with torch.no_grad():
         reference = first_tensor(wl.module(*wl.inputs)).float()
     with tempfile.TemporaryDirectory(prefix="rooftune-replay-") as workdir:
-        saved_artifact = Path(saved.get("artifact") or "")
-        if config.runtime == "onnxruntime" and saved_artifact.is_file():
-            # the ONNX file the study ran (a Winograd rewrite is the one measured then, not remeasured)
+        if config.runtime == "onnxruntime" and saved.get("artifact"):
+            # the ONNX file the study ran (a Winograd rewrite is the one measured then, not
+            # measured again), found beside the configuration file when its path is relative
             import shutil
 
             from rooftune.runtimes.onnx_runtime import model_path
 
-            shutil.copy2(saved_artifact, model_path(config, Path(workdir)))
+            art = Path(saved["artifact"])
+            if not art.is_absolute() and not art.is_file():
+                art = Path(path).parent / art.name
+            target = model_path(config, Path(workdir))
+            if art.is_file() and art.name.endswith(target.name):  # the file this configuration runs
+                shutil.copy2(art, target)
         prepared = runtime.prepare(wl, config, Path(workdir), calibration=calibration_for(config, saved, wl.inputs))
         check = compare_outputs(prepared.output(), reference, config.precision)
         result: dict[str, Any] = {"config": config.describe(), "name": config.name, "verify": check,

@@ -618,13 +618,16 @@ def winograd_note(trial: TrialResult) -> str:
     path = Path(trial.artifact).with_suffix(".json")
     if not path.exists():
         return ""
-    layers = json.loads(path.read_text()).get("layers", [])
+    try:
+        layers = json.loads(path.read_text()).get("layers", [])
+    except (OSError, ValueError, AttributeError):
+        return ""
     chosen = [x for x in layers if x.get("chosen")]
     if not chosen:
         return (f"conv=winograd: none of the {len(layers)} eligible 3x3 layers measured faster by Winograd on this "
                 "machine; the model runs its direct convolutions")
     speedups = [x["speedup"] for x in chosen if x.get("speedup") is not None]
-    span = f" (each {min(speedups):.2f}-{max(speedups):.2f}x faster between 1x1 neighbours)" if speedups else ""
+    span = f" (each {min(speedups):.2f}-{max(speedups):.2f}x as fast between 1x1 neighbours, weights cold)" if speedups else ""
     return f"conv=winograd: Winograd F(4x4,3x3) on {len(chosen)} of the {len(layers)} eligible 3x3 layers{span}"
 
 
