@@ -101,8 +101,8 @@ def main() -> int:
               f"the best ({r.guideline.config.describe()})", flush=True)
         if r.time_line():
             print(f"  {r.time_line()}", flush=True)
-        for n in r.notes:  # what the budget cut short, and a best the interleaved comparisons replaced
-            if n.startswith(("no time left", "the budget left", "re-measured interleaved", "the baseline ")):
+        for n in r.notes:  # what the budget cut short, a best the interleaved comparisons replaced, the best's Winograd layers
+            if n.startswith(("no time left", "the budget left", "re-measured interleaved", "the baseline ", "conv=winograd")):
                 print(f"  note: {n}", flush=True)
 
     def col(k: str) -> list[float]:
