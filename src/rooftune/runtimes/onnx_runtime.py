@@ -79,9 +79,9 @@ def winograd_model(src: Path, dst: Path, config: RunConfig) -> Path:
         basic = dst.with_name(f".{os.getpid()}.basic.{dst.name}")
         try:
             model = onnx.load(str(winograd_onnx.basic_optimized(src, basic)))
-            choices = winograd_onnx.choose(winograd_onnx.candidates(model),
-                                           winograd_onnx.ort_session_factory(config.intra_threads))
-            onnx.save(winograd_onnx.rewrite(model, [c.candidate.node for c in choices if c.chosen]), str(part))
+            cands = winograd_onnx.candidates(model)
+            choices = winograd_onnx.choose(cands, winograd_onnx.ort_session_factory(config.intra_threads))
+            onnx.save(winograd_onnx.rewrite(model, [c.candidate.node for c in choices if c.chosen], cands), str(part))
             part_json.write_text(json.dumps({
                 "threads": config.intra_threads, "min_speedup": winograd_onnx.MIN_SPEEDUP,
                 "layers": [c.to_dict() for c in choices]}, indent=1))

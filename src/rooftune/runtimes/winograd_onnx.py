@@ -15,7 +15,7 @@ convolution becomes standard ONNX operators that ONNX Runtime already runs well:
   4x4 output tiles back into the feature map; the bias is one Add.
 
 Whether this beats the direct convolution depends on the layer (channels, spatial size) and the
-machine: on a 2-core Zen 4 VM, 2 threads, 1.3-1.9x on 128-512 channel layers at 14-112 pixels,
+machine: on a 2-core Zen 4 VM, 2 threads, 1.2-1.9x on 128-512 channel layers at 14-112 pixels,
 slower on 64-channel ones. So :func:`choose` measures each candidate layer both ways, interleaved,
 and only the layers that are faster by the margin are rewritten; the whole model is then verified
 and timed as any other configuration is. (OpenVINO reading a rewritten file ran vgg16 1.30x as
@@ -25,22 +25,20 @@ fast but googlenet and inception_v3 8-17 % slower, so it is not offered there; B
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from rooftune.primitives.transforms_domain import _WINOGRAD
+
 #: Output tile of the transform (F(4x4,3x3)): 4x4 outputs from 6x6 inputs.
 M = 4
-#: Lavin & Gray's F(4x4,3x3) matrices: Y = A^T [ (G g G^T) * (B^T d B) ] A
-BT = np.array([[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0],
-               [0, -2, -1, 2, 1, 0], [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]], dtype=np.float64)
-G = np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6],
-              [1 / 24, 1 / 12, 1 / 6], [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]], dtype=np.float64)
-AT = np.array([[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]],
-              dtype=np.float64)
+#: Lavin & Gray's F(4x4,3x3) matrices (Y = A^T [ (G g G^T) * (B^T d B) ] A), the ones the
+#: PyTorch Winograd primitive uses.
+BT, G, AT = (np.array(t, dtype=np.float64) for t in _WINOGRAD[M])
 #: A layer is rewritten when its small model (the layer between two 1x1 convolutions) runs at
 #: least this much faster with it, at the lower end of the comparison's 95 % interval.
 MIN_SPEEDUP = 1.02
@@ -135,10 +133,9 @@ def candidates(model: Any) -> list[Candidate]:
     return out
 
 
-def _weights(model: Any, node: Any) -> tuple[np.ndarray, np.ndarray | None]:
+def _weights(inits: dict[str, Any], node: Any) -> tuple[np.ndarray, np.ndarray | None]:
     from onnx import numpy_helper
 
-    inits = {i.name: i for i in model.graph.initializer}
     w = numpy_helper.to_array(inits[node.input[1]])
     b = numpy_helper.to_array(inits[node.input[2]]) if len(node.input) > 2 and node.input[2] else None
     return w, b
@@ -202,39 +199,46 @@ def subgraph(cand: Candidate, weight: np.ndarray, bias: np.ndarray | None, x: st
     return nodes, inits
 
 
+def _graphs(graph: Any) -> Iterator[Any]:
+    """``graph`` and every subgraph of its nodes (If, Loop, Scan bodies), recursively."""
+    from onnx import AttributeProto
+
+    yield graph
+    for node in graph.node:
+        for a in node.attribute:
+            for g in ([a.g] if a.type == AttributeProto.GRAPH else list(a.graphs)):
+                yield from _graphs(g)
+
+
 def _names(graph: Any) -> set[str]:
     """Every node, value and initializer name in ``graph`` and its subgraphs."""
-    from onnx import AttributeProto
-
-    names = {i.name for i in graph.initializer} | {v.name for v in (*graph.input, *graph.output, *graph.value_info)}
-    for node in graph.node:
-        names.update((node.name, *node.input, *node.output))
-        for a in node.attribute:
-            for g in ([a.g] if a.type == AttributeProto.GRAPH else list(a.graphs)):
-                names |= _names(g)
-    return names
-
-
-def _inputs(graph: Any) -> set[str]:
-    """Every name a node of ``graph`` or of its subgraphs reads."""
-    from onnx import AttributeProto
-
     names: set[str] = set()
-    for node in graph.node:
-        names.update(node.input)
-        for a in node.attribute:
-            for g in ([a.g] if a.type == AttributeProto.GRAPH else list(a.graphs)):
-                names |= _inputs(g) | {o.name for o in g.output}
+    for g in _graphs(graph):
+        names |= {i.name for i in g.initializer} | {v.name for v in (*g.input, *g.output, *g.value_info)}
+        for node in g.node:
+            names.update((node.name, *node.input, *node.output))
     return names
 
 
-def rewrite(model: Any, chosen: Iterable[str]) -> Any:
+def _read(graph: Any) -> set[str]:
+    """Every name ``graph`` still needs: its nodes' and its subgraphs' nodes' inputs, and the
+    outputs of all of them."""
+    names: set[str] = set()
+    for g in _graphs(graph):
+        names |= {o.name for o in g.output}
+        for node in g.node:
+            names.update(node.input)
+    return names
+
+
+def rewrite(model: Any, chosen: Iterable[str], cands: Sequence[Candidate] | None = None) -> Any:
     """A copy of ``model`` with the Conv nodes named (by their outputs) computed by Winograd
-    F(4x4,3x3); a weight or bias nothing else uses any more is dropped."""
+    F(4x4,3x3); a weight or bias nothing else uses any more is dropped. ``cands``: the model's
+    :func:`candidates` when the caller has them (shape inference is not run again)."""
     import onnx
 
     chosen = set(chosen)
-    by_output = {cand.node: cand for cand in candidates(model)}
+    by_output = {cand.node: cand for cand in (cands if cands is not None else candidates(model))}
     unknown = chosen - set(by_output)
     if unknown:
         raise ValueError(f"not Winograd candidates: {', '.join(sorted(unknown))}")
@@ -246,16 +250,17 @@ def rewrite(model: Any, chosen: Iterable[str]) -> Any:
     out.CopyFrom(model)
     del out.graph.node[:]
     replaced: set[str] = set()
+    weights = {i.name: i for i in model.graph.initializer}
     for i, node in enumerate(model.graph.node):
         if node.output[0] in chosen:
-            w, b = _weights(model, node)
+            w, b = _weights(weights, node)
             nodes, inits = subgraph(by_output[node.output[0]], w, b, node.input[0], node.output[0], f"{tag}{i}_")
             out.graph.node.extend(nodes)
             out.graph.initializer.extend(inits)
             replaced.update(node.input[1:])
         else:
             out.graph.node.append(node)
-    still_used = _inputs(out.graph) | {o.name for o in out.graph.output}
+    still_used = _read(out.graph)
     keep = [i for i in out.graph.initializer if i.name not in replaced or i.name in still_used]
     del out.graph.initializer[:]
     out.graph.initializer.extend(keep)
@@ -355,15 +360,17 @@ def evict_size() -> int:
     return int(min(max(2 * total, 64 * 2**20), 2**30))
 
 
-def ort_session_factory(threads: int, inter_threads: int = 1, spinning: bool = False) -> Callable[[bytes], Any]:
-    """Builds ONNX Runtime sessions (CPU provider, all graph optimizations) with these threads."""
+def ort_session_factory(threads: int) -> Callable[[bytes], Any]:
+    """Builds ONNX Runtime sessions (CPU provider, all graph optimizations, one inter-op thread,
+    spinning off so that an idle side takes no core from the side being timed) with ``threads``
+    intra-op threads."""
     import onnxruntime as ort
 
     def make(model: bytes) -> Any:
         so = ort.SessionOptions()
         so.intra_op_num_threads = threads
-        so.inter_op_num_threads = inter_threads
-        so.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
+        so.inter_op_num_threads = 1
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
         return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
 
     return make

@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING, Any
 from rooftune.tuning.config import RunConfig, allocator_library
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from rooftune.costs import OpCost
     from rooftune.platform import Platform
-    from rooftune.workload import OpGraph
+    from rooftune.workload import OpGraph, OpNode, TensorMeta
 
 #: Ops that carry a model's work; Wang et al. size inter-op pools from their count over the depth.
 HEAVY_KINDS = ("conv", "linear", "matmul", "attention", "rnn")
@@ -38,49 +38,49 @@ def average_width(graph: OpGraph) -> float:
     return len(heavy) / depth if depth else 1.0
 
 
-def conv3d_share(graph: OpGraph, costs: Sequence[OpCost] | None = None) -> float:
-    """The share of the graph's heavy-op FLOPs in 3-D convolutions (a 5-D weight); ``costs``, the
-    ops' costs when the caller has them (``costs_of(graph)``)."""
+def conv_share(graph: OpGraph, takes: Callable[[OpNode, TensorMeta], bool],
+               costs: Sequence[OpCost] | None = None) -> float:
+    """The share of the graph's heavy-op FLOPs in convolutions whose op and weight ``takes``
+    accepts; ``costs``, the ops' costs when the caller has them (``costs_of(graph)``)."""
     from rooftune.costs import costs_of
 
-    total = three_d = 0.0
+    total = share = 0.0
     for op, c in zip(graph.ops, costs if costs is not None else costs_of(graph), strict=True):
         if c.kind not in HEAVY_KINDS or not c.flops:
             continue
         total += c.flops
         w = op.tensor("weight") if c.kind == "conv" else None
-        if w is not None and len(w.shape) == 5:
-            three_d += c.flops
-    return three_d / total if total else 0.0
+        if w is not None and takes(op, w):
+            share += c.flops
+    return share / total if total else 0.0
+
+
+def conv3d_share(graph: OpGraph, costs: Sequence[OpCost] | None = None) -> float:
+    """The share of the graph's heavy-op FLOPs in 3-D convolutions (a 5-D weight)."""
+    return conv_share(graph, lambda op, w: len(w.shape) == 5, costs)
 
 
 def winograd_share(graph: OpGraph, costs: Sequence[OpCost] | None = None) -> float:
     """The share of the graph's heavy-op FLOPs in convolutions Winograd F(4x4,3x3) computes: 2-D,
     3x3, stride 1, dilation 1, one group."""
-    from rooftune.costs import costs_of
 
     def pair(v: Any) -> tuple[int, ...]:
         return tuple(v) if isinstance(v, (list, tuple)) else (v, v)
 
-    total = eligible = 0.0
-    for op, c in zip(graph.ops, costs if costs is not None else costs_of(graph), strict=True):
-        if c.kind not in HEAVY_KINDS or not c.flops:
-            continue
-        total += c.flops
-        w = op.tensor("weight") if c.kind == "conv" else None
-        if (w is not None and len(w.shape) == 4 and tuple(w.shape[2:]) == (3, 3)
-                and not op.args.get("transposed", False) and op.args.get("groups", 1) == 1
-                and pair(op.args.get("stride", 1)) == (1, 1) and pair(op.args.get("dilation", 1)) == (1, 1)):
-            eligible += c.flops
-    return eligible / total if total else 0.0
+    def takes(op: OpNode, w: TensorMeta) -> bool:
+        return (len(w.shape) == 4 and tuple(w.shape[2:]) == (3, 3) and not op.args.get("transposed", False)
+                and op.args.get("groups", 1) == 1 and pair(op.args.get("stride", 1)) == (1, 1)
+                and pair(op.args.get("dilation", 1)) == (1, 1))
+
+    return conv_share(graph, takes, costs)
 
 
 #: The guideline asks for Winograd (ONNX Runtime, fp32) when at least this share of the FLOPs is
 #: in eligible 3x3 convolutions: each layer is then measured both ways before the model runs
 #: (about a second per distinct layer shape), and only those faster by Winograd are rewritten.
-#: 2-core Zen 4 VM, batch 1, ONNX Runtime: vgg16 (all its convolutions eligible) 1.33x as fast
-#: with the layers chosen so; resnet50, googlenet and inception_v3 (28-45 %) within 2 %, their
-#: eligible layers small (BENCHMARKS.md).
+#: The threshold is a chosen cost gate, not a measured optimum. 2-core Zen 4 VM, batch 1, ONNX
+#: Runtime: vgg16 (99 % eligible) 1.33x as fast with the layers chosen so; resnet50 and
+#: inception_v3 (37 %, 36 %) within 1 %, googlenet (67 %) 1.02x (BENCHMARKS.md).
 WINOGRAD_MIN_SHARE = 0.25
 
 #: Batch the throughput guideline runs when the user fixes none: large enough to fill the GEMMs'
