@@ -238,3 +238,53 @@ def test_a_replay_runs_the_saved_rewrite_without_measuring_the_layers_again(tmp_
     monkeypatch.setattr(wo, "choose", no_measuring)
     r = replay(saved, seconds=0.2)
     assert r["verify"]["ok"] and r["median_s"] > 0
+
+
+def test_openvino_from_onnx_runs_its_own_measured_rewrite_and_a_replay_keeps_it(tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("openvino")
+    from rooftune.runtimes import get_runtime
+    from rooftune.tuning import RunConfig
+    from rooftune.tuning.replay import replay
+    from rooftune.tuning.study import TrialResult, save_config, winograd_note
+    from rooftune.workload import load_workload
+
+    monkeypatch.setattr(wo, "MIN_SPEEDUP", float("-inf"))
+    monkeypatch.setattr(wo, "CHOOSE_BUDGET_S", 0.2)
+    monkeypatch.setattr(wo, "evict_size", lambda: 2**20)
+    sessions = []
+    factory = wo.ov_session_factory
+    monkeypatch.setattr(wo, "ov_session_factory", lambda threads: sessions.append(threads) or factory(threads))
+    model = "tests.analysis.tiny_models:winograd_cnn"
+    wl = load_workload(model)
+    with torch.no_grad():
+        ref = wl.module(*wl.inputs)
+    rt = get_runtime("openvino")
+    cfg = rt.normalize(RunConfig(runtime="openvino", intra_threads=1, runtime_options={"source": "onnx", "conv": "winograd"}))
+    assert cfg.runtime_options["conv"] == "winograd" and not rt.artifact_ready(cfg, tmp_path)
+    prepared = rt.prepare(wl, cfg, tmp_path / "study")
+    assert sessions == [1]  # the layers were measured with OpenVINO, at the configuration's threads
+    assert prepared.artifact.name == "model-onnx-winograd-t1.xml"
+    out = prepared.output()
+    assert torch.allclose(out, ref, rtol=1e-4, atol=1e-4 * ref.abs().max().item())
+    rewritten = prepared.artifact.parent.parent / "onnxruntime-contiguous-fp32-b1" / "model-winograd-ov-t1.onnx"
+    assert [n.op_type for n in onnx.load(str(rewritten)).graph.node].count("DepthToSpace") == 2
+    trial = TrialResult(cfg, ok=True, artifact=str(prepared.artifact))
+    assert winograd_note(trial).startswith("conv=winograd: Winograd F(4x4,3x3) on 2 of the 2 eligible 3x3 layers")
+    # from the PyTorch module there is no ONNX graph to rewrite, and int8 is quantized from the
+    # direct model: the option is dropped, one configuration, one identity
+    for other in ({"source": "pytorch", "conv": "winograd"}, {"source": "onnx", "conv": "direct"}):
+        assert "conv" not in rt.normalize(RunConfig(runtime="openvino", runtime_options=other)).runtime_options
+    assert "conv" not in rt.normalize(RunConfig(runtime="openvino", precision="int8",
+                                                runtime_options={"source": "onnx", "conv": "winograd"})).runtime_options
+    # --save keeps the IR, its weights and the per-layer figures; a replay runs that IR
+    saved = save_config(trial, tmp_path / "best.json", {"model": model, "inputs": None, "options": {}})
+    assert {p.name for p in tmp_path.glob("best_*")} == {"best_model-onnx-winograd-t1.xml", "best_model-onnx-winograd-t1.bin",
+                                                          "best_model-onnx-winograd-t1.json"}
+
+    def no_measuring(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("the layers were measured again")
+
+    monkeypatch.setattr(wo, "choose", no_measuring)
+    r = replay(saved, seconds=0.2)
+    assert r["verify"]["ok"] and r["median_s"] > 0

@@ -85,10 +85,17 @@ class Runtime(ABC):
         """None when usable here, else why not (e.g. "onnxruntime is not installed")."""
         return None
 
+    def artifact_file(self, config: RunConfig, workdir: Path) -> Path | None:
+        """The file :meth:`prepare` loads ``config``'s artifact from when it is in ``workdir``
+        (then it builds nothing), or None for a runtime that builds its artifact every time. A
+        replay puts the saved artifact there, so it runs what the study measured."""
+        return None
+
     def artifact_ready(self, config: RunConfig, workdir: Path) -> bool:
         """Whether :meth:`prepare` would load ``config``'s artifact from ``workdir`` without the
         model's module (a process then needs only the inputs, not the model's Python code)."""
-        return False
+        path = self.artifact_file(config, workdir)
+        return path is not None and path.exists()
 
     @abstractmethod
     def prepare(self, wl: Workload, config: RunConfig, workdir: Path,

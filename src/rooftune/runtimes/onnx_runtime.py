@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -56,9 +56,10 @@ def model_path(config: RunConfig, workdir: Path) -> Path:
     return config.artifact_path(workdir, "model.onnx")
 
 
-def winograd_model(src: Path, dst: Path, config: RunConfig) -> Path:
+def winograd_model(src: Path, dst: Path, threads: int, session: Callable[[bytes], Any] | None = None) -> Path:
     """``src`` with the 3x3 convolutions that run faster by Winograd F(4x4,3x3) on this machine,
-    at the configuration's intra-op threads, rewritten so; what was measured per layer is written
+    measured with ``session`` (builds a runtime's session from ONNX bytes; ONNX Runtime's by
+    default) at ``threads`` intra-op threads, rewritten so; what was measured per layer is written
     beside it (``dst`` with ``.json``). Both are written aside and renamed, the JSON first, under
     a lock: processes preparing the same configuration at once (the instances of a throughput
     configuration) measure the layers once, not side by side, and run one file."""
@@ -80,10 +81,10 @@ def winograd_model(src: Path, dst: Path, config: RunConfig) -> Path:
         try:
             model = onnx.load(str(winograd_onnx.basic_optimized(src, basic)))
             cands = winograd_onnx.candidates(model)
-            choices = winograd_onnx.choose(cands, winograd_onnx.ort_session_factory(config.intra_threads))
+            choices = winograd_onnx.choose(cands, session or winograd_onnx.ort_session_factory(threads))
             onnx.save(winograd_onnx.rewrite(model, [c.candidate.node for c in choices if c.chosen], cands), str(part))
             part_json.write_text(json.dumps({
-                "threads": config.intra_threads, "min_speedup": winograd_onnx.MIN_SPEEDUP,
+                "threads": threads, "min_speedup": winograd_onnx.MIN_SPEEDUP,
                 "layers": [c.to_dict() for c in choices]}, indent=1))
             os.replace(part_json, dst.with_suffix(".json"))
             os.replace(part, dst)
@@ -122,8 +123,8 @@ class OnnxRuntime(Runtime):
     def available(self) -> str | None:
         return missing("onnxruntime") or missing("onnx")
 
-    def artifact_ready(self, config: RunConfig, workdir: Path) -> bool:
-        return model_path(config, workdir).exists()
+    def artifact_file(self, config: RunConfig, workdir: Path) -> Path:
+        return model_path(config, workdir)
 
     def prepare(self, wl: Workload, config: RunConfig, workdir: Path,
                 calibration: Sequence[tuple[torch.Tensor, ...]] = ()) -> Prepared:
@@ -135,7 +136,7 @@ class OnnxRuntime(Runtime):
                 direct = config.artifact_path(workdir, "model.onnx")
                 if not direct.exists():
                     export_onnx(wl, config, direct)
-                winograd_model(direct, path, config)
+                winograd_model(direct, path, config.intra_threads)
             elif config.precision == "int8":
                 from dataclasses import replace
 

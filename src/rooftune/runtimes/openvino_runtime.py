@@ -22,7 +22,11 @@ if TYPE_CHECKING:
 class OpenVINO(Runtime):
     name = "openvino"
     options = {"hint": ("LATENCY", "THROUGHPUT"), "streams": (1, 2), "pinning": (False, True),
-               "source": ("pytorch", "onnx")}
+               "source": ("pytorch", "onnx"),
+               # "winograd" (source=onnx, fp32): the 3x3 convolutions OpenVINO runs faster that way
+               # computed by Winograd F(4x4,3x3) in the ONNX graph it reads
+               # (rooftune.runtimes.winograd_onnx, each layer measured with OpenVINO)
+               "conv": ("direct", "winograd")}
     uses_openmp = False
     precisions = ("fp32", "bf16", "int8")
 
@@ -34,8 +38,18 @@ class OpenVINO(Runtime):
             return "openvino with source=onnx reads the ONNX export: " + str(missing("onnx"))
         return super().unsupported(config)
 
-    def artifact_ready(self, config: RunConfig, workdir: Path) -> bool:
-        return config.artifact_path(workdir, _ir_name(config)).exists()
+    def normalize(self, config: RunConfig) -> RunConfig:
+        from dataclasses import replace
+
+        config = super().normalize(config)
+        if "conv" in config.runtime_options and not _winograd(config):
+            # direct is what no option means (one configuration, one identity); the rewrite is of
+            # the fp32 ONNX export, which only source=onnx reads
+            config = replace(config, runtime_options={k: v for k, v in config.runtime_options.items() if k != "conv"})
+        return config
+
+    def artifact_file(self, config: RunConfig, workdir: Path) -> Path:
+        return config.artifact_path(workdir, _ir_name(config))
 
     def prepare(self, wl: Workload, config: RunConfig, workdir: Path,
                 calibration: Sequence[Any] = ()) -> Prepared:
@@ -44,7 +58,7 @@ class OpenVINO(Runtime):
         import openvino as ov
         import torch
 
-        path = config.artifact_path(workdir, _ir_name(config))
+        path = self.artifact_file(config, workdir)
         core = ov.Core()
         if path.exists():
             model = core.read_model(str(path))
@@ -59,6 +73,15 @@ class OpenVINO(Runtime):
                 onnx = fp32.artifact_path(workdir, "model.onnx")
                 if not onnx.exists():
                     export_onnx(wl, fp32, onnx)
+                if _winograd(config):
+                    import shutil
+
+                    from rooftune.runtimes.onnx_runtime import winograd_model
+                    from rooftune.runtimes.winograd_onnx import ov_session_factory
+
+                    onnx = winograd_model(onnx, onnx.with_name(f"model-winograd-ov-t{config.intra_threads}.onnx"),
+                                          config.intra_threads, ov_session_factory(config.intra_threads))
+                    shutil.copy2(onnx.with_suffix(".json"), path.with_suffix(".json"))  # what was measured per layer
                 model = core.read_model(str(onnx))
             else:
                 with warnings.catch_warnings(), torch.no_grad():
@@ -113,6 +136,14 @@ def _save_whole(ov: Any, model: Any, path: Path) -> None:
         part.with_suffix(".bin").unlink(missing_ok=True)
 
 
+def _winograd(config: RunConfig) -> bool:
+    return (config.precision == "fp32" and config.option("source", "pytorch") == "onnx"
+            and config.option("conv", "direct") == "winograd")
+
+
 def _ir_name(config: RunConfig) -> str:
-    """The IR file of a configuration: one per source, as the two graphs differ."""
+    """The IR file of a configuration: one per source, as the two graphs differ, and one per
+    thread count a Winograd rewrite's layers were measured at."""
+    if _winograd(config):
+        return f"model-onnx-winograd-t{config.intra_threads}.xml"
     return "model-onnx.xml" if config.option("source", "pytorch") == "onnx" else "model.xml"

@@ -1,4 +1,4 @@
-"""Winograd F(4x4,3x3) convolutions written into an ONNX graph, for ONNX Runtime.
+"""Winograd F(4x4,3x3) convolutions written into an ONNX graph, for ONNX Runtime and OpenVINO.
 
 ONNX Runtime's CPU provider runs every fp32 convolution directly (MLAS's blocked NCHWc kernels);
 none of its kernels trades multiplications for additions. Winograd's minimal filtering (Lavin &
@@ -18,8 +18,11 @@ Whether this beats the direct convolution depends on the layer (channels, spatia
 machine: on a 2-core Zen 4 VM, 2 threads, 1.2-1.9x on 128-512 channel layers at 14-112 pixels,
 slower on 64-channel ones. So :func:`choose` measures each candidate layer both ways, interleaved,
 and only the layers that are faster by the margin are rewritten; the whole model is then verified
-and timed as any other configuration is. (OpenVINO reading a rewritten file ran vgg16 1.30x as
-fast but googlenet and inception_v3 8-17 % slower, so it is not offered there; BENCHMARKS.md.)
+and timed as any other configuration is. OpenVINO reading the file ONNX Runtime's measurements
+chose ran vgg16 1.30x as fast but googlenet and inception_v3 8-17 % slower (its direct
+convolutions are faster than ONNX Runtime's on the small layers), so OpenVINO's layers are
+measured with OpenVINO (:func:`ov_session_factory`): on the same VM it took one layer each of
+googlenet (1.11x) and inception_v3 (1.14x), and none of resnet50 (BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -374,6 +377,28 @@ def ort_session_factory(threads: int) -> Callable[[bytes], Any]:
         return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
 
     return make
+
+
+def ov_session_factory(threads: int) -> Callable[[bytes], Any]:
+    """Builds OpenVINO CPU plugin requests (fp32, LATENCY hint, one stream) with ``threads``
+    inference threads from ONNX bytes, answering ``run(None, {"x": x})`` as an ONNX Runtime
+    session does."""
+    import openvino as ov
+
+    core = ov.Core()
+
+    class Request:
+        def __init__(self, model: bytes) -> None:
+            compiled = core.compile_model(core.read_model(model=model, weights=ov.Tensor(np.zeros(0, np.uint8))), "CPU", {
+                "PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "f32",
+                "INFERENCE_NUM_THREADS": threads, "NUM_STREAMS": 1})
+            self.output = compiled.output(0)
+            self.request = compiled.create_infer_request()
+
+        def run(self, _names: Any, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+            return [np.array(self.request.infer(list(feeds.values()))[self.output], copy=True)]
+
+    return Request
 
 
 def basic_optimized(src: Path, dst: Path) -> Path:

@@ -79,7 +79,8 @@ def load_for(config: Any, w: dict[str, Any], inputs: str | None = None, workdir:
 
     if config.set_threads:
         torch.set_num_threads(config.intra_threads)
-        torch.set_num_interop_threads(config.inter_threads)
+        if torch.get_num_interop_threads() != config.inter_threads:  # settable once per process
+            torch.set_num_interop_threads(config.inter_threads)
     runtime = get_runtime(config.runtime)
     why = runtime.unsupported(config)
     if why:

@@ -45,18 +45,20 @@ def replay(path: str | Path, seconds: float = 5.0) -> dict[str, Any]:
     with torch.no_grad():
         reference = first_tensor(wl.module(*wl.inputs)).float()
     with tempfile.TemporaryDirectory(prefix="rooftune-replay-") as workdir:
-        if config.runtime == "onnxruntime" and saved.get("artifact"):
-            # the ONNX file the study ran (a Winograd rewrite is the one measured then, not
-            # measured again), found beside the configuration file when its path is relative
+        target = runtime.artifact_file(config, Path(workdir))
+        if target is not None and saved.get("artifact"):
+            # the artifact the study ran (a Winograd rewrite is the one measured then, not measured
+            # again; an int8 model the one quantized then), found beside the configuration file
+            # when its path is relative; an OpenVINO IR with its weights
             import shutil
-
-            from rooftune.runtimes.onnx_runtime import model_path
 
             art = Path(saved["artifact"])
             if not art.is_absolute() and not art.is_file():
                 art = Path(path).parent / art.name
-            target = model_path(config, Path(workdir))
-            if art.is_file() and art.name.endswith(target.name):  # the file this configuration runs
+            whole = target.suffix != ".xml" or art.with_suffix(".bin").is_file()  # else prepared again
+            if art.is_file() and art.name.endswith(target.name) and whole:  # the file this configuration runs
+                if target.suffix == ".xml":
+                    shutil.copy2(art.with_suffix(".bin"), target.with_suffix(".bin"))
                 shutil.copy2(art, target)
         prepared = runtime.prepare(wl, config, Path(workdir), calibration=calibration_for(config, saved, wl.inputs))
         check = compare_outputs(prepared.output(), reference, config.precision)

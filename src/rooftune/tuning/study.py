@@ -272,7 +272,7 @@ THROUGHPUT_BATCHES = (1, 2, 4, 8, 16, 32)
 def search_space(platform: Any, available: dict[str, Any], allow: Sequence[str], *, objective: str = "latency",
                  batch: int | None = None, winograd: bool = True) -> dict[str, Any]:
     """The dimensions the search may set on this machine (what is not installed is left out);
-    ``winograd`` False: the model has no convolution Winograd computes, and ONNX Runtime's
+    ``winograd`` False: the model has no convolution Winograd computes, and the runtimes'
     ``conv`` option would change nothing."""
     cores = platform.usable_cores
     precisions = {}
@@ -297,7 +297,7 @@ def search_space(platform: Any, available: dict[str, Any], allow: Sequence[str],
         "wait": ["passive", "active"] if not intel else ["blocktime0", "blocktime1", "blocktime200"],
         # each runtime's own knobs, less the values it cannot run here (OpenVINO from ONNX without onnx)
         "runtime_options": {n: {k: [x for x in v if _runs(rt, n, {k: x})] for k, v in rt.options.items()
-                                if winograd or (n, k) != ("onnxruntime", "conv")}
+                                if winograd or k != "conv"}
                             for n, rt in available.items()},
     }
 
