@@ -133,7 +133,13 @@ def test_the_openvino_from_onnx_seed_takes_the_guidelines_threads(fake_platform:
     guide, _ = guideline(fake_platform, image, available)
     (seed,) = source_seeds(guide, available)
     assert seed.runtime == "openvino" and seed.precision == "fp32" and seed.intra_threads == guide.intra_threads
-    assert seed.runtime_options == {"hint": "LATENCY", "streams": 1, "source": "onnx"} and seed.omp == {}
+    # 3x3 convolutions: the guideline asks for Winograd, and so does the seed
+    assert guide.runtime_options["conv"] == "winograd" and seed.omp == {}
+    assert seed.runtime_options == {"hint": "LATENCY", "streams": 1, "source": "onnx", "conv": "winograd"}
+    from dataclasses import replace
+
+    direct = replace(guide, runtime_options={k: v for k, v in guide.runtime_options.items() if k != "conv"})
+    assert source_seeds(direct, available)[0].runtime_options == {"hint": "LATENCY", "streams": 1, "source": "onnx"}
     assert source_seeds(guide, available, "throughput")[0].runtime_options["hint"] == "THROUGHPUT"
     # an OpenVINO guideline (3-D convolutions) keeps its own options and reads ONNX
     video = OpGraph("v", (conv3d(0, ()), conv3d(1, (0,))), "torch.export")

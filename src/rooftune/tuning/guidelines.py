@@ -191,7 +191,10 @@ def source_seeds(guide: RunConfig, available: dict[str, Any], objective: str = "
     """The guideline's threads on OpenVINO reading the ONNX export (fp32), evaluated before the
     search: the OpenVINO baseline converts the PyTorch module, and the same network read from its
     ONNX file ran up to 1.12x as fast (see the OpenVINO runtime), a choice a short search could
-    otherwise miss. No seed where OpenVINO cannot read ONNX here (the onnx package missing)."""
+    otherwise miss. Where the guideline asks for Winograd, so does the seed (OpenVINO measures
+    which layers take it: googlenet and inception_v3 ran 1.03-1.04x as fast so on a Zen 4 VM, and
+    a model none of whose layers takes it runs its direct graph). No seed where OpenVINO cannot
+    read ONNX here (the onnx package missing)."""
     from dataclasses import replace
 
     ov = available.get("openvino")
@@ -199,6 +202,8 @@ def source_seeds(guide: RunConfig, available: dict[str, Any], objective: str = "
         return []
     options = dict(guide.runtime_options) if guide.runtime == "openvino" else {
         "hint": "LATENCY" if objective == "latency" else "THROUGHPUT", "streams": 1}
+    if guide.runtime_options.get("conv") == "winograd":
+        options["conv"] = "winograd"
     cfg = replace(guide, runtime="openvino", inter_threads=1, omp={}, memory_format="contiguous",
                   runtime_options={**options, "source": "onnx"}, name="guideline (openvino from onnx)")
     return [ov.normalize(cfg)] if ov.unsupported(cfg) is None else []
