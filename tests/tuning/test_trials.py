@@ -318,3 +318,36 @@ def test_the_final_comparisons_cost_what_was_measured_and_keep_to_the_budget(
     assert "trial 0" not in used and order == sorted(order, reverse=True) and order[0] == 2 and order[-1] == 1, used
     assert any(n.startswith("the budget left too little time to spread every comparison over 2 pairs") for n in r.notes)
     assert r.duration_s <= budget
+
+
+def test_a_runtime_that_crashed_under_a_preloaded_allocator_is_not_run_under_it_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The trials' processes replaced by a stand-in where torchscript aborts under either preloaded
+    allocator (as OpenVINO does on some machines), whatever its other settings."""
+    import rooftune.tuning.study as study
+    from rooftune.tuning.study import TrialResult
+
+    monkeypatch.setattr(study, "allocator_library", lambda name: f"/lib/{name}.so")
+    ran: list[RunConfig] = []
+
+    def fake_evaluate(cfg: RunConfig, setup, policy, prepare_timeout_s) -> TrialResult:  # noqa: ANN001
+        ran.append(cfg)
+        if cfg.runtime == "torchscript" and cfg.allocator != "glibc":
+            return TrialResult(cfg, False, error="the trial process crashed (exit -6): free(): invalid pointer")
+        return TrialResult(cfg, True, latency_s=0.004 if cfg.runtime == "eager" else 0.003, throughput=1.0,
+                           verify={"ok": True})
+
+    monkeypatch.setattr(study, "_evaluate", fake_evaluate)
+    monkeypatch.setattr(study, "_interleaved", lambda *a, **k: {"ratio": 1.0, "ci_low": 0.9, "ci_high": 1.1})
+    r = tune(CNN, runtimes=["eager", "torchscript"], trials=40, budget_s=600, db=str(tmp_path / "c.db"))
+    crashed = [c for c in ran if c.runtime == "torchscript" and c.allocator != "glibc"]
+    assert crashed, "the search never proposed torchscript under a preloaded allocator"
+    assert len({c.allocator for c in crashed}) == len(crashed)  # each pair ran once
+    skipped = [t for t in r.trials if (t.error or "").startswith("not run: torchscript under the preloaded")]
+    assert skipped and all(not t.ok and t.config.allocator != "glibc" for t in skipped)
+    assert "crashed in trial" in skipped[0].error and "free(): invalid pointer" in skipped[0].error
+    # a crash is the pair's, not the runtime's: torchscript still runs under glibc, eager under both
+    assert any(c.runtime == "torchscript" and c.allocator == "glibc" for c in ran)
+    assert r.best.config.runtime == "torchscript" and r.best.ok
+    with Store(tmp_path / "c.db") as s:  # what was not run is not stored
+        assert s.count("trials") == len(ran)
