@@ -351,3 +351,10 @@ def test_a_runtime_that_crashed_under_a_preloaded_allocator_is_not_run_under_it_
     assert r.best.config.runtime == "torchscript" and r.best.ok
     with Store(tmp_path / "c.db") as s:  # what was not run is not stored
         assert s.count("trials") == len(ran)
+    # the out-of-memory killer's SIGKILL is one configuration's, not the pair's
+    from rooftune.tuning.study import _crashed_under_preload
+
+    aborted, killed = (TrialResult(RunConfig(runtime="torchscript", allocator="tcmalloc"), False,
+                                   error=f"the trial process crashed (exit {code}): ") for code in (-6, -9))
+    later = RunConfig(runtime="torchscript", allocator="tcmalloc", batch=2)
+    assert _crashed_under_preload(aborted, later) and not _crashed_under_preload(killed, later)
