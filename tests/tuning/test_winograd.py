@@ -277,6 +277,18 @@ def test_openvino_from_onnx_runs_its_own_measured_rewrite_and_a_replay_keeps_it(
         assert "conv" not in rt.normalize(RunConfig(runtime="openvino", runtime_options=other)).runtime_options
     assert "conv" not in rt.normalize(RunConfig(runtime="openvino", precision="int8",
                                                 runtime_options={"source": "onnx", "conv": "winograd"})).runtime_options
+    # two streams run each request on one stream's threads: the layers are measured, and the IR
+    # named, for those
+    two = rt.normalize(RunConfig(runtime="openvino", intra_threads=2,
+                                 runtime_options={"source": "onnx", "conv": "winograd", "streams": 2}))
+    assert rt.artifact_file(two, tmp_path).name == "model-onnx-winograd-t1.xml"
+    # the rewrite folds batch norm with ONNX Runtime: without it, the option is refused, not failed
+    import rooftune.runtimes.openvino_runtime as ovr
+
+    with monkeypatch.context() as m:
+        m.setattr(ovr, "missing", lambda p: f"{p} is not installed" if p == "onnxruntime" else None)
+        assert "onnxruntime is not installed" in rt.unsupported(cfg)
+        assert rt.unsupported(RunConfig(runtime="openvino", runtime_options={"source": "onnx"})) is None
     # --save keeps the IR, its weights and the per-layer figures; a replay runs that IR
     saved = save_config(trial, tmp_path / "best.json", {"model": model, "inputs": None, "options": {}})
     assert {p.name for p in tmp_path.glob("best_*")} == {"best_model-onnx-winograd-t1.xml", "best_model-onnx-winograd-t1.bin",

@@ -36,6 +36,9 @@ class OpenVINO(Runtime):
     def unsupported(self, config: RunConfig) -> str | None:
         if config.option("source", "pytorch") == "onnx" and missing("onnx"):
             return "openvino with source=onnx reads the ONNX export: " + str(missing("onnx"))
+        if config.option("conv", "direct") == "winograd" and missing("onnxruntime"):
+            # the rewrite folds batch norm into the convolutions with ONNX Runtime's basic optimizations
+            return "openvino with conv=winograd rewrites the export with ONNX Runtime: " + str(missing("onnxruntime"))
         return super().unsupported(config)
 
     def normalize(self, config: RunConfig) -> RunConfig:
@@ -74,14 +77,20 @@ class OpenVINO(Runtime):
                 if not onnx.exists():
                     export_onnx(wl, fp32, onnx)
                 if _winograd(config):
+                    import os
                     import shutil
 
                     from rooftune.runtimes.onnx_runtime import winograd_model
                     from rooftune.runtimes.winograd_onnx import ov_session_factory
 
-                    onnx = winograd_model(onnx, onnx.with_name(f"model-winograd-ov-t{config.intra_threads}.onnx"),
-                                          config.intra_threads, ov_session_factory(config.intra_threads))
-                    shutil.copy2(onnx.with_suffix(".json"), path.with_suffix(".json"))  # what was measured per layer
+                    threads = _stream_threads(config)
+                    onnx = winograd_model(onnx, onnx.with_name(f"model-winograd-ov-t{threads}.onnx"),
+                                          threads, ov_session_factory(threads))
+                    # what was measured per layer, beside the IR (copied aside and renamed: the
+                    # instances of a throughput configuration prepare at once)
+                    part = path.with_name(f".{os.getpid()}.{path.stem}.json")
+                    shutil.copy2(onnx.with_suffix(".json"), part)
+                    os.replace(part, path.with_suffix(".json"))
                 model = core.read_model(str(onnx))
             else:
                 with warnings.catch_warnings(), torch.no_grad():
@@ -141,9 +150,15 @@ def _winograd(config: RunConfig) -> bool:
             and config.option("conv", "direct") == "winograd")
 
 
+def _stream_threads(config: RunConfig) -> int:
+    """The threads one inference runs on: the configuration's divided among its streams."""
+    return max(1, config.intra_threads // max(1, int(config.option("streams", 1))))
+
+
 def _ir_name(config: RunConfig) -> str:
     """The IR file of a configuration: one per source, as the two graphs differ, and one per
-    thread count a Winograd rewrite's layers were measured at."""
+    thread count a Winograd rewrite's layers were measured at (one stream's threads: a request
+    runs on one stream)."""
     if _winograd(config):
-        return f"model-onnx-winograd-t{config.intra_threads}.xml"
+        return f"model-onnx-winograd-t{_stream_threads(config)}.xml"
     return "model-onnx.xml" if config.option("source", "pytorch") == "onnx" else "model.xml"

@@ -389,7 +389,7 @@ def ov_session_factory(threads: int) -> Callable[[bytes], Any]:
 
     class Request:
         def __init__(self, model: bytes) -> None:
-            compiled = core.compile_model(core.read_model(model=model, weights=ov.Tensor(np.zeros(0, np.uint8))), "CPU", {
+            compiled = core.compile_model(core.read_model(model), "CPU", {
                 "PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "f32",
                 "INFERENCE_NUM_THREADS": threads, "NUM_STREAMS": 1})
             self.output = compiled.output(0)

@@ -263,19 +263,26 @@ def _evaluate(config: RunConfig, setup: Setup, policy: Policy = TRIAL_POLICY,
 
 #: How a trial whose process a signal ended reads (rooftune.tuning.trial).
 CRASHED = "the trial process crashed (exit -"
+#: glibc's malloc aborting on a pointer it did not allocate: what a preloaded allocator and a
+#: library bound to glibc's own malloc (OpenVINO's plugins here) do to each other.
+HEAP_ABORTS = ("free(): ", "double free", "munmap_chunk", "malloc(): ", "realloc(): ", "corrupted ")
 
 
 def _crashed_under_preload(trial: TrialResult, config: RunConfig) -> bool:
-    """Whether ``trial``'s process was killed by a signal running ``config``'s runtime under the
-    same preloaded allocator. Such a crash comes from the pair, not from the other settings:
-    OpenVINO under jemalloc or tcmalloc aborted in all 82 of its trials in four suites of seven
-    studies on a Zen 4 VM ("free(): invalid pointer"), about one trial in ten of those searches,
-    while every other runtime ran under both. The study runs such a pair once. A SIGKILL is not
-    counted: the kernel's out-of-memory killer sends it, for one configuration's batch size."""
+    """Whether ``trial``'s process was aborted by glibc's heap checks running ``config``'s runtime
+    under the same preloaded allocator. Such a crash comes from the pair, not from the other
+    settings: OpenVINO under jemalloc or tcmalloc crashed in all 82 of its trials in four suites of
+    seven studies on a Zen 4 VM ("free(): invalid pointer", "munmap_chunk(): invalid pointer",
+    "double free or corruption"), about one trial in ten of those searches, while every other
+    runtime ran under both. The study runs such a pair once. Other crashes (a signal with another
+    message, the out-of-memory killer's SIGKILL) are the configuration's own."""
     error = trial.error or ""
     return (not trial.ok and config.allocator != "glibc" and trial.config.allocator == config.allocator
             and trial.config.runtime == config.runtime and error.startswith(CRASHED)
-            and not error.startswith(CRASHED + "9)"))
+            and any(sig in error for sig in HEAP_ABORTS))
+
+
+NOT_RUN = "not run: "
 
 
 def _policy_dict(policy: Policy) -> dict[str, Any]:
@@ -467,8 +474,9 @@ def tune(
                 return r if r.config.name == cfg.name else replace(r, config=replace(r.config, name=cfg.name))
             crashed = next((x for x in done.values() if _crashed_under_preload(x, cfg)), None)
             if crashed is not None:
-                # not run (and not stored: nothing was measured); it counts as a failed trial
-                r = TrialResult(cfg, False, error=f"not run: {cfg.runtime} under the preloaded {cfg.allocator} crashed "
+                # not run (and not stored: nothing was measured); a failed trial of the study's,
+                # which --trials does not count
+                r = TrialResult(cfg, False, error=f"{NOT_RUN}{cfg.runtime} under the preloaded {cfg.allocator} crashed "
                                                   f"in {crashed.config.name or 'an earlier trial'} ({crashed.error})")
                 done[k] = r
                 return r
@@ -541,7 +549,7 @@ def tune(
                 if fresh:
                     seen.add(cfg.key())
                     results.append(r)
-                    n += 1
+                    n += not (r.error or "").startswith(NOT_RUN)  # --trials counts what ran
                     repeats = 0
                 else:
                     repeats += 1
