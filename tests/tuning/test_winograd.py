@@ -261,8 +261,9 @@ def test_openvino_from_onnx_runs_its_own_measured_rewrite_and_a_replay_keeps_it(
         ref = wl.module(*wl.inputs)
     rt = get_runtime("openvino")
     cfg = rt.normalize(RunConfig(runtime="openvino", intra_threads=1, runtime_options={"source": "onnx", "conv": "winograd"}))
-    assert cfg.runtime_options["conv"] == "winograd" and not rt.artifact_ready(cfg, tmp_path)
+    assert cfg.runtime_options["conv"] == "winograd" and not rt.artifact_ready(cfg, tmp_path / "study")
     prepared = rt.prepare(wl, cfg, tmp_path / "study")
+    assert rt.artifact_ready(cfg, tmp_path / "study")
     assert sessions == [1]  # the layers were measured with OpenVINO, at the configuration's threads
     assert prepared.artifact.name == "model-onnx-winograd-t1.xml"
     out = prepared.output()

@@ -104,6 +104,14 @@ class Runtime(ABC):
         int8 is calibrated on ``calibration``."""
 
 
+def without_option(config: RunConfig, key: str) -> RunConfig:
+    """``config`` less its runtime option ``key``: where a runtime normalizes away an option that
+    changes nothing for the configuration (one configuration, one identity)."""
+    from dataclasses import replace
+
+    return replace(config, runtime_options={k: v for k, v in config.runtime_options.items() if k != key})
+
+
 def first_tensor(out: Any) -> torch.Tensor:
     """The first tensor of a model output (tensor, tuple/list, dict or numpy array)."""
     import numpy as np

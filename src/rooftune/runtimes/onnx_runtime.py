@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from rooftune.runtimes.base import Prepared, Runtime, first_tensor, missing
+from rooftune.runtimes.base import Prepared, Runtime, first_tensor, missing, without_option
 from rooftune.runtimes.torch_runtimes import torch_inputs, torch_module
 
 if TYPE_CHECKING:
@@ -111,14 +111,10 @@ class OnnxRuntime(Runtime):
         return config.option("execution_mode", "sequential") == "parallel"
 
     def normalize(self, config: RunConfig) -> RunConfig:
-        from dataclasses import replace
-
         config = super().normalize(config)
-        if "conv" in config.runtime_options and (config.precision != "fp32" or config.option("conv", "direct") == "direct"):
-            # direct is what no option means (one configuration, one identity); the int8 model is
-            # quantized from the direct export: Winograd is an fp32 rewrite
-            config = replace(config, runtime_options={k: v for k, v in config.runtime_options.items() if k != "conv"})
-        return config
+        # direct is what no option means; the int8 model is quantized from the direct export:
+        # Winograd is an fp32 rewrite
+        return config if "conv" not in config.runtime_options or winograd(config) else without_option(config, "conv")
 
     def available(self) -> str | None:
         return missing("onnxruntime") or missing("onnx")

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rooftune.runtimes.base import Prepared, Runtime, first_tensor, missing
+from rooftune.runtimes.base import Prepared, Runtime, first_tensor, missing, without_option
 from rooftune.runtimes.torch_runtimes import torch_inputs, torch_module
 
 if TYPE_CHECKING:
@@ -42,14 +42,10 @@ class OpenVINO(Runtime):
         return super().unsupported(config)
 
     def normalize(self, config: RunConfig) -> RunConfig:
-        from dataclasses import replace
-
         config = super().normalize(config)
-        if "conv" in config.runtime_options and not _winograd(config):
-            # direct is what no option means (one configuration, one identity); the rewrite is of
-            # the fp32 ONNX export, which only source=onnx reads
-            config = replace(config, runtime_options={k: v for k, v in config.runtime_options.items() if k != "conv"})
-        return config
+        # direct is what no option means; the rewrite is of the fp32 ONNX export, which only
+        # source=onnx reads
+        return config if "conv" not in config.runtime_options or _winograd(config) else without_option(config, "conv")
 
     def artifact_file(self, config: RunConfig, workdir: Path) -> Path:
         return config.artifact_path(workdir, _ir_name(config))
