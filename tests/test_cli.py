@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import subprocess
 import sys
@@ -124,7 +125,8 @@ def test_quick_json_figures_and_reuse(tmp_path: Path) -> None:
         "machine", "--quick", "--threads", "1", "--json", "--plot", str(roof), "--plot-sweep", str(sweep), db=db
     )
     assert proc.returncode == 0, proc.stderr
-    data = json.loads(proc.stdout)
+    data = json.loads(proc.stdout)  # the progress went to stderr, as lines
+    assert re.search(r"^0:\d\d \w", proc.stderr, re.M), proc.stderr
     assert {"id", "cpu_model", "usable_cores", "isa"} <= set(data["platform"])
     for key in ("fp32", "fp64", "gemm_fp32"):
         assert data["peak_flops"][key] > 0
@@ -145,6 +147,41 @@ def test_quick_json_figures_and_reuse(tmp_path: Path) -> None:
     assert table.returncode == 0
     assert "Peak compute" in table.stdout and "DRAM" in table.stdout
     assert data["platform"]["id"] in table.stdout
+
+
+def test_progress_to_a_file_or_pipe_is_plain_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where stderr is not a terminal (a log, CI), a step is one line when it starts and one more
+    every 30 s while it goes on, led by the time since the start; nothing is wrapped. A spinner's
+    message comes with the first step, so input refused before any step stays one line."""
+    import io
+
+    from rich.console import Console
+
+    from rooftune import cli
+
+    buf = io.StringIO()
+    monkeypatch.setattr(cli, "err", Console(file=buf, width=40))
+    now = [100.0]
+    with cli._Lines("loading", clock=lambda: now[0]):
+        pass  # no step began (input refused before any): nothing
+    assert buf.getvalue() == ""
+    lines = cli._Lines("loading", clock=lambda: now[0])
+    with lines:
+        lines.update("tune: search", 0, 240)
+        now[0] += 10
+        lines.update("tune: search", 10, 240)  # the same step within 30 s: no line
+        now[0] += 25
+        lines.update("tune: search", 35, 240)
+        lines.update("tune: the best against every baseline, interleaved", 0, 1)
+        now[0] += 61
+        lines.update("tune: the best against every baseline, interleaved", 1, 1)
+    assert buf.getvalue().splitlines() == [
+        "0:00 loading", "0:00 tune: search (0/240)", "0:35 tune: search (35/240)",
+        "0:35 tune: the best against every baseline, interleaved",
+        "1:36 tune: the best against every baseline, interleaved"]
+    context, update = cli._progress()
+    assert isinstance(context, cli._Lines) and update == context.update
+    assert isinstance(cli._status("fitting"), cli._Lines)
 
 
 def test_many_thread_counts_print_one_row_per_count(fake_platform, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import math
 import sys
+import time
+from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -54,7 +56,56 @@ def _rate(v: float, unit: str) -> str:
     return f"{v:.3g} {unit}"
 
 
+#: How often a step that goes on (a search, a campaign) is reported again as a line of its own
+#: when stderr is a file or a pipe.
+PLAIN_EVERY_S = 30.0
+
+
+class _Lines:
+    """Progress as plain lines on stderr, where a bar or a spinner would be noise (a file, a pipe,
+    a CI log): a line when a step starts, and one every ``every_s`` while it goes on, each led by
+    the minutes and seconds since the command started. ``first`` (a spinner's message) comes
+    before the first step's line: not before, so that input refused before any step began stays
+    a one-line error."""
+
+    def __init__(self, first: str | None = None, every_s: float = PLAIN_EVERY_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.first, self.every_s, self.clock = first, every_s, clock
+        self.started = clock()
+        self.step: str | None = None
+        self.at = -math.inf
+
+    def __enter__(self) -> _Lines:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def update(self, step: str, done: int = 0, total: int = 0) -> None:
+        if self.first:
+            first, self.first = self.first, None
+            self.update(first)
+        now = self.clock()
+        if step == self.step and now - self.at < self.every_s:
+            return
+        self.step, self.at = step, now
+        s = int(now - self.started)
+        count = f" ({done}/{total})" if total > 1 else ""
+        err.print(f"{s // 60}:{s % 60:02d} {step}{count}", markup=False, highlight=False, soft_wrap=True)
+
+
+def _status(first: str) -> Any:
+    """A spinner with a message on a terminal (``.update(message)``), else :class:`_Lines`."""
+    return err.status(first) if err.is_terminal else _Lines(first)
+
+
 def _progress() -> tuple[Any, Any]:
+    """A context and ``update(step, done, total)``: Rich's transient bars on a terminal, else
+    :class:`_Lines`."""
+    if not err.is_terminal:
+        lines = _Lines()
+        return lines, lines.update
+
     from rich.progress import (
         BarColumn,
         Progress,
@@ -73,8 +124,6 @@ def _progress() -> tuple[Any, Any]:
         TimeRemainingColumn(),
         console=err,
         transient=True,
-        # a bar drawn to a file or a pipe is noise (and Rich ends it with a blank line)
-        disable=not err.is_terminal,
     )
     tasks: dict[str, Any] = {}
 
@@ -639,9 +688,9 @@ def train(
         for n in nets or []:
             if n not in data.networks:
                 raise InvalidArgument("--held-out", n, f"profiled networks: {', '.join(data.networks) or 'none'}")
-        with err.status("evaluating (leave one network out)") as status:
+        with _status("evaluating (leave one network out)") as status:
             report = evaluate(data, held_out=nets, progress=lambda m: status.update(m))
-    with err.status(f"fitting {estimator} on {len(data)} specs"):
+    with _status(f"fitting {estimator} on {len(data)} specs"):
         model = fit(data, estimator, save, target=target)
     if eval_:
         report["select_time"] = select_time(model)
@@ -717,7 +766,7 @@ def transfer(
         elif data.platform_id in ((getattr(base_model, "provenance_", None) or {}).get("platforms") or []):
             err.print(f"[yellow]warning:[/yellow] the base model was trained on platform {data.platform_id}'s data: "
                       "the curve measures it on what it has seen", highlight=False, soft_wrap=True)
-        with err.status("learning curve") as status:
+        with _status("learning curve") as status:
             result = learning_curve(base_model, data, sampler=sampler, seed=seed, progress=lambda m: status.update(m),
                                     others=others)
         result["base"] = describe_base([base_model, *others])
@@ -772,7 +821,7 @@ def select(
     if save is not None:
         output_dir(save, "--save", parents=True)
     perf, source = (load_model(model_file), model_file) if model_file is not None else default_model()
-    with err.status("selecting") as status:
+    with _status("selecting") as status:
         r = run_select(model, batch=batch, threads=threads, perfmodel=perf, db=db, strategy=strategy,
                        measure_s=8.0 if measure else None, progress=lambda m: status.update(m))
     if save:
