@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from rooftune.bench import Policy, stats
+from rooftune.bench import Policy
 from rooftune.runtimes import first_tensor
 from rooftune.store import Store
 from rooftune.tuning import RunConfig, TrialFailed, Worker, tune
@@ -110,30 +110,6 @@ def test_a_study_stores_every_trial_and_resumes(tmp_path: Path) -> None:
     assert again.guideline.start_s == r.guideline.start_s
     with Store(db) as s:
         assert s.count("trials") == len({t.config.key() for t in r.trials})
-
-
-def test_a_trial_the_probe_read_slow_around_is_measured_again_and_keeps_the_faster(tmp_path: Path) -> None:
-    """The machine-speed probe is read before and after a trial's measurement; where either reading
-    is slow against the study's fastest, the trial waits for a quiet reading and is measured again,
-    keeping the faster median. Each reading is taken exactly as many times as the rule needs."""
-    from rooftune.tuning.study import Setup, SpeedProbe, TrialResult, _evaluate, remeasured_note
-
-    readings = iter([1.0, 1.5, 1.0])  # before; after: slow; the wait's first reading: quiet
-    setup = Setup(spec(CNN), tmp_path, probe=SpeedProbe(read=lambda: next(readings)))
-    r = _evaluate(RunConfig(runtime="eager", intra_threads=1), setup, FAST)
-    assert r.ok and r.remeasured is not None, r.error
-    a = r.remeasured
-    assert a["probe"] == pytest.approx(1.5) and a["probe_again"] == pytest.approx(1.0)
-    assert a["first_s"] > 0 and a["again_s"] > 0 and r.latency_s == pytest.approx(min(a["first_s"], a["again_s"]))
-    assert r.latency_s == pytest.approx(stats.median(r.measurement["samples"]))  # the kept one's samples
-    back = TrialResult.from_stored({"config": r.config.to_dict(), "status": "ok", "result": r.to_dict()})
-    assert back.remeasured == r.remeasured  # stored, and read back when a study resumes
-    assert remeasured_note([r]).startswith("1 of 1 trials were measured again after the machine-speed probe read 1.50-1.50x")
-
-    steady = iter([1.0, 1.15])  # at most TRIAL_SLOW (1.2x) around the measurement: measured once
-    setup = Setup(spec(CNN), tmp_path, probe=SpeedProbe(read=lambda: next(steady)))
-    r = _evaluate(RunConfig(runtime="eager", intra_threads=1), setup, FAST)
-    assert r.ok and r.remeasured is None and remeasured_note([r]) == ""
 
 
 def test_a_wrong_output_is_failed_and_never_best(tmp_path: Path) -> None:

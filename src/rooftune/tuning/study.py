@@ -11,8 +11,7 @@ the best re-measured interleaved against every baseline.
         (a baseline faster with its whole CI becomes the best; the others are compared again)
 
 evaluate(config) = start a worker with the config's environment; prepare; compare its output with
-the reference (a wrong output is a failed trial, never a best); measure with the harness (once more
-where the machine-speed probe, read around it, says the host slowed this machine); store.
+the reference (a wrong output is a failed trial, never a best); measure with the harness; store.
 """
 
 from __future__ import annotations
@@ -31,7 +30,7 @@ from typing import Any
 import torch
 
 from rooftune.bench import Measurement, Policy, compare, stats
-from rooftune.bench.canary import Canary, Steal, fastest_reading, steal_warning, wait_quiet
+from rooftune.bench.canary import Steal, steal_warning
 from rooftune.errors import InvalidArgument
 from rooftune.tuning.config import ALLOCATORS, RunConfig, allocator_library
 from rooftune.tuning.guidelines import baselines, guideline, precision_seeds, source_seeds, winograd_share
@@ -70,16 +69,6 @@ RUNNERS_UP = 2
 FAILED_PENALTY = 10.0
 #: Proposals in a row of configurations already measured after which the search stops.
 MAX_REPEATS = 25
-#: A trial is measured again when the machine-speed probe read more than this factor of the
-#: study's fastest reading around its measurement. Measured (BENCHMARKS.md, "the probe around a
-#: trial"): 30 lone mobilenet_v2 trials on a busy host, each measured twice; the probe read above
-#: 1.10x (the profiling campaign's quiet bound) around 21 of them, mostly 1.1-1.2x with the two
-#: medians within 3 %, and above 1.20x around 6 of the 7 whose first median was over 1.2x the
-#: fastest.
-TRIAL_SLOW = 1.20
-#: Seconds a trial whose probe read slow waits (its process paused) for a quiet reading
-#: (rooftune.bench.canary.QUIET) before it is measured again.
-REMEASURE_WAIT_S = 5.0
 
 Progress = Callable[[str, int, int], None]
 
@@ -101,11 +90,6 @@ class TrialResult:
     measurement: dict[str, Any] | None = None
     #: Seconds its process took to start apart from preparing the configuration (nan: not known).
     start_s: float = math.nan
-    #: Where the machine-speed probe read slow around the measurement and it was taken again:
-    #: both medians (``first_s``, ``again_s``; seconds per call), the probe's slower reading around
-    #: the first and its reading before the second, each over the fastest reading of the study
-    #: (``probe``, ``probe_again``). The faster of the two measurements is the trial's.
-    remeasured: dict[str, float] | None = None
 
     def score(self, objective: str) -> float:
         """Lower is better: latency, or inverse throughput."""
@@ -119,8 +103,7 @@ class TrialResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"config": self.config.to_dict(), "ok": self.ok, "error": self.error, **self.figures(),
-                "verify": self.verify, "prepare_s": self.prepare_s, "start_s": self.start_s, "artifact": self.artifact,
-                "remeasured": self.remeasured}
+                "verify": self.verify, "prepare_s": self.prepare_s, "start_s": self.start_s, "artifact": self.artifact}
 
     @classmethod
     def from_stored(cls, row: dict[str, Any]) -> TrialResult:
@@ -133,7 +116,7 @@ class TrialResult:
         return cls(config=RunConfig(**row["config"]), ok=row["status"] == "ok", error=r.get("error", ""),
                    latency_s=num("latency_s"), p90_s=num("p90_s"), p99_s=num("p99_s"), throughput=num("throughput"),
                    verify=r.get("verify", {}), prepare_s=num("prepare_s"), start_s=num("start_s"),
-                   artifact=r.get("artifact"), remeasured=r.get("remeasured"))
+                   artifact=r.get("artifact"))
 
 
 @dataclass(frozen=True)
@@ -215,52 +198,6 @@ def study_key(model: str, objective: str, batch: int, platform_id: str, space: d
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-class SpeedProbe:
-    """The machine-speed probe (:class:`rooftune.bench.canary.Canary`) read in the study's own
-    process around each trial's measurement, the trial's processes paused so that their threads
-    (spinning ones too) leave the cores to it.
-
-    A shared host slows this machine for seconds at a time (1.3-1.9x): a lone trial measured in
-    such a stretch reads that much slow, and the search would rank it by that. A reading more
-    than :data:`TRIAL_SLOW` times the fastest of the study's readings marks the trial's
-    measurement as perhaps slowed."""
-
-    def __init__(self, read: Callable[[], float] | None = None) -> None:
-        self._read = read
-        self.readings: list[float] = []
-
-    def _reading(self) -> float:
-        if self._read is None:
-            self._read = Canary().read
-        r = float(self._read())
-        self.readings.append(r)
-        return r
-
-    def read(self, group: Group) -> float:
-        """One reading, ``group`` paused meanwhile."""
-        group.pause()
-        try:
-            return self._reading()
-        finally:
-            group.resume()
-
-    @property
-    def fastest(self) -> float | None:
-        return fastest_reading(self.readings)
-
-    def slow(self, reading: float) -> bool:
-        ref = self.fastest
-        return ref is not None and reading > TRIAL_SLOW * ref
-
-    def wait_quiet(self, group: Group, max_wait_s: float) -> float:
-        """Readings until one is quiet or ``max_wait_s`` passed, ``group`` paused; the last one."""
-        group.pause()
-        try:
-            return wait_quiet(self._reading, self.fastest, max_wait_s)[0]
-        finally:
-            group.resume()
-
-
 @dataclass
 class Setup:
     """What every trial of a study shares: the workload, its inputs, the fp32 eager reference output
@@ -272,8 +209,6 @@ class Setup:
     int8: bool = False
     calibration_size: int = 0
     validate: str | None = None
-    #: Read around every trial's measurement when given (the study gives one); see _evaluate.
-    probe: SpeedProbe | None = None
     _files: dict[int, tuple[Path, Path | None]] = field(default_factory=dict)
 
     def files(self, batch: int) -> tuple[Path, Path | None]:
@@ -306,13 +241,6 @@ class Setup:
 
 def _evaluate(config: RunConfig, setup: Setup, policy: Policy = TRIAL_POLICY,
               prepare_timeout_s: float = PREPARE_TIMEOUT_S) -> TrialResult:
-    """One trial: a fresh group of processes prepares ``config``, its output is checked, and it is
-    measured. With ``setup.probe``, the probe is read before and after the measurement; where
-    either reading is slow, the trial waits for a quiet one (up to REMEASURE_WAIT_S) and is
-    measured again in the same processes, keeping the faster median (a shared host only ever
-    slows a run), and says so in ``remeasured``."""
-    probe = setup.probe
-    remeasured = None
     try:
         with setup.group(config, prepare_timeout_s) as g:
             info = g.info
@@ -320,20 +248,7 @@ def _evaluate(config: RunConfig, setup: Setup, policy: Policy = TRIAL_POLICY,
             if not verify["ok"]:
                 return TrialResult(config, False, error=f"wrong output: {verify['why']}", verify=verify,
                                    prepare_s=info["prepare_s"], start_s=info.get("start_s", math.nan))
-            label = f"trial.{config.runtime}"
-            before = probe.read(g) if probe is not None else None
-            md = g.measure(_policy_dict(policy), label=label)
-            if probe is not None and before is not None:
-                around = max(before, probe.read(g))
-                if probe.slow(around):
-                    ref = probe.fastest
-                    quiet = probe.wait_quiet(g, REMEASURE_WAIT_S)
-                    again = g.measure(_policy_dict(policy), label=label)
-                    first_s, again_s = Measurement.from_dict(md).median, Measurement.from_dict(again).median
-                    remeasured = {"first_s": first_s, "again_s": again_s, "probe": around / ref,
-                                  "probe_again": quiet / ref}
-                    if again_s < first_s:
-                        md = again
+            md = g.measure(_policy_dict(policy), label=f"trial.{config.runtime}")
             items = g.items_per_call
     except TrialFailed as exc:
         return TrialResult(config, False, error=str(exc))
@@ -342,7 +257,7 @@ def _evaluate(config: RunConfig, setup: Setup, policy: Policy = TRIAL_POLICY,
     return TrialResult(
         config, True, latency_s=m.median, p90_s=stats.quantile(xs, 0.9), p99_s=stats.quantile(xs, 0.99),
         throughput=items / m.median, verify=verify, prepare_s=info["prepare_s"],
-        start_s=info.get("start_s", math.nan), artifact=info.get("artifact"), measurement=md, remeasured=remeasured,
+        start_s=info.get("start_s", math.nan), artifact=info.get("artifact"), measurement=md,
     )
 
 
@@ -526,8 +441,7 @@ def tune(
     step("capture and reference output", 0, 1)
     graph = capture(wl)
     workdir = Path(tempfile.mkdtemp(prefix="rooftune-tune-"))
-    setup = Setup(workload, workdir, int8="int8" in precisions, calibration_size=calibration_size, validate=validate_spec,
-                  probe=SpeedProbe())
+    setup = Setup(workload, workdir, int8="int8" in precisions, calibration_size=calibration_size, validate=validate_spec)
     setup.files(wl.batch)
     if "int8" in precisions:
         without = sorted(rn for rn, rt in available.items() if rt.unsupported(RunConfig(runtime=rn, precision="int8")))
@@ -713,9 +627,6 @@ def tune(
         if own_store:
             store.close()
         shutil.rmtree(workdir, ignore_errors=True)
-    again = remeasured_note(results)
-    if again:
-        notes.append(again)
     stolen = steal_warning(steal.share(), "the study")
     if stolen:
         notes.append(stolen + "; the interleaved ratios hold better than the times")
@@ -729,19 +640,6 @@ def tune(
                       guideline_reasons=tuple(reasons), baselines=base, speedup=speedup, trials=tuple(results),
                       notes=tuple(notes), duration_s=time.perf_counter() - started, resumed=resumed,
                       workload=workload, guideline_vs_best=guide_vs_best, phase_s=phase_s)
-
-
-def remeasured_note(trials: Sequence[TrialResult]) -> str:
-    """How many trials were measured again because the probe read slow around them, and what
-    that changed; '' when none was."""
-    again = [t.remeasured for t in trials if t.ok and t.remeasured]
-    if not again:
-        return ""
-    probe = [r["probe"] for r in again]
-    first = [r["first_s"] / r["again_s"] for r in again]
-    return (f"{len(again)} of {sum(t.ok for t in trials)} trials were measured again after the machine-speed probe read "
-            f"{min(probe):.2f}-{max(probe):.2f}x its fastest around them; their first medians were "
-            f"{min(first):.2f}-{max(first):.2f}x the second, and each kept the faster")
 
 
 def winograd_note(trial: TrialResult) -> str:
