@@ -179,6 +179,10 @@ def test_progress_to_a_file_or_pipe_is_plain_lines(monkeypatch: pytest.MonkeyPat
         "0:00 loading", "0:00 tune: search (0/240)", "0:35 tune: search (35/240)",
         "0:35 tune: the best against every baseline, interleaved",
         "1:36 tune: the best against every baseline, interleaved"]
+    buf.truncate(0), buf.seek(0)
+    with cli._Lines("fitting mlp on 48 specs", clock=lambda: now[0], at_once=True):  # a step with no steps inside
+        pass
+    assert buf.getvalue() == "0:00 fitting mlp on 48 specs\n"
     context, update = cli._progress()
     assert isinstance(context, cli._Lines) and update == context.update
     assert isinstance(cli._status("fitting"), cli._Lines)

@@ -66,16 +66,20 @@ class _Lines:
     a CI log): a line when a step starts, and one every ``every_s`` while it goes on, each led by
     the minutes and seconds since the command started. ``first`` (a spinner's message) comes
     before the first step's line: not before, so that input refused before any step began stays
-    a one-line error."""
+    a one-line error; ``at_once``: on entering, for a step that reports nothing while it runs
+    and follows every check of the input."""
 
     def __init__(self, first: str | None = None, every_s: float = PLAIN_EVERY_S,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.first, self.every_s, self.clock = first, every_s, clock
+                 clock: Callable[[], float] = time.monotonic, at_once: bool = False) -> None:
+        self.first, self.every_s, self.clock, self.at_once = first, every_s, clock, at_once
         self.started = clock()
         self.step: str | None = None
         self.at = -math.inf
 
     def __enter__(self) -> _Lines:
+        if self.at_once and self.first:
+            first, self.first = self.first, None
+            self.update(first)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -94,9 +98,9 @@ class _Lines:
         err.print(f"{s // 60}:{s % 60:02d} {step}{count}", markup=False, highlight=False, soft_wrap=True)
 
 
-def _status(first: str) -> Any:
+def _status(first: str, at_once: bool = False) -> Any:
     """A spinner with a message on a terminal (``.update(message)``), else :class:`_Lines`."""
-    return err.status(first) if err.is_terminal else _Lines(first)
+    return err.status(first) if err.is_terminal else _Lines(first, at_once=at_once)
 
 
 def _progress() -> tuple[Any, Any]:
@@ -690,7 +694,7 @@ def train(
                 raise InvalidArgument("--held-out", n, f"profiled networks: {', '.join(data.networks) or 'none'}")
         with _status("evaluating (leave one network out)") as status:
             report = evaluate(data, held_out=nets, progress=lambda m: status.update(m))
-    with _status(f"fitting {estimator} on {len(data)} specs"):
+    with _status(f"fitting {estimator} on {len(data)} specs", at_once=True):
         model = fit(data, estimator, save, target=target)
     if eval_:
         report["select_time"] = select_time(model)
