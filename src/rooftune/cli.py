@@ -77,18 +77,20 @@ class _Lines:
         self.at = -math.inf
 
     def __enter__(self) -> _Lines:
-        if self.at_once and self.first:
-            first, self.first = self.first, None
-            self.update(first)
+        if self.at_once:
+            self._say_first()
         return self
 
     def __exit__(self, *exc: object) -> None:
         return None
 
-    def update(self, step: str, done: int = 0, total: int = 0) -> None:
+    def _say_first(self) -> None:
         if self.first:
             first, self.first = self.first, None
             self.update(first)
+
+    def update(self, step: str, done: int = 0, total: int = 0) -> None:
+        self._say_first()
         now = self.clock()
         if step == self.step and now - self.at < self.every_s:
             return
