@@ -77,3 +77,26 @@ def test_wrong_number_of_durations_is_refused() -> None:
     with pytest.raises(ValueError, match="2 durations for 3 parts"):
         measure_parts(lambda c: [0.0, 0.0], ["a", "b", "c"], reference=lambda: None, label="m",
                       policy=Policy(warmup_s=0), clock=clock)
+
+
+def test_a_fast_noisy_model_may_collect_thousands_of_runs() -> None:
+    # a model of a few microseconds on a busy machine never meets the stop rule and runs until
+    # the budget: past 1023 runs the interval of the median must still be computed
+    clock = Clock()
+    whole_times = itertools.cycle([U, 3 * U])  # half of the runs slow: the median never settles
+    part_times = itertools.cycle([U, 3 * U])
+
+    def reference() -> None:
+        clock.now += next(whole_times)
+
+    def run(c: Clock) -> list[float]:
+        d = next(part_times)
+        clock.now += d
+        return [d]
+
+    whole, total, _ = measure_parts(
+        run, ["x"], reference=reference, label="m",
+        policy=Policy(warmup_s=0, max_samples=1100, budget_s=1e6), clock=clock,
+    )
+    assert whole.n == total.n == 1100 and total.method.stop_reason == "max_samples"
+    assert whole.ci == (U, 3 * U) and any(w.startswith("unstable") for w in whole.warnings)

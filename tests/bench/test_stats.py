@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fractions
 import math
 
 import numpy as np
@@ -15,7 +16,7 @@ INF = math.inf
 def coverage(lo: int, hi: int, n: int) -> float:
     """P(x_(lo) <= true median <= x_(hi)) for 0-based ranks: B ~ Binomial(n, 1/2) samples fall
     below the median, and the interval covers it when lo < B <= hi."""
-    return sum(math.comb(n, k) for k in range(lo + 1, hi + 1)) / 2**n
+    return float(fractions.Fraction(sum(math.comb(n, k) for k in range(lo + 1, hi + 1)), 2**n))
 
 
 # --------------------------------------------------------------------------- median_ci_ranks
@@ -49,6 +50,22 @@ def test_median_ci_ranks_known_table_values() -> None:
     assert stats.median_ci_ranks(20) == (5, 14)
     assert stats.median_ci_ranks(50) == (17, 32)
     assert stats.median_ci_ranks(100) == (39, 60)
+
+
+@pytest.mark.parametrize("n", [1000, 1001, 1023, 1024, 1500, 4096])
+def test_median_ci_ranks_any_sample_count(n: int) -> None:
+    # a fast part timed for seconds collects thousands of samples; 2.0**1024 overflows a float,
+    # so above 1000 the sum runs in floats, and it must pick the ranks the exact sum picks
+    lo, hi = stats.median_ci_ranks(n)  # type: ignore[misc]
+    assert lo + hi == n - 1
+    assert coverage(lo, hi, n) >= 0.95 > coverage(lo + 1, hi - 1, n)
+
+
+def test_median_ci_ranks_large_n_follows_the_normal_limit() -> None:
+    lo, hi = stats.median_ci_ranks(1_000_000)  # type: ignore[misc]
+    half = 1.959964 * math.sqrt(1_000_000) / 2  # 979.98 order statistics either side of the middle
+    assert abs((hi - lo) / 2 - half) <= 1.5
+    assert stats.median_ci(list(range(2000))) == stats.median_ci_ranks(2000)  # values = ranks
 
 
 def test_median_ci_ranks_other_confidence() -> None:
