@@ -314,6 +314,32 @@ def test_compare_noisy_side_stops_on_budget() -> None:
     assert c.b.warnings == ()
 
 
+def test_compare_budget_metered_by_an_elapsed_clock() -> None:
+    # samples per item of a batch of 8 on side A: the clock that times them advances by an
+    # eighth of each call, the budget is spent in whole calls (the elapsed clock)
+    clock = FakeClock()
+    whole = FakeClock()
+
+    def batch_of_8() -> None:
+        whole.now += 8 * U
+        clock.now += U  # 8U per call of 8 items
+
+    def one() -> None:
+        whole.now += 2 * U
+        clock.now += 2 * U
+
+    policy = Policy(number=1, warmup_s=4 * U, budget_s=40 * U, min_samples=1000, max_samples=2000)
+    c = compare(batch_of_8, one, policy=policy, clock=clock, elapsed=whole)
+    # a warm-up pair (10U of calls), then pairs of 10U: the budget of 40U is spent after 3 timed pairs
+    assert c.stop_reason == "budget" and c.a.method.warmup_samples == 1
+    assert c.a.samples == (U,) * 3 and c.b.samples == (2 * U,) * 3 and c.ratio == 0.5
+    assert whole.now == 40 * U
+    # metered by the per-item clock (3U a pair), the same budget runs two warm-up pairs and 12 timed
+    clock, whole = FakeClock(), FakeClock()
+    c = compare(batch_of_8, one, policy=policy, clock=clock)
+    assert c.stop_reason == "budget" and c.a.n == 12 and whole.now == 140 * U
+
+
 def test_compare_max_samples() -> None:
     clock = FakeClock()
     policy = Policy(number=1, warmup_s=0, max_samples=7, budget_s=1e6)

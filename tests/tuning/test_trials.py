@@ -145,6 +145,33 @@ def test_a_paused_worker_uses_no_cpu_and_resumes(tmp_path: Path) -> None:
     assert a.proc.returncode is not None and b.proc.returncode is not None
 
 
+def test_the_virtual_clock_times_per_item_and_meters_whole_calls() -> None:
+    """In a throughput comparison a sample is the time per item, but the budget is spent in whole
+    calls: a batch of 8 in two instances once stretched a 4 s comparison past 60 s."""
+    from rooftune.bench import compare
+    from rooftune.tuning.trial import VirtualClock
+
+    class Stand:  # a worker's interface, a call of a fixed length
+        def __init__(self, seconds: float) -> None:
+            self.seconds, self.calls = seconds, 0
+
+        def pause(self) -> None: ...
+
+        def resume(self) -> None: ...
+
+        def sample(self, warmup: int = 0) -> float:
+            self.calls += 1
+            return self.seconds
+
+    batch, single = Stand(2**-6), Stand(2**-9)  # binary fractions: the sums are exact
+    clock = VirtualClock(warmup=1)
+    c = compare(clock.timed(batch, idle=(single,), per=16), clock.timed(single, idle=(batch,)), clock=clock,
+                elapsed=clock.spent, policy=Policy(number=1, warmup_s=0.0, budget_s=20 * (2**-6 + 2**-9),
+                                                  min_samples=1000, max_samples=2000))
+    assert c.ratio == 0.5 and clock() == 20 * (2**-10 + 2**-9)  # per item: 1/16 of the batch's call
+    assert batch.calls == single.calls == 20 and clock.spent() == 20 * (2**-6 + 2**-9)
+
+
 def test_a_baseline_faster_with_its_whole_ci_becomes_the_best(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The study's last phase with stand-ins for the trial processes: the trial medians rank a
     searched configuration first and onnxruntime-default third; the interleaved comparison against

@@ -18,7 +18,8 @@ Algorithm of :func:`measure` (``fn`` is called ``number`` times per sample)::
 A noisy or unconverged run is not an error: the Measurement carries warnings saying so.
 :func:`compare` interleaves two callables under the same rules and stops on the confidence interval
 of the ratio of their medians instead (``stats.comparison_ci``: the paired bootstrap's, never
-narrower than the distribution-free interval of the median paired ratio). Two things an
+narrower than the distribution-free interval of the median paired ratio); an ``elapsed`` clock,
+when given, meters its warm-up and budget where the samples' clock is scaled. Two things an
 interleaved pair does not cancel by itself are evened out::
 
     calls per sample: unless ``policy.number`` fixes them, both sides' samples last as long as the
@@ -184,6 +185,7 @@ def compare(
     clock: Clock = time.perf_counter,
     platform_id: str | None = None,
     before: Callable[[], Any] | None = None,
+    elapsed: Clock | None = None,
 ) -> Comparison:
     """Interleave A and B (A B B A B A A B ...) and return ``median(A) / median(B)`` with its 95 % CI.
 
@@ -192,9 +194,12 @@ def compare(
     (``stats.comparison_ci``), with the same target, budget and sample limits as :func:`measure`.
     ``before``, when given, runs untimed before every timed call of either side (warm-up
     included), e.g. to evict the caches so that each call starts cold; it needs one call per
-    sample (``policy.number == 1``).
+    sample (``policy.number == 1``). ``elapsed``, when given, meters the warm-up and the budget in
+    place of ``clock``, which then only times the samples: a sample scaled to the time per item of
+    a batch must not stretch the budget by the batch's size.
     """
     policy = policy or Policy()
+    spent = elapsed or clock
     if before is not None:
         if policy.number != 1:
             raise ValueError("compare(before=...) needs one call per sample: Policy(number=1)")
@@ -205,13 +210,13 @@ def compare(
     else:
         timed_calls = _time_calls
     started_at = time.time()
-    start = clock()
+    start = spent()
     number_a = _calibrate(fn_a, policy, clock)
     number_b = _calibrate(fn_b, policy, clock)
     warmup_samples = 0
     warm_a: list[float] = []
     warm_b: list[float] = []
-    while clock() - start < policy.warmup_s:
+    while spent() - start < policy.warmup_s:
         warm_a.append(timed_calls(fn_a, number_a, clock) / number_a)
         warm_b.append(timed_calls(fn_b, number_b, clock) / number_b)
         warmup_samples += 1
@@ -238,7 +243,7 @@ def compare(
             ci = stats.comparison_ci(sa, sb)
             ratio = stats.median(sa) / stats.median(sb)
             stable = stats.relative_half_width(ci[0], ci[1], ratio) <= policy.target_rel_ci
-        reason = _stop_reason(stable, n, policy, clock() - start)
+        reason = _stop_reason(stable, n, policy, spent() - start)
         if reason:
             break
     ci = stats.comparison_ci(sa, sb)

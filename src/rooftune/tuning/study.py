@@ -811,7 +811,7 @@ def _interleaved(a: RunConfig, b: RunConfig, setup: Setup, objective: str = "lat
                 per_a = ga.items_per_call if objective == "throughput" else 1
                 per_b = gb.items_per_call if objective == "throughput" else 1
                 c = compare(clock.timed(gb, idle=(ga,), per=per_b), clock.timed(ga, idle=(gb,), per=per_a),
-                            label_a=b.name, label_b=a.name or "best", policy=each, clock=clock)
+                            label_a=b.name, label_b=a.name or "best", policy=each, clock=clock, elapsed=clock.spent)
             n = min(len(c.a.samples), len(c.b.samples))
             xa += list(c.a.samples[:n])
             xb += list(c.b.samples[:n])
