@@ -145,31 +145,49 @@ def test_a_paused_worker_uses_no_cpu_and_resumes(tmp_path: Path) -> None:
     assert a.proc.returncode is not None and b.proc.returncode is not None
 
 
-def test_the_virtual_clock_times_per_item_and_meters_whole_calls() -> None:
-    """In a throughput comparison a sample is the time per item, but the budget is spent in whole
-    calls: a batch of 8 in two instances once stretched a 4 s comparison past 60 s."""
-    from rooftune.bench import compare
-    from rooftune.tuning.trial import VirtualClock
+@pytest.mark.parametrize("objective", ["latency", "throughput"])
+def test_a_final_comparison_spends_its_budget_on_the_wall_clock(objective: str) -> None:
+    """Stand-ins for the trial processes whose calls report 20 us, and 16 items a call on one
+    side, while each costs 2 ms of pauses and pipes. Metered by the samples' clock, the budget
+    below once ran 2000 pairs (8 s); a 60 us model's comparisons took 35 s against 4."""
+    import time
+    import types
 
-    class Stand:  # a worker's interface, a call of a fixed length
-        def __init__(self, seconds: float) -> None:
-            self.seconds, self.calls = seconds, 0
+    from rooftune.tuning.study import _interleaved
+
+    class Stand:
+        def __init__(self, items: int) -> None:
+            self.items_per_call, self.samples = items, 0
+
+        def __enter__(self) -> Stand:
+            return self
+
+        def __exit__(self, *exc: object) -> None: ...
+
+        def ready(self) -> None: ...
 
         def pause(self) -> None: ...
 
         def resume(self) -> None: ...
 
         def sample(self, warmup: int = 0) -> float:
-            self.calls += 1
-            return self.seconds
+            time.sleep(0.002)
+            self.samples += 1
+            return 2e-5
 
-    batch, single = Stand(2**-6), Stand(2**-9)  # binary fractions: the sums are exact
-    clock = VirtualClock(warmup=1)
-    c = compare(clock.timed(batch, idle=(single,), per=16), clock.timed(single, idle=(batch,)), clock=clock,
-                elapsed=clock.spent, policy=Policy(number=1, warmup_s=0.0, budget_s=20 * (2**-6 + 2**-9),
-                                                  min_samples=1000, max_samples=2000))
-    assert c.ratio == 0.5 and clock() == 20 * (2**-10 + 2**-9)  # per item: 1/16 of the batch's call
-    assert batch.calls == single.calls == 20 and clock.spent() == 20 * (2**-6 + 2**-9)
+    made: list[Stand] = []
+
+    def group(cfg: RunConfig, wait: bool = True) -> Stand:
+        made.append(Stand(16 if cfg.name == "batched" else 1))
+        return made[-1]
+
+    policy = Policy(number=1, warmup_s=0.02, budget_s=0.2, min_samples=6, max_samples=2000, target_rel_ci=0.0)
+    t0 = time.perf_counter()
+    c = _interleaved(RunConfig(runtime="eager", name="batched", batch=16), RunConfig(runtime="onnxruntime"),
+                     types.SimpleNamespace(group=group), objective, policy, pairs=1)
+    took = time.perf_counter() - t0
+    assert took < 0.6 and 6 <= c["pairs"] <= 60 and made[0].samples == made[1].samples
+    assert c["ratio"] == pytest.approx(16.0 if objective == "throughput" else 1.0)  # per item: 16 a call
 
 
 def test_a_baseline_faster_with_its_whole_ci_becomes_the_best(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -46,7 +46,9 @@ TRIAL_POLICY = Policy(number=1, warmup_s=0.3, budget_s=2.0, min_samples=10, targ
 RESUME_WARMUP_CALLS = 1
 #: Fresh pairs of processes each interleaved comparison is spread over (see _interleaved).
 COMPARE_PROCESS_PAIRS = 2
-COMPARE_POLICY = Policy(number=1, warmup_s=0.3, budget_s=4.0, min_samples=10, target_rel_ci=0.02)
+#: Its warm-up and budget are seconds of the comparison's wall clock (the timed calls, the untimed
+#: ones after each resume, the pauses and the pipes between), whatever the model's size or batch.
+COMPARE_POLICY = Policy(number=1, warmup_s=0.3, budget_s=8.0, min_samples=10, target_rel_ci=0.02)
 #: Seed of the TPE sampler: the same study on the same machine asks the same questions.
 SEED = 0
 #: Seconds to start a pair of processes for a final comparison when no trial of the study measured
@@ -761,13 +763,11 @@ def pair_start_s(trials: Sequence[TrialResult], cores: int) -> float:
 
 def comparison_s(pairs: int, start_s: float, policy: Policy) -> float:
     """Seconds an interleaved comparison takes spread over ``pairs`` fresh pairs of processes
-    starting in ``start_s``: each pair's start and warm-up, then the timed budget twice over (each
-    timed call follows RESUME_WARMUP_CALLS untimed ones). resnet50 on a 2-core VM with 5 s starts:
-    13.3-14.0 s over one pair, 18.1-19.6 s over two; this model says 13.6 and 19.2. With 3.6 s
-    starts: 9.1-11.9 s and 15.2-15.5 s against 12.2 and 16.3 (a comparison stops early when its CI
-    is tight)."""
-    calls = 1 + RESUME_WARMUP_CALLS
-    return pairs * (start_s + calls * policy.warmup_s) + calls * policy.budget_s
+    starting in ``start_s``: each pair's start and warm-up, then the budget (both on the wall clock).
+    resnet50 on a 2-core VM with 5 s starts: 13.3-14.0 s over one pair, 18.1-19.6 s over two; this
+    model says 13.3 and 18.6. With 3.6 s starts: 9.1-11.9 s and 15.2-15.5 s against 11.9 and 15.8
+    (a comparison stops early when its CI is tight)."""
+    return pairs * (start_s + policy.warmup_s) + policy.budget_s
 
 
 def check_precisions(precisions: Sequence[str], calibration_size: int | None, platform: Any) -> int:
@@ -789,6 +789,9 @@ def _interleaved(a: RunConfig, b: RunConfig, setup: Setup, objective: str = "lat
                  policy: Policy = COMPARE_POLICY, pairs: int | None = None) -> dict[str, Any]:
     """median(b) / median(a) from A B B A ... samples of two live sets of subprocesses (the one not
     being timed is paused), with the 95 % CI: time per call for latency, per item for throughput.
+    The policy's warm-up and budget are spent on the wall clock: metered by the samples' clock,
+    a 60 us model (pauses and pipes 50x its calls) or a batch of 8 in two instances (a sample a
+    sixteenth of its call) ran each comparison for 35-75 s against 8 s.
 
     The budget is split over ``pairs`` fresh pairs of processes and their samples pooled: one
     process can run a few percent to 25 % slower than the next for its whole life (where its
@@ -811,7 +814,7 @@ def _interleaved(a: RunConfig, b: RunConfig, setup: Setup, objective: str = "lat
                 per_a = ga.items_per_call if objective == "throughput" else 1
                 per_b = gb.items_per_call if objective == "throughput" else 1
                 c = compare(clock.timed(gb, idle=(ga,), per=per_b), clock.timed(ga, idle=(gb,), per=per_a),
-                            label_a=b.name, label_b=a.name or "best", policy=each, clock=clock, elapsed=clock.spent)
+                            label_a=b.name, label_b=a.name or "best", policy=each, clock=clock, elapsed=time.perf_counter)
             n = min(len(c.a.samples), len(c.b.samples))
             xa += list(c.a.samples[:n])
             xb += list(c.b.samples[:n])

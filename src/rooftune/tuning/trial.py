@@ -259,18 +259,12 @@ class VirtualClock:
 
     def __init__(self, warmup: int = 0) -> None:
         self.now = 0.0
-        #: Seconds of the timed calls, whole (``now`` advances by time per item): what the
-        #: comparison's budget is spent in (``compare(elapsed=clock.spent)``).
-        self.calls_s = 0.0
         #: Untimed calls after a paused worker resumes: its first call would pay for the pause
         #: (cold caches, thread pools waking), which a program calling it back to back never sees.
         self.warmup = warmup
 
     def __call__(self) -> float:
         return self.now
-
-    def spent(self) -> float:
-        return self.calls_s
 
     def timed(self, worker: Worker | Group, idle: tuple[Worker | Group, ...] = (), per: float = 1.0) -> Any:
         """A sample function for the harness; ``per`` divides the time (items per call, to
@@ -279,9 +273,7 @@ class VirtualClock:
             for other in idle:
                 other.pause()
             worker.resume()
-            seconds = worker.sample(warmup=self.warmup if idle else 0)
-            self.calls_s += seconds
-            self.now += seconds / per
+            self.now += worker.sample(warmup=self.warmup if idle else 0) / per
 
         return call
 
