@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -24,7 +25,10 @@ app = typer.Typer(
     help="Why does my deep-learning model run this fast on this machine, and how do I make it faster?",
     pretty_exceptions_enable=False,
 )
-out = Console()
+#: Columns of what is written to a file or a pipe, where there is no terminal to fit (Rich would
+#: take 80 and cut table cells short); COLUMNS, when set, still decides.
+PLAIN_WIDTH = 160
+out = Console(width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else PLAIN_WIDTH)
 err = Console(stderr=True)
 
 
@@ -379,8 +383,10 @@ def _print_tune(r: Any) -> None:
     out.print(f"[bold]{r.model}[/bold], objective {r.objective}, batch {r.batch}: {len(r.trials)} trials "
               f"({sum(1 for t in r.trials if not t.ok)} failed, {r.resumed} from the store) in {r.duration_s:.0f} s")
     t = Table(title="Configurations (latency per inference; speedup of the best, interleaved, 95% CI)", title_justify="left")
+    # nothing cut short to fit a narrow terminal: the configuration folds, the other cells keep whole
     for col in ("name", "configuration", "p50", "p90", "p99", "samples/s", "best is"):
-        t.add_column(col, justify="left" if col in ("name", "configuration") else "right")
+        t.add_column(col, justify="left" if col in ("name", "configuration") else "right",
+                     overflow="fold", no_wrap=col != "configuration")
     rows = [("best", r.best), ("guideline", r.guideline), *r.baselines.items()]
     for name, tr in rows:
         sp = r.speedup.get(name)
