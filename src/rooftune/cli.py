@@ -279,7 +279,7 @@ def _print_analysis(a: Any, top: int) -> None:
     t = Table(title=f"Top {top} ops by time", title_justify="left")
     for col, just in (("op", "left"), ("kind", "left"), ("time", "right"), ("share", "right"),
                       ("GFLOP/s", "right"), ("bound", "left"), ("roof", "right"), ("headroom", "right")):
-        t.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
+        t.add_column(col, justify=just, overflow="fold")  # type: ignore[arg-type]
     for o in sorted(a.ops, key=lambda o: -o.time_s)[:top]:
         t.add_row(
             o.module or o.name, o.kind, _seconds(o.time_s), f"{o.time_s / a.end_to_end_s:.1%}",
@@ -383,10 +383,9 @@ def _print_tune(r: Any) -> None:
     out.print(f"[bold]{r.model}[/bold], objective {r.objective}, batch {r.batch}: {len(r.trials)} trials "
               f"({sum(1 for t in r.trials if not t.ok)} failed, {r.resumed} from the store) in {r.duration_s:.0f} s")
     t = Table(title="Configurations (latency per inference; speedup of the best, interleaved, 95% CI)", title_justify="left")
-    # nothing cut short to fit a narrow terminal: the configuration folds, the other cells keep whole
+    # a narrow terminal folds cells onto more lines instead of cutting them short ('onnxrun…')
     for col in ("name", "configuration", "p50", "p90", "p99", "samples/s", "best is"):
-        t.add_column(col, justify="left" if col in ("name", "configuration") else "right",
-                     overflow="fold", no_wrap=col != "configuration")
+        t.add_column(col, justify="left" if col in ("name", "configuration") else "right", overflow="fold")
     rows = [("best", r.best), ("guideline", r.guideline), *r.baselines.items()]
     for name, tr in rows:
         sp = r.speedup.get(name)
