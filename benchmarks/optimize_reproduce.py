@@ -1,7 +1,7 @@
 """The main job as a new user meets it, and whether its speedup holds when re-measured.
 
     .venv/bin/python benchmarks/optimize_reproduce.py [--model resnet18] [--budget 480] [--rounds 8]
-        [--int8] [--out DIR] [--db PATH] [--json OUT]
+        [--objective latency|throughput] [--int8] [--out DIR] [--db PATH] [--json OUT]
 
 ``--int8`` lets the tuning choose int8 (``rooftune optimize --int8``); a replay of an int8 best
 quantizes the model again with the trial's seeded calibration set, so it runs the same model.
@@ -14,6 +14,10 @@ Targets (issue "The main job: rooftune optimize MODEL"):
     and the same for OUT/vanilla.json, run alternately (A B A B ...) for --rounds rounds, each
     in a fresh process with the configuration's environment; the reproduced speedup is the ratio
     of the median per-round medians, with the harness's 95 % CI (`stats.comparison_ci`; 6 rounds at least).
+
+With ``--objective throughput`` the figure compared is the time per sample: a configuration of N
+instances is replayed by N processes started together (what the replay's note asks of a user),
+and its samples per second are their sum.
 
 The replay processes start from a clean environment (no OMP_*/MKL_*/KMP_* variables inherited),
 as a user's shell would.
@@ -38,13 +42,30 @@ def clean_env() -> dict[str, str]:
                                                                        "MALLOC_CONF"))}
 
 
-def replay(config: Path, seconds: float) -> dict:
+def replay(config: Path, seconds: float, instances: int = 1) -> list[dict]:
+    """One replay per instance, started together; their JSON results."""
     cmd = [*ROOFTUNE, "exec", "--config", str(config), "--", sys.executable, "-m", "rooftune.tuning.replay",
            str(config), "--seconds", str(seconds)]
-    p = subprocess.run(cmd, capture_output=True, text=True, env=clean_env(), timeout=600)
-    if p.returncode != 0:
-        raise SystemExit(f"replay of {config} failed ({p.returncode}): {p.stderr.strip()[-400:]}")
-    return json.loads(p.stdout.strip().splitlines()[-1])
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env())
+             for _ in range(instances)]
+    results = []
+    for p in procs:
+        stdout, stderr = p.communicate(timeout=600)
+        if p.returncode != 0:
+            raise SystemExit(f"replay of {config} failed ({p.returncode}): {stderr.strip()[-400:]}")
+        r = json.loads(stdout.strip().splitlines()[-1])
+        if not r["verify"]["ok"]:
+            raise SystemExit(f"replay of {config} produced a wrong output: {r['verify']}")
+        results.append(r)
+    return results
+
+
+def figure(config: Path, seconds: float, objective: str) -> float:
+    """Seconds per call (latency) or per sample over all instances (throughput)."""
+    if objective == "latency":
+        return replay(config, seconds)[0]["median_s"]
+    instances = int(json.loads(config.read_text())["config"].get("instances", 1))
+    return 1.0 / sum(r["items_per_s"] for r in replay(config, seconds, instances))
 
 
 def main() -> None:
@@ -60,12 +81,14 @@ def main() -> None:
     ap.add_argument("--db", default=None)
     ap.add_argument("--json", default=None)
     ap.add_argument("--int8", action="store_true", help="let the tuning choose int8")
+    ap.add_argument("--objective", default="latency", choices=("latency", "throughput"))
     args = ap.parse_args()
     if args.rounds < 6:
         raise SystemExit(f"error: --rounds {args.rounds}: allowed 6 or more (fewer give no 95 % interval)")
 
     out = Path(args.out)
-    cmd = [*ROOFTUNE, "optimize", *([args.model] if args.model else []), "--out", str(out), "--json"]
+    cmd = [*ROOFTUNE, "optimize", *([args.model] if args.model else []), "--out", str(out), "--json",
+           "--objective", args.objective]
     if args.budget:
         cmd += ["--budget", str(args.budget)]
     if args.db:
@@ -86,13 +109,11 @@ def main() -> None:
     best, vanilla = out / "best.json", out / "vanilla.json"
     a: list[float] = []  # vanilla per-round medians
     b: list[float] = []  # best per-round medians
+    unit = "ms" if args.objective == "latency" else "ms a sample"
     for i in range(args.rounds):
-        for cfg, xs in ((vanilla, a), (best, b)):
-            r = replay(cfg, args.seconds)
-            if not r["verify"]["ok"]:
-                raise SystemExit(f"replay of {cfg} produced a wrong output: {r['verify']}")
-            xs.append(r["median_s"])
-        print(f"round {i + 1}: vanilla {a[-1] * 1e3:.2f} ms, best {b[-1] * 1e3:.2f} ms, ratio {a[-1] / b[-1]:.3f}")
+        a.append(figure(vanilla, args.seconds, args.objective))
+        b.append(figure(best, args.seconds, args.objective))
+        print(f"round {i + 1}: vanilla {a[-1] * 1e3:.2f} {unit}, best {b[-1] * 1e3:.2f} {unit}, ratio {a[-1] / b[-1]:.3f}")
     ratio = stats.median(a) / stats.median(b)
     lo, hi = stats.comparison_ci(a, b)
     agreement = ratio / reported["ratio"]
@@ -103,7 +124,8 @@ def main() -> None:
     platform = current_platform()
     result = {
         "date": time.strftime("%Y-%m-%d"), "platform_id": platform.id, "cpu": platform.cpu_model,
-        "usable_cores": platform.usable_cores, "model": summary["model"], "wall_s": wall, "steps": steps,
+        "usable_cores": platform.usable_cores, "model": summary["model"], "objective": args.objective,
+        "wall_s": wall, "steps": steps,
         "best": summary["tune"]["best"]["description"] if summary.get("tune") else None,
         "reported": reported, "reproduced": {"ratio": ratio, "ci_low": lo, "ci_high": hi, "vanilla_s": a, "best_s": b},
         "agreement": agreement, "within_10pct": ok, "within_10min": wall <= 600,
