@@ -789,9 +789,10 @@ def _interleaved(a: RunConfig, b: RunConfig, setup: Setup, objective: str = "lat
                  policy: Policy = COMPARE_POLICY, pairs: int | None = None) -> dict[str, Any]:
     """median(b) / median(a) from A B B A ... samples of two live sets of subprocesses (the one not
     being timed is paused), with the 95 % CI: time per call for latency, per item for throughput.
-    The policy's warm-up and budget are spent on the wall clock: metered by the samples' clock,
-    a 60 us model (pauses and pipes 50x its calls) or a batch of 8 in two instances (a sample a
-    sixteenth of its call) ran each comparison for 35-75 s against 8 s.
+    The policy's warm-up and budget are spent on the wall clock. Metered by the samples' clock,
+    which leaves out the pauses, resumes and pipes around each call and counts a batch's sample
+    per item, the comparisons of a 33-58 us model took about 35 s each and those of mobilenet_v2's
+    batch of 8 in two instances 36-74 s, where about 8 s of wall clock had been allowed for them.
 
     The budget is split over ``pairs`` fresh pairs of processes and their samples pooled: one
     process can run a few percent to 25 % slower than the next for its whole life (where its
