@@ -149,7 +149,7 @@ def test_a_paused_worker_uses_no_cpu_and_resumes(tmp_path: Path) -> None:
 def test_a_final_comparison_spends_its_budget_on_the_wall_clock(objective: str) -> None:
     """Stand-ins for the trial processes whose calls report 20 us, and 16 items a call on one
     side, while each costs 2 ms of pauses and pipes. Metered by the samples' clock, the budget
-    below once ran 2000 pairs (8 s); a 60 us model's comparisons took 35 s against 4."""
+    below would run its 2000 pairs at most (8 s); a 33-58 us model's comparisons took 35 s against 4."""
     import time
     import types
 
