@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
+from rich.table import Table as _RichTable
 
 from rooftune.errors import InvalidArgument, RooftuneError
 from rooftune.paths import output_dir, output_file
@@ -30,6 +30,14 @@ app = typer.Typer(
 PLAIN_WIDTH = 160
 out = Console(width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else PLAIN_WIDTH)
 err = Console(stderr=True)
+
+
+class Table(_RichTable):
+    """A Rich table whose cells fold onto more lines on a narrow terminal instead of being cut
+    short ('onnxrun…', '911.7 …'), so nothing a table reports is lost at any width."""
+
+    def add_column(self, *args: Any, overflow: Any = "fold", **kwargs: Any) -> None:
+        super().add_column(*args, overflow=overflow, **kwargs)
 
 
 def _parse_names(value: str | None, name: str, example: str, what: str = "names") -> list[str] | None:
@@ -279,7 +287,7 @@ def _print_analysis(a: Any, top: int) -> None:
     t = Table(title=f"Top {top} ops by time", title_justify="left")
     for col, just in (("op", "left"), ("kind", "left"), ("time", "right"), ("share", "right"),
                       ("GFLOP/s", "right"), ("bound", "left"), ("roof", "right"), ("headroom", "right")):
-        t.add_column(col, justify=just, overflow="fold")  # type: ignore[arg-type]
+        t.add_column(col, justify=just)
     for o in sorted(a.ops, key=lambda o: -o.time_s)[:top]:
         t.add_row(
             o.module or o.name, o.kind, _seconds(o.time_s), f"{o.time_s / a.end_to_end_s:.1%}",
@@ -383,9 +391,8 @@ def _print_tune(r: Any) -> None:
     out.print(f"[bold]{r.model}[/bold], objective {r.objective}, batch {r.batch}: {len(r.trials)} trials "
               f"({sum(1 for t in r.trials if not t.ok)} failed, {r.resumed} from the store) in {r.duration_s:.0f} s")
     t = Table(title="Configurations (latency per inference; speedup of the best, interleaved, 95% CI)", title_justify="left")
-    # a narrow terminal folds cells onto more lines instead of cutting them short ('onnxrun…')
     for col in ("name", "configuration", "p50", "p90", "p99", "samples/s", "best is"):
-        t.add_column(col, justify="left" if col in ("name", "configuration") else "right", overflow="fold")
+        t.add_column(col, justify="left" if col in ("name", "configuration") else "right")
     rows = [("best", r.best), ("guideline", r.guideline), *r.baselines.items()]
     for name, tr in rows:
         sp = r.speedup.get(name)
