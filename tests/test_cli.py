@@ -208,3 +208,36 @@ def test_many_thread_counts_print_one_row_per_count(fake_platform, monkeypatch: 
     rows = [line for line in text.splitlines() if line.startswith("│") and line.split("│")[1].strip().isdigit()]
     assert [line.split("│")[1].strip() for line in rows[:5]] == ["1", "2", "4", "8", "16"]
     assert "1.6 T" in rows[4] and "1.3 T" in rows[4]  # fp32 and gemm_fp32 on 16 threads
+
+
+def test_stdout_to_a_file_or_pipe_is_wide_and_tables_fold() -> None:
+    """Output to a file or a pipe is PLAIN_WIDTH columns (Rich would take 80), COLUMNS still
+    decides; a table on a narrow console folds a long cell instead of cutting it short."""
+    import io
+    import os
+
+    from rich.console import Console
+
+    from rooftune import cli
+
+    code = "from rooftune import cli; print(cli.out.width)"
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    piped = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert int(piped.stdout) == cli.PLAIN_WIDTH
+    narrow = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env={**env, "COLUMNS": "100"}, check=True)
+    assert int(narrow.stdout) == 100
+    buf = io.StringIO()
+    t = cli.Table()
+    for col in ("name", "configuration", "best is"):
+        t.add_column(col)
+    t.add_row("pytorch-launcher", "onnxruntime, 2 instances, 1x1 threads, batch 8, graph_optimization=all",
+              "2.92x (2.84-3.02)")
+    Console(file=buf, width=40).print(t)
+    text = buf.getvalue()
+    assert "…" not in text
+    # each column's pieces, read row line by row line, give its cells back whole (spaces aside)
+    rows = [line.split("│")[1:-1] for line in text.splitlines() if line.startswith("│")]
+    columns = ["".join(r[i] for r in rows).replace(" ", "") for i in range(3)]
+    assert columns == ["pytorch-launcher", "onnxruntime,2instances,1x1threads,batch8,graph_optimization=all",
+                       "2.92x(2.84-3.02)"]
