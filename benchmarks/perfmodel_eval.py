@@ -1,7 +1,7 @@
 """Performance model, classifiers, transfer and selection, measured on profiled data.
 
     .venv/bin/python benchmarks/perfmodel_eval.py --db PROFILES.db [--target PLATFORM] [--select resnet50] [--json OUT]
-        [--estimator mlp] [--target-kind auto|time|per_flop|roofline] [--probe-exponent X]
+        [--estimator mlp] [--target-kind auto|time|per_flop|roofline] [--probe-exponent X] [--regressors mlp/roofline]
 
 Needs a store with a campaign over several networks on this machine, e.g.
     rooftune profile --models resnet18,resnet50,mobilenet_v2,vgg16,googlenet,squeezenet1_0,shufflenet_v2_x1_0,\\
@@ -38,14 +38,23 @@ def main() -> int:
     ap.add_argument("--probe-exponent", type=float, default=None,
                     help="bring the profiled times to the quiet machine with this exponent of the probe's reading "
                          "(default: the library's, PROBE_ELASTICITY; 0: the times as stored)")
+    ap.add_argument("--regressors", default=None,
+                    help="the regressors held out in turn, comma-separated (default: gbr,rf,mlp,mlp/roofline; "
+                         "mlp/roofline alone is the one `rooftune train` fits, in a quarter of the time)")
     ap.add_argument("--curve", default=None, help="write the transfer learning curve here (PNG)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
 
+    from rooftune.errors import InvalidArgument
     from rooftune.perfmodel import PerfModel, evaluate, learning_curve, load_profile_data, select_time
+    from rooftune.perfmodel.evaluate import REGRESSORS
     from rooftune.platform import current_platform
     from rooftune.store import Store
 
+    regressors = tuple(r for r in (args.regressors or ",".join(REGRESSORS)).split(",") if r)
+    unknown = [r for r in regressors if r not in REGRESSORS]
+    if unknown or not regressors:
+        raise SystemExit(str(InvalidArgument("--regressors", args.regressors, f"allowed a list of {', '.join(REGRESSORS)}")))
     here = current_platform()
     out: dict = {"platform": here.id, "cpu": here.cpu_model, "usable_cores": here.usable_cores}
     with Store(args.db) as s:
@@ -56,7 +65,7 @@ def main() -> int:
     print(f"# {here.cpu_model}, {here.usable_cores} usable cores; source platform {data.platform_id}: {len(data)} specs, "
           f"{len(data.networks)} networks; {data.threads} threads")
     t0 = time.perf_counter()
-    ev = evaluate(data, progress=lambda m: print(f"  {m}", flush=True))
+    ev = evaluate(data, estimators=regressors, progress=lambda m: print(f"  {m}", flush=True))
     out["evaluation"] = ev
     print(f"\n## held-out networks (leave one out; {time.perf_counter() - t0:.0f} s)")
     for name, m in ev["regressors"].items():

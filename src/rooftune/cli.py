@@ -388,7 +388,7 @@ def _fmt_latency(t: Any) -> str:
 
 
 def _print_tune(r: Any) -> None:
-    out.print(f"[bold]{r.model}[/bold], objective {r.objective}, batch {r.batch}: {len(r.trials)} trials "
+    out.print(f"[bold]{r.model}[/bold], objective {r.objective}, {r.batch_text()}: {len(r.trials)} trials "
               f"({sum(1 for t in r.trials if not t.ok)} failed, {r.resumed} from the store) in {r.duration_s:.0f} s")
     t = Table(title="Configurations (latency per inference; speedup of the best, interleaved, 95% CI)", title_justify="left")
     for col in ("name", "configuration", "p50", "p90", "p99", "samples/s", "best is"):
@@ -904,7 +904,7 @@ def optimize(
     if json_out:
         sys.stdout.write(json.dumps(r.to_dict(), indent=2, default=str) + "\n")
     else:
-        t = Table(title=f"rooftune optimize {r.model} (batch {r.batch}, {r.objective}) in {r.duration_s:.0f} s",
+        t = Table(title=f"rooftune optimize {r.model} ({r.batch_text()}, {r.objective}) in {r.duration_s:.0f} s",
                   title_justify="left")
         for col in ("step", "status", "seconds", "message"):
             t.add_column(col, justify="right" if col == "seconds" else "left")

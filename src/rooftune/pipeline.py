@@ -83,6 +83,10 @@ class OptimizeResult:
             return None
         return self.tune.speedup.get("vanilla")
 
+    def batch_text(self) -> str:
+        """The batch as the tuning step saw it (see TuneResult.batch_text), else ``batch N``."""
+        return self.tune.batch_text() if self.tune is not None else f"batch {self.batch}"
+
     def headline(self) -> str:
         sp = self.speedup
         if self.tune is None or sp is None or not sp.get("ratio") == sp.get("ratio"):

@@ -414,3 +414,34 @@ def test_a_runtime_that_crashed_under_a_preloaded_allocator_is_not_run_under_it_
     assert _crashed_under_preload(aborted, later)
     assert not _crashed_under_preload(other, later) and not _crashed_under_preload(killed, later)
     assert not _crashed_under_preload(aborted, RunConfig(runtime="torchscript", allocator="jemalloc"))
+
+
+@pytest.mark.parametrize("objective", ["latency", "throughput"])
+def test_the_result_names_the_batch_the_search_chose(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     objective: str) -> None:
+    """A throughput study searches the batch: its header names the batches searched and the best's,
+    not the model's own batch 1; a latency study, or one given --batch, names its one batch."""
+    import rooftune.tuning.study as study
+    from rooftune.tuning.study import TrialResult
+
+    def fake_evaluate(cfg, setup, policy, prepare_timeout_s):  # type: ignore[no-untyped-def]
+        # larger batches are faster per item: the search's best is a batch above 1
+        return TrialResult(cfg, True, latency_s=0.004, throughput=100.0 * cfg.batch, verify={"ok": True})
+
+    def fake_interleaved(a, b, setup, objective, policy, pairs=None):  # type: ignore[no-untyped-def]
+        return {"ratio": 1.0 if a.key() == b.key() else 2.0, "ci_low": 1.0, "ci_high": 2.0, "pairs": 1}
+
+    monkeypatch.setattr(study, "_evaluate", fake_evaluate)
+    monkeypatch.setattr(study, "_interleaved", fake_interleaved)
+    r = tune(CNN, runtimes=["eager"], trials=3, objective=objective, db=str(tmp_path / "t.db"))
+    assert r.batch == 1
+    if objective == "latency":
+        assert r.batch_text() == "batch 1" and r.to_dict()["batches"] == [1]
+    else:
+        searched = list(study.THROUGHPUT_BATCHES)
+        assert r.to_dict()["batches"] == searched
+        assert r.best.config.batch > 1
+        assert r.batch_text() == (f"batch searched over {', '.join(map(str, searched))} "
+                                  f"(the best: {r.best.config.batch})")
+        fixed = tune(CNN, runtimes=["eager"], trials=1, objective=objective, batch=4, db=str(tmp_path / "f.db"))
+        assert fixed.batch_text() == "batch 4"

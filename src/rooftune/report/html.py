@@ -157,7 +157,7 @@ def _tuning(r: OptimizeResult, figs: dict[str, Path]) -> str:
     how = f" (95 % CI {lo:.2f}-{hi:.2f}, measured interleaved against it)" if interleaved else " (trial medians)"
     return (
         f"<p>{len(t.trials)} configurations in {t.duration_s:.0f} s ({len(failed)} failed, {t.resumed} from the store); "
-        f"objective {_e(t.objective)}, batch {t.batch}. Every trial ran in a fresh process and its output was checked "
+        f"objective {_e(t.objective)}, {_e(t.batch_text())}. Every trial ran in a fresh process and its output was checked "
         f"against the fp32 eager output; the best was then re-measured interleaved (A B B A) against every baseline.</p>"
         + _table(["name", "configuration", "p50", "p90", "p99", "samples/s", "best is (95 % CI)"], rows, {2, 3, 4, 5, 6})
         + (f"<p>The instant guideline configuration is {gap:.2f}x the best's time{how}: "
@@ -231,7 +231,7 @@ def render(r: OptimizeResult, figs: dict[str, Path]) -> str:
 <title>rooftune: {_e(r.model)}</title><style>{CSS}</style></head>
 <body>
 <h1>rooftune optimize: {_e(r.model)}</h1>
-<p class=dim>batch {r.batch}, objective {_e(r.objective)}, budget {r.budget_s:.0f} s, ran {r.duration_s:.0f} s;
+<p class=dim>{_e(r.batch_text())}, objective {_e(r.objective)}, budget {r.budget_s:.0f} s, ran {r.duration_s:.0f} s;
 written {_e(datetime.now().strftime('%Y-%m-%d %H:%M'))}</p>
 <p>{plat}</p>
 {banner}

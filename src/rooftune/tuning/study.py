@@ -146,6 +146,15 @@ class TuneResult:
     #: the reported comparisons started (``pairs``), and the seconds a pair's start was expected to
     #: take, measured from the trials (``pair_start``).
     phase_s: dict[str, float] = field(default_factory=dict)
+    #: The batch sizes the search could choose from (the throughput objective searches several).
+    batches: tuple[int, ...] = ()
+
+    def batch_text(self) -> str:
+        """``batch 1``, or, where the search chose the batch, the batches it chose from and the
+        best's: ``batch searched over 1, 8, 32 (the best: 8)``."""
+        if len(self.batches) < 2:
+            return f"batch {self.batch}"
+        return f"batch searched over {', '.join(map(str, self.batches))} (the best: {self.best.config.batch})"
 
     def time_line(self) -> str:
         """Where the study's time went, in one line (empty for a study without phases)."""
@@ -180,7 +189,7 @@ class TuneResult:
     def to_dict(self) -> dict[str, Any]:
         failed = [t for t in self.trials if not t.ok]
         return {
-            "model": self.model, "objective": self.objective, "batch": self.batch,
+            "model": self.model, "objective": self.objective, "batch": self.batch, "batches": list(self.batches),
             "best": {"name": self.best.config.name, "description": self.best.config.describe(), **self.best.to_dict()},
             "guideline": {"reasons": list(self.guideline_reasons), "description": self.guideline.config.describe(),
                           **self.guideline.to_dict(),
@@ -641,7 +650,8 @@ def tune(
     return TuneResult(model=model, objective=objective, batch=wl.batch, best=best, guideline=guide,
                       guideline_reasons=tuple(reasons), baselines=base, speedup=speedup, trials=tuple(results),
                       notes=tuple(notes), duration_s=time.perf_counter() - started, resumed=resumed,
-                      workload=workload, guideline_vs_best=guide_vs_best, phase_s=phase_s)
+                      workload=workload, guideline_vs_best=guide_vs_best, phase_s=phase_s,
+                      batches=tuple(space["batch"]))
 
 
 def winograd_note(trial: TrialResult) -> str:
