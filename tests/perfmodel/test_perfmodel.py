@@ -764,3 +764,23 @@ def test_times_are_brought_to_the_quiet_machine_by_the_probe_read_at_their_faste
     with pytest.raises(InvalidArgument, match="probe_exponent"):
         rows_to_data(rows, "plat", 2, probe_exponent=-1)
     assert synthetic(20).probe_scaling()["exponent"] == 0.0  # data built without a store: as given
+
+
+def test_the_shipped_zen4_base_was_fitted_on_the_data_kept_beside_it(tmp_path: Path) -> None:
+    """benchmarks/data holds the profiled rows the shipped Zen 4 base was trained on: imported as a
+    user would, they give the same platform, specs, timed rows and networks as the base's
+    provenance, so the base can be refitted and its held-out figures measured again (`rooftune
+    train`, benchmarks/perfmodel_eval.py) without profiling for 50 minutes."""
+    from rooftune.perfmodel import load_profile_data, read_header
+    from rooftune.profiling.dataset import import_profiles
+    from rooftune.store import Store
+
+    root = Path(__file__).parents[2]
+    prov = read_header(root / "src/rooftune/perfmodel/base_model_zen4.pkl")["provenance"]
+    platform = prov["platforms"][0]
+    with Store(str(tmp_path / "zen4.db")) as store:
+        import_profiles(store, root / f"benchmarks/data/zen4-{platform}.parquet")
+        data = load_profile_data(store, platform)
+    assert (data.threads, len(data), int(np.sum(~np.isnan(data.times))), data.networks) == \
+        (prov["threads"], prov["specs"], prov["rows"], prov["networks"])
+    assert data.probe_scaling()["scaled"] == prov["probe_scaling"]["scaled"]
