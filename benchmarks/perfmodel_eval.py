@@ -40,7 +40,7 @@ def main() -> int:
                          "(default: the library's, PROBE_ELASTICITY; 0: the times as stored)")
     ap.add_argument("--regressors", default=None,
                     help="the regressors held out in turn, comma-separated (default: gbr,rf,mlp,mlp/roofline; "
-                         "mlp/roofline alone is the one `rooftune train` fits, in a quarter of the time)")
+                         "mlp/roofline alone is the one `rooftune train` fits)")
     ap.add_argument("--curve", default=None, help="write the transfer learning curve here (PNG)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
