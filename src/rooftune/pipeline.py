@@ -298,7 +298,8 @@ def optimize(
 
             perf, source = default_model()
             # vanilla, best uniform, oracle; vanilla again when one of those replaces the prediction;
-            # half a comparison for each thread pool of its own a selection may be checked with
+            # half a comparison for each thread pool of its own, and for transformed weights, a
+            # selection may be checked with
             pools = {pool_of(p) for p in PRIMITIVES} - {OPENMP}
             n_cmp = 4 + 0.5 * len(pools)
             measure_s = max(2.0, min(10.0, (min(select_reserve, left() - REPORT_RESERVE_S) - 10.0) / n_cmp))

@@ -324,6 +324,33 @@ def test_train_cli_evaluates_and_saves(tmp_path: Path, capsys: pytest.CaptureFix
     assert "profiled networks: net0, net1, net2" in capsys.readouterr().err
 
 
+def test_transformed_weights_are_kept_only_if_the_network_runs_faster() -> None:
+    """Winograd's and FFT's weights are timed warm by a campaign and read from memory inside a
+    network: a selection that uses them is checked end to end as one group, like a thread pool of
+    its own, and they are left out when the network did not run faster with them."""
+    from rooftune.selection.pools import OPENMP, TRANSFORMED, PoolCheck, pool_of, solve_checking_pools
+
+    assert pool_of("winograd-f2x2") == pool_of("winograd-f4x4") == pool_of("fft") == TRANSFORMED
+    assert pool_of("im2col-gemm") == OPENMP and pool_of("nnpack") == "pthreadpool"
+    prims = ["pytorch-default", "winograd-f4x4", "fft"]
+    specs = [ConvSpec(1, 8, 12, 12, 8, 3, 3, padding=1)] * 2
+    table = CostTable(ConvGraph(["a", "b"], specs, [(0, 1)], [0]), prims, np.array([[1.0, 0.7, 0.8], [1.0, 0.9, 0.6]]),
+                      np.zeros(2), np.zeros(2, bool))
+    seen = []
+
+    def slower(pool: str, with_pool: Selection, without: Selection) -> PoolCheck:
+        seen.append((pool, [c.primitive for c in with_pool.choices], [c.primitive for c in without.choices]))
+        return PoolCheck(pool, ("winograd-f4x4", "fft"), 2, 0.94, (0.92, 0.98), False)
+
+    checks: dict[str, PoolCheck] = {}
+    sel = solve_checking_pools(table, per_layer, checks, slower)
+    assert seen == [(TRANSFORMED, ["winograd-f4x4", "fft"], ["pytorch-default", "pytorch-default"])]
+    assert [c.primitive for c in sel.choices] == ["pytorch-default", "pytorch-default"]
+    text = checks[TRANSFORMED].describe()
+    assert "(weights transformed, profiled warm) on 2 layer(s)" in text and "without them" in text
+    assert "left out of every selection" in text
+
+
 def test_a_thread_pool_of_its_own_is_kept_only_if_the_network_runs_faster(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """NNPACK and ONNX Runtime's MLAS run on pools of their own: when a selection puts layers on

@@ -194,8 +194,9 @@ def select(model: str | torch.nn.Module, *, batch: int = 1, threads: int | None 
         table = predicted_table(graph, perfmodel, prims)
         chosen = solve(table)
         select_s = time.perf_counter() - t0
-        # a primitive on a thread pool of its own is kept only if the network ran faster with it
-        # than solved without it (measured once per pool, the decision shared by every table below)
+        # a primitive on a thread pool of its own, or with transformed weights, is kept only if the
+        # network ran faster with it than solved without it (measured once per pool or group, the
+        # decision shared by every table below)
         pool_checks: dict[str, PoolCheck] = {}
 
         def check_pool(pool: str, with_pool: Selection, without: Selection) -> PoolCheck:
