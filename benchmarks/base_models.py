@@ -11,8 +11,9 @@ interleaved by the harness, pair by pair: the ratio of the selection of the base
 No profiling: the selections come from predictions alone, and a primitive on a thread pool of
 its own or with transformed weights stays in one only if the network measured faster with it (as
 `rooftune select` decides). With ``--db``, each base model is also
-scored per layer against the times profiled on this machine in that store (a base model trained
-on those rows is scored on what it has seen: the line says so). With ``--against``, the nearest
+scored per layer, and per primitive, against the times profiled on this machine in that store,
+on the layers of ``--models`` that no other network in the store has (all of the store's rows
+when none is); a base model trained on those rows is scored on what it has seen: the line says so. With ``--against``, the nearest
 shipped base is compared with that saved model (`rooftune train --save`) instead: a candidate
 base model, or an earlier one.
 """
@@ -69,20 +70,30 @@ def main() -> int:
     out: dict = {"platform": here.id, "nearest": nearest, "models": {}}
     if args.db:
         from rooftune.perfmodel import load_profile_data, regression_metrics
-        from rooftune.perfmodel.evaluate import predict_for
+        from rooftune.perfmodel.evaluate import by_primitive, predict_for
         from rooftune.store import Store
 
         with Store(args.db, create=False) as s:
             data = load_profile_data(s, here.id)
+        # scored on the layers of these networks that no other network in the store has: in the
+        # store a base was trained from, the layers it never saw
+        nets = {m.strip() for m in args.models.split(",") if m.strip()}
+        own = [i for i, src in enumerate(data.sources) if src and set(src) <= nets]
+        if own:
+            print(f"per layer: the {len(own)} of {len(data)} profiled specs that only {', '.join(sorted(nets))} use")
+            data = data.subset(own)
         out["per_layer"] = {}
         for n in order:
             m = bases[n]
-            r = {k: v for k, v in regression_metrics(predict_for(m, data), data.times).items() if k != "by_network"}
+            pred = predict_for(m, data)
+            r = {**regression_metrics(pred, data.times), "by_primitive": by_primitive(pred, data.times, data.primitives)}
             out["per_layer"][n] = r
             seen = " (trained on these rows)" if here.id in (m.provenance_.get("platforms") or []) else ""
             print(f"per layer, {len(data)} profiled specs{seen}: {n} top-1 {r['top1']:.1%}, regret mean "
                   f"{r['regret_mean']:.1%} worst {r['regret_worst']:.1%}, Spearman {r['spearman']:.3f}, "
                   f"within +-10 % {r['within_10pct']:.1%}")
+            print("  per primitive (within +-10 %, median predicted/measured): " + ", ".join(
+                f"{p} {b['within_10pct']:.0%} x{b['bias']:.2f}" for p, b in r["by_primitive"].items()))
     policy = comparison_policy(args.budget)
     for name in [m.strip() for m in args.models.split(",") if m.strip()]:
         wl = load_workload(name, batch=1, check=False)

@@ -606,6 +606,7 @@ def _print_eval(r: dict[str, Any]) -> None:
                   f"{m.get('spearman', math.nan):.3f}", _pct(m.get("top1")), _pct(m.get("top1_within_5pct")),
                   _pct(m.get("regret_mean")), _pct(m.get("regret_worst")), _seconds(m.get("fit_s", math.nan)))
     out.print(t)
+    _print_by_primitive(r["regressors"])
     ps = r.get("probe_scaling") or {}
     if ps.get("scaled"):
         out.print(f"times brought to the quiet machine: {ps['scaled']} of {ps['rows']} rows had their fastest pass while "
@@ -635,6 +636,26 @@ def _print_eval(r: dict[str, Any]) -> None:
     if "select_time" in r:
         st = r["select_time"]
         out.print(f"selecting all {st['layers']} convolutions of {st['model']}: {_seconds(st['seconds'])}", highlight=False)
+
+
+def _print_by_primitive(regressors: dict[str, Any]) -> None:
+    """Per primitive: each regressor's share within +-10 % and its bias (median predicted over
+    measured), so that a primitive the models predict too fast stands out."""
+    names = [n for n, m in regressors.items() if m.get("by_primitive")]
+    if not names:
+        return
+    t = Table(title="Per primitive (held-out networks): within +-10 %, and median predicted / measured",
+              title_justify="left")
+    t.add_column("primitive")
+    t.add_column("pairs", justify="right")
+    for n in names:
+        t.add_column(n, justify="right")
+    prims = dict.fromkeys(p for n in names for p in regressors[n]["by_primitive"])
+    for p in prims:
+        cells = [regressors[n]["by_primitive"].get(p) for n in names]
+        pairs = next(c["pairs"] for c in cells if c)
+        t.add_row(p, str(pairs), *(f"{_pct(c['within_10pct'])}  x{c['bias']:.2f}" if c else "-" for c in cells))
+    out.print(t)
 
 
 #: Below this share of rows whose passes agree within 10 %, a transfer curve on the data is flagged.

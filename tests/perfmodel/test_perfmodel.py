@@ -664,6 +664,34 @@ def test_train_eval_prints_the_second_look(monkeypatch: pytest.MonkeyPatch) -> N
     assert "the same fastest primitive on 50.0 % of 2 specs" in text
 
 
+def test_each_primitive_is_scored_with_the_way_it_misses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Per primitive: its pairs, share within +-10 %, MAPE and bias (median predicted/measured),
+    pooled over the held-out networks and printed by `train --eval`."""
+    import io
+
+    from rich.console import Console
+
+    from rooftune import cli
+    from rooftune.perfmodel.evaluate import by_primitive
+
+    true = np.array([[1.0, 2.0, np.nan], [1.0, 4.0, 1.0], [2.0, 1.0, np.nan]])
+    pred = np.array([[1.05, 1.0, 1.0], [0.5, 2.0, np.nan], [2.1, 0.5, 7.0]])  # "b" predicted twice too fast
+    got = by_primitive(pred, true, ["a", "b", "c"])
+    assert set(got) == {"a", "b"}  # "c" has no pair both measured and predicted
+    assert got["a"] == {"pairs": 3, "within_10pct": pytest.approx(2 / 3), "mape": pytest.approx(0.2),
+                        "bias": pytest.approx(1.05)}
+    assert got["b"]["within_10pct"] == 0.0 and got["b"]["bias"] == pytest.approx(0.5)
+    data = synthetic(120)
+    rf = evaluate(data, estimators=("rf",), classifiers=(), make=lambda e: PerfModel(e, n_estimators=20))["regressors"]["rf"]
+    assert sum(b["pairs"] for b in rf["by_primitive"].values()) == rf["pairs"]
+    assert set(rf["by_primitive"]) <= set(data.primitives)
+    buf = io.StringIO()
+    monkeypatch.setattr(cli, "out", Console(file=buf, width=200))
+    cli._print_by_primitive({"rf": {"by_primitive": got}, "gbr": {"by_primitive": {"a": got["a"]}}})
+    text = " ".join(buf.getvalue().replace("│", " ").split())
+    assert "b 3 0.0 % x0.50 -" in text and "a 3 66.7 % x1.05 66.7 % x1.05" in text
+
+
 def test_the_model_is_also_scored_on_the_steady_rows_only() -> None:
     from rooftune.perfmodel.evaluate import steady_share
 
