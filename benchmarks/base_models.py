@@ -88,7 +88,7 @@ def main() -> int:
             pred = predict_for(m, data)
             r = {**regression_metrics(pred, data.times), "by_primitive": by_primitive(pred, data.times, data.primitives)}
             out["per_layer"][n] = r
-            seen = " (trained on these rows)" if here.id in (m.provenance_.get("platforms") or []) else ""
+            seen = " (trained on these rows)" if not own and here.id in (m.provenance_.get("platforms") or []) else ""
             print(f"per layer, {len(data)} profiled specs{seen}: {n} top-1 {r['top1']:.1%}, regret mean "
                   f"{r['regret_mean']:.1%} worst {r['regret_worst']:.1%}, Spearman {r['spearman']:.3f}, "
                   f"within +-10 % {r['within_10pct']:.1%}")
