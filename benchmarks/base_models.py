@@ -9,7 +9,7 @@ network is verified against the original, then the two selections and vanilla Py
 interleaved by the harness, pair by pair: the ratio of the selection of the base model
 `rooftune select` would take on this machine (the nearest) over the other one's, with its CI.
 No profiling: the selections come from predictions alone, and a primitive on a thread pool of
-its own or with transformed weights stays in one only if the network measured faster with it (as
+its own or a fast algorithm (Winograd, FFT) stays in one only if the network measured faster with it (as
 `rooftune select` decides). With ``--db``, each base model is also
 scored per layer, and per primitive, against the times profiled on this machine in that store,
 on the layers of ``--models`` that no other network in the store has (all of the store's rows
@@ -101,13 +101,13 @@ def main() -> int:
         cands = {}
         for n in order:
             # what `rooftune select` does with that model: layout-aware, rewritten, verified,
-            # and a primitive on a thread pool of its own (NNPACK, ONNX Runtime's MLAS) or with
-            # transformed weights (Winograd, FFT) kept only if the network ran faster with it,
+            # and a primitive on a thread pool of its own (NNPACK, ONNX Runtime's MLAS) or
+            # a fast algorithm (Winograd, FFT) kept only if the network ran faster with it,
             # measured (select's own comparisons come with it)
             c = select(name, perfmodel=bases[n], db=args.db, measure_s=args.budget, promote=False)
             cands[n] = c
             hist = dict(Counter(ch.primitive for ch in c.selection.choices).most_common())
-            pools = [x for x in c.notes if "its own thread pool" in x or "weights transformed" in x]
+            pools = [x.describe() for x in c.checks]
             print(f"{name}: {n} chose {hist}; "
                   f"verified {c.verification.ok}, fallbacks {len(c.verification.fallbacks)}"
                   + "".join(f"\n    {x}" for x in pools))

@@ -294,14 +294,14 @@ def optimize(
             from rooftune.perfmodel import default_model
             from rooftune.primitives import PRIMITIVES
             from rooftune.selection import save_selection, select
-            from rooftune.selection.pools import OPENMP, pool_of
+            from rooftune.selection.pools import OPENMP, check_group
 
             perf, source = default_model()
             # vanilla, best uniform, oracle; vanilla again when one of those replaces the prediction;
-            # half a comparison for each thread pool of its own, and for transformed weights, a
-            # selection may be checked with
-            pools = {pool_of(p) for p in PRIMITIVES} - {OPENMP}
-            n_cmp = 4 + 0.5 * len(pools)
+            # half a comparison for each group a selection may be checked for (a thread pool of
+            # its own, the fast algorithms)
+            groups = {check_group(p) for p in PRIMITIVES} - {OPENMP}
+            n_cmp = 4 + 0.5 * len(groups)
             measure_s = max(2.0, min(10.0, (min(select_reserve, left() - REPORT_RESERVE_S) - 10.0) / n_cmp))
             say("select: a primitive per convolution", 0, 1)
             r = select(name, batch=wl.batch, threads=threads, perfmodel=perf, store=store, measure_s=measure_s,

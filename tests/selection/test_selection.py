@@ -324,30 +324,30 @@ def test_train_cli_evaluates_and_saves(tmp_path: Path, capsys: pytest.CaptureFix
     assert "profiled networks: net0, net1, net2" in capsys.readouterr().err
 
 
-def test_transformed_weights_are_kept_only_if_the_network_runs_faster() -> None:
-    """Winograd's and FFT's weights are timed warm by a campaign and read from memory inside a
-    network: a selection that uses them is checked end to end as one group, like a thread pool of
-    its own, and they are left out when the network did not run faster with them."""
-    from rooftune.selection.pools import OPENMP, TRANSFORMED, PoolCheck, pool_of, solve_checking_pools
+def test_fast_algorithms_are_kept_only_if_the_network_runs_faster() -> None:
+    """Winograd's and FFT's profiled times are the least sure: a selection that uses them is
+    checked end to end as one group, like a thread pool of its own, and they are left out when the
+    network did not run faster with them."""
+    from rooftune.selection.pools import OPENMP, FAST_ALGORITHMS, GroupCheck, check_group, solve_checking_groups
 
-    assert pool_of("winograd-f2x2") == pool_of("winograd-f4x4") == pool_of("fft") == TRANSFORMED
-    assert pool_of("im2col-gemm") == OPENMP and pool_of("nnpack") == "pthreadpool"
+    assert check_group("winograd-f2x2") == check_group("winograd-f4x4") == check_group("fft") == FAST_ALGORITHMS
+    assert check_group("im2col-gemm") == OPENMP and check_group("nnpack") == "pthreadpool"
     prims = ["pytorch-default", "winograd-f4x4", "fft"]
     specs = [ConvSpec(1, 8, 12, 12, 8, 3, 3, padding=1)] * 2
     table = CostTable(ConvGraph(["a", "b"], specs, [(0, 1)], [0]), prims, np.array([[1.0, 0.7, 0.8], [1.0, 0.9, 0.6]]),
                       np.zeros(2), np.zeros(2, bool))
     seen = []
 
-    def slower(pool: str, with_pool: Selection, without: Selection) -> PoolCheck:
+    def slower(pool: str, with_pool: Selection, without: Selection) -> GroupCheck:
         seen.append((pool, [c.primitive for c in with_pool.choices], [c.primitive for c in without.choices]))
-        return PoolCheck(pool, ("winograd-f4x4", "fft"), 2, 0.94, (0.92, 0.98), False)
+        return GroupCheck(pool, ("winograd-f4x4", "fft"), 2, 0.94, (0.92, 0.98), False)
 
-    checks: dict[str, PoolCheck] = {}
-    sel = solve_checking_pools(table, per_layer, checks, slower)
-    assert seen == [(TRANSFORMED, ["winograd-f4x4", "fft"], ["pytorch-default", "pytorch-default"])]
+    checks: dict[str, GroupCheck] = {}
+    sel = solve_checking_groups(table, per_layer, checks, slower)
+    assert seen == [(FAST_ALGORITHMS, ["winograd-f4x4", "fft"], ["pytorch-default", "pytorch-default"])]
     assert [c.primitive for c in sel.choices] == ["pytorch-default", "pytorch-default"]
-    text = checks[TRANSFORMED].describe()
-    assert "(weights transformed, profiled warm) on 2 layer(s)" in text and "without them" in text
+    text = checks[FAST_ALGORITHMS].describe()
+    assert "(fast algorithm, its profiled times the least sure) on 2 layer(s)" in text and "without them" in text
     assert "left out of every selection" in text
 
 
@@ -360,38 +360,38 @@ def test_a_thread_pool_of_its_own_is_kept_only_if_the_network_runs_faster(
 
     import rooftune.bench
     from rooftune.selection import select
-    from rooftune.selection.pools import OPENMP, PoolCheck, pool_of, solve_checking_pools, without_pools
+    from rooftune.selection.pools import OPENMP, GroupCheck, check_group, solve_checking_groups, without_groups
 
-    assert pool_of("nnpack") == "pthreadpool" and pool_of("onnxruntime-mlas") == "onnxruntime"
-    assert pool_of("onednn-prepacked-nhwc") == pool_of("pytorch-default") == OPENMP
+    assert check_group("nnpack") == "pthreadpool" and check_group("onnxruntime-mlas") == "onnxruntime"
+    assert check_group("onednn-prepacked-nhwc") == check_group("pytorch-default") == OPENMP
     prims = ["pytorch-default", "nnpack", "onnxruntime-mlas", "onednn-nhwc"]
     specs = [ConvSpec(1, 8, 12, 12, 8, 3, 3, padding=1)] * 3
     g = ConvGraph(["a", "b", "c"], specs, [(0, 1), (1, 2)], [0])
     times = np.array([[1.0, 0.8, 0.9, 0.95], [1.0, 0.95, 2.0, 1.2], [1.0, 2.0, 0.85, 1.2]])
     table = CostTable(g, prims, times, np.zeros(3), np.zeros(3, bool))
-    assert np.isinf(without_pools(table, {"pthreadpool"}).times[:, 1]).all() and table.times[0, 1] == 0.8
+    assert np.isinf(without_groups(table, {"pthreadpool"}).times[:, 1]).all() and table.times[0, 1] == 0.8
     seen: list[tuple[str, list[str], list[str]]] = []
 
     def decide(keep: set[str]):
-        def check(pool: str, with_pool: Selection, without: Selection) -> PoolCheck:
+        def check(pool: str, with_pool: Selection, without: Selection) -> GroupCheck:
             seen.append((pool, [c.primitive for c in with_pool.choices], [c.primitive for c in without.choices]))
-            n = sum(pool_of(c.primitive) == pool for c in with_pool.choices)
-            return PoolCheck(pool, ("x",), n, 1.1 if pool in keep else 0.95, (1.05, 1.15) if pool in keep else (0.9, 1.0),
+            n = sum(check_group(c.primitive) == pool for c in with_pool.choices)
+            return GroupCheck(pool, ("x",), n, 1.1 if pool in keep else 0.95, (1.05, 1.15) if pool in keep else (0.9, 1.0),
                              pool in keep)
         return check
 
-    checks: dict[str, PoolCheck] = {}
-    sel = solve_checking_pools(table, per_layer, checks, decide(set()))
+    checks: dict[str, GroupCheck] = {}
+    sel = solve_checking_groups(table, per_layer, checks, decide(set()))
     assert [c.primitive for c in sel.choices] == ["onednn-nhwc", "pytorch-default", "pytorch-default"]
     assert seen[0] == ("pthreadpool", ["nnpack", "nnpack", "onnxruntime-mlas"], ["onnxruntime-mlas", "pytorch-default", "onnxruntime-mlas"])
     assert seen[1][0] == "onnxruntime" and set(checks) == {"pthreadpool", "onnxruntime"}
     # the decisions hold for later tables of the same network: nothing measured again
-    again = solve_checking_pools(table, best_uniform, checks, decide({"pthreadpool"}))
+    again = solve_checking_groups(table, best_uniform, checks, decide({"pthreadpool"}))
     assert len(seen) == 2 and again.strategy == "uniform:pytorch-default"
-    kept = solve_checking_pools(table, per_layer, {}, decide({"pthreadpool", "onnxruntime"}))
+    kept = solve_checking_groups(table, per_layer, {}, decide({"pthreadpool", "onnxruntime"}))
     assert [c.primitive for c in kept.choices] == ["nnpack", "nnpack", "onnxruntime-mlas"]
-    assert "kept" in PoolCheck("pthreadpool", ("nnpack",), 2, 1.1, (1.05, 1.15), True).describe()
-    assert "left out" in PoolCheck("pthreadpool", ("nnpack",), 2, 0.95, (0.9, 1.0), False).describe()
+    assert "kept" in GroupCheck("pthreadpool", ("nnpack",), 2, 1.1, (1.05, 1.15), True).describe()
+    assert "left out" in GroupCheck("pthreadpool", ("nnpack",), 2, 0.95, (0.9, 1.0), False).describe()
 
     # select: a model that predicts NNPACK fastest everywhere; the network with it ran slower
     from rooftune.profiling import sample_specs
@@ -413,6 +413,8 @@ def test_a_thread_pool_of_its_own_is_kept_only_if_the_network_runs_faster(
     assert labels[0] == "without pthreadpool" and labels.count("without pthreadpool") == 1
     assert "nnpack" not in {c.primitive for c in r.selection.choices}
     assert any("nnpack" in n and "left out" in n and "0.930x" in n for n in r.notes)
+    assert [(c.group, c.primitives, c.kept) for c in r.checks] == [("pthreadpool", ("nnpack",), False)]
+    assert r.to_dict()["checks"][0]["speedup"] == 0.93 and r.checks[0].describe() in r.notes
     unmeasured = select("resnet18", perfmodel=fit, db=str(tmp_path / "r.db"), measure_s=None)
     assert "nnpack" in {c.primitive for c in unmeasured.selection.choices}
     assert any("not measured inside the network" in n for n in unmeasured.notes)

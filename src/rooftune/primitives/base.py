@@ -52,9 +52,9 @@ class Primitive(ABC):
     #: The threads it runs on: OpenMP's (ATen, oneDNN, MKL), or a pool of the library's own,
     #: which costs a switch inside a network of OpenMP layers (rooftune.selection.pools).
     thread_pool: str = "openmp"
-    #: Its prepared weights are a transform larger than the layer's own (Winograd's 16 or 36 values
-    #: per 3x3 filter, FFT's per frequency): a campaign times them warm, a network reads them from
-    #: memory, so a selection that uses it is checked inside the network (rooftune.selection.pools).
+    #: A fast algorithm whose prepared weights are a transform of the layer's (Winograd's 16 or 36
+    #: values per 3x3 filter, FFT's per frequency): a selection that uses it is checked inside the
+    #: network, its profiled times being the least sure (rooftune.selection.pools).
     transformed_weights: bool = False
 
     def available(self) -> str | None:

@@ -11,7 +11,7 @@ import json
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ import torch
 from rooftune.errors import InvalidArgument
 from rooftune.primitives import get_primitive
 from rooftune.selection.graph import ConvGraph, conv_graph
-from rooftune.selection.pools import OPENMP, PoolCheck, pool_of, solve_checking_pools
+from rooftune.selection.pools import OPENMP, GroupCheck, check_group, solve_checking_groups
 from rooftune.selection.rewrite import SelectedConv, Verification, rewrite, selected_layers, verify
 from rooftune.selection.solve import (
     DEFAULT,
@@ -104,12 +104,14 @@ class SelectResult:
     others: dict[str, dict[str, Any]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     module: torch.nn.Module | None = None
+    #: Each group the selections were checked for inside the network (its description is in ``notes`` too).
+    checks: list[GroupCheck] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"model": self.model, "batch": self.batch, "threads": self.threads, "platform_id": self.platform_id,
                 "layers": self.layers, "select_time_s": self.select_time_s, "selection": self.selection.to_dict(),
                 "verification": self.verification.to_dict(), "comparisons": self.comparisons, "others": self.others,
-                "notes": self.notes}
+                "notes": self.notes, "checks": [asdict(c) for c in self.checks]}
 
 
 def comparison_policy(budget_s: float) -> Any:
@@ -194,22 +196,22 @@ def select(model: str | torch.nn.Module, *, batch: int = 1, threads: int | None 
         table = predicted_table(graph, perfmodel, prims)
         chosen = solve(table)
         select_s = time.perf_counter() - t0
-        # a primitive on a thread pool of its own, or with transformed weights, is kept only if the
-        # network ran faster with it than solved without it (measured once per pool or group, the
-        # decision shared by every table below)
-        pool_checks: dict[str, PoolCheck] = {}
+        # a primitive on a thread pool of its own, or a fast algorithm (Winograd, FFT), is kept only
+        # if the network ran faster with its group than solved without it (measured once per group,
+        # the decision shared by every table below)
+        group_checks: dict[str, GroupCheck] = {}
 
-        def check_pool(pool: str, with_pool: Selection, without: Selection) -> PoolCheck:
-            on = [c.primitive for c in with_pool.choices if pool_of(c.primitive) == pool]
+        def check(group: str, with_group: Selection, without: Selection) -> GroupCheck:
+            on = [c.primitive for c in with_group.choices if check_group(c.primitive) == group]
             if not measure_s:
-                return PoolCheck(pool, tuple(sorted(set(on))), len(on), None, None, True)
-            cmp = compare(module_runner(rewrite(module, without), inputs), module_runner(rewrite(module, with_pool), inputs),
-                          label_a=f"without {pool}", label_b=f"with {pool}", policy=comparison_policy(measure_s / 2),
+                return GroupCheck(group, tuple(sorted(set(on))), len(on), None, None, True)
+            cmp = compare(module_runner(rewrite(module, without), inputs), module_runner(rewrite(module, with_group), inputs),
+                          label_a=f"without {group}", label_b=f"with {group}", policy=comparison_policy(measure_s / 2),
                           platform_id=platform.id)
-            return PoolCheck(pool, tuple(sorted(set(on))), len(on), cmp.ratio, cmp.ci, cmp.ci[0] > 1.0)
+            return GroupCheck(group, tuple(sorted(set(on))), len(on), cmp.ratio, cmp.ci, cmp.ci[0] > 1.0)
 
-        if any(pool_of(c.primitive) != OPENMP for c in chosen.choices):
-            chosen = solve_checking_pools(table, solve, pool_checks, check_pool, progress=say)
+        if any(check_group(c.primitive) != OPENMP for c in chosen.choices):
+            chosen = solve_checking_groups(table, solve, group_checks, check, progress=say)
         notes = list(chosen.notes)
         if not graph.traced:
             notes.append("torch.fx could not trace the model: convolutions taken as a chain in execution order")
@@ -230,17 +232,17 @@ def select(model: str | torch.nn.Module, *, batch: int = 1, threads: int | None 
         say("rewriting and verifying")
         main = _candidate("selected", module, chosen, inputs)
         others: list[Candidate] = []
-        uni = solve_checking_pools(oracle_table or table, best_uniform, pool_checks, check_pool, progress=say)
+        uni = solve_checking_groups(oracle_table or table, best_uniform, group_checks, check, progress=say)
         others.append(_candidate("best-uniform", module, uni, inputs))
         if oracle_table is not None:
-            oracle = solve_checking_pools(oracle_table, layout_aware, pool_checks, check_pool, progress=say)
+            oracle = solve_checking_groups(oracle_table, layout_aware, group_checks, check, progress=say)
             others.append(_candidate("oracle", module, oracle, inputs))
         else:
             notes.append(f"no oracle: {len(missing)} layer(s) not profiled on this platform at {threads} threads "
                          f"(run `rooftune profile --models {name} --threads {threads}`)")
-        notes += [c.describe() for c in pool_checks.values()]
+        notes += [c.describe() for c in group_checks.values()]
         result = SelectResult(name, batch, threads, platform.id, len(graph), chosen, main.verification, select_s,
-                              notes=notes, module=main.module)
+                              notes=notes, module=main.module, checks=list(group_checks.values()))
         for c in others:
             result.others[c.name] = {"strategy": c.selection.strategy, "expected_s": c.selection.total_s,
                                      "verification": c.verification.to_dict(),

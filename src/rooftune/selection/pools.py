@@ -1,5 +1,5 @@
-"""Primitives checked inside the network: those that run on a thread pool of their own, and those
-whose prepared weights are a transform larger than the layer's own.
+"""Primitives checked inside the network, in groups: those that run on a thread pool of their
+own, and the fast algorithms (Winograd, FFT), whose profiled times the selection trusts least.
 
 Every primitive but two runs its threads on the OpenMP pool that ATen, oneDNN and MKL share;
 NNPACK runs on its own pthreadpool and ONNX Runtime's MLAS on its own pool. Profiled alone, such a
@@ -11,19 +11,22 @@ in the same process; resnet50 with three NNPACK layers ran 1.04-1.10x slower tha
 them, and with OMP_WAIT_POLICY=passive the difference vanished (BENCHMARKS.md, perfmodel Run 16).
 
 A cost per layer measured on one layer swings too much to be added to a table. So the decision is
-taken where it shows: when a selection puts layers on such a pool, the same network solved
-without that pool is rewritten too, and the two are measured against each other, interleaved,
-end to end. The pool stays only if it made the network faster with the whole interval; the
+taken where it shows: when a selection puts layers in such a group, the same network solved
+without that group is rewritten too, and the two are measured against each other, interleaved,
+end to end. The group stays only if it made the network faster with the whole interval; the
 decision holds for every table of that network (the predicted one, the best uniform's, the
 oracle's).
 
-Winograd's and FFT's transformed weights are checked the same way, as one group
-(:data:`TRANSFORMED`). A campaign times every row with the layer's weights in the caches; inside
-a network they come from memory, and Winograd F(4x4)'s are four times the direct ones. On the
-Zen 4 VM, a 3x3 layer of 256 channels at 28x28 ran on pre-packed oneDNN in 0.895x Winograd
-F(4x4)'s time warm and 0.705x with the caches evicted before every call; a base model that put
-Winograd F(4x4) on three such layers of wide_resnet50_2 selected a network 0.943x as fast as
-one without them (BENCHMARKS.md, perfmodel Run 20).
+Winograd and FFT form one group (:data:`FAST_ALGORITHMS`). On the Zen 4 VM Winograd's profiled
+rows repeat the least of all primitives: a third of Winograd F(4x4)'s rows had a second pass
+more than 10 % slower than their fastest, which the row keeps, against 4 % of pre-packed
+oneDNN's, and one layer's time moved by 1.5x from one process to the next where oneDNN's moved
+by 1.1x. On the layers of four networks no base model was trained on, the shipped base predicted
+Winograd 9-12 % too fast in the median (on its three layers there) and every other primitive
+within 5 %; it put Winograd F(4x4) on those three layers of wide_resnet50_2, and that network
+ran 0.943x as fast as without them. Their weights read from memory are not the cause: with the
+caches evicted before every call, Winograd F(4x4) stood 1.04x better against pre-packed oneDNN
+than warm, in the geometric mean of eight layers (BENCHMARKS.md, perfmodel Runs 20 and 21).
 """
 
 from __future__ import annotations
@@ -39,28 +42,28 @@ from rooftune.primitives import get_primitive
 
 #: The thread pool a primitive runs on unless it says otherwise.
 OPENMP = "openmp"
-#: The group of the primitives on OpenMP whose prepared weights are transformed (Winograd, FFT).
-TRANSFORMED = "transformed weights"
+#: The group of the fast algorithms on OpenMP, whose prepared weights are a transform (Winograd, FFT).
+FAST_ALGORITHMS = "fast algorithms"
 
 
 @functools.cache
-def pool_of(name: str) -> str:
-    """What a selection that uses the primitive ``name`` is checked for: its thread pool when it
-    has one of its own, :data:`TRANSFORMED` when its weights are transformed, else OPENMP (no check).
+def check_group(name: str) -> str:
+    """The group a selection that uses the primitive ``name`` is checked for: its thread pool when
+    it has one of its own, :data:`FAST_ALGORITHMS` for Winograd and FFT, else OPENMP (no check).
     Read once per name: building a primitive is not free, and a solve asks for every layer's."""
     p = get_primitive(name)
     if p.thread_pool == OPENMP and p.transformed_weights:
-        return TRANSFORMED
+        return FAST_ALGORITHMS
     return p.thread_pool
 
 
 @dataclass(frozen=True)
-class PoolCheck:
-    """The network with ``layers`` layers on ``pool`` against the same network solved without it:
-    ``speedup`` = time without / time with (> 1: the pool helps), with its 95 % CI; ``kept`` when
-    the whole interval lies above 1. ``speedup`` is None when nothing was measured."""
+class GroupCheck:
+    """The network with ``layers`` layers in ``group`` against the same network solved without
+    that group: ``speedup`` = time without / time with (> 1: the group helps), with its 95 % CI;
+    ``kept`` when the whole interval lies above 1. ``speedup`` is None when nothing was measured."""
 
-    pool: str
+    group: str
     primitives: tuple[str, ...]
     layers: int
     speedup: float | None
@@ -68,45 +71,45 @@ class PoolCheck:
     kept: bool
 
     def describe(self) -> str:
-        transformed = self.pool == TRANSFORMED
-        kind = "weights transformed, profiled warm" if transformed else f"its own thread pool, {self.pool}"
+        fast = self.group == FAST_ALGORITHMS
+        kind = "fast algorithm, its profiled times the least sure" if fast else f"its own thread pool, {self.group}"
         what = f"{', '.join(self.primitives)} ({kind}) on {self.layers} layer(s)"
         if self.speedup is None or self.ci is None:
             return f"{what}: not measured inside the network against the other primitives (no measurement asked), kept"
         verdict = "kept" if self.kept else "left out of every selection of this network"
-        without = "them" if transformed else "that pool"
+        without = "them" if fast else "that pool"
         return (f"{what}: the network ran {self.speedup:.3f}x as fast as the same network solved without {without} "
                 f"(95 % CI {self.ci[0]:.3f}-{self.ci[1]:.3f}, interleaved): {verdict}")
 
 
-def without_pools(table: Any, pools: set[str]) -> Any:
-    """A copy of ``table`` in which the primitives of ``pools`` apply to no layer."""
-    if not pools:
+def without_groups(table: Any, groups: set[str]) -> Any:
+    """A copy of ``table`` in which the primitives of ``groups`` apply to no layer."""
+    if not groups:
         return table
     times = table.times.copy()
     for j, name in enumerate(table.primitives):
-        if pool_of(name) in pools:
+        if check_group(name) in groups:
             times[:, j] = np.inf
     return replace(table, times=times)
 
 
-def solve_checking_pools(table: Any, solve: Callable[[Any], Any], checks: dict[str, PoolCheck],
-                         check: Callable[[str, Any, Any], PoolCheck],
-                         progress: Callable[[str], None] | None = None) -> Any:
-    """Solve ``table`` without the pools ``checks`` left out; while the selection puts layers on a
-    pool not yet checked, ``check(pool, selection, selection solved without it)`` decides, and the
-    table is solved again. ``checks`` gains each decision (shared by the tables of one network)."""
+def solve_checking_groups(table: Any, solve: Callable[[Any], Any], checks: dict[str, GroupCheck],
+                          check: Callable[[str, Any, Any], GroupCheck],
+                          progress: Callable[[str], None] | None = None) -> Any:
+    """Solve ``table`` without the groups ``checks`` left out; while the selection puts layers in
+    a group not yet checked, ``check(group, selection, selection solved without it)`` decides, and
+    the table is solved again. ``checks`` gains each decision (shared by the tables of one network)."""
     say = progress or (lambda _m: None)
     while True:
-        out = {p for p, c in checks.items() if not c.kept}
-        sel = solve(without_pools(table, out))
-        new = [pool_of(c.primitive) for c in sel.choices if pool_of(c.primitive) not in (OPENMP, *checks)]
+        out = {g for g, c in checks.items() if not c.kept}
+        sel = solve(without_groups(table, out))
+        new = [check_group(c.primitive) for c in sel.choices if check_group(c.primitive) not in (OPENMP, *checks)]
         if not new:
             return sel
-        pool = new[0]
-        say("measuring the network with and without " + ("its transformed-weight primitives" if pool == TRANSFORMED
-                                                         else f"{pool}'s primitives"))
-        checks[pool] = check(pool, sel, solve(without_pools(table, out | {pool})))
+        group = new[0]
+        say("measuring the network with and without " + ("its fast algorithms" if group == FAST_ALGORITHMS
+                                                         else f"{group}'s primitives"))
+        checks[group] = check(group, sel, solve(without_groups(table, out | {group})))
 
 
-__all__ = ["OPENMP", "TRANSFORMED", "PoolCheck", "pool_of", "solve_checking_pools", "without_pools"]
+__all__ = ["OPENMP", "FAST_ALGORITHMS", "GroupCheck", "check_group", "solve_checking_groups", "without_groups"]
