@@ -117,7 +117,8 @@ def test_throughput_study_searches_batch_and_instances(tmp_path: Path, monkeypat
     assert len(searched) == 3 and all(t.config.instances * t.config.intra_threads <= cores for t in searched)
     assert {b.config.batch for b in r.baselines.values()} == {1}
     best = r.best.score("throughput")
-    assert all(best <= t.score("throughput") for t in r.trials) or any("re-measured" in n for n in r.notes)
+    # the fastest trial, unless an interleaved comparison put another in its place ("... is the best")
+    assert all(best <= t.score("throughput") for t in r.trials) or any("is the best" in n for n in r.notes)
 
 
 def test_int8_study_and_bad_precision(tmp_path: Path) -> None:
