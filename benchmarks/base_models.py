@@ -70,7 +70,7 @@ def main() -> int:
     out: dict = {"platform": here.id, "nearest": nearest, "models": {}}
     if args.db:
         from rooftune.perfmodel import load_profile_data, regression_metrics
-        from rooftune.perfmodel.evaluate import by_primitive, predict_for
+        from rooftune.perfmodel.evaluate import by_primitive, by_primitive_line, predict_for
         from rooftune.store import Store
 
         with Store(args.db, create=False) as s:
@@ -92,8 +92,7 @@ def main() -> int:
             print(f"per layer, {len(data)} profiled specs{seen}: {n} top-1 {r['top1']:.1%}, regret mean "
                   f"{r['regret_mean']:.1%} worst {r['regret_worst']:.1%}, Spearman {r['spearman']:.3f}, "
                   f"within +-10 % {r['within_10pct']:.1%}")
-            print("  per primitive (within +-10 %, median predicted/measured): " + ", ".join(
-                f"{p} {b['within_10pct']:.0%} x{b['bias']:.2f}" for p, b in r["by_primitive"].items()))
+            print(f"  {by_primitive_line(r['by_primitive'])}")
     policy = comparison_policy(args.budget)
     for name in [m.strip() for m in args.models.split(",") if m.strip()]:
         wl = load_workload(name, batch=1, check=False)

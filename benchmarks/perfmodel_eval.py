@@ -47,7 +47,7 @@ def main() -> int:
 
     from rooftune.errors import InvalidArgument
     from rooftune.perfmodel import PerfModel, evaluate, learning_curve, load_profile_data, select_time
-    from rooftune.perfmodel.evaluate import REGRESSORS
+    from rooftune.perfmodel.evaluate import REGRESSORS, by_primitive_line
     from rooftune.platform import current_platform
     from rooftune.store import Store
 
@@ -73,8 +73,7 @@ def main() -> int:
               f"Spearman {m['spearman']:.3f}  top-1 {m['top1']:.1%} (within 5 %: {m['top1_within_5pct']:.1%})  "
               f"regret mean {m['regret_mean']:.1%} worst {m['regret_worst']:.1%}")
     for name, m in ev["regressors"].items():
-        print(f"{name} per primitive (within +-10 %, median predicted/measured): " + ", ".join(
-            f"{p} {b['within_10pct']:.0%} x{b['bias']:.2f}" for p, b in m.get("by_primitive", {}).items()))
+        print(f"{name} {by_primitive_line(m.get('by_primitive', {}))}")
     ps = ev.get("probe_scaling") or {}
     print(f"times brought to the quiet machine (probe exponent {ps.get('exponent')}): {ps.get('scaled')} of "
           f"{ps.get('rows')} rows scaled, median factor {ps.get('median', 1):.3f}, 90th percentile {ps.get('p90', 1):.3f}")

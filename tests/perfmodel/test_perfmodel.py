@@ -672,7 +672,7 @@ def test_each_primitive_is_scored_with_the_way_it_misses(monkeypatch: pytest.Mon
     from rich.console import Console
 
     from rooftune import cli
-    from rooftune.perfmodel.evaluate import by_primitive
+    from rooftune.perfmodel.evaluate import by_primitive, by_primitive_line
 
     true = np.array([[1.0, 2.0, np.nan], [1.0, 4.0, 1.0], [2.0, 1.0, np.nan]])
     pred = np.array([[1.05, 1.0, 1.0], [0.5, 2.0, np.nan], [2.1, 0.5, 7.0]])  # "b" predicted twice too fast
@@ -681,6 +681,7 @@ def test_each_primitive_is_scored_with_the_way_it_misses(monkeypatch: pytest.Mon
     assert got["a"] == {"pairs": 3, "within_10pct": pytest.approx(2 / 3), "mape": pytest.approx(0.2),
                         "bias": pytest.approx(1.05)}
     assert got["b"]["within_10pct"] == 0.0 and got["b"]["bias"] == pytest.approx(0.5)
+    assert by_primitive_line(got).endswith("a 67% x1.05, b 0% x0.50")
     data = synthetic(120)
     rf = evaluate(data, estimators=("rf",), classifiers=(), make=lambda e: PerfModel(e, n_estimators=20))["regressors"]["rf"]
     assert sum(b["pairs"] for b in rf["by_primitive"].values()) == rf["pairs"]

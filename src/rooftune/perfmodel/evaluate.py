@@ -65,6 +65,12 @@ def by_primitive(pred: np.ndarray, true: np.ndarray, primitives: Sequence[str]) 
     return out
 
 
+def by_primitive_line(per: dict[str, dict[str, float]]) -> str:
+    """:func:`by_primitive`'s figures on one line: ``name share xbias, ...``."""
+    return "per primitive (within +-10 %, median predicted/measured): " + ", ".join(
+        f"{p} {b['within_10pct']:.0%} x{b['bias']:.2f}" for p, b in per.items())
+
+
 def steady_share(pred: np.ndarray, true: np.ndarray, spread: np.ndarray) -> dict[str, Any]:
     """The share within +-10 % over the steady test rows only (see :data:`STEADY`): the model's
     error apart from test rows the data cannot pin down to 10 % (it still learned from every row).

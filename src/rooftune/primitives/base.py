@@ -55,7 +55,7 @@ class Primitive(ABC):
     #: A fast algorithm whose prepared weights are a transform of the layer's (Winograd's 16 or 36
     #: values per 3x3 filter, FFT's per frequency): a selection that uses it is checked inside the
     #: network, its profiled times being the least sure (rooftune.selection.pools).
-    transformed_weights: bool = False
+    fast_algorithm: bool = False
 
     def available(self) -> str | None:
         """None when the library is usable in this build, else why not."""

@@ -46,7 +46,7 @@ class Winograd(Primitive):
     K x C times C x tiles, output tiles transformed back. 3x3, stride 1, dilation 1, groups 1."""
 
     library = "PyTorch (batched GEMM on MKL)"
-    transformed_weights = True
+    fast_algorithm = True
 
     def __init__(self, m: int = 2) -> None:
         self.m = m
@@ -92,7 +92,7 @@ class FFTConv(Primitive):
     name = "fft"
     library = "PyTorch torch.fft (pocketfft/MKL)"
     description = "FFT convolution, per-frequency channel GEMMs"
-    transformed_weights = True
+    fast_algorithm = True
 
     def _supports(self, spec: ConvSpec) -> bool | str:
         ok = needs(spec, groups1=True, stride1=True, dilation1=True)

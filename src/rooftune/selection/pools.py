@@ -52,7 +52,7 @@ def check_group(name: str) -> str:
     it has one of its own, :data:`FAST_ALGORITHMS` for Winograd and FFT, else OPENMP (no check).
     Read once per name: building a primitive is not free, and a solve asks for every layer's."""
     p = get_primitive(name)
-    if p.thread_pool == OPENMP and p.transformed_weights:
+    if p.thread_pool == OPENMP and p.fast_algorithm:
         return FAST_ALGORITHMS
     return p.thread_pool
 
