@@ -85,7 +85,7 @@ def test_a_usage_error_is_the_usage_and_one_error_line(tmp_path: Path) -> None:
     the options are listed), whichever click typer brings (its own vendored copy from typer 0.25 on)."""
     db = tmp_path / "r.db"
     proc = rooftune_in_process("machine", "--bogus", db=db)
-    assert_one_line_error(proc, "no such option: --bogus", "(see rooftune machine --help)")
+    assert_one_line_error(proc, "no such option '--bogus'", "(see rooftune machine --help)")
     assert not db.exists()
 
 
@@ -241,3 +241,35 @@ def test_stdout_to_a_file_or_pipe_is_wide_and_tables_fold() -> None:
     columns = ["".join(r[i] for r in rows).replace(" ", "") for i in range(3)]
     assert columns == ["pytorch-launcher", "onnxruntime,2instances,1x1threads,batch8,graph_optimization=all",
                        "2.92x(2.84-3.02)"]
+
+
+class _ClickError(Exception):
+    """A usage error as click's versions raise it: a message, the option, the command path."""
+
+    def __init__(self, message: str, opts: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = type("P", (), {"opts": opts})() if opts else None
+        self.ctx = type("C", (), {"command_path": "rooftune analyze"})()
+
+    def format_message(self) -> str:
+        return self.message
+
+
+@pytest.mark.parametrize("message", [
+    "Invalid value for '--budget': 'abc' is not a valid float.",  # click 8.1 to 8.5
+    "Invalid value for '--budget': Input should be a valid number",  # the click typer vendors
+])
+def test_a_bad_value_reads_alike_whichever_click_worded_it(message: str) -> None:
+    from rooftune.cli import _usage_line
+
+    line = _usage_line(_ClickError(message, ["--budget"]), ["analyze", "resnet18", "--budget", "abc"])
+    assert line.startswith("invalid value for '--budget' 'abc': ")
+    assert line.count("'abc'") == 1 and line.endswith("(see rooftune analyze --help)")
+
+
+@pytest.mark.parametrize("message", ["No such option: --bogus", "No such option '--bogus'."])
+def test_an_unknown_option_reads_alike_whichever_click_worded_it(message: str) -> None:
+    from rooftune.cli import _usage_line
+
+    assert _usage_line(_ClickError(message), ["--bogus"]) == "no such option '--bogus' (see rooftune analyze --help)"

@@ -76,7 +76,7 @@ CASES = [
     # click's usage errors, in one line with the value
     (["analyze", "resnet18", "--budget", "abc"], ["invalid value for '--budget' 'abc'", "(see rooftune analyze --help)"]),
     (["select", "resnet18", "--batch=1.5"], ["'--batch' '1.5'"]),
-    (["analyze", "resnet18", "--bogus"], ["no such option: --bogus"]),
+    (["analyze", "resnet18", "--bogus"], ["no such option '--bogus'"]),
 ]
 
 

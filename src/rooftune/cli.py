@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -17,7 +18,7 @@ from rich.table import Table as _RichTable
 
 from rooftune.errors import InvalidArgument, RooftuneError
 from rooftune.paths import output_dir, output_file
-from rooftune.units import fmt_size, threads_of
+from rooftune.units import fmt_size, speedup_text, threads_of
 
 app = typer.Typer(
     add_completion=False,
@@ -396,7 +397,7 @@ def _print_tune(r: Any) -> None:
     rows = [("best", r.best), ("guideline", r.guideline), *r.baselines.items()]
     for name, tr in rows:
         sp = r.speedup.get(name)
-        speed = f"{sp['ratio']:.2f}x ({sp['ci_low']:.2f}-{sp['ci_high']:.2f})" if sp and sp.get("ratio") == sp.get("ratio") else "-"
+        speed = speedup_text(sp)
         if not tr.ok:
             t.add_row(name, tr.config.describe(), "failed", "", "", "", tr.error[:60])
             continue
@@ -1025,6 +1026,8 @@ def _usage_line(exc: Any, argv: list[str]) -> str:
     """A usage error (click's) in one line: what was wrong, the value given for the option when
     there was one, and where the options are listed."""
     msg = str(exc.format_message()).strip().rstrip(".")
+    # click's versions word this "No such option: --x" or "No such option '--x'": one form.
+    msg = re.sub(r"^No such option: (\S+)", r"No such option '\1'", msg)
     param = getattr(exc, "param", None)
     value = None
     for opt in getattr(param, "opts", None) or []:
@@ -1035,9 +1038,16 @@ def _usage_line(exc: Any, argv: list[str]) -> str:
                 value = argv[i + 1]
             elif tok.startswith(opt + "="):
                 value = tok[len(opt) + 1:]
-    if value is not None and repr(value) not in msg:
+    if value is not None:
+        # The value beside the option it was given for, whichever way click's version words it
+        # ("Invalid value for '--x': 'v' is not a valid float" or "...: input should be ...").
         head, sep, tail = msg.partition(": ")
-        msg = f"{head} {value!r}{sep}{tail[:1].lower()}{tail[1:]}" if sep else f"{msg} ({value!r})"
+        if sep:
+            head = head if repr(value) in head else f"{head} {value!r}"
+            tail = tail.removeprefix(f"{value!r} is ")
+            msg = f"{head}{sep}{tail[:1].lower()}{tail[1:]}"
+        elif repr(value) not in msg:
+            msg = f"{msg} ({value!r})"
     ctx = getattr(exc, "ctx", None)
     where = getattr(ctx, "command_path", None) or "rooftune"
     return f"{msg[:1].lower()}{msg[1:]} (see {where} --help)"

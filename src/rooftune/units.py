@@ -4,6 +4,7 @@ command line, the figures and the report."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 
 def fmt_time(t: float) -> str:
@@ -37,3 +38,14 @@ def finite(v: float | None) -> bool:
 def threads_of(n: object) -> str:
     """"1 thread", "2 threads"."""
     return f"{n} thread" if n == 1 else f"{n} threads"
+
+
+def speedup_text(sp: dict[str, Any] | None) -> str:
+    """A tuning speedup as '1.23x (1.20-1.26)'; '-' where none was measured, and the interval
+    said to be missing where too few pairs were timed to bound it."""
+    if not sp or not math.isfinite(sp.get("ratio", math.nan)):
+        return "-"
+    lo, hi = sp.get("ci_low", math.nan), sp.get("ci_high", math.nan)
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return f"{sp['ratio']:.2f}x (too few pairs for a CI)"
+    return f"{sp['ratio']:.2f}x ({lo:.2f}-{hi:.2f})"

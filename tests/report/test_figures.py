@@ -15,3 +15,23 @@ def test_a_sweep_figure_without_a_sweep_renders_without_warnings(tmp_path: Path)
         warnings.simplefilter("error")  # matplotlib warned of an empty legend and a failed tight layout
         out = plot_sweep(make_ceilings(current_platform()), tmp_path / "sweep.png")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_speedup_timed_too_briefly_for_an_interval_is_drawn_and_said(tmp_path: Path) -> None:
+    """Too few pairs leave the interval unbounded (-inf, inf); a failed comparison leaves nan. The
+    figure still renders (matplotlib refused infinite axis limits), and the text says which is which."""
+    import math
+    from types import SimpleNamespace
+
+    from rooftune.report.tuning_figures import plot_speedups, speedup_rows
+    from rooftune.units import speedup_text
+
+    speedup = {"vanilla": {"ratio": 1.8, "ci_low": 1.7, "ci_high": 1.9},
+               "pytorch-launcher": {"ratio": 1.3, "ci_low": -math.inf, "ci_high": math.inf},
+               "openvino-latency": {"ratio": math.nan, "ci_low": math.nan, "ci_high": math.nan, "error": "crashed"}}
+    tune = SimpleNamespace(speedup=speedup)
+    assert [r[0] for r in speedup_rows(tune, None)] == ["tuned vs vanilla", "tuned vs pytorch-launcher"]
+    out = plot_speedups(tune, None, tmp_path / "speedups.png")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert [speedup_text(speedup[n]) for n in speedup] == ["1.80x (1.70-1.90)", "1.30x (too few pairs for a CI)", "-"]
+    assert speedup_text(None) == "-"

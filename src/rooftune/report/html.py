@@ -10,7 +10,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rooftune.units import finite, fmt_rate, fmt_size, fmt_time, threads_of
+from rooftune.units import finite, fmt_rate, fmt_size, fmt_time, speedup_text, threads_of
 
 if TYPE_CHECKING:
     from rooftune.pipeline import OptimizeResult
@@ -134,12 +134,6 @@ def _analysis(r: OptimizeResult, figs: dict[str, Path]) -> str:
     )
 
 
-def _speed(sp: dict[str, Any] | None) -> str:
-    if not sp or sp.get("ratio") != sp.get("ratio"):
-        return "-"
-    return f"{sp['ratio']:.2f}x ({sp['ci_low']:.2f}-{sp['ci_high']:.2f})"
-
-
 def _tuning(r: OptimizeResult, figs: dict[str, Path]) -> str:
     t = r.tune
     if t is None:
@@ -150,7 +144,7 @@ def _tuning(r: OptimizeResult, figs: dict[str, Path]) -> str:
             rows.append([name, tr.config.describe(), "failed", "", "", "", tr.error[:120]])
         else:
             rows.append([name, tr.config.describe(), _t(tr.latency_s), _t(tr.p90_s), _t(tr.p99_s),
-                         f"{tr.throughput:.1f}", _speed(t.speedup.get(name))])
+                         f"{tr.throughput:.1f}", speedup_text(t.speedup.get(name))])
     failed = [x for x in t.trials if not x.ok]
     fails = _table(["configuration", "why it failed"], [[x.config.describe(), x.error[:200]] for x in failed[:15]])
     gap, lo, hi, interleaved = t.guideline_gap()

@@ -63,11 +63,12 @@ def speedup_rows(tune: TuneResult | None, select: SelectResult | None) -> list[t
     if tune is not None:
         for name, sp in tune.speedup.items():
             ratio = sp.get("ratio", math.nan)
-            if ratio == ratio:
+            if math.isfinite(ratio):
                 rows.append((f"tuned vs {name}", ratio, sp.get("ci_low", ratio), sp.get("ci_high", ratio)))
     if select is not None:
         for name, c in select.comparisons.items():
-            rows.append((f"selected primitives vs {name}", c["speedup"], c["ci"][0], c["ci"][1]))
+            if math.isfinite(c["speedup"]):
+                rows.append((f"selected primitives vs {name}", c["speedup"], c["ci"][0], c["ci"][1]))
     return rows
 
 
@@ -79,16 +80,22 @@ def plot_speedups(tune: TuneResult | None, select: SelectResult | None, path: st
         ax.text(0.5, 0.5, "no comparison was measured", ha="center", va="center", transform=ax.transAxes)
         ax.set_axis_off()
         return _save(fig, path)
-    labels = [r[0] for r in rows]
+    # A comparison with too few pairs has an unbounded interval: drawn without its bar, and said.
+    known = [math.isfinite(r[2]) and math.isfinite(r[3]) for r in rows]
+    labels = [r[0] if k else f"{r[0]} (too few pairs for a CI)" for r, k in zip(rows, known, strict=True)]
     ratios = [r[1] for r in rows]
-    err = [[max(r[1] - r[2], 0) for r in rows], [max(r[3] - r[1], 0) for r in rows]]
-    colours = ["#2ca02c" if r[2] > 1 else "#d62728" if r[3] < 1 else "#7f7f7f" for r in rows]
+    lo = [r[2] if k else r[1] for r, k in zip(rows, known, strict=True)]
+    hi = [r[3] if k else r[1] for r, k in zip(rows, known, strict=True)]
+    err = [[max(r - low, 0) for r, low in zip(ratios, lo, strict=True)],
+           [max(high - r, 0) for r, high in zip(ratios, hi, strict=True)]]
+    colours = ["#7f7f7f" if not k else "#2ca02c" if low > 1 else "#d62728" if high < 1 else "#7f7f7f"
+               for k, low, high in zip(known, lo, hi, strict=True)]
     y = list(range(len(rows)))
     ax.barh(y, ratios, xerr=err, color=colours, alpha=0.8, capsize=3)
     ax.axvline(1.0, color="black", lw=1)
-    for yi, r in zip(y, rows, strict=True):
-        ax.text(max(r[1], r[3]), yi, f"  {r[1]:.2f}x", va="center", fontsize=8)
-    ax.set_xlim(0, max(max(r[3] for r in rows), 1.0) * 1.15)
+    for yi, r, high in zip(y, ratios, hi, strict=True):
+        ax.text(max(r, high), yi, f"  {r:.2f}x", va="center", fontsize=8)
+    ax.set_xlim(0, max(*hi, 1.0) * 1.15)
     ax.set_yticks(y, labels, fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("speedup (time of the other / time of ours), 95 % CI; green: faster with the whole CI")
