@@ -48,6 +48,23 @@ def test_runtimes_declare_their_precisions() -> None:
     assert "no int8 path" in int8_missing("torchscript")
 
 
+def test_a_torchao_that_does_not_load_with_this_torch_takes_int8_out_with_a_note(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pip puts the newest torchao beside an older torch without complaint; one built for a newer
+    torch fails at import. Then eager and compile have no int8, and the note says why."""
+    import sys
+
+    from rooftune.runtimes import quantize
+
+    quantize._torchao_unusable.cache_clear()
+    monkeypatch.setitem(sys.modules, "torchao.quantization.pt2e.quantize_pt2e", None)  # import raises
+    try:
+        why = get_runtime("eager").unsupported(RunConfig(runtime="eager", precision="int8"))
+        assert why.startswith("int8 on eager: torchao ") and f"does not load with torch {torch.__version__}" in why
+        assert "(ModuleNotFoundError: import of torchao" in why and int8_missing("onnxruntime") is None
+    finally:
+        quantize._torchao_unusable.cache_clear()
+
+
 @pytest.mark.parametrize("runtime", ["onnxruntime", "eager", "openvino"])
 def test_int8_is_calibrated_and_guarded_on_the_calibration_set(tmp_path: Path, runtime: str) -> None:
     if int8_missing(runtime) or get_runtime(runtime).available():

@@ -10,6 +10,7 @@ Each one's package is optional: :func:`int8_missing` says what to install.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -46,8 +47,26 @@ def int8_missing(runtime: str) -> str | None:
     pkg = QUANTIZERS.get(runtime)
     if pkg is None:
         return f"{runtime} has no int8 path (int8 runs on {', '.join(QUANTIZERS)})"
-    why = missing(pkg)
+    why = missing(pkg) or (_torchao_unusable() if pkg == "torchao" else None)
     return f"int8 on {runtime}: {why}" if why else None
+
+
+@functools.cache
+def _torchao_unusable() -> str | None:
+    """None when torchao's PT2E quantizer loads beside this torch; else why not. pip installs the
+    newest torchao beside an older torch without complaint, and one built for a newer torch
+    fails at import (torchao 0.18 with torch 2.4: "module 'torch' has no attribute 'int1'")."""
+    from rooftune.workload.graph import quiet_torch
+
+    try:
+        with quiet_torch():
+            import torchao.quantization.pt2e.quantize_pt2e  # noqa: F401
+    except Exception as exc:  # any failure to load means no int8 through it
+        from importlib.metadata import version
+
+        return (f"torchao {version('torchao')} does not load with torch {torch.__version__} "
+                f"({type(exc).__name__}: {exc}); install the torchao made for this torch")
+    return None
 
 
 def calibration_inputs(example: Sequence[torch.Tensor], n: int = CALIBRATION_SIZE, seed: int = 0) -> list[Inputs]:

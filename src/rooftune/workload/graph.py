@@ -369,8 +369,9 @@ def capture_hooks(wl: Workload, note: str) -> OpGraph:
 
 
 @contextlib.contextmanager
-def _quiet_torch() -> Iterator[None]:
-    """Keep a failing export from printing its partial graph and warnings; the result says why."""
+def quiet_torch() -> Iterator[None]:
+    """Keep torch quiet inside: its loggers, warnings and prints (a failing export's partial graph,
+    a package's deprecation notes at import); the caller says what matters."""
     logger = logging.getLogger("torch")
     level = logger.level
     logger.setLevel(logging.CRITICAL)
@@ -385,7 +386,7 @@ def _quiet_torch() -> Iterator[None]:
 def capture(wl: Workload) -> OpGraph:
     """The op graph of ``wl``: torch.export when it can, else module hooks with the reason why."""
     try:
-        with _quiet_torch():
+        with quiet_torch():
             return capture_export(wl)
     except Exception as exc:  # export raises many kinds of errors; every one means "fall back"
         note = f"torch.export failed ({type(exc).__name__}: {_first_line(exc)}); captured leaf modules with hooks, functional ops are not seen"
