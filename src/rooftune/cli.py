@@ -18,7 +18,7 @@ from rich.table import Table as _RichTable
 
 from rooftune.errors import InvalidArgument, RooftuneError
 from rooftune.paths import output_dir, output_file
-from rooftune.units import fmt_size, speedup_text, threads_of
+from rooftune.units import ci_text, fmt_size, speedup_text, threads_of
 
 app = typer.Typer(
     add_completion=False,
@@ -885,7 +885,7 @@ def select(
     out.print(f"verification: {'ok' if v.ok else 'FAILED'}: max error {v.max_rel:.2e} of the output's scale "
               f"(bound {v.tolerance:g}), cosine {v.cosine:.6f}; {len(v.fallbacks)} layer(s) fell back", highlight=False)
     for label, c in r.comparisons.items():
-        out.print(f"selected vs {label}: {c['speedup']:.3f}x (95 % CI {c['ci'][0]:.3f}-{c['ci'][1]:.3f}), "
+        out.print(f"selected vs {label}: {c['speedup']:.3f}x ({ci_text(*c['ci'], 3, '95 % CI ')}), "
                   f"{_seconds(c['selected_s'])} vs {_seconds(c['other_s'])}", highlight=False)
     for n in r.notes:
         out.print(f"note: {n}", highlight=False)
@@ -938,7 +938,7 @@ def optimize(
         if r.select is not None and "vanilla" in r.select.comparisons:
             c = r.select.comparisons["vanilla"]
             out.print(f"selected primitives (PyTorch eager) vs vanilla: {c['speedup']:.2f}x "
-                      f"(95 % CI {c['ci'][0]:.2f}-{c['ci'][1]:.2f})", highlight=False)
+                      f"({ci_text(*c['ci'], label='95 % CI ')})", highlight=False)
         out.print(f"report: {r.out / 'report.html'}", highlight=False)
     if r.interrupted:
         err.print(f"interrupted: the partial report is {r.out / 'report.html'}; measurements taken are stored")

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from rooftune.errors import InvalidArgument, RooftuneError
+from rooftune.units import ci_text
 
 #: The embedded default: what ``rooftune optimize`` runs with no model.
 DEFAULT_MODEL = "resnet18"
@@ -92,8 +93,8 @@ class OptimizeResult:
         if self.tune is None or sp is None or not sp.get("ratio") == sp.get("ratio"):
             return "no tuned configuration was measured against vanilla PyTorch"
         what = "latency" if self.objective == "latency" else "throughput"
-        return (f"{sp['ratio']:.2f}x faster than vanilla PyTorch ({what}, 95 % CI {sp['ci_low']:.2f}-{sp['ci_high']:.2f}) "
-                f"with {self.tune.best.config.describe()}")
+        ci = ci_text(sp.get("ci_low", math.nan), sp.get("ci_high", math.nan), label="95 % CI ")
+        return f"{sp['ratio']:.2f}x faster than vanilla PyTorch ({what}, {ci}) with {self.tune.best.config.describe()}"
 
     def to_dict(self) -> dict[str, Any]:
         a = self.analysis

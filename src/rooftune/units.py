@@ -40,12 +40,16 @@ def threads_of(n: object) -> str:
     return f"{n} thread" if n == 1 else f"{n} threads"
 
 
+def ci_text(lo: float, hi: float, digits: int = 2, label: str = "") -> str:
+    """An interval as '1.20-1.26' (after ``label``, e.g. '95 % CI '); where too few pairs were
+    timed to bound it (an infinite or missing end), it says so instead."""
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return "too few pairs for a CI"
+    return f"{label}{lo:.{digits}f}-{hi:.{digits}f}"
+
+
 def speedup_text(sp: dict[str, Any] | None) -> str:
-    """A tuning speedup as '1.23x (1.20-1.26)'; '-' where none was measured, and the interval
-    said to be missing where too few pairs were timed to bound it."""
+    """A tuning speedup as '1.23x (1.20-1.26)'; '-' where none was measured."""
     if not sp or not math.isfinite(sp.get("ratio", math.nan)):
         return "-"
-    lo, hi = sp.get("ci_low", math.nan), sp.get("ci_high", math.nan)
-    if not (math.isfinite(lo) and math.isfinite(hi)):
-        return f"{sp['ratio']:.2f}x (too few pairs for a CI)"
-    return f"{sp['ratio']:.2f}x ({lo:.2f}-{hi:.2f})"
+    return f"{sp['ratio']:.2f}x ({ci_text(sp.get('ci_low', math.nan), sp.get('ci_high', math.nan))})"

@@ -24,7 +24,7 @@ def test_a_speedup_timed_too_briefly_for_an_interval_is_drawn_and_said(tmp_path:
     from types import SimpleNamespace
 
     from rooftune.report.tuning_figures import plot_speedups, speedup_rows
-    from rooftune.units import speedup_text
+    from rooftune.units import ci_text, speedup_text
 
     speedup = {"vanilla": {"ratio": 1.8, "ci_low": 1.7, "ci_high": 1.9},
                "pytorch-launcher": {"ratio": 1.3, "ci_low": -math.inf, "ci_high": math.inf},
@@ -35,3 +35,5 @@ def test_a_speedup_timed_too_briefly_for_an_interval_is_drawn_and_said(tmp_path:
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert [speedup_text(speedup[n]) for n in speedup] == ["1.80x (1.70-1.90)", "1.30x (too few pairs for a CI)", "-"]
     assert speedup_text(None) == "-"
+    assert ci_text(1.0, 1.2, 3, "95 % CI ") == "95 % CI 1.000-1.200"
+    assert ci_text(-math.inf, math.inf, label="95 % CI ") == "too few pairs for a CI"

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from rooftune.primitives import get_primitive
+from rooftune.units import ci_text
 
 #: The thread pool a primitive runs on unless it says otherwise.
 OPENMP = "openmp"
@@ -79,7 +80,7 @@ class GroupCheck:
         verdict = "kept" if self.kept else "left out of every selection of this network"
         without = "them" if fast else "that pool"
         return (f"{what}: the network ran {self.speedup:.3f}x as fast as the same network solved without {without} "
-                f"(95 % CI {self.ci[0]:.3f}-{self.ci[1]:.3f}, interleaved): {verdict}")
+                f"({ci_text(*self.ci, 3, '95 % CI ')}, interleaved): {verdict}")
 
 
 def without_groups(table: Any, groups: set[str]) -> Any:
