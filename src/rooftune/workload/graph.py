@@ -174,9 +174,10 @@ def _outputs(node: fx.Node) -> tuple[TensorMeta, ...]:
     if isinstance(val, torch.Tensor):
         return (TensorMeta.of(val),)
     if isinstance(val, (list, tuple)):
-        # Empty tensors are no output: the saved mean and variance an inference batch norm
-        # returns under torch 2.4's export (_native_batch_norm_legit_no_training).
-        return tuple(TensorMeta.of(v) for v in val if isinstance(v, torch.Tensor) and v.numel())
+        # Empty tensors beside a real one are no output: the saved mean and variance an inference
+        # batch norm returns under torch 2.4's export (_native_batch_norm_legit_no_training).
+        tensors = [v for v in val if isinstance(v, torch.Tensor)]
+        return tuple(TensorMeta.of(v) for v in ([v for v in tensors if v.numel()] or tensors))
     return ()
 
 
