@@ -68,6 +68,7 @@ def main() -> int:
     for n in order:
         print(f"#   {n}: {describe_base(bases[n])}{'  <- nearest this machine' if n == nearest else ''}")
     out: dict = {"platform": here.id, "nearest": nearest, "models": {}}
+    models = [m.strip() for m in args.models.split(",") if m.strip()]
     if args.db:
         from rooftune.perfmodel import load_profile_data, regression_metrics
         from rooftune.perfmodel.evaluate import by_primitive, by_primitive_line, predict_for
@@ -77,10 +78,9 @@ def main() -> int:
             data = load_profile_data(s, here.id)
         # scored on the layers of these networks that no other network in the store has: in the
         # store a base was trained from, the layers it never saw
-        nets = {m.strip() for m in args.models.split(",") if m.strip()}
-        own = [i for i, src in enumerate(data.sources) if src and set(src) <= nets]
+        own = [i for i, src in enumerate(data.sources) if src and set(src) <= set(models)]
         if own:
-            print(f"per layer: the {len(own)} of {len(data)} profiled specs that only {', '.join(sorted(nets))} use")
+            print(f"per layer: the {len(own)} of {len(data)} profiled specs that only {', '.join(sorted(models))} use")
             data = data.subset(own)
         out["per_layer"] = {}
         for n in order:
@@ -94,7 +94,7 @@ def main() -> int:
                   f"within +-10 % {r['within_10pct']:.1%}")
             print(f"  {by_primitive_line(r['by_primitive'])}")
     policy = comparison_policy(args.budget)
-    for name in [m.strip() for m in args.models.split(",") if m.strip()]:
+    for name in models:
         wl = load_workload(name, batch=1, check=False)
         inputs = list(wl.inputs)
         cands = {}

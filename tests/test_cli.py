@@ -257,7 +257,7 @@ class _ClickError(Exception):
 
 
 @pytest.mark.parametrize("message", [
-    "Invalid value for '--budget': 'abc' is not a valid float.",  # click 8.1 to 8.5
+    "Invalid value for '--budget': 'abc' is not a valid float.",  # click 8.5.1, under typer 0.24.2
     "Invalid value for '--budget': Input should be a valid number",  # the click typer vendors
 ])
 def test_a_bad_value_reads_alike_whichever_click_worded_it(message: str) -> None:

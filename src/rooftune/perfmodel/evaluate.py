@@ -16,14 +16,24 @@ from rooftune.perfmodel.data import STEADY, ProfileData
 from rooftune.perfmodel.regressors import PerfModel
 
 
+def relative_errors(pred: np.ndarray, true: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The mask of the pairs both measured and predicted, and their (predicted - measured) / measured."""
+    known = ~np.isnan(true) & ~np.isnan(pred)
+    return known, (pred[known] - true[known]) / true[known]
+
+
+def pair_errors(rel: np.ndarray) -> dict[str, float]:
+    """``pairs``, ``mape`` and ``within_10pct`` of the relative errors ``rel`` (not empty)."""
+    return {"pairs": int(len(rel)), "mape": float(np.mean(np.abs(rel))), "within_10pct": float(np.mean(np.abs(rel) <= 0.10))}
+
+
 def regression_metrics(pred: np.ndarray, true: np.ndarray) -> dict[str, float]:
     """Over the (spec, primitive) pairs measured: MAPE, RMSPE, share within +-10 %; per spec:
     Spearman rank correlation of the primitives, top-1 accuracy, regret of the predicted argmin
     (its measured time over the best measured time), and top-1 within 5 % of the best."""
     from scipy.stats import spearmanr
 
-    known = ~np.isnan(true) & ~np.isnan(pred)
-    rel = (pred[known] - true[known]) / true[known]
+    known, rel = relative_errors(pred, true)
     rhos, top1, near, regrets = [], [], [], []
     for i in range(len(true)):
         k = known[i]
@@ -41,9 +51,7 @@ def regression_metrics(pred: np.ndarray, true: np.ndarray) -> dict[str, float]:
     if not len(rel):
         return {"pairs": 0}
     return {
-        "pairs": int(known.sum()), "specs": len(regrets),
-        "mape": float(np.mean(np.abs(rel))), "rmspe": float(np.sqrt(np.mean(rel ** 2))),
-        "within_10pct": float(np.mean(np.abs(rel) <= 0.10)),
+        **pair_errors(rel), "specs": len(regrets), "rmspe": float(np.sqrt(np.mean(rel ** 2))),
         "spearman": float(np.mean(rhos)) if rhos else math.nan,
         "top1": float(np.mean(top1)), "top1_within_5pct": float(np.mean(near)),
         "regret_mean": float(np.mean(regrets)) - 1.0, "regret_worst": float(np.max(regrets)) - 1.0,
@@ -56,12 +64,9 @@ def by_primitive(pred: np.ndarray, true: np.ndarray, primitives: Sequence[str]) 
     pooled share is missed, and which way: a selector trusts a primitive predicted too fast."""
     out = {}
     for j, name in enumerate(primitives):
-        known = ~np.isnan(true[:, j]) & ~np.isnan(pred[:, j])
-        if not known.any():
-            continue
-        ratio = pred[known, j] / true[known, j]
-        out[name] = {"pairs": int(known.sum()), "within_10pct": float(np.mean(np.abs(ratio - 1) <= 0.10)),
-                     "mape": float(np.mean(np.abs(ratio - 1))), "bias": float(np.median(ratio))}
+        _, rel = relative_errors(pred[:, j], true[:, j])
+        if len(rel):
+            out[name] = {**pair_errors(rel), "bias": float(np.median(1.0 + rel))}
     return out
 
 
