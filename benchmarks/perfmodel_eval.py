@@ -101,7 +101,7 @@ def main() -> int:
         curves = {}
         # fine-tuning needs an mlp base: with another estimator, one mlp is fitted for it
         mlp = model if args.estimator == "mlp" else data.fit(PerfModel("mlp", target=args.target_kind))
-        for sampler in ("active", "random"):
+        for sampler in ("cluster", "random"):
             c = learning_curve(model, target, sampler=sampler, methods=("base", "residual", "scratch"), repeats=3)
             c["curve"]["finetune"] = learning_curve(mlp, target, sampler=sampler, methods=("finetune",),
                                                     repeats=3)["curve"].get("finetune", {})
@@ -112,7 +112,7 @@ def main() -> int:
         if args.curve:
             from rooftune.perfmodel.transfer import plot_learning_curve
 
-            plot_learning_curve(curves["active"], args.curve)
+            plot_learning_curve(curves["cluster"], args.curve)
 
     if args.select:
         from rooftune.selection import select

@@ -748,7 +748,7 @@ def train(
 @app.command()
 def transfer(
     samples: Annotated[int, typer.Option("--samples", help="Specs to profile on this machine (k).")] = 50,
-    sampler: Annotated[str, typer.Option("--sampler", help="active (k-center over the features) or random.")] = "active",
+    sampler: Annotated[str, typer.Option("--sampler", help="cluster (the spec nearest each k-means centre in the feature space) or random.")] = "cluster",
     method: Annotated[str | None, typer.Option("--method", help="ensemble (every shipped base fine-tuned and shifted, mixed by stacked weights; the default without --base), finetune (the nearest or given mlp base; the default with one), residual (boosting on the base's error; the default for a tree base) or scratch.")] = None,
     base: Annotated[str | None, typer.Option("--base", help="Base model FILE (default: the shipped ones, nearest this machine first).")] = None,
     models: Annotated[str, typer.Option("--models", help="Networks whose convolutions join the candidate pool.")] = "resnet50,mobilenet_v2",

@@ -269,8 +269,8 @@ def test_transfer_adapts_to_a_slower_platform() -> None:
     a = synthetic(160)
     base = a.fit(PerfModel("gbr", n_estimators=100))
     b = synthetic(120, seed=3, speed=1.7)  # platform B: everything 1.7x slower
-    idx = choose_samples(b.specs, 25, "active", seed=0)
-    assert len(set(idx)) == 25 and idx == choose_samples(b.specs, 25, "active", seed=0)
+    idx = choose_samples(b.specs, 25, "cluster", seed=0)
+    assert len(set(idx)) == 25 and idx == choose_samples(b.specs, 25, "cluster", seed=0)
     rest = [i for i in range(len(b)) if i not in idx]
     tr, te = b.subset(idx), b.subset(rest)
     scores = {}
@@ -291,6 +291,28 @@ def test_transfer_adapts_to_a_slower_platform() -> None:
     assert again.threads_ is None and again.conversion_ is None and again.predict([pw]).shape == (1, len(base.primitives_))
     with pytest.raises(InvalidArgument, match="sampler"):
         choose_samples(b.specs, 5, "greedy")
+
+
+def test_the_cluster_sampler_stands_for_every_spec_and_always_gives_k() -> None:
+    """The k specs nearest k-means centres leave every spec closer to a chosen one (mean squared
+    distance in the sampler's feature space) than any of twenty random draws; specs alike in
+    every feature still give k distinct samples."""
+    specs = sample_specs(200, seed=3)
+    F = featurize(specs)[:, :len(SCHEMA_FEATURES[1])]
+    F = (F - F.mean(axis=0)) / (F.std(axis=0) + 1e-9)
+
+    def spread(idx: list[int]) -> float:
+        return float((np.linalg.norm(F[:, None, :] - F[idx][None], axis=2).min(axis=1) ** 2).mean())
+
+    rng = np.random.default_rng(0)
+    for k in (10, 25):
+        idx = choose_samples(specs, k, "cluster", seed=0)
+        assert len(set(idx)) == k and idx == choose_samples(specs, k, "cluster", seed=0)
+        assert spread(idx) < min(spread(rng.choice(len(specs), k, replace=False).tolist()) for _ in range(20))
+    same = [ConvSpec(1, 64, 28, 28, 64, 3, 3, padding=1)] * 20 + specs[:3]
+    idx = choose_samples(same, 8, "cluster", seed=1)
+    assert len(set(idx)) == 8 and all(0 <= i < len(same) for i in idx)
+    assert choose_samples(same, 50, "cluster") == list(range(len(same)))
 
 
 def test_finetune_and_learning_curve(tmp_path: Path) -> None:

@@ -209,7 +209,7 @@ def default_method(base: Any) -> str:
     return "residual"
 
 
-def transfer(base: Any, *, samples: int = 50, sampler: str = "active", method: str | None = None,
+def transfer(base: Any, *, samples: int = 50, sampler: str = "cluster", method: str | None = None,
              models: Any = ("resnet50", "mobilenet_v2"), pool: int = 200, threads: int | None = None,
              seed: int = 0, db: str | None = None, store: Any = None, save: Any = None,
              progress: Any = None) -> tuple[Any, dict[str, Any]]:
