@@ -315,6 +315,32 @@ def test_the_cluster_sampler_stands_for_every_spec_and_always_gives_k() -> None:
     assert choose_samples(same, 50, "cluster") == list(range(len(same)))
 
 
+def test_each_sample_weighs_as_many_specs_as_it_stands_for() -> None:
+    from rooftune.perfmodel import sample_weights
+    from rooftune.perfmodel.transfer import median_shifts, stack_weights
+
+    crowd, lone = ConvSpec(1, 64, 28, 28, 64, 3, 3, padding=1), [ConvSpec(1, 512, 7, 7, 2048, 1, 1), ConvSpec(1, 3, 224, 224, 64, 7, 7)]
+    w = sample_weights([crowd] * 10 + lone, [0, 10, 11])
+    assert w.tolist() == pytest.approx([2.5, 0.25, 0.25]) and w.mean() == pytest.approx(1.0)
+    # a weighed median follows the heavy rows; even weights give the plain median, NaNs left out
+    err = np.array([[0.0, np.nan], [1.0, 2.0], [10.0, 4.0], [np.nan, 6.0]])
+    assert median_shifts(err) == pytest.approx([1.0, 4.0]) == median_shifts(err, np.ones(4))
+    assert median_shifts(err, np.array([1.0, 1.0, 5.0, 1.0])) == pytest.approx([10.0, 4.0])
+    assert median_shifts(np.array([[0.0], [1.0], [2.0], [3.0]]), np.ones(4)) == [1.5]
+    # in a fit: a shift, and the ensemble's stacking, with even weights are those without weights;
+    # weighing the samples of one half of the specs moves the shift toward that half's error
+    a = synthetic(120).fit(PerfModel("mlp", epochs=200))
+    b = synthetic(40, seed=3, speed=1.7)
+    b.times[:20] *= 1.5  # the first half 1.5x slower again
+    plain = TransferModel(a, "shift").fit(b.specs, b.times, b.primitives)
+    even = TransferModel(a, "shift").fit(b.specs, b.times, b.primitives, weights=np.ones(40))
+    heavy = TransferModel(a, "shift").fit(b.specs, b.times, b.primitives, weights=np.r_[np.full(20, 9.0), np.ones(20)])
+    assert np.allclose(plain.shifts_, even.shifts_) and np.all(heavy.shifts_ > plain.shifts_)
+    c = synthetic(120, seed=5, speed=0.6).fit(PerfModel("mlp", epochs=200))
+    assert stack_weights([a, c], b.specs, b.times, b.primitives) == pytest.approx(
+        stack_weights([a, c], b.specs, b.times, b.primitives, weights=np.ones(40)))
+
+
 def test_finetune_and_learning_curve(tmp_path: Path) -> None:
     from rooftune.perfmodel.transfer import plot_learning_curve
 

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from importlib import resources
 from typing import Any
 
+import numpy as np
+
 from rooftune.errors import InvalidArgument
 from rooftune.perfmodel.classifiers import (
     BASELINES,
@@ -37,6 +39,7 @@ from rooftune.perfmodel.transfer import (
     choose_samples,
     fit_transfer,
     learning_curve,
+    sample_weights,
 )
 
 #: Models shipped inside the package, each trained on data profiled on one kind of machine (its
@@ -160,7 +163,7 @@ __all__ = [
     "SAMPLERS", "MethodClassifier", "PerfModel", "ProfileData", "TransferEnsemble", "TransferModel", "acl_rules", "base_closeness", "base_model_path", "base_model_paths", "describe_base",
     "check_base", "choose_samples", "evaluate", "featurize", "fit_transfer", "framework_default", "learning_curve", "load_base_model",
     "load_base_models",
-    "load_model", "load_profile_data", "read_header", "regression_metrics", "rows_to_data", "save_model",
+    "load_model", "load_profile_data", "read_header", "regression_metrics", "rows_to_data", "sample_weights", "save_model",
     "default_model", "select_time", "train", "transfer", "transferred_model_path",
 ]
 
@@ -215,8 +218,9 @@ def transfer(base: Any, *, samples: int = 50, sampler: str = "cluster", method: 
              progress: Any = None) -> tuple[Any, dict[str, Any]]:
     """Adapt ``base`` (a model, or several with the nearest first) to this machine: choose
     ``samples`` specs from a pool (the convolutions of ``models`` and ``pool`` sampled specs),
-    profile them (rows already stored are reused), fit the transfer model on them and save it
-    where `rooftune select` finds it. ``method`` defaults to ``ensemble`` for several mlp bases
+    profile them (rows already stored are reused), fit the transfer model on them, each weighed by
+    how many of the pool's specs it stands for (:func:`sample_weights`), and save it where
+    `rooftune select` finds it. ``method`` defaults to ``ensemble`` for several mlp bases
     (the shipped ones), ``finetune`` for one and ``residual`` for trees: with 50 samples
     fine-tuning was the closer of the last two on every platform pair measured, and the ensemble
     of the shipped bases closer than the nearest one fine-tuned alone (BENCHMARKS.md)."""
@@ -239,6 +243,7 @@ def transfer(base: Any, *, samples: int = 50, sampler: str = "cluster", method: 
     specs, _layers = collect_specs(list(models), pool, [1], seed)
     idx = choose_samples([s for s, _ in specs], samples, sampler, seed)
     chosen = [specs[i] for i in idx]
+    weight = dict(zip((s.key() for s, _ in chosen), sample_weights([s for s, _ in specs], idx), strict=True))
     own = store is None
     store = store if store is not None else Store(db)
     try:
@@ -251,7 +256,8 @@ def transfer(base: Any, *, samples: int = 50, sampler: str = "cluster", method: 
     sub = data.subset([i for i, s in enumerate(data.specs) if s.key() in keys])
     model = fit_transfer(bases if method == "ensemble" else bases[:1], method, sub.specs, sub.times, sub.primitives,
                          random_state=seed, provenance={**sub.provenance(), "sampler": sampler},
-                         conversions=sub.conversions(), threads=sub.threads)
+                         conversions=sub.conversions(), threads=sub.threads,
+                         weights=np.asarray([weight[s.key()] for s in sub.specs]))
     path = save if save is not None else transferred_model_path(platform.id)
     _save(model, path)
     return model, {"platform_id": platform.id, "samples": len(sub), "sampler": sampler, "method": method,

@@ -118,10 +118,12 @@ class MLP:
         return torch.as_tensor(np.asarray(lf, dtype=np.float64).reshape(n), dtype=torch.float32)
 
     def train(self, X: np.ndarray, Y: np.ndarray, epochs: int, lr: float, weight_decay: float,
-              trunk: bool = True, lf: np.ndarray | None = None, anchor: float = 0.0) -> None:
-        """Masked MSE on the known entries of Y; ``anchor`` > 0 adds ``anchor`` times the squared
-        distance of the trained weights from where they started (L2-SP: fine-tuning on a few
-        samples stays near the base model instead of near zero)."""
+              trunk: bool = True, lf: np.ndarray | None = None, anchor: float = 0.0,
+              weights: np.ndarray | None = None) -> None:
+        """Masked MSE on the known entries of Y, each row weighed by ``weights`` (default 1);
+        ``anchor`` > 0 adds ``anchor`` times the squared distance of the trained weights from
+        where they started (L2-SP: fine-tuning on a few samples stays near the base model instead
+        of near zero)."""
         import torch
 
         x = torch.as_tensor(X, dtype=torch.float32)
@@ -129,7 +131,8 @@ class MLP:
         # the roofline net's outputs are log seconds: its error is weighed in units of their spread
         unit = self.roofline[2] if self.roofline else 1.0
         y = torch.as_tensor(np.nan_to_num(Y), dtype=torch.float32)
-        mask = torch.as_tensor(~np.isnan(Y), dtype=torch.float32)
+        known = ~np.isnan(Y) * (1.0 if weights is None else np.asarray(weights, dtype=np.float64)[:, None])
+        mask = torch.as_tensor(known, dtype=torch.float32)
         params = list(self.heads.parameters()) + (list(self.trunk.parameters()) if trunk else [])
         start = [p.detach().clone() for p in params] if anchor > 0 else []
         for p in self.trunk.parameters():

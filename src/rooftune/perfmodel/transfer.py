@@ -51,6 +51,13 @@ SAMPLERS = ("cluster", "random")
 DEFAULT_KS = (10, 25, 50, 100, 200)
 
 
+def _sampler_space(specs: Sequence[ConvSpec]) -> np.ndarray:
+    """Schema 1's features (sizes and shapes), standardized: the space samples are chosen and
+    weighed in."""
+    F = featurize(list(specs))[:, :len(SCHEMA_FEATURES[1])]
+    return (F - F.mean(axis=0)) / (F.std(axis=0) + 1e-9)
+
+
 def choose_samples(specs: Sequence[ConvSpec], k: int, sampler: str = "cluster", seed: int = 0) -> list[int]:
     """Indices of ``k`` specs to profile on the new platform. ``cluster``: k-means (seeded) splits
     the specs into ``k`` clusters in the standardized space of schema 1's features (sizes and
@@ -70,8 +77,7 @@ def choose_samples(specs: Sequence[ConvSpec], k: int, sampler: str = "cluster", 
         return sorted(rng.choice(n, size=k, replace=False).tolist())
     from sklearn.cluster import KMeans
 
-    F = featurize(list(specs))[:, :len(SCHEMA_FEATURES[1])]
-    F = (F - F.mean(axis=0)) / (F.std(axis=0) + 1e-9)
+    F = _sampler_space(specs)
     with warnings.catch_warnings():  # specs alike in every feature: fewer distinct clusters, topped up below
         warnings.simplefilter("ignore", ConvergenceWarning)
         km = KMeans(n_clusters=k, n_init=4, random_state=seed).fit(F)
@@ -85,11 +91,37 @@ def choose_samples(specs: Sequence[ConvSpec], k: int, sampler: str = "cluster", 
     return sorted(chosen)
 
 
-def median_shifts(error: np.ndarray) -> list[float]:
-    """Per column (primitive) of a (samples, primitives) array of log errors, its median; a column
-    without samples takes the median of all (0 with none at all)."""
-    overall = float(np.nanmedian(error)) if np.any(~np.isnan(error)) else 0.0
-    return [float(np.nanmedian(c)) if np.any(~np.isnan(c)) else overall for c in error.T]
+def sample_weights(specs: Sequence[ConvSpec], idx: Sequence[int]) -> np.ndarray:
+    """How many of ``specs`` each chosen one (``idx``) stands for: the specs nearer to it than to
+    any other chosen one in the sampler's space, over their mean (so the weights average 1). A
+    sample in a crowded part of the range weighs more in the fit than one that stands alone."""
+    F = _sampler_space(specs)
+    C = F[list(idx)]
+    nearest = np.argmin(((F[:, None, :] - C[None, :, :]) ** 2).sum(axis=2), axis=1)
+    counts = np.bincount(nearest, minlength=len(C)).astype(np.float64)
+    return counts / counts.mean()
+
+
+def _weighted_median(x: np.ndarray, w: np.ndarray) -> float:
+    known = ~np.isnan(x)
+    x, w = x[known], w[known]
+    order = np.argsort(x)
+    x, cum = x[order], np.cumsum(w[order])
+    i = int(np.searchsorted(cum, cum[-1] / 2))
+    if i + 1 < len(x) and np.isclose(cum[i], cum[-1] / 2):  # half the weight on each side: between the two
+        return float((x[i] + x[i + 1]) / 2)
+    return float(x[i])
+
+
+def median_shifts(error: np.ndarray, weights: np.ndarray | None = None) -> list[float]:
+    """Per column (primitive) of a (samples, primitives) array of log errors, its median (each
+    row weighed by ``weights``); a column without samples takes the median of all (0 with none at all)."""
+    if weights is None:
+        overall = float(np.nanmedian(error)) if np.any(~np.isnan(error)) else 0.0
+        return [float(np.nanmedian(c)) if np.any(~np.isnan(c)) else overall for c in error.T]
+    w = np.asarray(weights, dtype=np.float64)
+    overall = _weighted_median(error.ravel(), np.repeat(w, error.shape[1])) if np.any(~np.isnan(error)) else 0.0
+    return [_weighted_median(c, w) if np.any(~np.isnan(c)) else overall for c in error.T]
 
 
 class TransferModel(BaseEstimator):
@@ -108,9 +140,12 @@ class TransferModel(BaseEstimator):
         super().__setstate__({"conversion_": None, "threads_": None, **state})
 
     def fit(self, X: Any, Y: np.ndarray, primitives: Sequence[str], provenance: dict[str, Any] | None = None,
-            conversions: Sequence[tuple[ConvSpec, float]] | None = None, threads: int | None = None) -> TransferModel:
+            conversions: Sequence[tuple[ConvSpec, float]] | None = None, threads: int | None = None,
+            weights: np.ndarray | None = None) -> TransferModel:
         """``threads``: the thread count the new platform's samples ran at (default: the base's);
-        features of specs, the path PyTorch's own convolution takes among them, are computed for it."""
+        features of specs, the path PyTorch's own convolution takes among them, are computed for it.
+        ``weights``: how much each sample counts (:func:`sample_weights`) in the shifts, the
+        fine-tuning and the residual boosting (default: alike; ``scratch`` ignores them)."""
         if self.method not in MODEL_METHODS:
             raise InvalidArgument("method", self.method, f"allowed {', '.join(MODEL_METHODS)}",
                                   "an ensemble of bases is fitted by fit_transfer()")
@@ -145,22 +180,24 @@ class TransferModel(BaseEstimator):
             known = bool(np.any(~np.isnan(logY)))
             for net in self.model_.nets_:  # each net of the base's ensemble, alike
                 if known:
-                    net.shift_outputs(median_shifts(logY - net.predict(X, lf=lf)))
-                net.train(X, logY, 400, 3e-3, 0.0, trunk=False, lf=lf, anchor=1e-3)
+                    net.shift_outputs(median_shifts(logY - net.predict(X, lf=lf), weights))
+                net.train(X, logY, 400, 3e-3, 0.0, trunk=False, lf=lf, anchor=1e-3, weights=weights)
         elif self.method == "shift":
-            self.shifts_ = np.asarray(median_shifts(np.log(Y) - self._base_log(F)))
+            self.shifts_ = np.asarray(median_shifts(np.log(Y) - self._base_log(F), weights))
         elif self.method == "residual":
             from sklearn.ensemble import GradientBoostingRegressor
 
             base_log = self._base_log(F)
             rows, targets = self._residual_rows(F, base_log), (np.log(Y) - base_log).ravel()
+            w = np.repeat(np.ones(len(Y)) if weights is None else np.asarray(weights, dtype=np.float64), Y.shape[1])
             known = ~np.isnan(targets)
-            self.shift_ = float(np.median(targets[known])) if known.any() else 0.0
+            self.shift_ = _weighted_median(targets, w) if known.any() else 0.0
             self.residual_ = None
             if known.sum() >= 5:
                 self.residual_ = GradientBoostingRegressor(
                     n_estimators=self.n_estimators, max_depth=2, learning_rate=0.1, subsample=0.8, loss="huber",
-                    random_state=self.random_state).fit(rows[known], targets[known] - self.shift_)
+                    random_state=self.random_state).fit(rows[known], targets[known] - self.shift_,
+                                                        sample_weight=w[known])
         return self
 
     def _align(self, Y: np.ndarray, names: Sequence[str], into: Sequence[str] | None = None) -> np.ndarray:
@@ -299,14 +336,14 @@ def check_base(model: Any, method: str | None = None, what: str = "--base") -> N
 def fit_transfer(bases: Sequence[PerfModel | None], method: str, X: Any, Y: np.ndarray, primitives: Sequence[str],
                  random_state: int = 0, provenance: dict[str, Any] | None = None,
                  conversions: Sequence[tuple[ConvSpec, float]] | None = None,
-                 threads: int | None = None) -> TransferModel | TransferEnsemble:
+                 threads: int | None = None, weights: np.ndarray | None = None) -> TransferModel | TransferEnsemble:
     """Adapt to the new platform's samples: ``bases[0]`` alone (the nearest) by ``method``, or,
     for ``ensemble``, every base fine-tuned and every base shifted (:data:`ENSEMBLE_KINDS`; the
     nearest base fine-tuned first), averaged with weights stacked on the samples
     (:func:`stack_weights`; each base must be an mlp)."""
     if method not in METHODS:
         raise InvalidArgument("method", method, f"allowed {', '.join(METHODS)}")
-    kw = dict(provenance=provenance, conversions=conversions, threads=threads)
+    kw = dict(provenance=provenance, conversions=conversions, threads=threads, weights=weights)
     if method != "ensemble":
         return TransferModel(bases[0] if bases else None, method, random_state=random_state).fit(X, Y, primitives, **kw)
     bases = [b for b in bases if b is not None]
@@ -329,7 +366,7 @@ def fit_ensemble(bases: Sequence[PerfModel], X: Any, Y: np.ndarray, primitives: 
         members += have + [TransferModel(b, kind, random_state=random_state).fit(X, Y, primitives, **kw)
                            for b in bases[len(have):]]
     return TransferEnsemble(members, stack_weights(bases, X, Y, primitives, random_state=random_state,
-                                                   threads=kw.get("threads")))
+                                                   threads=kw.get("threads"), weights=kw.get("weights")))
 
 
 #: Folds of the out-of-fold predictions the ensemble's weights are stacked on.
@@ -338,7 +375,7 @@ STACK_FOLDS = 5
 
 def stack_weights(bases: Sequence[PerfModel], X: Any, Y: np.ndarray, primitives: Sequence[str],
                   random_state: int = 0, threads: int | None = None, folds: int = STACK_FOLDS,
-                  kinds: Sequence[str] = ENSEMBLE_KINDS) -> list[float] | None:
+                  kinds: Sequence[str] = ENSEMBLE_KINDS, weights: np.ndarray | None = None) -> list[float] | None:
     """Weights of an ensemble's members (each base adapted each of ``kinds`` ways, kind by kind
     as :func:`fit_transfer` orders them), stacked on the samples (Breiman's stacked regression):
     each member fitted on all folds of the samples but one predicts that one, and the non-negative
@@ -351,12 +388,14 @@ def stack_weights(bases: Sequence[PerfModel], X: Any, Y: np.ndarray, primitives:
     17). With the shifted bases among the members (Run 18), a near base's median shift can
     outweigh its retrained heads: the Zen 4 VM with its own kind's base, k = 25 / 50 (active
     sampler), 76.6 / 83.3 % -> 82.9 / 86.0 %; with no near base, 60.8 / 66.1 % -> 58.2 / 65.2 %.
+    ``weights``: each sample's (:func:`sample_weights`), in the members' fits and in the least squares.
     None (equal weights) for fewer than two members or fewer samples than folds."""
     from scipy.optimize import nnls
 
     X = X if isinstance(X, np.ndarray) else list(X)
     Y = np.asarray(Y, dtype=np.float64)
     n = len(Y)
+    w = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
     members = [(kind, b) for kind in kinds for b in bases]
     if len(members) < 2 or n < folds:
         return None
@@ -368,23 +407,26 @@ def stack_weights(bases: Sequence[PerfModel], X: Any, Y: np.ndarray, primitives:
         Xf = X[fit] if isinstance(X, np.ndarray) else [X[i] for i in fit]
         Xh = X[held] if isinstance(X, np.ndarray) else [X[i] for i in held]
         for i, (kind, b) in enumerate(members):
-            m = TransferModel(b, kind, random_state=random_state).fit(Xf, Y[fit], primitives, threads=threads)
+            m = TransferModel(b, kind, random_state=random_state).fit(Xf, Y[fit], primitives, threads=threads,
+                                                                      weights=None if weights is None else w[fit])
             oof[i][held] = m._align(m.predict_log(Xh), m.primitives_, primitives)
     rows = np.all(~np.isnan(oof), axis=0) & ~np.isnan(logY)
     if not rows.any():
         return None
-    w, _ = nnls(oof[:, rows].T, logY[rows])
-    return [float(x) for x in w / w.sum()] if w.sum() > 0 else None
+    root = np.sqrt(np.broadcast_to(w[:, None], Y.shape)[rows])  # least squares weighed by the samples'
+    c, _ = nnls(oof[:, rows].T * root[:, None], logY[rows] * root)
+    return [float(x) for x in c / c.sum()] if c.sum() > 0 else None
 
 
 def learning_curve(base: PerfModel, target: ProfileData, ks: Sequence[int] = DEFAULT_KS, sampler: str = "cluster",
                    methods: Sequence[str] = METHODS, seed: int = 0, repeats: int = 1,
                    progress: Callable[[str], None] | None = None,
-                   others: Sequence[PerfModel] = ()) -> dict[str, Any]:
+                   others: Sequence[PerfModel] = (), weigh: bool = True) -> dict[str, Any]:
     """For each k: choose k of the target's specs, adapt (each method), and score the predictions
     on the target's other specs. Figures per method per k (mean over ``repeats`` draws).
     ``others``: further base models for ``ensemble`` (with ``base`` first); without them, or with
-    a base that is not an mlp, ``ensemble`` (like ``finetune``) is left out. With the passes'
+    a base that is not an mlp, ``ensemble`` (like ``finetune``) is left out. ``weigh``: each
+    sample counts as many specs as it stands for (:func:`sample_weights`). With the passes'
     spreads, each point also gives the share within +-10 % on the steady test rows
     (``within_10pct_steady``), and ``repeatability`` says how far the target's data agrees with
     itself: a curve on rows that repeat poorly measures their noise more than the transfer."""
@@ -401,12 +443,14 @@ def learning_curve(base: PerfModel, target: ProfileData, ks: Sequence[int] = DEF
             idx = choose_samples(target.specs, k, sampler, seed + r)
             rest = [i for i in range(len(target)) if i not in set(idx)]
             train, test = target.subset(idx), target.subset(rest)
+            w = sample_weights(target.specs, idx) if weigh else None
             tuned: list[TransferModel] = []  # each base fine-tuned once per draw, for finetune and ensemble
 
             def finetuned(n: int, train: ProfileData = train, r: int = r,
-                          tuned: list[TransferModel] = tuned) -> list[TransferModel]:
+                          tuned: list[TransferModel] = tuned, w: np.ndarray | None = w) -> list[TransferModel]:
                 tuned.extend(fit_transfer([b], "finetune", train.specs, train.times, train.primitives,
-                                          random_state=seed + r, threads=train.threads) for b in bases[len(tuned):n])
+                                          random_state=seed + r, threads=train.threads, weights=w)
+                             for b in bases[len(tuned):n])
                 return tuned[:n]
 
             for m in methods:
@@ -419,10 +463,10 @@ def learning_curve(base: PerfModel, target: ProfileData, ks: Sequence[int] = DEF
                     tm: Any = finetuned(1)[0]
                 elif m == "ensemble":  # as fit_transfer builds it, reusing the fine-tuned bases
                     tm = fit_ensemble(bases, train.specs, train.times, train.primitives, random_state=seed + r,
-                                      finetuned=finetuned(len(bases)), threads=train.threads)
+                                      finetuned=finetuned(len(bases)), threads=train.threads, weights=w)
                 else:
                     tm = fit_transfer([None if m == "scratch" else base], m, train.specs, train.times, train.primitives,
-                                      random_state=seed + r, threads=train.threads)
+                                      random_state=seed + r, threads=train.threads, weights=w)
                 pred = predict_for(tm, test)
                 metrics = regression_metrics(pred, test.times)
                 if test.spread is not None:
