@@ -103,6 +103,7 @@ def sample_weights(specs: Sequence[ConvSpec], idx: Sequence[int]) -> np.ndarray:
 
 
 def _weighted_median(x: np.ndarray, w: np.ndarray) -> float:
+    """The median of the known values of ``x``, each counted ``w`` times (even weights: the plain median)."""
     known = ~np.isnan(x)
     x, w = x[known], w[known]
     order = np.argsort(x)
@@ -116,10 +117,7 @@ def _weighted_median(x: np.ndarray, w: np.ndarray) -> float:
 def median_shifts(error: np.ndarray, weights: np.ndarray | None = None) -> list[float]:
     """Per column (primitive) of a (samples, primitives) array of log errors, its median (each
     row weighed by ``weights``); a column without samples takes the median of all (0 with none at all)."""
-    if weights is None:
-        overall = float(np.nanmedian(error)) if np.any(~np.isnan(error)) else 0.0
-        return [float(np.nanmedian(c)) if np.any(~np.isnan(c)) else overall for c in error.T]
-    w = np.asarray(weights, dtype=np.float64)
+    w = np.ones(len(error)) if weights is None else np.asarray(weights, dtype=np.float64)
     overall = _weighted_median(error.ravel(), np.repeat(w, error.shape[1])) if np.any(~np.isnan(error)) else 0.0
     return [_weighted_median(c, w) if np.any(~np.isnan(c)) else overall for c in error.T]
 
