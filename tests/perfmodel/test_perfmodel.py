@@ -372,11 +372,11 @@ def test_an_ensemble_of_bases_averages_their_fine_tuned_log_times(tmp_path: Path
     one base knows takes that base's prediction; it saves, loads and drives a learning curve."""
     from rooftune.perfmodel import TransferEnsemble, fit_transfer
 
-    a = synthetic(120).fit(PerfModel("mlp", epochs=300, n_nets=2))
+    a = synthetic(120).fit(PerfModel("mlp", epochs=300, n_nets=1))
     c = synthetic(120, seed=5, speed=0.6)  # the second base never saw winograd-f4x4
     c = ProfileData(c.platform_id, 2, c.specs, PRIMS[:3], c.times[:, :3], c.sources,
                     fingerprint={"caches": [{"name": "L2", "size_bytes": 2 << 20}, {"name": "L3", "size_bytes": 256 << 20}]})
-    c_model = c.fit(PerfModel("mlp", epochs=300, n_nets=2))
+    c_model = c.fit(PerfModel("mlp", epochs=300, n_nets=1))
     assert c_model.caches_ != a.caches_  # each member computes the features of its own machine's caches
     b = synthetic(80, seed=3, speed=1.7)
     tr, te = b.subset(list(range(25))), b.subset(list(range(25, 80)))
@@ -410,7 +410,7 @@ def test_an_ensemble_of_bases_averages_their_fine_tuned_log_times(tmp_path: Path
     assert ens.predict_conversion(te.specs[:3]).shape == (3,) and ens.extrapolated(te.specs[:3]).shape == (3,)
     back = load_model(save_model(ens, tmp_path / "ens.pkl"))
     assert np.allclose(back.predict(te.specs[:4]), ens.predict(te.specs[:4]))
-    curve = learning_curve(a, b, ks=(10, 25), methods=("finetune", "ensemble", "base"), others=[c_model])
+    curve = learning_curve(a, b, ks=(25,), methods=("finetune", "ensemble", "base"), others=[c_model])
     assert set(curve["curve"]) == {"finetune", "ensemble", "base"}
     assert curve["curve"]["ensemble"][25]["mape"] < curve["curve"]["base"][25]["mape"]
     # without further bases there is no ensemble to draw
