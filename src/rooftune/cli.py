@@ -18,7 +18,7 @@ from rich.table import Table as _RichTable
 
 from rooftune.errors import InvalidArgument, RooftuneError
 from rooftune.paths import output_dir, output_file
-from rooftune.units import ci_text, fmt_size, speedup_text, threads_of
+from rooftune.units import ci_text, fmt_size, interleaved_text, speedup_text, threads_of
 
 app = typer.Typer(
     add_completion=False,
@@ -392,18 +392,20 @@ def _print_tune(r: Any) -> None:
     out.print(f"[bold]{r.model}[/bold], objective {r.objective}, {r.batch_text()}: {len(r.trials)} trials "
               f"({sum(1 for t in r.trials if not t.ok)} failed, {r.resumed} from the store) in {r.duration_s:.0f} s")
     t = Table(title="Configurations (latency per inference; speedup of the best, interleaved, 95% CI)", title_justify="left")
-    for col in ("name", "configuration", "p50", "p90", "p99", "samples/s", "best is"):
+    for col in ("name", "configuration", "p50", "p90", "p99", "samples/s", "interleaved: it / best", "best is"):
         t.add_column(col, justify="left" if col in ("name", "configuration") else "right")
     rows = [("best", r.best), ("guideline", r.guideline), *r.baselines.items()]
     for name, tr in rows:
         sp = r.speedup.get(name)
         speed = speedup_text(sp)
         if not tr.ok:
-            t.add_row(name, tr.config.describe(), "failed", "", "", "", tr.error[:60])
+            t.add_row(name, tr.config.describe(), "failed", "", "", "", "", tr.error[:60])
             continue
         t.add_row(name, tr.config.describe(), _fmt_latency(tr.latency_s), _fmt_latency(tr.p90_s),
-                  _fmt_latency(tr.p99_s), f"{tr.throughput:.1f}", speed)
+                  _fmt_latency(tr.p99_s), f"{tr.throughput:.1f}", interleaved_text(r.interleaved(name), r.objective), speed)
     out.print(t)
+    if r.reversal_line():
+        out.print(r.reversal_line(), highlight=False)
     v = r.best.verify
     if r.best.config.precision != "fp32" and "cosine" in v:
         out.print(f"best runs {r.best.config.precision}: mean cosine {v['cosine']:.4f}, top-1 agreement {v['top1']:.1%}"

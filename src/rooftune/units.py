@@ -53,3 +53,15 @@ def speedup_text(sp: dict[str, Any] | None) -> str:
     if not sp or not math.isfinite(sp.get("ratio", math.nan)):
         return "-"
     return f"{sp['ratio']:.2f}x ({ci_text(sp.get('ci_low', math.nan), sp.get('ci_high', math.nan))})"
+
+
+def interleaved_text(pair: tuple[float, float] | None, objective: str = "latency") -> str:
+    """A configuration's and the best's medians in their interleaved comparison, as '61.3 ms /
+    56.0 ms' (seconds per call) or, for throughput (seconds per item), '15.2 / 17.8 samples/s';
+    '-' where there was none."""
+    if not pair:
+        return "-"
+    it, best = pair
+    if objective == "throughput":
+        return f"{1 / it:.3g} / {1 / best:.3g} samples/s"
+    return f"{fmt_time(it)} / {fmt_time(best)}"

@@ -247,6 +247,44 @@ def test_a_baseline_faster_with_its_whole_ci_becomes_the_best(tmp_path: Path, mo
     assert r.guideline_gap()[0] == 2.0
 
 
+def test_the_table_shows_the_interleaved_medians_and_says_when_they_reverse_the_trials() -> None:
+    """A baseline whose one-process trial read faster than the best's, where the interleaved pairs
+    found the best faster: the table gives both sides' interleaved medians and one line on why."""
+    from rooftune.report.html import _tuning
+    from rooftune.tuning.study import TrialResult, TuneResult
+    from rooftune.units import interleaved_text
+
+    def trial(name: str, latency: float, runtime: str = "eager") -> TrialResult:
+        return TrialResult(RunConfig(runtime=runtime, name=name), True, latency_s=latency, p90_s=latency,
+                           p99_s=latency, throughput=1 / latency, verify={"ok": True})
+
+    best = trial("trial 3", 0.0575, "openvino")
+    base = {"vanilla": trial("vanilla", 0.0968), "onnxruntime-default": trial("onnxruntime-default", 0.0537, "onnxruntime")}
+    speedup = {"vanilla": {"ratio": 1.72, "ci_low": 1.64, "ci_high": 1.86, "pairs": 40,
+                           "baseline_latency_s": 0.0960, "best_latency_s": 0.0558},
+               "onnxruntime-default": {"ratio": 1.07, "ci_low": 1.04, "ci_high": 1.09, "pairs": 40,
+                                       "baseline_latency_s": 0.0613, "best_latency_s": 0.0573}}
+    guide = trial("guideline", 0.0546, "onnxruntime")
+    r = TuneResult("m", "latency", 1, best, guide, (), base, speedup, (best, guide, *base.values()), (), 1.0,
+                   guideline_vs_best={"ratio": 1.02, "ci_low": 0.99, "ci_high": 1.05})
+    assert r.interleaved("onnxruntime-default") == (0.0613, 0.0573)
+    assert r.interleaved("guideline") is None and r.interleaved("best") is None  # no medians given / none
+    # the guideline's trial also read faster, but its interval holds 1: only the baseline is named
+    assert r.reversed_by_interleaving() == ["onnxruntime-default"]
+    assert r.reversal_line().startswith("onnxruntime-default: the trial read faster than the best's")
+    assert interleaved_text(r.interleaved("onnxruntime-default")) == "61.3 ms / 57.3 ms"
+    assert interleaved_text((0.1, 0.05), "throughput") == "10 / 20 samples/s"
+    # in the report's table too
+    from types import SimpleNamespace
+
+    html = _tuning(SimpleNamespace(tune=r), {})
+    assert "61.3 ms / 57.3 ms" in html and "interleaved: it / best" in html and "the trial read faster" in html
+    # where the interleaved comparison agrees with the trials, nothing is said
+    agree = TuneResult("m", "latency", 1, best, guide, (), {"vanilla": base["vanilla"]}, {"vanilla": speedup["vanilla"]},
+                       (best,), (), 1.0)
+    assert agree.reversed_by_interleaving() == [] and agree.reversal_line() == ""
+
+
 def test_the_guideline_is_measured_interleaved_against_the_best(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The guideline's distance from the best is an interleaved comparison, not the ratio of two
     trial medians taken at different times; a guideline faster with its whole CI becomes the best."""

@@ -10,7 +10,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rooftune.units import ci_text, finite, fmt_rate, fmt_size, fmt_time, speedup_text, threads_of
+from rooftune.units import ci_text, finite, fmt_rate, fmt_size, fmt_time, interleaved_text, speedup_text, threads_of
 
 if TYPE_CHECKING:
     from rooftune.pipeline import OptimizeResult
@@ -141,10 +141,11 @@ def _tuning(r: OptimizeResult, figs: dict[str, Path]) -> str:
     rows = []
     for name, tr in [("best", t.best), ("guideline", t.guideline), *t.baselines.items()]:
         if not tr.ok:
-            rows.append([name, tr.config.describe(), "failed", "", "", "", tr.error[:120]])
+            rows.append([name, tr.config.describe(), "failed", "", "", "", "", tr.error[:120]])
         else:
             rows.append([name, tr.config.describe(), _t(tr.latency_s), _t(tr.p90_s), _t(tr.p99_s),
-                         f"{tr.throughput:.1f}", speedup_text(t.speedup.get(name))])
+                         f"{tr.throughput:.1f}", interleaved_text(t.interleaved(name), t.objective),
+                         speedup_text(t.speedup.get(name))])
     failed = [x for x in t.trials if not x.ok]
     fails = _table(["configuration", "why it failed"], [[x.config.describe(), x.error[:200]] for x in failed[:15]])
     gap, lo, hi, interleaved = t.guideline_gap()
@@ -153,7 +154,9 @@ def _tuning(r: OptimizeResult, figs: dict[str, Path]) -> str:
         f"<p>{len(t.trials)} configurations in {t.duration_s:.0f} s ({len(failed)} failed, {t.resumed} from the store); "
         f"objective {_e(t.objective)}, {_e(t.batch_text())}. Every trial ran in a fresh process and its output was checked "
         f"against the fp32 eager output; the best was then re-measured interleaved (A B B A) against every baseline.</p>"
-        + _table(["name", "configuration", "p50", "p90", "p99", "samples/s", "best is (95 % CI)"], rows, {2, 3, 4, 5, 6})
+        + _table(["name", "configuration", "p50", "p90", "p99", "samples/s", "interleaved: it / best",
+                  "best is (95 % CI)"], rows, {2, 3, 4, 5, 6, 7})
+        + (f"<p class=dim>{_e(t.reversal_line())}</p>" if t.reversal_line() else "")
         + (f"<p>The instant guideline configuration is {gap:.2f}x the best's time{how}: "
            + _e("; ".join(t.guideline_reasons)) + "</p>" if gap == gap else "")
         + _figure(figs.get("trials"), "Every trial of the search, in order")

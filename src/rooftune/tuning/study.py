@@ -179,6 +179,42 @@ class TuneResult:
             return math.nan, math.nan, math.nan, False
         return self.guideline.score(self.objective) / self.best.score(self.objective), math.nan, math.nan, False
 
+    def interleaved(self, name: str) -> tuple[float, float] | None:
+        """(``name``'s, the best's) median seconds per call (latency) or per item (throughput) in
+        the interleaved comparison of ``name`` (a baseline, or ``guideline``) with the best; None
+        where there was none (the best itself, a failed or promoted configuration)."""
+        c = self.guideline_vs_best if name == "guideline" else self.speedup.get(name)
+        unit = "item" if self.objective == "throughput" else "latency"
+        a, b = (c or {}).get(f"baseline_{unit}_s"), (c or {}).get(f"best_{unit}_s")
+        if a is None or b is None or not (math.isfinite(a) and math.isfinite(b)):
+            return None
+        return float(a), float(b)
+
+    def reversed_by_interleaving(self) -> list[str]:
+        """The guideline and baselines whose trial read faster than the best's, where the
+        interleaved comparison found the best faster with its whole 95 % CI: each trial is one
+        fresh process measured at its own moment, and a process can run several percent slower or
+        faster than the next for its whole life; the interleaved figures are the reported ones."""
+        out = []
+        for name, tr in [("guideline", self.guideline), *self.baselines.items()]:
+            c = self.guideline_vs_best if name == "guideline" else self.speedup.get(name)
+            if (tr.ok and self.best.ok and c and c.get("ci_low", math.nan) > 1.0
+                    and tr.score(self.objective) < self.best.score(self.objective)
+                    and tr.config.key() != self.best.config.key()):
+                out.append(name)
+        return out
+
+    def reversal_line(self) -> str:
+        """One line for the table's reader where :meth:`reversed_by_interleaving` names any
+        configuration (empty otherwise)."""
+        names = self.reversed_by_interleaving()
+        if not names:
+            return ""
+        return (f"{', '.join(names)}: the trial read faster than the best's, but interleaved with it the best "
+                f"was faster with its whole 95 % CI. A trial is one fresh process at its own moment, and a "
+                f"process can run some percent faster or slower than the next for its whole life: the "
+                f"interleaved figures (fresh pairs of processes, timed in turn) are the ones reported.")
+
     def _gap_dict(self) -> dict[str, Any]:
         ratio, lo, hi, interleaved = self.guideline_gap()
         if not math.isfinite(ratio):
