@@ -297,9 +297,10 @@ def _print_analysis(a: Any, top: int) -> None:
             _seconds(o.headroom_s) if o.headroom_s is not None else "-",
         )
     out.print(t)
-    out.print("[bold]Top opportunities[/bold] (headroom = measured - roofline lower bound):")
-    for i, o in enumerate(a.opportunities(top), 1):
-        out.print(f" {i:2d}. {o.name} ({o.module or '-'}): {_seconds(o.headroom_s)} - {o.reason}", highlight=False)
+    out.print("[bold]Top opportunities[/bold] (headroom = measured - roofline lower bound; alike ops summed):")
+    for i, g in enumerate(a.opportunity_groups(top), 1):
+        who = f"{g['name']} ({g['module']})" if g["count"] == 1 else f"{g['count']} alike ops ({g['module']})"
+        out.print(f" {i:2d}. {who}: {_seconds(g['headroom_s'])} - {g['reason']}", highlight=False)
     for w in a.warnings:
         err.print(f"[yellow]warning:[/yellow] {w}", highlight=False, soft_wrap=True)
 

@@ -66,6 +66,11 @@ def test_json_has_the_documented_fields_and_round_trips(cnn_analysis: tuple[Anal
         (o["index"] for o in d["ops"] if o["headroom_s"] and o["headroom_s"] > 0),
         key=lambda i: -d["ops"][i]["headroom_s"],
     )[: len(d["opportunities"])]
+    # the same headrooms with alike ops together: every op with headroom in one group at most
+    grouped = [i for g in d["opportunity_groups"] for i in g["ops"]]
+    assert len(grouped) == len(set(grouped)) and d["opportunity_groups"]
+    for g in d["opportunity_groups"]:
+        assert g["count"] == len(g["ops"]) and g["headroom_s"] == pytest.approx(sum(d["ops"][i]["headroom_s"] for i in g["ops"]))
 
 
 def test_analysis_is_stored_with_its_platform(cnn_analysis: tuple[Analysis, Path]) -> None:

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from rooftune.analysis.findings import reason, top_opportunities
+from rooftune.analysis.findings import opportunity_groups, reason, top_opportunities
 from rooftune.analysis.placement import Roofs, place
 from rooftune.bench import Policy, measure_parts, stats
 from rooftune.costs import cost_of
@@ -155,6 +155,11 @@ class Analysis:
         by_index = {o.index: o for o in self.ops}
         return [by_index[d["index"]] for d in top_opportunities([o.to_dict() for o in self.ops], n)]
 
+    def opportunity_groups(self, n: int = TOP_N) -> list[dict[str, Any]]:
+        """The largest headrooms with alike ops taken together (a block repeated down the network
+        is one line): see :func:`rooftune.analysis.findings.opportunity_groups`."""
+        return opportunity_groups([o.to_dict() for o in self.ops], n)
+
     def by_kind(self) -> list[dict[str, Any]]:
         """Time, FLOPs and op count per op kind, largest time first."""
         acc: dict[str, dict[str, Any]] = {}
@@ -208,6 +213,7 @@ class Analysis:
                 {"index": o.index, "name": o.name, "headroom_s": o.headroom_s, "reason": o.reason}
                 for o in self.opportunities(top)
             ],
+            "opportunity_groups": self.opportunity_groups(top),
             "ops": [o.to_dict() for o in self.ops],
             "warnings": list(self.warnings),
             "duration_s": self.duration_s,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 from rooftune.workload.graph import OpNode
@@ -97,3 +99,53 @@ def top_opportunities(ops: list[dict[str, Any]], n: int) -> list[dict[str, Any]]
     ranked = sorted((o for o in ops if o.get("headroom_s") is not None and o["headroom_s"] > 0),
                     key=lambda o: -o["headroom_s"])
     return ranked[:n]
+
+
+def _alike(o: dict[str, Any]) -> str:
+    """Ops that do the same work the same way: op, kind, shapes, dtype and where they sit."""
+    return json.dumps([o.get("target"), o.get("kind"), o.get("shapes"), o.get("dtype"), o.get("bound")],
+                      sort_keys=True, default=str)
+
+
+def module_pattern(modules: list[str]) -> str:
+    """``encoder.layers.*.mlp.0`` for modules that differ only in some dotted parts; the first
+    one and ``(+N)`` where they differ in length."""
+    names = [m for m in modules if m]
+    if not names:
+        return "-"
+    parts = [m.split(".") for m in names]
+    if len(names) == 1 or len({len(p) for p in parts}) > 1:
+        return names[0] + (f" (+{len(names) - 1})" if len(names) > 1 else "")
+    return ".".join(col[0] if len(set(col)) == 1 else "*" for col in zip(*parts, strict=True))
+
+
+def group_reason(reasons: list[str], efficiencies: list[float | None]) -> str:
+    """The reason of one op of a group, its share of the roof given as the group's range."""
+    known = [e for e in efficiencies if e is not None]
+    if not reasons or not known:
+        return reasons[0] if reasons else ""
+    lo, hi = round(min(known) * 100), round(max(known) * 100)
+    span = f"{lo}% of roof" if lo == hi else f"{lo}-{hi}% of roof"
+    return re.sub(r"\d+% of roof", span, reasons[0], count=1)
+
+
+def opportunity_groups(ops: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
+    """The ``n`` largest headrooms, alike ops (the same work done the same way, e.g. a block
+    repeated down a network) taken together: ``ops`` (their indices, largest headroom first),
+    ``count``, ``time_s`` and ``headroom_s`` (summed), ``module`` (a pattern such as
+    ``layer1.*.conv2``), ``reason`` (its share of the roof as the group's range)."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for o in ops:
+        if o.get("headroom_s") is not None and o["headroom_s"] > 0:
+            groups.setdefault(_alike(o), []).append(o)
+    out = []
+    for members in groups.values():
+        members.sort(key=lambda o: -o["headroom_s"])
+        out.append({
+            "ops": [o["index"] for o in members], "count": len(members), "name": members[0]["name"],
+            "kind": members[0]["kind"], "bound": members[0]["bound"],
+            "module": module_pattern([o.get("module") or "" for o in members]),
+            "time_s": sum(o["time_s"] for o in members), "headroom_s": sum(o["headroom_s"] for o in members),
+            "reason": group_reason([o["reason"] for o in members], [o.get("efficiency") for o in members]),
+        })
+    return sorted(out, key=lambda g: -g["headroom_s"])[:n]

@@ -117,7 +117,8 @@ def _analysis(r: OptimizeResult, figs: dict[str, Path]) -> str:
     bounds = ", ".join(f"{k} {v:.0%}" for k, v in a.by_bound().items())
     kinds = [[k["kind"], k["ops"], _t(k["time_s"]), f"{k['share']:.0%}", _rate(k["flops"], "FLOP"), _t(k["headroom_s"])]
              for k in a.by_kind()[:10]]
-    opp = [[o.name, o.kind, _t(o.time_s), _t(o.headroom_s), o.bound, o.reason] for o in a.opportunities(10)]
+    opp = [[g["name"] if g["count"] == 1 else f"{g['count']} alike", g["module"], _t(g["time_s"]), _t(g["headroom_s"]),
+            g["bound"], g["reason"]] for g in a.opportunity_groups(10)]
     return (
         f"<p>End to end <b>{_t(a.end_to_end_s)}</b> (IQR {_t(a.end_to_end_iqr_s)}) at batch {a.batch} on {a.threads} "
         f"thread(s); the roofline's lower bound is {_t(a.lower_bound_s)}, so the model runs at "
@@ -127,7 +128,7 @@ def _analysis(r: OptimizeResult, figs: dict[str, Path]) -> str:
         + "<h3>Where the time goes, by op kind</h3>"
         + _table(["kind", "ops", "time", "share", "FLOPs", "headroom"], kinds, {1, 2, 3, 4, 5})
         + "<h3>Top opportunities</h3>"
-        + _table(["op", "kind", "time", "headroom", "bound", "why"], opp, {2, 3})
+        + _table(["op(s)", "module", "time", "headroom", "bound", "why"], opp, {2, 3})
         + _figure(figs.get("model_roofline"), "Every op on the roofline: area is its share of the time, colour its kind")
         + _figure(figs.get("time_roofline"), "Time-based roofline: time against FLOPs, with the dispatch-overhead floor")
         + "".join(f"<p class=warn>{_e(w)}</p>" for w in a.warnings)
