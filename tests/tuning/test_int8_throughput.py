@@ -82,6 +82,33 @@ def test_int8_is_calibrated_and_guarded_on_the_calibration_set(tmp_path: Path, r
         assert r.error.startswith("wrong output: fails mean cosine")
 
 
+def test_onnxruntime_int8_stores_an_lstms_weights_in_int8(tmp_path: Path) -> None:
+    """ONNX Runtime's static quantizer leaves an LSTM in fp32; its dynamic one gives the LSTM s8
+    weights: the quantized file holds DynamicQuantizeLSTM and no LSTM, and computes nearly the
+    same sequence."""
+    if int8_missing("onnxruntime"):
+        pytest.skip(int8_missing("onnxruntime"))
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+
+    from rooftune.runtimes.onnx_runtime import export_onnx
+    from rooftune.runtimes.quantize import ort_int8
+    from rooftune.workload import load_workload
+
+    wl = load_workload("lstm", options={"hidden": 64, "layers": 2, "input_size": 32, "seq_len": 8})
+    fp32 = export_onnx(wl, RunConfig(runtime="onnxruntime", intra_threads=1), tmp_path / "fp32.onnx")
+    out = ort_int8(fp32, tmp_path / "int8.onnx", calibration_inputs(wl.inputs, 4))
+    ops = {n.op_type for n in onnx.load(str(out)).graph.node}
+    assert "DynamicQuantizeLSTM" in ops and "LSTM" not in ops
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fp32.onnx", "int8.onnx"]  # nothing left beside it
+    x = {i.name: t.numpy() for i, t in zip(ort.InferenceSession(str(out)).get_inputs(), wl.inputs, strict=True)}
+    want = ort.InferenceSession(str(fp32)).run(None, x)[0].ravel()
+    got = ort.InferenceSession(str(out)).run(None, x)[0].ravel()
+    assert got.shape == want.shape and not np.array_equal(got, want)
+    assert float(got @ want / np.linalg.norm(got) / np.linalg.norm(want)) > 0.99
+
+
 def test_a_callers_validation_replaces_the_guard(tmp_path: Path) -> None:
     setup = Setup(spec(), tmp_path, validate=_validation_spec("tests.tuning.test_int8_throughput:refuse_all"))
     r = _evaluate(RunConfig(runtime="eager", intra_threads=1), setup, FAST)
