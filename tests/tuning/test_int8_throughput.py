@@ -109,6 +109,22 @@ def test_onnxruntime_int8_stores_an_lstms_weights_in_int8(tmp_path: Path) -> Non
     assert float(got @ want / np.linalg.norm(got) / np.linalg.norm(want)) > 0.99
 
 
+def test_a_study_says_when_int8_was_refused_on_top1_alone() -> None:
+    from rooftune.tuning.study import TrialResult, top1_only_note
+
+    def refused(runtime: str, cosine: float, top1: float) -> TrialResult:
+        return TrialResult(RunConfig(runtime=runtime, precision="int8"), False, error="wrong output: fails ...",
+                           verify={"ok": False, "cosine": cosine, "top1": top1})
+
+    lstm = [refused("onnxruntime", 0.99996, 0.984), refused("openvino", 0.9332, 0.783),
+            TrialResult(RunConfig(runtime="eager", precision="int8"), True, latency_s=0.04, verify={"ok": True})]
+    note = top1_only_note(lstm, validated=False)
+    assert note.startswith("1 int8 trial(s) (onnxruntime) were refused on top-1 agreement alone (e.g. 98.4% < 99%")
+    assert "--validate" in note
+    assert top1_only_note(lstm, validated=True) == ""  # the caller's check decided
+    assert top1_only_note(lstm[1:], validated=False) == ""  # refused on the cosine too: nothing to say
+
+
 def test_a_callers_validation_replaces_the_guard(tmp_path: Path) -> None:
     setup = Setup(spec(), tmp_path, validate=_validation_spec("tests.tuning.test_int8_throughput:refuse_all"))
     r = _evaluate(RunConfig(runtime="eager", intra_threads=1), setup, FAST)

@@ -668,6 +668,9 @@ def tune(
         rewritten = winograd_note(best)
         if rewritten:
             notes.append(rewritten)
+        top1_only = top1_only_note(results, validate is not None)
+        if top1_only:
+            notes.append(top1_only)
         if save:
             save_config(best, Path(save), workload, calibration_size=calibration_size)
     finally:
@@ -709,6 +712,28 @@ def winograd_note(trial: TrialResult) -> str:
     speedups = [x["speedup"] for x in chosen if x.get("speedup") is not None]
     span = f" (each {min(speedups):.2f}-{max(speedups):.2f}x as fast between 1x1 neighbours, weights cold)" if speedups else ""
     return f"conv=winograd: Winograd F(4x4,3x3) on {len(chosen)} of the {len(layers)} eligible 3x3 layers{span}"
+
+
+def top1_only_note(trials: Sequence[TrialResult], validated: bool) -> str:
+    """Where the built-in int8 guard refused trials on top-1 agreement alone (their mean cosine
+    passed), a line saying so: top-1 is the argmax over the output's last dimension, the answer of
+    a classifier but not of every output (an LSTM's hidden states, features); ``--validate``
+    takes the check that matters. Empty when a validation function was given or none was refused
+    so."""
+    from rooftune.tuning.verify import INT8_MIN_COSINE, INT8_MIN_TOP1
+
+    if validated:
+        return ""
+    refused = [t for t in trials if not t.ok and t.config.precision == "int8" and t.verify
+               and t.verify.get("cosine", 0.0) >= INT8_MIN_COSINE and t.verify.get("top1", 1.0) < INT8_MIN_TOP1]
+    if not refused:
+        return ""
+    runtimes = ", ".join(dict.fromkeys(t.config.runtime for t in refused))
+    t = max(refused, key=lambda t: t.verify["cosine"])
+    return (f"{len(refused)} int8 trial(s) ({runtimes}) were refused on top-1 agreement alone (e.g. "
+            f"{t.verify['top1']:.1%} < {INT8_MIN_TOP1:.0%}, mean cosine {t.verify['cosine']:.4f}): top-1 is the "
+            f"argmax over the output's last dimension; where that is not the model's answer (hidden states, "
+            f"features), --validate module:function with the check that matters may accept them")
 
 
 def _against_baselines(best: TrialResult, base: dict[str, TrialResult], setup: Setup, objective: str,
