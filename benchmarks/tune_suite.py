@@ -90,7 +90,9 @@ def main() -> int:
         for k in ("vanilla", "pytorch-launcher", "intel-recommended", *PEERS):
             b = r.baselines.get(k)
             lat = f"{b.latency_s * 1e3:8.2f} ms" if b and b.ok else "  failed" if b else "       -"
-            print(f"  {k:20s} {lat}  best is {fmt(k)}x faster")
+            pair = r.interleaved(k)  # both sides' medians in the interleaved comparison
+            both = f"  (interleaved {pair[0] * 1e3:.2f} against {pair[1] * 1e3:.2f} ms)" if pair else ""
+            print(f"  {k:20s} {lat}  best is {fmt(k)}x faster{both}")
         for t in row["int8_trials"]:
             cos = f"{t['cosine']:.4f}" if t["cosine"] is not None else "-"
             top = f"{t['top1']:.1%}" if t["top1"] is not None else "-"
@@ -102,7 +104,8 @@ def main() -> int:
         if r.time_line():
             print(f"  {r.time_line()}", flush=True)
         for n in r.notes:  # what the budget cut short, a best the interleaved comparisons replaced, the best's Winograd layers
-            if n.startswith(("no time left", "the budget left", "re-measured interleaved", "the baseline ", "conv=winograd")):
+            if n.startswith(("no time left", "the budget left", "re-measured interleaved", "the baseline ", "conv=winograd")) \
+                    or "refused on top-1 agreement alone" in n:
                 print(f"  note: {n}", flush=True)
 
     def col(k: str) -> list[float]:
