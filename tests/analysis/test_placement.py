@@ -121,6 +121,9 @@ def test_reasons_name_the_op_where_it_sits_and_what_to_try() -> None:
     assert "fold it into the preceding conv" in reason(bn, "norm", "memory-L1", 0.1, "L1")
     assert "dispatch-bound" in reason(bn, "norm", "overhead", 0.01, "L1")
     assert "no cost formula" in reason(bn, "unknown", "unknown", None, "")
+    lstm = OpNode(3, "lstm", "aten.lstm", "rnn", "LSTM", {"input": f32(1, 64, 128)}, (f32(1, 64, 512),))
+    assert "each step reads the recurrent weights again" in reason(lstm, "rnn", "memory-L3", 0.2, "L3")
+    assert "widens each step's GEMM" in reason(lstm, "rnn", "compute", 0.2, "L2")
 
 
 def test_an_op_without_work_is_overhead_whatever_its_time() -> None:

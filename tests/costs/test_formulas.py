@@ -90,12 +90,52 @@ def test_recurrent_formula(cell: str, layers: int, bidirectional: bool, batch: i
     assert cost.bytes == rnn_bytes(cell, **dims, with_hx=True)
     assert cost.bytes == sum(t.nbytes for t in op.tensors()) + sum(t.nbytes for t in op.outputs)
 
+    assert cost.traffic == rnn_traffic(cell, **dims, with_hx=True) and cost.working_set is not None
     hooked = capture_hooks(wl, "forced")
     assert [o.target for o in hooked.ops] == [f"aten.{cell}"]
     hcost = cost_of(hooked.ops[0])
     assert hcost.kind == "rnn"
     assert hcost.flops == expected_flops
     assert hcost.bytes == rnn_bytes(cell, **dims, with_hx=False)
+
+
+def rnn_traffic(cell: str, *, n: int, t: int, i: int, h: int, layers: int, bidirectional: bool, with_hx: bool) -> int:
+    """What the steps move: every byte of the compulsory ones but the weights, each layer's input
+    weights once and its recurrent weights once per step (the biases are read with the rest)."""
+    g, d = GATES[cell], 2 if bidirectional else 1
+    weights = sum(d * (g * h * (i if layer == 0 else h * d) + t * g * h * h) for layer in range(layers))
+    params = sum(d * (g * h * (i if layer == 0 else h * d) + g * h * h + 2 * g * h) for layer in range(layers))
+    return rnn_bytes(cell, n=n, t=t, i=i, h=h, layers=layers, bidirectional=bidirectional, with_hx=with_hx) \
+        + F32 * (weights - params)
+
+
+@pytest.mark.filterwarnings("ignore:The tensor attributes:UserWarning")
+def test_a_recurrent_op_moves_its_recurrent_weights_every_step() -> None:
+    """Step t+1 needs step t's state: the recurrent weights are read once per step, from the level
+    that holds one layer's; placed there, a batch-1 LSTM whose compulsory bytes make it look
+    compute-bound is memory-bound."""
+    from rooftune.analysis import Roofs, place
+
+    for layers, bidirectional in ((2, False), (1, True)):
+        wl = load_workload("lstm", options={"input_size": INPUT_SIZE, "hidden": HIDDEN, "seq_len": SEQ,
+                                            "layers": layers, "bidirectional": bidirectional})
+        [op] = [o for o in capture(wl).ops if o.target == "aten.lstm"]
+        c = cost_of(op)
+        dims = dict(n=1, t=SEQ, i=INPUT_SIZE, h=HIDDEN, layers=layers, bidirectional=bidirectional)
+        assert c.traffic == rnn_traffic("lstm", **dims, with_hx=True) > c.bytes
+        assert c.working_set == F32 * (2 if bidirectional else 1) * 4 * HIDDEN * HIDDEN
+    # the suite's LSTM (2 layers, hidden 512, 64 steps, input 128) on roofs like a 2-core Zen 4's
+    roofs = Roofs(threads=2, peak={"fp32": 229e9}, bandwidth={"L1": 528e9, "L2": 211e9, "L3": 179e9, "DRAM": 38e9},
+                  capacity={"L1": 64 * 1024, "L2": 2 << 20, "L3": 32 << 20}, dispatch_s=2e-6)
+    dims = dict(n=1, t=64, i=128, h=512, layers=2, bidirectional=False)
+    flops, compulsory = rnn_flops("lstm", **dims), rnn_bytes("lstm", **dims, with_hx=True)
+    moved = rnn_traffic("lstm", **dims, with_hx=True)
+    assert compulsory < 14e6 and moved > 540e6  # 13 MB once against 4 MiB per step and layer
+    as_before = place(OpCost("rnn", flops, compulsory, "recurrent"), 18.6e-3, "float32", roofs)
+    assert as_before.bound == "compute" and as_before.level == "L3"
+    now = place(OpCost("rnn", flops, compulsory, "recurrent", moved, 4 * 4 * 512 * 512), 18.6e-3, "float32", roofs)
+    assert now.bound == "memory-L3" and now.level == "L3"
+    assert now.lower_bound_s == pytest.approx(moved / 179e9) and now.lower_bound_s > as_before.lower_bound_s
 
 
 def test_recurrent_formula_worked_example() -> None:

@@ -79,6 +79,14 @@ class OpResult:
     bound: str
     headroom_s: float | None
     reason: str
+    #: Bytes moved where more than the compulsory ``bytes`` (a recurrent op's steps each read its
+    #: recurrent weights again: :class:`rooftune.costs.OpCost`); None: the compulsory bytes.
+    traffic: float | None = None
+
+    @property
+    def moved_bytes(self) -> float | None:
+        """The bytes its placement counts: ``traffic`` where given, else the compulsory bytes."""
+        return self.traffic if self.traffic is not None else self.bytes
 
     @property
     def attained_flops(self) -> float | None:
@@ -86,7 +94,8 @@ class OpResult:
 
     @property
     def attained_bandwidth(self) -> float | None:
-        return self.bytes / self.time_s if self.bytes is not None and self.time_s > 0 else None
+        moved = self.moved_bytes
+        return moved / self.time_s if moved is not None and self.time_s > 0 else None
 
     def to_dict(self) -> dict[str, Any]:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -316,6 +325,7 @@ def analyze_workload(
                 time_s=t, time_iqr_s=m.iqr, level=pl.level, roof_name=pl.roof_name, roof_flops=pl.roof_flops,
                 lower_bound_s=pl.lower_bound_s, efficiency=pl.efficiency, bound=pl.bound,
                 headroom_s=pl.headroom_s, reason=reason(op, cost.kind, pl.bound, pl.efficiency, pl.level),
+                traffic=cost.traffic,
             )
         )
     pair_ratios = [t / w for t, w in zip(total.samples, whole.samples, strict=False) if w > 0]

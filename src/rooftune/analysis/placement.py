@@ -113,8 +113,11 @@ def place(cost: OpCost, time_s: float, dtype: str, roofs: Roofs) -> Placement:
     if not cost.known:
         return Placement("", roof_name, None, 0.0, 0.0, roofs.dispatch_s, None,
                          "overhead" if overhead else "unknown", None)
-    flops, nbytes = float(cost.flops or 0.0), float(cost.bytes or 0.0)
-    level = roofs.level_for(nbytes)
+    flops = float(cost.flops or 0.0)
+    # the bytes moved (a recurrent op's steps each read its recurrent weights again) from the
+    # level that holds what they re-read
+    nbytes = float(cost.traffic if cost.traffic is not None else cost.bytes or 0.0)
+    level = roofs.level_for(float(cost.working_set if cost.working_set is not None else nbytes))
     bw = roofs.bandwidth.get(level, 0.0)
     compute_s = flops / peak if peak > 0 else 0.0
     memory_s = nbytes / bw if bw > 0 else 0.0

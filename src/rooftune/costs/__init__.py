@@ -24,10 +24,10 @@ def cost_of(op: OpNode) -> OpCost:
         return OpCost("unknown", None, None, f"no cost formula for {op.target}")
     kind, formula = FORMULAS[name]
     try:
-        flops, nbytes = formula(op)
+        flops, nbytes, *more = formula(op)  # a recurrent op also gives its traffic and working set
     except (ValueError, KeyError, IndexError, TypeError) as exc:
         return OpCost(kind, None, None, f"{op.target}: {exc}")
-    return OpCost(kind, flops, nbytes, formula.__name__)
+    return OpCost(kind, flops, nbytes, formula.__name__, *more)
 
 
 def costs_of(graph: OpGraph) -> list[OpCost]:

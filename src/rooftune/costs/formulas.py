@@ -5,6 +5,8 @@ linear layer or addmm is not counted; attention counts its two matrix products. 
 move every input, weight and output once at its dtype's size (an in-place op reads and writes its
 tensor once each). Elementwise ops count the arithmetic per output element given in
 :data:`ELEMENTWISE_FLOPS`. An op without a formula gets ``flops=None`` and is listed as such.
+A recurrent op also gives the bytes its dependent steps move (each reads the recurrent weights
+again) and the working set they come from; the roofline places it by those (:class:`OpCost`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,13 @@ class OpCost:
     flops: float | None
     bytes: float | None
     formula: str
+    #: Bytes the op must move between the cores and the level holding its working set, where
+    #: that is more than the compulsory ``bytes``: a recurrent op's steps depend on each other, so
+    #: each reads every recurrent weight again (None: the compulsory bytes).
+    traffic: float | None = None
+    #: The bytes that must stay near the cores for ``traffic`` to come from one level (None: the
+    #: compulsory bytes): a recurrent layer's weights that each step reads.
+    working_set: float | None = None
 
     @property
     def known(self) -> bool:
@@ -37,7 +46,8 @@ class OpCost:
         return float(self.flops) / float(self.bytes)  # type: ignore[arg-type]
 
 
-Formula = Callable[[OpNode], tuple[float, float]]
+#: (FLOPs, compulsory bytes), a recurrent op's with its traffic and working set after them.
+Formula = Callable[[OpNode], tuple[float, ...]]
 
 #: FLOPs per output element. Simple arithmetic counts 1; a clamp 2 (min and max); transcendental
 #: activations count the operations of their usual formula (sigmoid = exp, add, div, neg) so that
@@ -153,9 +163,18 @@ def multihead_attention(op: OpNode) -> tuple[float, float]:
     return float(proj + attn), _io_bytes(op) + weights
 
 
-def recurrent(op: OpNode) -> tuple[float, float]:
+def recurrent(op: OpNode) -> tuple[float, float, float, float]:
     """Whole sequence, all layers and directions: per step and layer 2*N*G*H*(I_l + H) for the two
-    projections, 2*G*H*N for the biases, and RNN_POINTWISE_FLOPS per hidden unit."""
+    projections, 2*G*H*N for the biases, and RNN_POINTWISE_FLOPS per hidden unit.
+
+    Traffic: the input projection of a layer is one product over the whole sequence (oneDNN,
+    ONNX Runtime and OpenVINO compute it so), but step t+1 needs step t's hidden state, so every
+    step reads the layer's recurrent weights (G*H x H per direction) again: a layer moves its
+    input weights once and its recurrent weights once per step, besides the inputs and outputs.
+    The working set is one layer's recurrent weights (all directions). At batch 1 a 2-layer LSTM
+    of hidden 512 over 64 steps (input 128) moves 542 MB where its compulsory bytes are 13.2 MiB;
+    with s8 weights (ONNX Runtime's dynamic quantization) it ran 3.28x faster on a 2-core Zen 4
+    VM (BENCHMARKS.md, tuning run 27): bound by those reads, not by its FLOPs."""
     cell = op.op
     x = op.tensor("input") or _first(op)
     params = [p for p in op.args.get("params", []) if isinstance(p, TensorMeta)]
@@ -175,13 +194,19 @@ def recurrent(op: OpNode) -> tuple[float, float]:
         steps, batch = (x.shape[1], x.shape[0]) if batch_first else (x.shape[0], x.shape[1])
         width = x.shape[2]
     flops = 0
+    elem = params[1].nbytes / max(params[1].numel, 1)
+    recurrent_w = dirs * g * hidden * hidden * elem  # one layer's, all directions
+    weights = 0.0
     for layer in range(layers):
         i_l = width if layer == 0 else hidden * dirs
         per_step = 2 * batch * g * hidden * (i_l + hidden) + batch * hidden * RNN_POINTWISE_FLOPS[cell]
         if biases:
             per_step += 2 * batch * g * hidden
         flops += dirs * steps * per_step
-    return float(flops), _io_bytes(op)
+        weights += dirs * g * hidden * i_l * elem + steps * recurrent_w
+    io = _io_bytes(op)
+    params_b = sum(p.nbytes for p in params)
+    return float(flops), io, float(io - params_b + weights), float(recurrent_w)
 
 
 def elementwise(op: OpNode) -> tuple[float, float]:

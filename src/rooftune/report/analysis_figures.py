@@ -55,10 +55,10 @@ def plot_ops_roofline(a: Analysis, path: str | Path) -> Path:
     ax.annotate(f"fp32 peak {fmt_rate(peak, 'FLOP/s')} ({threads_of(a.threads)})", (2e3, peak), ha="right", va="bottom", fontsize=8)
     seen: set[str] = set()
     for o in a.ops:
-        if not o.flops or not o.bytes or o.time_s <= 0:
+        if not o.flops or not o.moved_bytes or o.time_s <= 0:
             continue
         share = o.time_s / a.end_to_end_s
-        ax.scatter(o.flops / o.bytes, o.flops / o.time_s, s=max(FULL_AREA * share, 6), alpha=0.6,
+        ax.scatter(o.flops / o.moved_bytes, o.flops / o.time_s, s=max(FULL_AREA * share, 6), alpha=0.6,
                    color=KIND_COLOURS.get(o.kind, "black"), edgecolors="none",
                    label=o.kind if o.kind not in seen else None)
         seen.add(o.kind)
@@ -145,8 +145,8 @@ def plot_trajectory(analyses: Sequence[Analysis], path: str | Path, top: int = 5
         pts = []
         for a in analyses:
             o = next((o for o in a.ops if o.name == name), None)
-            if o and o.flops and o.bytes and o.time_s > 0:
-                pts.append((o.flops / o.bytes, o.flops / o.time_s, o.kind))
+            if o and o.flops and o.moved_bytes and o.time_s > 0:
+                pts.append((o.flops / o.moved_bytes, o.flops / o.time_s, o.kind))
         if pts:
             ax.plot([p[0] for p in pts], [p[1] for p in pts], "-o", ms=4, lw=1,
                     color=KIND_COLOURS.get(pts[0][2], "black"), alpha=0.8, label=name)
