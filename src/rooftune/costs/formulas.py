@@ -196,17 +196,14 @@ def recurrent(op: OpNode) -> tuple[float, float, float, float]:
     flops = 0
     elem = params[1].nbytes / max(params[1].numel, 1)
     recurrent_w = dirs * g * hidden * hidden * elem  # one layer's, all directions
-    weights = 0.0
     for layer in range(layers):
         i_l = width if layer == 0 else hidden * dirs
         per_step = 2 * batch * g * hidden * (i_l + hidden) + batch * hidden * RNN_POINTWISE_FLOPS[cell]
         if biases:
             per_step += 2 * batch * g * hidden
         flops += dirs * steps * per_step
-        weights += dirs * g * hidden * i_l * elem + steps * recurrent_w
-    io = _io_bytes(op)
-    params_b = sum(p.nbytes for p in params)
-    return float(flops), io, float(io - params_b + weights), float(recurrent_w)
+    io = _io_bytes(op)  # every weight once; the recurrent ones are read steps - 1 times more
+    return float(flops), io, float(io + (steps - 1) * layers * recurrent_w), float(recurrent_w)
 
 
 def elementwise(op: OpNode) -> tuple[float, float]:
