@@ -38,6 +38,8 @@ def test_module_patterns_and_reasons() -> None:
     assert module_pattern(["layer1.0.conv2", "layer1.1.conv2", "layer1.2.conv2"]) == "layer1.*.conv2"
     assert module_pattern(["layer1.0.conv2", "layer2.0.conv2"]) == "*.0.conv2"
     assert module_pattern(["a.b", "a.b.c"]) == "a.b (+1)"
+    assert module_pattern(["layer1.0.conv3", "layer1.0.downsample.0", "layer1.1.conv3", "layer1.2.conv3"]) == \
+        "layer1.*.conv3 (+1)"
     assert module_pattern(["", ""]) == "-" and module_pattern(["only"]) == "only"
     assert group_reason(["x at 40% of roof: y"], [0.4, 0.4]) == "x at 40% of roof: y"
     assert group_reason(["no cost formula"], [None]) == "no cost formula"

@@ -111,15 +111,18 @@ def _alike(o: dict[str, Any]) -> str:
 
 
 def module_pattern(modules: list[str]) -> str:
-    """``encoder.layers.*.mlp.0`` for modules that differ only in some dotted parts; the first
-    one and ``(+N)`` where they differ in length."""
+    """``encoder.layers.*.mlp.0`` for modules that differ only in some dotted parts; where their
+    paths differ in length, the pattern of the most common length (the first module's among
+    equals) and ``(+N)`` for the others: ``layer1.*.conv3 (+1)``."""
     names = [m for m in modules if m]
     if not names:
         return "-"
     parts = [m.split(".") for m in names]
-    if len(names) == 1 or len({len(p) for p in parts}) > 1:
-        return names[0] + (f" (+{len(names) - 1})" if len(names) > 1 else "")
-    return ".".join(col[0] if len(set(col)) == 1 else "*" for col in zip(*parts, strict=True))
+    lengths = [len(p) for p in parts]
+    common = max(dict.fromkeys(lengths), key=lengths.count)
+    same = [p for p in parts if len(p) == common]
+    pattern = ".".join(col[0] if len(set(col)) == 1 else "*" for col in zip(*same, strict=True))
+    return pattern + (f" (+{len(names) - len(same)})" if len(same) < len(names) else "")
 
 
 def group_reason(reasons: list[str], efficiencies: list[float | None]) -> str:
