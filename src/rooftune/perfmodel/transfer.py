@@ -439,7 +439,8 @@ def learning_curve(base: PerfModel, target: ProfileData, ks: Sequence[int] = DEF
         runs: dict[str, list[dict[str, float]]] = {m: [] for m in methods}
         for r in range(repeats):
             idx = choose_samples(target.specs, k, sampler, seed + r)
-            rest = [i for i in range(len(target)) if i not in set(idx)]
+            chosen = set(idx)
+            rest = [i for i in range(len(target)) if i not in chosen]
             train, test = target.subset(idx), target.subset(rest)
             w = sample_weights(target.specs, idx) if weigh else None
             tuned: list[TransferModel] = []  # each base fine-tuned once per draw, for finetune and ensemble

@@ -176,13 +176,16 @@ def ort_int8(fp32: Path, out: Path, calibration: Sequence[Inputs]) -> Path:
         source = pre
     except Exception:  # pre-processing is an optimisation; quantize the exported model as it is
         source = fp32
-    names = [i.name for i in onnx.load(str(source), load_external_data=False).graph.input]
+    graph = onnx.load(str(source), load_external_data=False).graph
+    names = [i.name for i in graph.input]
+    lstm = any(n.op_type == "LSTM" for n in graph.node)  # the static pass leaves them as they are
+    del graph  # the whole fp32 model: freed before the quantizer loads it again
     reader = _Reader(names, calibration)
     CalibrationDataReader.register(_Reader)
     quantize_static(str(source), str(out), reader, quant_format=QuantFormat.QDQ, per_channel=True,
                     activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
     pre.unlink(missing_ok=True)
-    if any(n.op_type == "LSTM" for n in onnx.load(str(out), load_external_data=False).graph.node):
+    if lstm:
         recurrent = out.with_name(out.stem + ".lstm.onnx")
         try:
             quantize_dynamic(str(out), str(recurrent), weight_type=QuantType.QInt8, op_types_to_quantize=["LSTM"])

@@ -179,13 +179,17 @@ class TuneResult:
             return math.nan, math.nan, math.nan, False
         return self.guideline.score(self.objective) / self.best.score(self.objective), math.nan, math.nan, False
 
+    def _comparison(self, name: str) -> dict[str, Any] | None:
+        """The interleaved comparison of ``name`` (a baseline, or ``guideline``) with the best."""
+        return self.guideline_vs_best if name == "guideline" else self.speedup.get(name)
+
     def interleaved(self, name: str) -> tuple[float, float] | None:
         """(``name``'s, the best's) median seconds per call (latency) or per item (throughput) in
         the interleaved comparison of ``name`` (a baseline, or ``guideline``) with the best; None
         where there was none (the best itself, a failed or promoted configuration)."""
-        c = self.guideline_vs_best if name == "guideline" else self.speedup.get(name)
+        c = self._comparison(name) or {}
         unit = "item" if self.objective == "throughput" else "latency"
-        a, b = (c or {}).get(f"baseline_{unit}_s"), (c or {}).get(f"best_{unit}_s")
+        a, b = c.get(f"baseline_{unit}_s"), c.get(f"best_{unit}_s")
         if a is None or b is None or not (math.isfinite(a) and math.isfinite(b)):
             return None
         return float(a), float(b)
@@ -197,7 +201,7 @@ class TuneResult:
         faster than the next for its whole life; the interleaved figures are the reported ones."""
         out = []
         for name, tr in [("guideline", self.guideline), *self.baselines.items()]:
-            c = self.guideline_vs_best if name == "guideline" else self.speedup.get(name)
+            c = self._comparison(name)
             if (tr.ok and self.best.ok and c and c.get("ci_low", math.nan) > 1.0
                     and tr.score(self.objective) < self.best.score(self.objective)
                     and tr.config.key() != self.best.config.key()):
