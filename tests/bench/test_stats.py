@@ -203,3 +203,23 @@ def test_paired_ratio_ci_refuses_zero_or_missing_times() -> None:
     assert stats.paired_ratio_ci(a, [1.0] * 5 + [0.0]) == (-math.inf, math.inf)
     assert stats.paired_ratio_ci(a, [1.0] * 5 + [math.nan]) == (-math.inf, math.inf)
     assert stats.paired_ratio_ci(a, [2.0] * 6) == (0.5, 0.5)
+
+
+def test_grouped_ratio_ci_widens_to_where_the_groups_disagree() -> None:
+    rng = np.random.default_rng(1)
+    b = [list(1.0 + 0.01 * rng.standard_normal(30)) for _ in range(2)]
+    # the same samples in two pairs of processes, the second pair's A side 20 % slower throughout
+    a = [[x * 1.0 for x in b[0]], [x * 1.2 for x in b[1]]]
+    flat_a, flat_b = a[0] + a[1], b[0] + b[1]
+    plo, phi = stats.comparison_ci(flat_a, flat_b)
+    lo, hi = stats.grouped_ratio_ci(a, b)
+    assert lo <= plo and hi >= phi  # never narrower than the pooled samples' interval
+    # the bootstrap drew both groups twice: the interval spans both pairs' ratios
+    assert lo <= 1.0 + 1e-9 and hi >= 1.2 - 1e-9
+    assert (lo, hi) == stats.grouped_ratio_ci(a, b)  # seeded
+    # one group, or groups that agree: the pooled interval
+    assert stats.grouped_ratio_ci([flat_a], [flat_b]) == (plo, phi)
+    same_lo, same_hi = stats.grouped_ratio_ci([b[0], b[1]], [b[0], b[1]])
+    assert (same_lo, same_hi) == (1.0, 1.0)
+    # groups of unequal length are cut to their pairs; an empty group is left out
+    assert stats.grouped_ratio_ci([a[0], a[1][:10], []], [b[0], b[1][:12], [1.0]])[1] >= 1.2 - 1e-9

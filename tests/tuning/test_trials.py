@@ -193,6 +193,51 @@ def test_a_final_comparison_spends_its_budget_on_the_wall_clock(objective: str) 
     assert c["ratio"] == pytest.approx(16.0 if objective == "throughput" else 1.0)  # per item: 16 a call
 
 
+def test_a_comparison_over_two_pairs_of_processes_spans_what_each_pair_found() -> None:
+    """Stand-ins: the baseline's second process runs 20 % slower than its first for its whole
+    life (as a process can). The interval reaches both pairs' ratios and holds the pooled samples'."""
+    import itertools
+    import types
+
+    from rooftune.tuning.study import _interleaved
+
+    class Stand:
+        items_per_call = 1
+
+        def __init__(self, seconds: float) -> None:
+            self.seconds, self.jitter = seconds, itertools.cycle([0.99, 1.0, 1.01, 1.005, 0.995])
+
+        def __enter__(self) -> Stand:
+            return self
+
+        def __exit__(self, *exc: object) -> None: ...
+
+        def ready(self) -> None: ...
+
+        def pause(self) -> None: ...
+
+        def resume(self) -> None: ...
+
+        def sample(self, warmup: int = 0) -> float:
+            return self.seconds * next(self.jitter)
+
+    made: list[str] = []
+
+    def group(cfg: RunConfig, wait: bool = True) -> Stand:
+        made.append(cfg.name)
+        slow = cfg.name == "baseline" and made.count("baseline") == 2
+        return Stand(1.2e-3 if slow else 1e-3)
+
+    policy = Policy(number=1, warmup_s=0.0, budget_s=0.4, min_samples=10, max_samples=40, target_rel_ci=0.0)
+    c = _interleaved(RunConfig(runtime="eager", name="best"), RunConfig(runtime="onnxruntime", name="baseline"),
+                     types.SimpleNamespace(group=group), "latency", policy, pairs=2)
+    assert made == ["best", "baseline"] * 2 and c["process_pairs"] == 2
+    assert c["process_pair_ratios"] == [pytest.approx(1.0, abs=0.02), pytest.approx(1.2, abs=0.02)]
+    lo, hi = c["pooled_ci"]
+    assert c["ci_low"] <= min(lo, 1.0) and c["ci_high"] >= max(hi, 1.19)
+    assert 1.0 < c["ratio"] < 1.2
+
+
 def test_a_baseline_faster_with_its_whole_ci_becomes_the_best(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The study's last phase with stand-ins for the trial processes: the trial medians rank a
     searched configuration first and onnxruntime-default third; the interleaved comparison against

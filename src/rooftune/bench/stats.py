@@ -158,3 +158,43 @@ def comparison_ci(a: Sequence[float], b: Sequence[float], confidence: float = CO
     lo, hi = ratio_of_medians_ci(a, b, confidence)
     plo, phi = paired_ratio_ci(a, b, confidence)
     return (min(lo, plo), max(hi, phi))
+
+
+def grouped_ratio_ci(
+    a_groups: Sequence[Sequence[float]],
+    b_groups: Sequence[Sequence[float]],
+    confidence: float = CONFIDENCE,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """Interval of ``median(a) / median(b)`` over pooled interleaved pairs that came in groups
+    (one group per pair of processes), widened by how far the groups disagree.
+
+    A process can run a few percent to a third slower than the next for its whole life, so pairs
+    from one pair of processes are not independent of each other: the intervals of two single
+    pairs of processes can exclude each other. The bootstrap here resamples the groups with
+    replacement, then the pairs within each chosen group (two-stage resampling of hierarchical
+    data, Davison & Hinkley 1997), and the interval is the union of its percentiles with :func:`comparison_ci` of the
+    pooled pairs. With one group it is :func:`comparison_ci`.
+    """
+    groups = [(np.asarray(ga, dtype=float), np.asarray(gb, dtype=float)) for ga, gb in zip(a_groups, b_groups)]
+    groups = [(ga[: min(len(ga), len(gb))], gb[: min(len(ga), len(gb))]) for ga, gb in groups]
+    groups = [g for g in groups if len(g[0])]
+    flat_a = [float(x) for ga, _ in groups for x in ga]
+    flat_b = [float(x) for _, gb in groups for x in gb]
+    lo, hi = comparison_ci(flat_a, flat_b, confidence)
+    if len(groups) < 2:
+        return (lo, hi)
+    rng = np.random.default_rng(seed)
+    ratios = np.empty(resamples)
+    for r in range(resamples):
+        picked = rng.integers(0, len(groups), size=len(groups))
+        xa, xb = [], []
+        for g in picked:
+            ga, gb = groups[g]
+            idx = rng.integers(0, len(ga), size=len(ga))
+            xa.append(ga[idx])
+            xb.append(gb[idx])
+        ratios[r] = np.median(np.concatenate(xa)) / np.median(np.concatenate(xb))
+    alpha = (1.0 - confidence) / 2.0
+    return (min(lo, float(np.quantile(ratios, alpha))), max(hi, float(np.quantile(ratios, 1.0 - alpha))))

@@ -871,14 +871,19 @@ def _interleaved(a: RunConfig, b: RunConfig, setup: Setup, objective: str = "lat
 
     The budget is split over ``pairs`` fresh pairs of processes and their samples pooled: one
     process can run a few percent to 25 % slower than the next for its whole life (where its
-    memory landed), which more samples from the same process cannot average out.
+    memory landed), which more samples from the same process cannot average out. The interval
+    resamples the pairs of processes as well as the samples (``stats.grouped_ratio_ci``): the
+    samples' own interval, taken as if every sample were independent, covered the ratio that
+    other processes found in 16 of 24 comparisons over two pairs, this one in 20
+    (``benchmarks/compare_coverage.py``, BENCHMARKS.md). ``process_pair_ratios`` gives each pair's
+    own ratio, ``pooled_ci`` the samples' interval.
     """
     if a.key() == b.key():
         return {"ratio": 1.0, "ci_low": 1.0, "ci_high": 1.0, "pairs": 0}
     pairs = COMPARE_PROCESS_PAIRS if pairs is None else pairs
     each = replace(policy, budget_s=policy.budget_s / pairs, max_samples=max(policy.min_samples, policy.max_samples // pairs))
-    xa: list[float] = []
-    xb: list[float] = []
+    groups_a: list[list[float]] = []
+    groups_b: list[list[float]] = []
     warnings: list[str] = []
     try:
         for _ in range(pairs):
@@ -892,15 +897,19 @@ def _interleaved(a: RunConfig, b: RunConfig, setup: Setup, objective: str = "lat
                 c = compare(clock.timed(gb, idle=(ga,), per=per_b), clock.timed(ga, idle=(gb,), per=per_a),
                             label_a=b.name, label_b=a.name or "best", policy=each, clock=clock, elapsed=time.perf_counter)
             n = min(len(c.a.samples), len(c.b.samples))
-            xa += list(c.a.samples[:n])
-            xb += list(c.b.samples[:n])
+            groups_a.append(list(c.a.samples[:n]))
+            groups_b.append(list(c.b.samples[:n]))
             warnings += list(c.warnings)
     except TrialFailed as exc:
         return {"ratio": math.nan, "ci_low": math.nan, "ci_high": math.nan, "error": str(exc)}
     unit = "item" if objective == "throughput" else "latency"
-    lo, hi = stats.comparison_ci(xa, xb)
+    xa = [x for g in groups_a for x in g]
+    xb = [x for g in groups_b for x in g]
+    lo, hi = stats.grouped_ratio_ci(groups_a, groups_b)
     return {"ratio": stats.median(xa) / stats.median(xb), "ci_low": lo, "ci_high": hi, "pairs": len(xa),
-            "process_pairs": pairs, f"baseline_{unit}_s": stats.median(xa), f"best_{unit}_s": stats.median(xb)}
+            "process_pairs": pairs, f"baseline_{unit}_s": stats.median(xa), f"best_{unit}_s": stats.median(xb),
+            "process_pair_ratios": [stats.median(ga) / stats.median(gb) for ga, gb in zip(groups_a, groups_b)],
+            "pooled_ci": list(stats.comparison_ci(xa, xb))}
 
 
 def _validation_spec(validate: str | Callable[..., Any] | None) -> str | None:
