@@ -795,7 +795,8 @@ def _against_baselines(best: TrialResult, base: dict[str, TrialResult], setup: S
             queue = again + queue
     if short:
         notes.append(f"the budget left too little time to spread every comparison over {pairs} pairs of processes: "
-                     f"{', '.join(dict.fromkeys(short))} over one")
+                     f"{', '.join(dict.fromkeys(short))} over one (their intervals leave out how far one "
+                     f"process runs from the next)")
     return best, {n: results[n] for n in ok if n in results}
 
 
