@@ -167,3 +167,37 @@ def test_openvino_from_onnx_leaves_the_space_without_the_onnx_package(fake_platf
     from rooftune.tuning.guidelines import source_seeds
 
     assert source_seeds(RunConfig(runtime="onnxruntime", intra_threads=2), available) == []  # nor the seed
+
+
+def linear(index: int, producers: tuple[int, ...], features: int = 64) -> OpNode:
+    x = TensorMeta((1, 16, features), "float32", 4)
+    w = TensorMeta((features, features), "float32", 4)
+    return OpNode(index, f"linear{index}", "aten.linear", "", "Linear", {"input": x, "weight": w}, (x,), producers)
+
+
+def test_a_network_of_matrix_products_gets_openvino_reading_the_onnx_export(fake_platform: Platform,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    import rooftune.runtimes.openvino_runtime as ovr
+    from rooftune.costs import costs_of
+    from rooftune.runtimes import get_runtime
+    from rooftune.tuning.guidelines import product_share, source_seeds
+
+    available = {n: get_runtime(n) for n in ("eager", "onnxruntime", "openvino")}
+    mlp = OpGraph("m", (linear(0, ()), relu(1, (0,)), linear(2, (1,))), "torch.export")
+    image = OpGraph("c", (conv(0, ()), conv(1, (0,))), "torch.export")
+    mixed = OpGraph("x", (conv(0, ()), linear(1, (0,), 8)), "torch.export")
+    assert product_share(costs_of(mlp)) == 1.0 and product_share(costs_of(image)) == 0.0
+    assert product_share(costs_of(mixed)) < 0.5  # the 8x8 linear is small beside the conv
+    cfg, why = guideline(fake_platform, mlp, available)
+    assert (cfg.runtime, cfg.runtime_options) == ("openvino", {"hint": "LATENCY", "streams": 1, "source": "onnx"})
+    assert any("matrix products carry 100%" in w for w in why)
+    assert cfg.omp == {} and cfg.memory_format == "contiguous"
+    assert source_seeds(cfg, available) == []  # the guideline already is the OpenVINO-from-ONNX seed
+    assert guideline(fake_platform, mlp, available, objective="throughput")[0].runtime_options["hint"] == "THROUGHPUT"
+    assert guideline(fake_platform, image, available)[0].runtime == "onnxruntime"
+    assert guideline(fake_platform, mixed, available)[0].runtime == "onnxruntime"
+    # OpenVINO cannot read ONNX here (the onnx package missing): ONNX Runtime, as before
+    monkeypatch.setattr(ovr, "missing", lambda name: "no onnx" if name == "onnx" else None)
+    assert guideline(fake_platform, mlp, available)[0].runtime == "onnxruntime"
+    # no OpenVINO object to ask: ONNX Runtime
+    assert guideline(fake_platform, mlp, {"onnxruntime": None, "openvino": None})[0].runtime == "onnxruntime"

@@ -55,6 +55,13 @@ def conv_share(graph: OpGraph, takes: Callable[[OpNode, TensorMeta], bool],
     return share / total if total else 0.0
 
 
+def product_share(costs: Sequence[OpCost]) -> float:
+    """The share of the heavy-op FLOPs in matrix products: linear layers, matmuls, attention."""
+    heavy = [c for c in costs if c.kind in HEAVY_KINDS and c.flops]
+    total = sum(c.flops for c in heavy)
+    return sum(c.flops for c in heavy if c.kind in ("linear", "matmul", "attention")) / total if total else 0.0
+
+
 def conv3d_share(graph: OpGraph, costs: Sequence[OpCost] | None = None) -> float:
     """The share of the graph's heavy-op FLOPs in 3-D convolutions (a 5-D weight)."""
     return conv_share(graph, lambda op, w: len(w.shape) == 5, costs)
@@ -121,11 +128,24 @@ def guideline(platform: Platform, graph: OpGraph, available: dict[str, Any], *, 
     # 2-D convolutions only and runs 3-D ones as im2col + GEMM, OpenVINO has direct 3-D kernels
     # (2-core Emerald Rapids, batch 1: ONNX Runtime 1.49-1.71x slower than OpenVINO's defaults on
     # r3d_18, mc3_18, r2plus1d_18; BENCHMARKS.md).
+    # Where matrix products carry the work (transformers, convnext's MLPs), OpenVINO reading the
+    # ONNX export beat ONNX Runtime's guideline configuration at batch 1 on every such model
+    # measured on a 2-core Zen 4 VM: transformer-encoder 1.18x, vit_b_32 1.08x, convnext_tiny
+    # 1.08x, swin_t 1.21x, maxvit_t (63 % of its FLOPs in products) 1.64x (resnet50: 1.02x); per
+    # sample at batch 8 in two instances 1.04-1.08x (BENCHMARKS.md).
     share3d = conv3d_share(graph, costs)
+    products = product_share(costs)
+    ov = available.get("openvino")
+    hint = "LATENCY" if objective == "latency" else "THROUGHPUT"
     if share3d > 0.5 and "openvino" in available:
-        runtime, options = "openvino", {"hint": "LATENCY" if objective == "latency" else "THROUGHPUT", "streams": 1}
+        runtime, options = "openvino", {"hint": hint, "streams": 1}
         why.append(f"OpenVINO: 3-D convolutions carry {share3d:.0%} of the FLOPs (direct 3-D kernels; "
                    "ONNX Runtime runs them as im2col + GEMM)")
+    elif products > 0.5 and ov is not None and ov.unsupported(
+            RunConfig(runtime="openvino", runtime_options={"source": "onnx"})) is None:
+        runtime, options = "openvino", {"hint": hint, "streams": 1, "source": "onnx"}
+        why.append(f"OpenVINO reading the ONNX export: matrix products carry {products:.0%} of the FLOPs "
+                   "(it ran such models 1.08-1.64x as fast as ONNX Runtime)")
     elif "onnxruntime" in available:
         runtime, options = "onnxruntime", {"execution_mode": "parallel" if pools > 1 else "sequential",
                                            "graph_optimization": "all", "spinning": True}
@@ -136,7 +156,7 @@ def guideline(platform: Platform, graph: OpGraph, available: dict[str, Any], *, 
             why.append(f"Winograd F(4x4,3x3) for the 3x3 convolutions measured faster so ({share:.0%} of the "
                        "FLOPs are in eligible ones)")
     elif "openvino" in available:
-        runtime, options = "openvino", {"hint": "LATENCY" if objective == "latency" else "THROUGHPUT", "streams": 1}
+        runtime, options = "openvino", {"hint": hint, "streams": 1}
         why.append("OpenVINO (folds and fuses, NHWC kernels)")
     else:
         runtime, options = "torchscript", {}
@@ -198,8 +218,8 @@ def source_seeds(guide: RunConfig, available: dict[str, Any], objective: str = "
     from dataclasses import replace
 
     ov = available.get("openvino")
-    if ov is None:
-        return []
+    if ov is None or (guide.runtime == "openvino" and guide.runtime_options.get("source") == "onnx"):
+        return []  # no OpenVINO, or the guideline is this configuration already
     options = dict(guide.runtime_options) if guide.runtime == "openvino" else {
         "hint": "LATENCY" if objective == "latency" else "THROUGHPUT", "streams": 1}
     if guide.runtime_options.get("conv") == "winograd":
