@@ -174,8 +174,8 @@ def grouped_ratio_ci(
     from one pair of processes are not independent of each other: the intervals of two single
     pairs of processes can exclude each other. The bootstrap here resamples the groups with
     replacement, then the pairs within each chosen group (two-stage resampling of hierarchical
-    data, Davison & Hinkley 1997), and the interval is the union of its percentiles with :func:`comparison_ci` of the
-    pooled pairs. With one group it is :func:`comparison_ci`.
+    data, Davison & Hinkley 1997), and the interval is the union of its percentiles with
+    :func:`comparison_ci` of the pooled pairs. With one group it is :func:`comparison_ci`.
     """
     groups = [(np.asarray(ga, dtype=float), np.asarray(gb, dtype=float)) for ga, gb in zip(a_groups, b_groups)]
     groups = [(ga[: min(len(ga), len(gb))], gb[: min(len(ga), len(gb))]) for ga, gb in groups]

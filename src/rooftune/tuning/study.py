@@ -909,7 +909,7 @@ def _interleaved(a: RunConfig, b: RunConfig, setup: Setup, objective: str = "lat
     lo, hi = stats.grouped_ratio_ci(groups_a, groups_b)
     return {"ratio": stats.median(xa) / stats.median(xb), "ci_low": lo, "ci_high": hi, "pairs": len(xa),
             "process_pairs": pairs, f"baseline_{unit}_s": stats.median(xa), f"best_{unit}_s": stats.median(xb),
-            "process_pair_ratios": [stats.median(ga) / stats.median(gb) for ga, gb in zip(groups_a, groups_b)],
+            "process_pair_ratios": [stats.median(ga) / stats.median(gb) for ga, gb in zip(groups_a, groups_b) if ga],
             "pooled_ci": list(stats.comparison_ci(xa, xb))}
 
 
