@@ -147,6 +147,36 @@ def test_a_paused_worker_uses_no_cpu_and_resumes(tmp_path: Path) -> None:
     assert a.proc.returncode is not None and b.proc.returncode is not None
 
 
+class StandIn:
+    """A set of trial processes for ``_interleaved``, without processes: each sample reports
+    ``seconds`` (times the next ``jitter`` factor, in turn) after ``delay_s`` of real time, as the
+    pauses and pipes around a call take."""
+
+    def __init__(self, seconds: float, items: int = 1, delay_s: float = 0.0, jitter: tuple[float, ...] = (1.0,)) -> None:
+        import itertools
+
+        self.seconds, self.items_per_call, self.delay_s = seconds, items, delay_s
+        self.jitter, self.samples = itertools.cycle(jitter), 0
+
+    def __enter__(self) -> StandIn:
+        return self
+
+    def __exit__(self, *exc: object) -> None: ...
+
+    def ready(self) -> None: ...
+
+    def pause(self) -> None: ...
+
+    def resume(self) -> None: ...
+
+    def sample(self, warmup: int = 0) -> float:
+        import time
+
+        time.sleep(self.delay_s)
+        self.samples += 1
+        return self.seconds * next(self.jitter)
+
+
 @pytest.mark.parametrize("objective", ["latency", "throughput"])
 def test_a_final_comparison_spends_its_budget_on_the_wall_clock(objective: str) -> None:
     """Stand-ins for the trial processes whose calls report 20 us, and 16 items a call on one
@@ -157,30 +187,10 @@ def test_a_final_comparison_spends_its_budget_on_the_wall_clock(objective: str) 
 
     from rooftune.tuning.study import _interleaved
 
-    class Stand:
-        def __init__(self, items: int) -> None:
-            self.items_per_call, self.samples = items, 0
+    made: list[StandIn] = []
 
-        def __enter__(self) -> Stand:
-            return self
-
-        def __exit__(self, *exc: object) -> None: ...
-
-        def ready(self) -> None: ...
-
-        def pause(self) -> None: ...
-
-        def resume(self) -> None: ...
-
-        def sample(self, warmup: int = 0) -> float:
-            time.sleep(0.002)
-            self.samples += 1
-            return 2e-5
-
-    made: list[Stand] = []
-
-    def group(cfg: RunConfig, wait: bool = True) -> Stand:
-        made.append(Stand(16 if cfg.name == "batched" else 1))
+    def group(cfg: RunConfig, wait: bool = True) -> StandIn:
+        made.append(StandIn(2e-5, items=16 if cfg.name == "batched" else 1, delay_s=0.002))
         return made[-1]
 
     policy = Policy(number=1, warmup_s=0.02, budget_s=0.2, min_samples=6, max_samples=2000, target_rel_ci=0.0)
@@ -196,37 +206,16 @@ def test_a_final_comparison_spends_its_budget_on_the_wall_clock(objective: str) 
 def test_a_comparison_over_two_pairs_of_processes_spans_what_each_pair_found() -> None:
     """Stand-ins: the baseline's second process runs 20 % slower than its first for its whole
     life (as a process can). The interval reaches both pairs' ratios and holds the pooled samples'."""
-    import itertools
     import types
 
     from rooftune.tuning.study import _interleaved
 
-    class Stand:
-        items_per_call = 1
-
-        def __init__(self, seconds: float) -> None:
-            self.seconds, self.jitter = seconds, itertools.cycle([0.99, 1.0, 1.01, 1.005, 0.995])
-
-        def __enter__(self) -> Stand:
-            return self
-
-        def __exit__(self, *exc: object) -> None: ...
-
-        def ready(self) -> None: ...
-
-        def pause(self) -> None: ...
-
-        def resume(self) -> None: ...
-
-        def sample(self, warmup: int = 0) -> float:
-            return self.seconds * next(self.jitter)
-
     made: list[str] = []
 
-    def group(cfg: RunConfig, wait: bool = True) -> Stand:
+    def group(cfg: RunConfig, wait: bool = True) -> StandIn:
         made.append(cfg.name)
         slow = cfg.name == "baseline" and made.count("baseline") == 2
-        return Stand(1.2e-3 if slow else 1e-3)
+        return StandIn(1.2e-3 if slow else 1e-3, jitter=(0.99, 1.0, 1.01, 1.005, 0.995))
 
     policy = Policy(number=1, warmup_s=0.0, budget_s=0.4, min_samples=10, max_samples=40, target_rel_ci=0.0)
     c = _interleaved(RunConfig(runtime="eager", name="best"), RunConfig(runtime="onnxruntime", name="baseline"),
