@@ -124,6 +124,10 @@ def test_reasons_name_the_op_where_it_sits_and_what_to_try() -> None:
     lstm = OpNode(3, "lstm", "aten.lstm", "rnn", "LSTM", {"input": f32(1, 64, 128)}, (f32(1, 64, 512),))
     assert "each step reads the recurrent weights again" in reason(lstm, "rnn", "memory-L3", 0.2, "L3")
     assert "widens each step's GEMM" in reason(lstm, "rnn", "compute", 0.2, "L2")
+    assert "tune --int8" in reason(lstm, "rnn", "memory-L3", 0.2, "L3")
+    gru = OpNode(4, "gru", "aten.gru", "rnn", "GRU", {"input": f32(1, 64, 128)}, (f32(1, 64, 512),))
+    advice = reason(gru, "rnn", "memory-L3", 0.2, "L3")  # no int8 GRU to offer: nothing claimed
+    assert "each step reads the recurrent weights again" in advice and "int8" not in advice
 
 
 def test_an_op_without_work_is_overhead_whatever_its_time() -> None:

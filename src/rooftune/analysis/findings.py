@@ -84,8 +84,9 @@ def reason(op: OpNode, kind: str, bound: str, efficiency: float | None, level: s
     elif kind == "pool":
         advice = "try channels_last, or fuse it with the conv before it"
     elif kind == "rnn" and memory:
-        advice = ("each step reads the recurrent weights again: a larger batch shares those reads; int8 weights "
-                  "move a quarter of the bytes (tune --int8: ONNX Runtime quantizes LSTMs so)")
+        advice = "each step reads the recurrent weights again: a larger batch shares those reads"
+        if op.op == "lstm":  # ONNX Runtime's dynamic quantizer has LSTMs, not GRUs or plain RNNs
+            advice += "; int8 weights move a quarter of the bytes (tune --int8: ONNX Runtime quantizes LSTMs so)"
     elif kind == "rnn":
         advice = "sequential over time steps: a larger batch widens each step's GEMM; try ONNX Runtime or OpenVINO"
     elif kind == "fill":
