@@ -34,3 +34,18 @@ class MeasurementError(RooftuneError):
 
 class WorkloadError(RooftuneError):
     """A model cannot be loaded, or fails on the inputs it was given."""
+
+
+def one_line(error: BaseException | str, limit: int = 300) -> str:
+    """The line of an error's message that says what went wrong, at most ``limit`` characters.
+
+    Usually the first. Where the first only says where the check sat (OpenVINO's frontends open
+    with "Check 'false' failed at src/...cpp:151:" and end with what they could not convert), the
+    last line is kept instead."""
+    lines = [ln.strip() for ln in str(error).strip().splitlines() if ln.strip()]
+    if not lines:
+        return ""
+    line = lines[0]
+    if len(lines) > 1 and (line.endswith(":") or line.startswith("Check '")):
+        line = lines[-1].removeprefix("-- ")
+    return line if len(line) <= limit else line[:limit - 3] + "..."

@@ -490,6 +490,55 @@ def test_a_runtime_that_crashed_under_a_preloaded_allocator_is_not_run_under_it_
     assert not _crashed_under_preload(aborted, RunConfig(runtime="torchscript", allocator="jemalloc"))
 
 
+def test_a_model_openvinos_pytorch_frontend_cannot_convert_is_read_from_onnx(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The trials' processes replaced by a stand-in where OpenVINO's PyTorch frontend refuses the
+    model (as it refuses nn.TransformerEncoder's fast path under a padding mask) and its ONNX export
+    runs: the guideline (OpenVINO where ONNX Runtime is not searched) and the openvino-latency
+    baseline read the export, with a note naming the ops, and the search does not convert the model
+    from PyTorch again."""
+    pytest.importorskip("openvino")
+    pytest.importorskip("onnx")
+    import rooftune.tuning.study as study
+    from rooftune.tuning.study import TrialResult, _frontend_refused
+
+    ran: list[RunConfig] = []
+    refusal = ("OpConversionFailure: No conversion rule found for operations: aten::_nested_tensor_from_mask, "
+               "aten::to_padded_tensor")
+
+    def fake_evaluate(cfg: RunConfig, setup, policy, prepare_timeout_s) -> TrialResult:  # noqa: ANN001
+        ran.append(cfg)
+        if cfg.runtime == "openvino" and cfg.option("source", "pytorch") == "pytorch":
+            return TrialResult(cfg, False, error=refusal)
+        return TrialResult(cfg, True, latency_s=0.002 if cfg.runtime == "openvino" else 0.004, throughput=1.0,
+                           verify={"ok": True})
+
+    monkeypatch.setattr(study, "_evaluate", fake_evaluate)
+    monkeypatch.setattr(study, "_interleaved", lambda *a, **k: {"ratio": 1.0, "ci_low": 0.9, "ci_high": 1.1})
+    r = tune(CNN, runtimes=["eager", "openvino"], trials=30, budget_s=600, db=str(tmp_path / "f.db"))
+    ov = r.baselines["openvino-latency"]
+    assert ov.ok and ov.config.runtime_options == {"hint": "LATENCY", "source": "onnx"} and ov.config.vendor_defaults
+    assert r.guideline.ok and r.guideline.config.runtime == "openvino"
+    assert r.guideline.config.runtime_options["source"] == "onnx"
+    assert ("guideline and openvino-latency read the ONNX export: OpenVINO's PyTorch frontend could not convert "
+            "the model (No conversion rule found for operations: aten::_nested_tensor_from_mask, "
+            "aten::to_padded_tensor)") in r.notes, r.notes
+    from_pytorch = [c for c in ran if c.runtime == "openvino" and c.option("source", "pytorch") == "pytorch"]
+    assert [c.name for c in from_pytorch] == ["guideline"]  # converted from PyTorch once
+    skipped = [t for t in r.trials if (t.error or "").startswith("not run: OpenVINO's PyTorch frontend")]
+    assert skipped and all(t.config.runtime == "openvino" for t in skipped)
+    assert "in guideline (OpConversionFailure: No conversion rule" in skipped[0].error
+    assert any(c.runtime == "openvino" and c.name.startswith("trial") for c in ran)  # from ONNX, searched
+    with Store(tmp_path / "f.db") as s:  # what was not run is not stored
+        assert s.count("trials") == len(ran)
+    # other failures, or OpenVINO from ONNX, say nothing about the frontend
+    failed = TrialResult(RunConfig(runtime="openvino"), False, error="TimeoutError: preparing took over 600 s")
+    assert not _frontend_refused(failed, RunConfig(runtime="openvino", intra_threads=2))
+    refused = TrialResult(RunConfig(runtime="openvino"), False, error=refusal)
+    assert _frontend_refused(refused, RunConfig(runtime="openvino", precision="int8"))
+    assert not _frontend_refused(refused, RunConfig(runtime="openvino", runtime_options={"source": "onnx"}))
+
+
 @pytest.mark.parametrize("objective", ["latency", "throughput"])
 def test_the_result_names_the_batch_the_search_chose(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                      objective: str) -> None:

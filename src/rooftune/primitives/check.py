@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from rooftune.errors import one_line
 from rooftune.primitives.base import Kernel, Primitive, in_layout, to_layout
 from rooftune.primitives.spec import ConvSpec
 
@@ -105,8 +106,8 @@ def verify_kernel(primitive: Primitive, spec: ConvSpec, x: torch.Tensor, w: torc
         kernel = primitive.prepare(spec, w, b)
         y = kernel.run(to_layout(x, primitive.in_layout))
     except Exception as exc:  # a library refusing or crashing on a spec is a failed primitive there
-        first = (str(exc).strip().splitlines() or [""])[0][:200]
-        return Verdict(primitive.name, spec, "failed", f"{type(exc).__name__}: {first}", tolerance=tol), None
+        return Verdict(primitive.name, spec, "failed", f"{type(exc).__name__}: {one_line(exc, 200)}",
+                       tolerance=tol), None
     if tuple(y.shape) != tuple(ref.shape):
         return Verdict(primitive.name, spec, "failed", f"output shape {tuple(y.shape)}, expected {tuple(ref.shape)}",
                        tolerance=tol), None

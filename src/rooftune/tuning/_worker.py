@@ -20,6 +20,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from rooftune.errors import one_line
+
 
 def _answer(pipe: Any, obj: dict[str, Any]) -> None:
     pipe.write(json.dumps(obj) + "\n")
@@ -59,8 +61,7 @@ def main() -> int:
             else:
                 _answer(pipe, {"ok": False, "error": f"unknown command {cmd!r}"})
         except Exception as exc:  # the trial failed; the parent records it and goes on
-            first = (str(exc).strip().splitlines() or [""])[0][:300]
-            _answer(pipe, {"ok": False, "error": f"{type(exc).__name__}: {first}",
+            _answer(pipe, {"ok": False, "error": f"{type(exc).__name__}: {one_line(exc)}",
                            "traceback": traceback.format_exc(limit=5)})
     return 0
 

@@ -335,6 +335,21 @@ def _crashed_under_preload(trial: TrialResult, config: RunConfig) -> bool:
 
 NOT_RUN = "not run: "
 
+#: How OpenVINO's PyTorch frontend refuses a model it has no conversion rule for some op of.
+CONVERSION_FAILED = "OpConversionFailure: "
+
+
+def _frontend_refused(trial: TrialResult, config: RunConfig) -> bool:
+    """Whether ``trial`` found that OpenVINO's PyTorch frontend cannot convert the model that
+    ``config`` would convert the same way. The ops it has no rule for are the model's, whatever the
+    threads, hint, allocator or precision (int8 quantizes the converted model), so the study
+    converts such a model from PyTorch once; from the ONNX export it may still run."""
+    def from_pytorch(c: RunConfig) -> bool:
+        return c.runtime == "openvino" and c.option("source", "pytorch") == "pytorch"
+
+    return (not trial.ok and from_pytorch(trial.config) and from_pytorch(config)
+            and (trial.error or "").startswith(CONVERSION_FAILED))
+
 
 def _policy_dict(policy: Policy) -> dict[str, Any]:
     return {k: getattr(policy, k) for k in ("number", "warmup_s", "budget_s", "min_samples", "target_rel_ci")}
@@ -531,6 +546,12 @@ def tune(
                                                   f"in {crashed.config.name or 'an earlier trial'} ({crashed.error})")
                 done[k] = r
                 return r
+            refused = next((x for x in done.values() if _frontend_refused(x, cfg)), None)
+            if refused is not None:
+                r = TrialResult(cfg, False, error=f"{NOT_RUN}OpenVINO's PyTorch frontend could not convert the model "
+                                                  f"in {refused.config.name or 'an earlier trial'} ({refused.error})")
+                done[k] = r
+                return r
             r = _evaluate(cfg, setup, trial_policy, prepare_timeout_s)
             store.save_trial(platform, study_key=key, config_key=k, status="ok" if r.ok else "failed",
                              config=cfg.to_dict(), result=r.to_dict())
@@ -539,13 +560,25 @@ def tune(
 
         guide_cfg, reasons = guideline(platform, graph, available, objective=objective, batch=batch)
         fixed = [guide_cfg, *(replace(b, batch=wl.batch) for b in baselines(platform, available))]
+        from_onnx: list[str] = []
+        why_onnx = ""
         for i, cfg in enumerate(fixed):
             step(f"guideline and baselines: {cfg.name}", i, len(fixed))
             r = evaluate(cfg)
+            refused = next((x for x in done.values() if _frontend_refused(x, cfg)), None)
+            onnx = replace(cfg, runtime_options={**cfg.runtime_options, "source": "onnx"})
+            if not r.ok and refused is not None and available["openvino"].unsupported(onnx) is None:
+                # what an OpenVINO user does next: the same settings on the model's ONNX export
+                from_onnx.append(cfg.name)
+                why_onnx = refused.error.removeprefix(CONVERSION_FAILED)
+                r = evaluate(onnx)
             twin = next((x.config.name for x in results if x.config.key() == r.config.key()), None)
             if twin:
                 notes.append(f"{cfg.name} is the same configuration as {twin} on this machine")
             results.append(r)
+        if from_onnx:
+            notes.append(f"{' and '.join(from_onnx)} read{'s' if len(from_onnx) == 1 else ''} the ONNX export: "
+                         f"OpenVINO's PyTorch frontend could not convert the model ({why_onnx})")
         guide, base = results[0], {r.config.name: r for r in results[1:]}
         phase_s: dict[str, float] = {"fixed": time.perf_counter() - started}
         pairs_run = 0

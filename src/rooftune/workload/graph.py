@@ -22,7 +22,8 @@ from typing import Any
 import torch
 from torch import fx, nn
 
-from rooftune.workload.models import Workload, _first_line
+from rooftune.errors import one_line
+from rooftune.workload.models import Workload
 
 Clock = Callable[[], float]
 
@@ -392,5 +393,5 @@ def capture(wl: Workload) -> OpGraph:
         with quiet_torch():
             return capture_export(wl)
     except Exception as exc:  # export raises many kinds of errors; every one means "fall back"
-        note = f"torch.export failed ({type(exc).__name__}: {_first_line(exc)}); captured leaf modules with hooks, functional ops are not seen"
+        note = f"torch.export failed ({type(exc).__name__}: {one_line(exc, 200)}); captured leaf modules with hooks, functional ops are not seen"
         return capture_hooks(wl, note)

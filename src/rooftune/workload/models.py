@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from rooftune.errors import InvalidArgument, WorkloadError
+from rooftune.errors import InvalidArgument, WorkloadError, one_line
 from rooftune.workload.builtin import BUILTINS
 from rooftune.workload.shapes import check_elements, format_shape, with_batch
 
@@ -165,7 +165,7 @@ def _load_callable(spec: str, options: dict[str, Any]) -> tuple[nn.Module, tuple
     try:
         mod = importlib.import_module(mod_name)
     except Exception as exc:  # an import runs arbitrary code: any failure is the user's module
-        raise WorkloadError(f"model {spec!r}: cannot import {mod_name!r}: {type(exc).__name__}: {_first_line(exc)}") from exc
+        raise WorkloadError(f"model {spec!r}: cannot import {mod_name!r}: {type(exc).__name__}: {one_line(exc, 200)}") from exc
     obj: Any = mod
     for part in attr.split("."):
         if not hasattr(obj, part):
@@ -176,7 +176,7 @@ def _load_callable(spec: str, options: dict[str, Any]) -> tuple[nn.Module, tuple
     try:
         result = obj(**options)
     except Exception as exc:
-        raise WorkloadError(f"model {spec!r}: calling {attr}() failed: {type(exc).__name__}: {_first_line(exc)}") from exc
+        raise WorkloadError(f"model {spec!r}: calling {attr}() failed: {type(exc).__name__}: {one_line(exc, 200)}") from exc
     inputs: tuple[torch.Tensor, ...] = ()
     if isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], nn.Module):
         result, raw = result
@@ -187,12 +187,6 @@ def _load_callable(spec: str, options: dict[str, Any]) -> tuple[nn.Module, tuple
     if not isinstance(result, nn.Module):
         raise WorkloadError(f"model {spec!r}: {attr}() returned {type(result).__name__}, not an nn.Module; {allowed}")
     return result, inputs
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    line = text[0] if text else ""
-    return line if len(line) <= 200 else line[:197] + "..."
 
 
 def load_workload(
@@ -238,7 +232,7 @@ def _load(
         try:
             module = b.build(opts).eval()
         except (RuntimeError, MemoryError) as exc:
-            raise WorkloadError(f"model {model!r} cannot be built with {opts}: {_first_line(exc)}") from exc
+            raise WorkloadError(f"model {model!r} cannot be built with {opts}: {one_line(exc, 200)}") from exc
         wl = Workload(model, "builtin", module, _reshape_inputs(_random_inputs([shape]), inputs, batch), opts)
     else:
         zoo = zoo_names()
@@ -257,7 +251,7 @@ def _load(
                 warnings.simplefilter("ignore")
                 module = tvm.get_model(model, weights=None, **kwargs)
         except (TypeError, ValueError, RuntimeError, MemoryError) as exc:  # a builder refusing or failing on an option
-            raise WorkloadError(f"model {model!r}: bad option: {type(exc).__name__}: {_first_line(exc)}") from exc
+            raise WorkloadError(f"model {model!r}: bad option: {type(exc).__name__}: {one_line(exc, 200)}") from exc
         shape = with_batch(_zoo_shape(model, zoo[model]), batch or 1)
         wl = Workload(model, f"torchvision {zoo[model]}", module.eval(), _reshape_inputs(_random_inputs([shape]), inputs, batch), options)
     if check:
@@ -279,7 +273,7 @@ def _load_exported(
         with _quiet_logger("torch.export"):
             ep = torch.export.load(str(path))
     except Exception as exc:
-        raise WorkloadError(f"model {model!r}: not a torch.export file: {type(exc).__name__}: {_first_line(exc)}") from exc
+        raise WorkloadError(f"model {model!r}: not a torch.export file: {type(exc).__name__}: {one_line(exc, 200)}") from exc
     args, kwargs = ep.example_inputs or ((), {})
     examples = tuple(a for a in args if isinstance(a, torch.Tensor))
     if not examples and not inputs:
@@ -306,5 +300,5 @@ def run_once(wl: Workload) -> Any:
     except Exception as exc:
         shapes = ", ".join(format_shape(s) for s in wl.input_shapes)
         raise WorkloadError(
-            f"model {wl.name!r} fails on input {shapes}: {type(exc).__name__}: {_first_line(exc)}"
+            f"model {wl.name!r} fails on input {shapes}: {type(exc).__name__}: {one_line(exc, 200)}"
         ) from exc
