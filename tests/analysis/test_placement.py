@@ -130,6 +130,38 @@ def test_reasons_name_the_op_where_it_sits_and_what_to_try() -> None:
     assert "each step reads the recurrent weights again" in advice and "int8" not in advice
 
 
+def test_lower_precision_advice_follows_the_machines_measured_gemm_roofs() -> None:
+    """bf16 and int8 are offered for compute-bound products with the ratio this machine's GEMM roofs
+    measured, and not where they ran no faster than fp32 (a CPU without native bf16 emulates it)."""
+    from rooftune.analysis.findings import lower_precisions
+
+    zen4 = lower_precisions({"fp32": 216e9, "gemm_fp32": 199e9, "gemm_bf16": 438e9, "gemm_int8": 890e9})
+    assert zen4 == pytest.approx({"bf16": 2.2, "int8": 4.47}, rel=0.01)
+    avx2 = lower_precisions({"gemm_fp32": 100e9, "gemm_bf16": 40e9, "gemm_int8": 150e9})
+    assert set(avx2) == {"int8"}
+    assert lower_precisions({"gemm_fp32": 100e9, "gemm_bf16": 110e9}) == {}
+    assert lower_precisions({"fp32": 100e9}) == {}  # no GEMM roofs measured: nothing claimed
+    lin = OpNode(1, "linear", "aten.linear", "fc1", "Linear", {"input": f32(128, 256), "weight": f32(1024, 256)},
+                 (f32(128, 1024),))
+    assert reason(lin, "linear", "compute", 0.45, "L2", zen4) == (
+        "linear 128x256->1024, compute-bound at 45% of roof: try bf16 (its GEMM 2.2x fp32's here: tune --bf16) "
+        "or int8 (its GEMM 4.5x fp32's here: tune --int8), or another runtime's GEMM")
+    only_int8 = reason(lin, "linear", "compute", 0.45, "L2", avx2)
+    assert "int8 (its GEMM 1.5x" in only_int8 and "bf16" not in only_int8
+    none = reason(lin, "linear", "compute", 0.45, "L2", {})
+    assert none.endswith("try another runtime's GEMM (no lower precision's GEMM measured faster than fp32's here)")
+    assert "bf16/int8 where native" in reason(lin, "linear", "compute", 0.45, "L2")  # roofs unknown
+    full = conv_node(64, 64, 1)
+    assert reason(full, "conv", "compute", 0.9, "L2", {}).endswith(
+        "near its roof, and no lower precision's GEMM measured faster than fp32's here")
+    assert "only a lower precision is faster, bf16 (its GEMM 2.2x" in reason(full, "conv", "compute", 0.9, "L2", zen4)
+    attn = OpNode(2, "sdpa", "aten.scaled_dot_product_attention", "attn", "MultiheadAttention",
+                  {"query": f32(1, 4, 128, 64)}, (f32(1, 4, 128, 64),))
+    assert reason(attn, "attention", "compute", 0.3, "L2", avx2).endswith("(scaled_dot_product_attention)")
+    assert reason(attn, "attention", "compute", 0.3, "L2", zen4).endswith(
+        "and try bf16 (its GEMM 2.2x fp32's here: tune --bf16)")
+
+
 def test_an_op_without_work_is_overhead_whatever_its_time() -> None:
     p = place(OpCost("view", 0.0, 0.0, "view"), 50e-6, "float32", ROOFS)
     assert p.bound == "overhead" and p.efficiency == 0.0

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from rooftune.analysis.findings import opportunity_groups, reason, top_opportunities
+from rooftune.analysis.findings import lower_precisions, opportunity_groups, reason, top_opportunities
 from rooftune.analysis.placement import Roofs, place
 from rooftune.bench import Policy, measure_parts, stats
 from rooftune.costs import cost_of
@@ -313,6 +313,7 @@ def analyze_workload(
     finally:
         torch.set_num_threads(previous)
     roofs = Roofs.from_ceilings(ceilings, threads)
+    faster = lower_precisions(roofs.peak)
     results = []
     for op, cost, m in zip(graph.ops, costs, parts, strict=True):
         dtype = _dtype_of(op)
@@ -324,7 +325,7 @@ def analyze_workload(
                 shapes=op.shapes(), dtype=dtype, flops=cost.flops, bytes=cost.bytes, formula=cost.formula,
                 time_s=t, time_iqr_s=m.iqr, level=pl.level, roof_name=pl.roof_name, roof_flops=pl.roof_flops,
                 lower_bound_s=pl.lower_bound_s, efficiency=pl.efficiency, bound=pl.bound,
-                headroom_s=pl.headroom_s, reason=reason(op, cost.kind, pl.bound, pl.efficiency, pl.level),
+                headroom_s=pl.headroom_s, reason=reason(op, cost.kind, pl.bound, pl.efficiency, pl.level, faster),
                 traffic=cost.traffic,
             )
         )

@@ -13,6 +13,29 @@ from rooftune.workload.graph import OpNode
 GEMV_ROWS = 8
 #: Below this share of the compute roof a compute-bound kernel is worth replacing.
 LOW_COMPUTE_EFFICIENCY = 0.5
+#: A lower precision is suggested for compute-bound ops where its measured GEMM roof is at least
+#: this many times fp32's.
+FASTER_PRECISION = 1.2
+
+
+def lower_precisions(peak: dict[str, float]) -> dict[str, float]:
+    """bf16 and int8 where this machine's GEMM roofs (``gemm_*`` of the ceilings) ran them at
+    least :data:`FASTER_PRECISION` times as fast as fp32: precision -> that ratio. Empty where they
+    did not, or where they were not measured."""
+    base = peak.get("gemm_fp32") or 0.0
+    if base <= 0:
+        return {}
+    ratios = {p: peak.get(f"gemm_{p}", 0.0) / base for p in ("bf16", "int8")}
+    return {p: r for p, r in ratios.items() if r >= FASTER_PRECISION}
+
+
+def _lower(faster: dict[str, float] | None, only: tuple[str, ...] = ("bf16", "int8")) -> str:
+    """"bf16 (its GEMM 2.2x fp32's here: tune --bf16)", or the general rule where the machine's
+    roofs are not known."""
+    if faster is None:
+        return "/".join(only) + " where native"
+    named = [f"{p} (its GEMM {faster[p]:.1f}x fp32's here: tune --{p})" for p in only if p in faster]
+    return " or ".join(named)
 
 
 def describe(op: OpNode, kind: str) -> str:
@@ -44,8 +67,13 @@ def _rows(op: OpNode) -> int:
     return ts[0].numel // max(ts[0].shape[-1], 1) if ts else 0
 
 
-def reason(op: OpNode, kind: str, bound: str, efficiency: float | None, level: str) -> str:
-    """E.g. "depthwise 3x3 conv, memory-bound in L2 at 18 % of roof: try channels_last"."""
+def reason(op: OpNode, kind: str, bound: str, efficiency: float | None, level: str,
+           faster: dict[str, float] | None = None) -> str:
+    """E.g. "depthwise 3x3 conv, memory-bound in L2 at 18 % of roof: try channels_last".
+
+    ``faster``: the lower precisions this machine's GEMMs run faster, from
+    :func:`lower_precisions`; the advice names them with their measured ratio (or says none is
+    faster). Without it the advice gives the general rule."""
     what = describe(op, kind)
     eff = f"{efficiency:.0%} of roof" if efficiency is not None else "no roof (no cost formula)"
     if kind == "view":
@@ -66,15 +94,19 @@ def reason(op: OpNode, kind: str, bound: str, efficiency: float | None, level: s
             advice = "try channels_last, or a larger batch so each weight is reused"
         elif efficiency is not None and efficiency < LOW_COMPUTE_EFFICIENCY:
             advice = "try another convolution primitive (rooftune select) or channels_last"
+        elif faster is None or faster:
+            advice = f"near its roof: only a lower precision is faster, {_lower(faster)}"
         else:
-            advice = "near its roof: only lower precision (bf16/int8 where native) is faster"
+            advice = "near its roof, and no lower precision's GEMM measured faster than fp32's here"
     elif kind in ("linear", "matmul"):
         if _rows(op) <= GEMV_ROWS:
             advice = "a matrix-vector product streaming its weights: batch requests, or int8 weights"
         elif memory:
             advice = "try a larger batch, or int8/bf16 weights to move fewer bytes"
+        elif faster is None or faster:
+            advice = f"try {_lower(faster)}, or another runtime's GEMM"
         else:
-            advice = "try bf16/int8 where native, or another runtime's GEMM"
+            advice = "try another runtime's GEMM (no lower precision's GEMM measured faster than fp32's here)"
     elif kind == "norm" and op.op.startswith(("batch_norm", "_native_batch_norm")):
         advice = "fold it into the preceding conv (TorchScript freeze, torch.compile or ONNX Runtime)"
     elif kind in ("elementwise", "norm", "softmax"):
@@ -92,7 +124,9 @@ def reason(op: OpNode, kind: str, bound: str, efficiency: float | None, level: s
     elif kind == "fill":
         advice = "an allocation and fill each run: pass initial states in, or let a graph runtime reuse the buffer"
     elif kind == "attention":
-        advice = "check the fused attention kernel is used (scaled_dot_product_attention) and try bf16"
+        advice = "check the fused attention kernel is used (scaled_dot_product_attention)"
+        if faster is None or "bf16" in faster:
+            advice += f" and try {_lower(faster, ('bf16',))}"
     else:
         advice = "see its share of time before anything else"
     return f"{head}: {advice}"
