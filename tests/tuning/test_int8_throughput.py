@@ -82,6 +82,24 @@ def test_int8_is_calibrated_and_guarded_on_the_calibration_set(tmp_path: Path, r
         assert r.error.startswith("wrong output: fails mean cosine")
 
 
+@pytest.mark.parametrize(("runtime", "quantizer", "op"), [("onnxruntime", "ONNX Runtime's static quantizer", "GRU"),
+                                                       ("eager", "PyTorch's x86 quantizer (PT2E)", "gru"),
+                                                       ("openvino", "NNCF", "GRUSequence")])
+def test_an_int8_configuration_whose_quantizer_quantized_nothing_fails_and_says_so(
+        tmp_path: Path, runtime: str, quantizer: str, op: str) -> None:
+    """No runtime's static quantizer has GRUs: the model would run in fp32 under the name int8, so
+    the trial fails, naming the quantizer and the model's ops, and leaves no artifact."""
+    if int8_missing(runtime) or get_runtime(runtime).available():
+        pytest.skip(int8_missing(runtime) or get_runtime(runtime).available())
+    gru = {"model": "gru", "inputs": None, "options": {"hidden": 32, "layers": 1, "input_size": 16, "seq_len": 8}}
+    setup = Setup(gru, tmp_path, int8=True, calibration_size=4)
+    r = _evaluate(RunConfig(runtime=runtime, intra_threads=1, precision="int8"), setup, FAST)
+    assert not r.ok and r.error.startswith(f"ValueError: int8: {quantizer} quantized no op of this model (its ops: ")
+    assert op in r.error and r.error.endswith("; it would run in fp32"), r.error
+    left = [p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file()]
+    assert not any("int8" in str(p) for p in left), left  # the fp32 export it quantized may stay
+
+
 def test_onnxruntime_int8_stores_an_lstms_weights_in_int8(tmp_path: Path) -> None:
     """ONNX Runtime's static quantizer leaves an LSTM in fp32; its dynamic one gives the LSTM s8
     weights: the quantized file holds DynamicQuantizeLSTM and no LSTM, and computes nearly the

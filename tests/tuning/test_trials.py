@@ -539,6 +539,47 @@ def test_a_model_openvinos_pytorch_frontend_cannot_convert_is_read_from_onnx(
     assert not _frontend_refused(refused, RunConfig(runtime="openvino", runtime_options={"source": "onnx"}))
 
 
+def test_int8_on_a_runtime_whose_quantizer_quantized_nothing_is_not_tried_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The trials' processes replaced by a stand-in where ONNX Runtime's quantizer leaves the model
+    in fp32 (as it leaves a GRU): its first int8 trial fails and says so, its later int8 proposals
+    are not run, its fp32 and the other runtime's int8 still are."""
+    from rooftune.runtimes.quantize import int8_missing
+
+    if int8_missing("onnxruntime") or int8_missing("eager"):
+        pytest.skip(int8_missing("onnxruntime") or int8_missing("eager"))
+    import rooftune.tuning.study as study
+    from rooftune.tuning.study import TrialResult, _nothing_quantized
+
+    ran: list[RunConfig] = []
+    nothing = ("ValueError: int8: ONNX Runtime's static quantizer quantized no op of this model (its ops: GRU, "
+               "Reshape); it would run in fp32")
+
+    def fake_evaluate(cfg: RunConfig, setup, policy, prepare_timeout_s) -> TrialResult:  # noqa: ANN001
+        ran.append(cfg)
+        if cfg.runtime == "onnxruntime" and cfg.precision == "int8":
+            return TrialResult(cfg, False, error=nothing)
+        return TrialResult(cfg, True, latency_s=0.003, throughput=1.0, verify={"ok": True})
+
+    monkeypatch.setattr(study, "_evaluate", fake_evaluate)
+    monkeypatch.setattr(study, "_interleaved", lambda *a, **k: {"ratio": 1.0, "ci_low": 0.9, "ci_high": 1.1})
+    r = tune(CNN, runtimes=["eager", "onnxruntime"], precisions=("fp32", "int8"), trials=30, budget_s=600,
+             db=str(tmp_path / "q.db"))
+    assert len([c for c in ran if c.runtime == "onnxruntime" and c.precision == "int8"]) == 1
+    skipped = [t for t in r.trials if (t.error or "").startswith("not run: onnxruntime's int8 quantizer quantized no op")]
+    assert skipped and all(t.config.runtime == "onnxruntime" and t.config.precision == "int8" for t in skipped)
+    assert skipped[0].error.endswith(f"({nothing})")
+    assert [n for n in r.notes if "quantized no op" in n] == [
+        "int8 not on onnxruntime: ONNX Runtime's static quantizer quantized no op of this model (its ops: GRU, "
+        "Reshape); it would run in fp32"]
+    assert any(c.runtime == "eager" and c.precision == "int8" for c in ran)
+    assert any(c.runtime == "onnxruntime" and c.precision == "fp32" and c.name.startswith("trial") for c in ran)
+    failed = TrialResult(RunConfig(runtime="onnxruntime", precision="int8"), False, error=nothing)
+    assert _nothing_quantized(failed, RunConfig(runtime="onnxruntime", precision="int8", intra_threads=2))
+    assert not _nothing_quantized(failed, RunConfig(runtime="onnxruntime"))
+    assert not _nothing_quantized(failed, RunConfig(runtime="openvino", precision="int8"))
+
+
 @pytest.mark.parametrize("objective", ["latency", "throughput"])
 def test_the_result_names_the_batch_the_search_chose(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                      objective: str) -> None:

@@ -90,6 +90,20 @@ def calibration_inputs(example: Sequence[torch.Tensor], n: int = CALIBRATION_SIZ
     return out
 
 
+#: Ops of a quantized ONNX graph that compute or carry int8 (QDQ pairs, ONNX Runtime's fused and
+#: dynamic int8 kernels).
+ONNX_INT8_OPS = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "DynamicQuantizeLSTM",
+                           "QLinearConv", "QLinearMatMul", "MatMulInteger", "ConvInteger"})
+
+
+def nothing_quantized(quantizer: str, ops: Sequence[str]) -> ValueError:
+    """The error of a quantizer that left every op of the model in fp32: such a configuration would
+    run fp32 under the name int8, so its trial fails and says why."""
+    heavy = sorted(set(ops))
+    shown = ", ".join(heavy[:8]) + (f" and {len(heavy) - 8} more" if len(heavy) > 8 else "")
+    return ValueError(f"int8: {quantizer} quantized no op of this model (its ops: {shown}); it would run in fp32")
+
+
 def pt2e_int8(module: torch.nn.Module, example: Inputs, calibration: Sequence[Inputs], *,
               lower: bool = True) -> torch.nn.Module:
     """PT2E: export, insert observers by the x86 quantizer, calibrate, convert, and (``lower``)
@@ -112,6 +126,10 @@ def pt2e_int8(module: torch.nn.Module, example: Inputs, calibration: Sequence[In
         for xs in calibration:
             prepared(*xs)
         converted = convert_pt2e(prepared)
+        calls = [n.target for n in converted.graph.nodes if n.op == "call_function"]
+        if not any("quantize_per_" in str(t) for t in calls):
+            names = (getattr(t, "__name__", str(t)).split(".")[0] for t in calls)
+            raise nothing_quantized("PyTorch's x86 quantizer (PT2E)", [n for n in names if n != "getitem"])
         return lower_pt2e_quantized_to_x86(converted, tuple(example)) if lower else converted
 
 
@@ -185,6 +203,10 @@ def ort_int8(fp32: Path, out: Path, calibration: Sequence[Inputs]) -> Path:
     quantize_static(str(source), str(out), reader, quant_format=QuantFormat.QDQ, per_channel=True,
                     activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
     pre.unlink(missing_ok=True)
+    if not lstm:
+        ops = [n.op_type for n in onnx.load(str(out), load_external_data=False).graph.node]
+        if not ONNX_INT8_OPS.intersection(ops):
+            raise nothing_quantized("ONNX Runtime's static quantizer", ops)
     if lstm:
         recurrent = out.with_name(out.stem + ".lstm.onnx")
         try:
@@ -201,4 +223,8 @@ def nncf_int8(model: Any, calibration: Sequence[Inputs]) -> Any:
     import nncf
 
     data = [[x.float().numpy() if x.is_floating_point() else x.numpy() for x in xs] for xs in calibration]
-    return nncf.quantize(model, nncf.Dataset(data), subset_size=len(data))
+    quantized = nncf.quantize(model, nncf.Dataset(data), subset_size=len(data))
+    ops = [op.get_type_name() for op in quantized.get_ops()]
+    if not {"FakeQuantize", "FakeConvert"}.intersection(ops):
+        raise nothing_quantized("NNCF", [t for t in ops if t not in ("Parameter", "Constant", "Result")])
+    return quantized

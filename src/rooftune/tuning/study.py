@@ -337,6 +337,8 @@ NOT_RUN = "not run: "
 
 #: How OpenVINO's PyTorch frontend refuses a model it has no conversion rule for some op of.
 CONVERSION_FAILED = "OpConversionFailure: "
+#: How a trial whose quantizer left the whole model in fp32 fails (rooftune.runtimes.quantize).
+NOTHING_QUANTIZED = "quantized no op of this model"
 
 
 def _frontend_refused(trial: TrialResult, config: RunConfig) -> bool:
@@ -349,6 +351,17 @@ def _frontend_refused(trial: TrialResult, config: RunConfig) -> bool:
 
     return (not trial.ok and from_pytorch(trial.config) and from_pytorch(config)
             and (trial.error or "").startswith(CONVERSION_FAILED))
+
+
+def _nothing_quantized(trial: TrialResult, config: RunConfig) -> bool:
+    """Whether ``trial`` found that ``config``'s runtime quantizes no op of the model (no static
+    quantizer has GRUs): another int8 configuration of that runtime, from the same source graph,
+    would fail the same way, whatever its threads or allocator."""
+    def int8_of(c: RunConfig) -> tuple[str, str] | None:
+        return (c.runtime, c.option("source", "pytorch")) if c.precision == "int8" else None
+
+    return (not trial.ok and int8_of(trial.config) is not None and int8_of(trial.config) == int8_of(config)
+            and NOTHING_QUANTIZED in (trial.error or ""))
 
 
 def _policy_dict(policy: Policy) -> dict[str, Any]:
@@ -546,12 +559,14 @@ def tune(
                                                   f"in {crashed.config.name or 'an earlier trial'} ({crashed.error})")
                 done[k] = r
                 return r
-            refused = next((x for x in done.values() if _frontend_refused(x, cfg)), None)
-            if refused is not None:
-                r = TrialResult(cfg, False, error=f"{NOT_RUN}OpenVINO's PyTorch frontend could not convert the model "
-                                                  f"in {refused.config.name or 'an earlier trial'} ({refused.error})")
-                done[k] = r
-                return r
+            for rule, what in ((_frontend_refused, "OpenVINO's PyTorch frontend could not convert the model"),
+                               (_nothing_quantized, f"{cfg.runtime}'s int8 quantizer quantized no op of the model")):
+                refused = next((x for x in done.values() if rule(x, cfg)), None)
+                if refused is not None:  # as a crash under a preloaded allocator: not run, not stored
+                    r = TrialResult(cfg, False, error=f"{NOT_RUN}{what} in {refused.config.name or 'an earlier trial'} "
+                                                      f"({refused.error})")
+                    done[k] = r
+                    return r
             r = _evaluate(cfg, setup, trial_policy, prepare_timeout_s)
             store.save_trial(platform, study_key=key, config_key=k, status="ok" if r.ok else "failed",
                              config=cfg.to_dict(), result=r.to_dict())
@@ -708,6 +723,9 @@ def tune(
         top1_only = top1_only_note(results, validate is not None)
         if top1_only:
             notes.append(top1_only)
+        for t in results:  # each runtime's quantizer that left the model in fp32, once
+            if NOTHING_QUANTIZED in (t.error or "") and not t.error.startswith(NOT_RUN):
+                notes.append(f"int8 not on {t.config.runtime}: {t.error.split('int8: ', 1)[-1]}")
         if save:
             save_config(best, Path(save), workload, calibration_size=calibration_size)
     finally:
