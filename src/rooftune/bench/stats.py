@@ -186,15 +186,29 @@ def grouped_ratio_ci(
     if len(groups) < 2:
         return (lo, hi)
     rng = np.random.default_rng(seed)
+    n = len(groups)
+    lens = np.array([len(ga) for ga, _ in groups])
+    width = int(lens.max())
+    # the groups as rows padded with NaN; a resample draws n rows, then each row's own length of
+    # positions within it (positions past a row's length are NaN and left out of the medians)
+    pa, pb = np.full((n, width), np.nan), np.full((n, width), np.nan)
+    for i, (ga, gb) in enumerate(groups):
+        pa[i, :len(ga)], pb[i, :len(gb)] = ga, gb
     ratios = np.empty(resamples)
-    for r in range(resamples):
-        picked = rng.integers(0, len(groups), size=len(groups))
-        xa, xb = [], []
-        for g in picked:
-            ga, gb = groups[g]
-            idx = rng.integers(0, len(ga), size=len(ga))
-            xa.append(ga[idx])
-            xb.append(gb[idx])
-        ratios[r] = np.median(np.concatenate(xa)) / np.median(np.concatenate(xb))
+    chunk = max(1, 2_000_000 // (n * width))  # resamples at a time, ~16 MB per array
+    for start in range(0, resamples, chunk):
+        m = min(chunk, resamples - start)
+        picked = rng.integers(0, n, size=(m, n))
+        size = lens[picked][..., None]
+        idx = (rng.random((m, n, width)) * size).astype(np.intp)
+        keep = np.arange(width) < size
+        rows = picked[..., None]
+        # medians by sorting, the NaNs last: the middle of each resample's own count
+        count = size[..., 0].sum(axis=1)
+        r = np.arange(m)
+        below, above = (count - 1) // 2, count // 2
+        xa = np.sort(np.where(keep, pa[rows, idx], np.nan).reshape(m, -1), axis=1)
+        xb = np.sort(np.where(keep, pb[rows, idx], np.nan).reshape(m, -1), axis=1)
+        ratios[start:start + m] = (xa[r, below] + xa[r, above]) / (xb[r, below] + xb[r, above])
     alpha = (1.0 - confidence) / 2.0
     return (min(lo, float(np.quantile(ratios, alpha))), max(hi, float(np.quantile(ratios, 1.0 - alpha))))
