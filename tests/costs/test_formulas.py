@@ -426,3 +426,15 @@ def test_intensity_unknown_is_none() -> None:
 
 def test_intensity_zero_flops() -> None:
     assert OpCost("concat", 0.0, 64.0, "concat").intensity == 0.0
+
+
+def test_an_attention_masks_comparison_and_fill_are_elementwise() -> None:
+    """``mask == 0`` (a bool output, one byte an element) and ``masked_fill_`` count one op an
+    element and the bytes of what they read and write, where they had no formula."""
+    mask = TensorMeta((1, 128), "int64", 8)
+    eq = cost_of(node("aten.eq", {"self": mask}, TensorMeta((1, 128), "bool", 1)))
+    assert (eq.kind, eq.flops, eq.bytes) == ("elementwise", 128, 128 * 8 + 128)
+    scores = f32(1, 4, 128, 128)
+    fill = cost_of(node("aten.masked_fill_", {"self": scores, "mask": TensorMeta((1, 1, 1, 128), "bool", 1)}, scores))
+    assert (fill.kind, fill.flops) == ("elementwise", numel(1, 4, 128, 128))
+    assert fill.bytes == 2 * 4 * numel(1, 4, 128, 128) + 128

@@ -58,6 +58,9 @@ ELEMENTWISE_FLOPS: dict[str, int] = {
     "sqrt": 1, "rsqrt": 1, "reciprocal": 1, "square": 1, "pow": 1, "exp": 1, "log": 1,
     "sigmoid": 4, "tanh": 6, "hardsigmoid": 3, "hardswish": 4, "silu": 5, "elu": 5, "gelu": 8, "mish": 10,
     "erf": 4, "softplus": 4,
+    # comparisons and masks (an attention mask's ``mask == 0`` and ``masked_fill``), one each
+    "eq": 1, "ne": 1, "lt": 1, "le": 1, "gt": 1, "ge": 1, "logical_not": 1, "logical_and": 1, "logical_or": 1,
+    "masked_fill": 1, "floor": 1, "ceil": 1, "round": 1, "sign": 1,
 }
 #: Inference batch norm folds to one scale and one shift per element.
 BATCH_NORM_FLOPS = 2
