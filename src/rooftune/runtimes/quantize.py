@@ -203,11 +203,11 @@ def ort_int8(fp32: Path, out: Path, calibration: Sequence[Inputs]) -> Path:
     quantize_static(str(source), str(out), reader, quant_format=QuantFormat.QDQ, per_channel=True,
                     activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
     pre.unlink(missing_ok=True)
-    if not lstm:
+    if not lstm:  # (with an LSTM, the dynamic pass below quantizes its weights)
         ops = [n.op_type for n in onnx.load(str(out), load_external_data=False).graph.node]
         if not ONNX_INT8_OPS.intersection(ops):
             raise nothing_quantized("ONNX Runtime's static quantizer", ops)
-    if lstm:
+    else:
         recurrent = out.with_name(out.stem + ".lstm.onnx")
         try:
             quantize_dynamic(str(out), str(recurrent), weight_type=QuantType.QInt8, op_types_to_quantize=["LSTM"])

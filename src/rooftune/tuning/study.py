@@ -723,9 +723,9 @@ def tune(
         top1_only = top1_only_note(results, validate is not None)
         if top1_only:
             notes.append(top1_only)
-        for t in results:  # each runtime's quantizer that left the model in fp32, once
-            if NOTHING_QUANTIZED in (t.error or "") and not t.error.startswith(NOT_RUN):
-                notes.append(f"int8 not on {t.config.runtime}: {t.error.split('int8: ', 1)[-1]}")
+        # each runtime's quantizer that left the model in fp32, once
+        notes += dict.fromkeys(f"int8 not on {t.config.runtime}: {t.error.split('int8: ', 1)[-1]}" for t in results
+                               if NOTHING_QUANTIZED in (t.error or "") and not t.error.startswith(NOT_RUN))
         if save:
             save_config(best, Path(save), workload, calibration_size=calibration_size)
     finally:
