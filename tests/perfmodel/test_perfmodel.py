@@ -31,6 +31,7 @@ from rooftune.perfmodel import (
     save_model,
 )
 from rooftune.perfmodel.features import SCHEMA_FEATURES, torch_onednn
+from rooftune.perfmodel.regressors import as_features
 from rooftune.perfmodel.persist import MAGIC
 from rooftune.primitives.spec import ConvSpec
 from rooftune.profiling import sample_specs
@@ -393,16 +394,19 @@ def test_an_ensemble_of_bases_averages_their_fine_tuned_log_times(tmp_path: Path
     assert seen.sum() >= 3 and np.allclose((one[2] - a.predict_log(te.specs))[:, seen], shift[seen])
     w = np.asarray(ens.weights)  # stacked on the samples' out-of-fold predictions
     assert w.shape == (4,) and np.all(w >= 0) and w.sum() == pytest.approx(1.0)
-    got = ens.predict_log(te.specs)
+    # the weighted mean, then its own errors on the samples carried to the specs near them
+    local = ens.local(as_features(te.specs, a.caches_, tr.threads), ens.primitives_)
+    got = ens.predict_log(te.specs) - local
     assert np.allclose(got[:, :3], sum(w[i] * one[i][:, :3] for i in range(4)))
     # only the members of the first base know winograd: their weights, or their plain mean if both are 0
     w03 = w[[0, 2]] if w[[0, 2]].sum() > 0 else np.ones(2)
     assert np.allclose(got[:, 3], (w03[0] * one[0][:, 3] + w03[1] * one[2][:, 3]) / w03.sum())
-    equal = TransferEnsemble(ens.members[:2])  # no weights (an ensemble saved before them): the plain mean
+    equal = TransferEnsemble(ens.members[:2])  # no weights, no correction (saved before them): the plain mean
     with pytest.raises(InvalidArgument, match="one per member"):
         TransferEnsemble(ens.members, list(w[:2]))
     assert np.allclose(equal.predict_log(te.specs)[:, :3], (one[0][:, :3] + one[1][:, :3]) / 2)
     assert ens.provenance_["weights"] == pytest.approx(list(w))
+    assert ens.provenance_["local_correction"]["samples"] == 25
     single = fit_transfer([a], "finetune", tr.specs, tr.times, tr.primitives, threads=tr.threads)
     assert isinstance(single, TransferModel) and np.allclose(single.predict_log(te.specs), one[0])
     assert ens.provenance_["method"] == "ensemble" and len(ens.provenance_["bases"]) == 4
@@ -419,6 +423,29 @@ def test_an_ensemble_of_bases_averages_their_fine_tuned_log_times(tmp_path: Path
         TransferModel(a, "ensemble").fit(tr.specs, tr.times, tr.primitives)
     with pytest.raises(InvalidArgument, match="mlp"):
         fit_transfer([a, synthetic(60).fit(PerfModel("rf", n_estimators=5))], "ensemble", tr.specs, tr.times, PRIMS)
+
+
+def test_the_local_correction_carries_the_samples_errors_to_the_specs_near_them() -> None:
+    """A spec at a sample takes (nearly all of) that sample's error, shrunk by how many of its
+    nearest samples timed the primitive; a primitive no near sample timed, or one the samples do
+    not know, is not corrected."""
+    from rooftune.perfmodel.transfer import LOCAL_NEIGHBOURS, LOCAL_SHRINK, LocalCorrection
+
+    specs = sample_specs(30, seed=2)
+    F = featurize(specs)
+    errors = np.zeros((30, 2))
+    errors[:, 0] = 0.2  # every sample 20 % slow (in log) on the first primitive
+    errors[7, 1], errors[:7, 1], errors[8:, 1] = -0.3, np.nan, np.nan  # one sample timed the second
+    local = LocalCorrection(F, errors, ["a", "b"])
+    got = local(F, ["a", "b", "c"])
+    shrink = LOCAL_NEIGHBOURS / (LOCAL_NEIGHBOURS + LOCAL_SHRINK)
+    assert np.allclose(got[:, 0], 0.2 * shrink) and np.all(got[:, 2] == 0)
+    assert got[7, 1] == pytest.approx(-0.3 / (1 + LOCAL_SHRINK))  # only itself, of its neighbours, timed b
+    near7 = np.argsort(np.linalg.norm(local.points_ - local.points_[7], axis=1))[:LOCAL_NEIGHBOURS]
+    assert set(np.flatnonzero(got[:, 1])) == {i for i in range(30)
+                                              if 7 in np.argsort(np.linalg.norm(local.points_ - local.points_[i],
+                                                                                axis=1))[:LOCAL_NEIGHBOURS]}
+    assert 7 in near7 and local(F[:0], ["a"]).shape == (0, 1)
 
 
 def test_the_ensemble_weighs_a_base_near_the_new_platform_above_a_far_one() -> None:

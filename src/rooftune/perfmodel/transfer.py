@@ -14,6 +14,8 @@
   (:func:`stack_weights`; :class:`TransferEnsemble`): the bases err differently
   on the new platform, and the mean of their errors is smaller than the nearest base's alone;
   a base near the new platform can be better shifted than retrained on a few dozen samples;
+  what the mean still gets wrong on the samples then corrects the specs nearest them
+  (:class:`LocalCorrection`);
 * compared with ``scratch`` (the same regressor trained on the k samples alone) and ``base``
   (A's model unchanged).
 
@@ -247,6 +249,49 @@ class TransferModel(BaseEstimator):
         return base.extrapolated(X)
 
 
+#: How many of the new platform's samples, the nearest, correct a spec's prediction
+#: (:class:`LocalCorrection`), and how their count shrinks the correction: n / (n + shrink).
+LOCAL_NEIGHBOURS = 4
+LOCAL_SHRINK = 2.0
+
+
+class LocalCorrection:
+    """What an adapted model still gets wrong on the new platform's samples (their measured log
+    times less its predictions, per primitive), carried to the specs nearest them: a spec's
+    prediction moves by the distance-weighted mean of its :data:`LOCAL_NEIGHBOURS` nearest
+    samples' errors in the standardized space of schema 1's features, shrunk by how many of them
+    timed the primitive. Layers alike in shape err alike on one machine (a cache boundary, a kernel
+    the bases did not know the cost of), which no global adaptation of the bases captures."""
+
+    def __init__(self, features: np.ndarray, errors: np.ndarray, primitives: Sequence[str]) -> None:
+        F = np.asarray(features, dtype=np.float64)[:, :len(SCHEMA_FEATURES[1])]
+        self.mean_, self.scale_ = F.mean(axis=0), F.std(axis=0) + 1e-9
+        self.points_ = (F - self.mean_) / self.scale_
+        self.errors_ = np.asarray(errors, dtype=np.float64)
+        self.primitives_ = list(primitives)
+
+    def __call__(self, features: np.ndarray, names: Sequence[str]) -> np.ndarray:
+        """The log correction of each row of ``features`` for each of ``names`` (0 where no near
+        sample timed the primitive)."""
+        out = np.zeros((len(features), len(names)))
+        if not len(features) or not len(self.points_):
+            return out
+        Z = (np.asarray(features, dtype=np.float64)[:, :len(self.mean_)] - self.mean_) / self.scale_
+        d = np.linalg.norm(Z[:, None, :] - self.points_[None, :, :], axis=2)
+        near = np.argsort(d, axis=1)[:, :LOCAL_NEIGHBOURS]
+        closeness = 1.0 / (1e-3 + np.take_along_axis(d, near, axis=1))
+        for j, p in enumerate(names):
+            if p not in self.primitives_:
+                continue
+            e = self.errors_[near, self.primitives_.index(p)]
+            known = ~np.isnan(e)
+            w = np.where(known, closeness, 0.0)
+            n = known.sum(axis=1)
+            mean = (np.where(known, e, 0.0) * w).sum(axis=1) / np.maximum(w.sum(axis=1), 1e-300)
+            out[:, j] = mean * n / (n + LOCAL_SHRINK)
+        return out
+
+
 class TransferEnsemble(BaseEstimator):
     """Several base models, each adapted to the same samples of the new platform
     (:class:`TransferModel`, ``finetune`` and ``shift``), predicting the weighted mean of their log times
@@ -254,17 +299,20 @@ class TransferEnsemble(BaseEstimator):
     the weighted mean of theirs (their plain mean where those weights are all 0). The first member is the base nearest
     the new platform: its training range flags extrapolated specs, and its conversion costs are
     used: the ones measured on the new platform when its samples timed three or more layout
-    conversions (the same in every member), else the nearest base's."""
+    conversions (the same in every member), else the nearest base's. ``local``: a
+    :class:`LocalCorrection` of the mean's errors on the samples, added to it (None: none)."""
 
-    def __init__(self, members: Sequence[TransferModel] = (), weights: Sequence[float] | None = None) -> None:
+    def __init__(self, members: Sequence[TransferModel] = (), weights: Sequence[float] | None = None,
+                 local: LocalCorrection | None = None) -> None:
         if weights is not None and len(weights) != len(members):
             raise InvalidArgument("ensemble weights", len(weights), f"allowed one per member ({len(members)})")
         self.members = members
         self.weights = weights
+        self.local = local
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        # an ensemble saved before weights existed averaged its members equally
-        super().__setstate__({"weights": None, **state})
+        # an ensemble saved before weights (or the local correction) existed: the plain weighted mean
+        super().__setstate__({"weights": None, "local": None, **state})
 
     def _first(self) -> TransferModel:
         if not self.members:
@@ -289,6 +337,9 @@ class TransferEnsemble(BaseEstimator):
                                                ("platforms", "cpu_model", "microarchitecture", "specs", "networks")}}
                                               for m in self.members],
                     weights=[float(w) for w in self._weights()])
+        if self.local is not None:
+            prov["local_correction"] = {"samples": len(self.local.points_), "neighbours": LOCAL_NEIGHBOURS,
+                                        "shrink": LOCAL_SHRINK}
         return prov
 
     def predict_log(self, X: Any) -> np.ndarray:
@@ -302,7 +353,11 @@ class TransferEnsemble(BaseEstimator):
         w = np.where(w.sum(axis=0) > 0, w, known.astype(np.float64))  # the members that know it carry no weight
         total = np.where(known, stack, 0.0)
         weight = w.sum(axis=0)
-        return np.where(weight > 0, (total * w).sum(axis=0) / np.maximum(weight, 1e-300), np.nan)
+        mean = np.where(weight > 0, (total * w).sum(axis=0) / np.maximum(weight, 1e-300), np.nan)
+        if self.local is None:
+            return mean
+        first = self._first()
+        return mean + self.local(as_features(X, first.caches_, first.threads_), names)
 
     def _weights(self) -> np.ndarray:
         n = len(self.members)
@@ -363,8 +418,15 @@ def fit_ensemble(bases: Sequence[PerfModel], X: Any, Y: np.ndarray, primitives: 
         have = done.get(kind, [])
         members += have + [TransferModel(b, kind, random_state=random_state).fit(X, Y, primitives, **kw)
                            for b in bases[len(have):]]
-    return TransferEnsemble(members, stack_weights(bases, X, Y, primitives, random_state=random_state,
-                                                   threads=kw.get("threads"), weights=kw.get("weights")))
+    ensemble = TransferEnsemble(members, stack_weights(bases, X, Y, primitives, random_state=random_state,
+                                                       threads=kw.get("threads"), weights=kw.get("weights")))
+    # what the weighted mean still gets wrong on the samples, for the specs near them
+    X = X if isinstance(X, np.ndarray) else list(X)
+    first = ensemble._first()
+    errors = members[0]._align(np.log(np.asarray(Y, dtype=np.float64)), primitives, ensemble.primitives_) \
+        - ensemble.predict_log(X)
+    ensemble.local = LocalCorrection(as_features(X, first.caches_, first.threads_), errors, ensemble.primitives_)
+    return ensemble
 
 
 #: Folds of the out-of-fold predictions the ensemble's weights are stacked on.
