@@ -38,8 +38,14 @@ def _lower(faster: dict[str, float] | None, only: tuple[str, ...] = ("bf16", "in
     return " or ".join(named)
 
 
+def _conv_dims(op: OpNode) -> int:
+    """1, 2 or 3: how many spatial dimensions a convolution's weight has (2 when unknown)."""
+    w = op.tensor("weight")
+    return len(w.shape) - 2 if w and len(w.shape) >= 3 else 2
+
+
 def describe(op: OpNode, kind: str) -> str:
-    """``depthwise 3x3 conv``, ``1x1 conv``, ``linear 1x2048->1000`` ..."""
+    """``depthwise 3x3 conv``, ``1x1 conv``, ``80 conv1d stride 4``, ``linear 1x2048->1000`` ..."""
     if kind == "conv":
         w = op.tensor("weight")
         x = op.tensor("input")
@@ -47,11 +53,12 @@ def describe(op: OpNode, kind: str) -> str:
         kernel = "x".join(str(k) for k in w.shape[2:]) if w else "?"
         stride = op.args.get("stride") or [1]
         s = f" stride {stride[0]}" if isinstance(stride, list) and stride and stride[0] != 1 else ""
+        conv = "conv" if _conv_dims(op) == 2 else f"conv{_conv_dims(op)}d"
         if x and groups > 1 and groups == x.shape[1]:
-            return f"depthwise {kernel} conv{s}"
+            return f"depthwise {kernel} {conv}{s}"
         if groups > 1:
-            return f"grouped ({groups}) {kernel} conv{s}"
-        return f"{kernel} conv{s}"
+            return f"grouped ({groups}) {kernel} {conv}{s}"
+        return f"{kernel} {conv}{s}"
     if kind in ("linear", "matmul"):
         ts = op.tensors()
         if ts and op.outputs:
@@ -87,7 +94,17 @@ def reason(op: OpNode, kind: str, bound: str, efficiency: float | None, level: s
     memory = bound.startswith("memory")
     depthwise = what.startswith("depthwise")
     advice: str
-    if kind == "conv":
+    if kind == "conv" and _conv_dims(op) != 2:
+        # rooftune select and channels_last are for 2-D convolutions
+        if memory:
+            advice = "try a larger batch so each weight is reused"
+        elif efficiency is not None and efficiency < LOW_COMPUTE_EFFICIENCY:
+            advice = "try a graph runtime's kernels (rooftune tune: ONNX Runtime, OpenVINO)"
+        elif faster is None or faster:
+            advice = f"near its roof: only a lower precision is faster, {_lower(faster)}"
+        else:
+            advice = "near its roof, and no lower precision's GEMM measured faster than fp32's here"
+    elif kind == "conv":
         if depthwise:
             advice = "try channels_last (oneDNN's depthwise kernels want NHWC)"
         elif memory:
