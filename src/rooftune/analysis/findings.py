@@ -94,25 +94,19 @@ def reason(op: OpNode, kind: str, bound: str, efficiency: float | None, level: s
     memory = bound.startswith("memory")
     depthwise = what.startswith("depthwise")
     advice: str
-    near_roof = (f"near its roof: only a lower precision is faster, {_lower(faster)}" if faster is None or faster
-                 else "near its roof, and no lower precision's GEMM measured faster than fp32's here")
-    if kind == "conv" and _conv_dims(op) != 2:
-        # rooftune select and channels_last are for 2-D convolutions
-        if memory:
-            advice = "try a larger batch so each weight is reused"
-        elif efficiency is not None and efficiency < LOW_COMPUTE_EFFICIENCY:
-            advice = "try a graph runtime's kernels (rooftune tune: ONNX Runtime, OpenVINO)"
-        else:
-            advice = near_roof
-    elif kind == "conv":
-        if depthwise:
+    if kind == "conv":
+        planar = _conv_dims(op) == 2  # rooftune select and channels_last are for 2-D convolutions
+        if depthwise and planar:
             advice = "try channels_last (oneDNN's depthwise kernels want NHWC)"
         elif memory:
-            advice = "try channels_last, or a larger batch so each weight is reused"
+            advice = ("try channels_last, or " if planar else "try ") + "a larger batch so each weight is reused"
         elif efficiency is not None and efficiency < LOW_COMPUTE_EFFICIENCY:
-            advice = "try another convolution primitive (rooftune select) or channels_last"
+            advice = ("try another convolution primitive (rooftune select) or channels_last" if planar
+                      else "try a graph runtime's kernels (rooftune tune: ONNX Runtime, OpenVINO)")
+        elif faster is None or faster:
+            advice = f"near its roof: only a lower precision is faster, {_lower(faster)}"
         else:
-            advice = near_roof
+            advice = "near its roof, and no lower precision's GEMM measured faster than fp32's here"
     elif kind in ("linear", "matmul"):
         if _rows(op) <= GEMV_ROWS:
             advice = "a matrix-vector product streaming its weights: batch requests, or int8 weights"

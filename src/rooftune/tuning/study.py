@@ -551,18 +551,13 @@ def tune(
             if k in done:  # measured before, perhaps under another name (two baselines can coincide)
                 r = done[k]
                 return r if r.config.name == cfg.name else replace(r, config=replace(r.config, name=cfg.name))
-            crashed = next((x for x in done.values() if _crashed_under_preload(x, cfg)), None)
-            if crashed is not None:
-                # not run (and not stored: nothing was measured); a failed trial of the study's,
-                # which --trials does not count
-                r = TrialResult(cfg, False, error=f"{NOT_RUN}{cfg.runtime} under the preloaded {cfg.allocator} crashed "
-                                                  f"in {crashed.config.name or 'an earlier trial'} ({crashed.error})")
-                done[k] = r
-                return r
-            for rule, what in ((_frontend_refused, "OpenVINO's PyTorch frontend could not convert the model"),
+            # a configuration an earlier trial showed will fail the same way: not run (and not
+            # stored: nothing was measured); a failed trial of the study's, which --trials does not count
+            for rule, what in ((_crashed_under_preload, f"{cfg.runtime} under the preloaded {cfg.allocator} crashed"),
+                               (_frontend_refused, "OpenVINO's PyTorch frontend could not convert the model"),
                                (_nothing_quantized, f"{cfg.runtime}'s int8 quantizer quantized no op of the model")):
                 refused = next((x for x in done.values() if rule(x, cfg)), None)
-                if refused is not None:  # as a crash under a preloaded allocator: not run, not stored
+                if refused is not None:
                     r = TrialResult(cfg, False, error=f"{NOT_RUN}{what} in {refused.config.name or 'an earlier trial'} "
                                                       f"({refused.error})")
                     done[k] = r
