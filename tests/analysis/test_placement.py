@@ -130,9 +130,9 @@ def test_reasons_name_the_op_where_it_sits_and_what_to_try() -> None:
     assert "each step reads the recurrent weights again" in advice and "int8" not in advice
 
 
-def test_a_1d_or_3d_convolution_is_not_sent_to_select_or_channels_last() -> None:
-    """rooftune select rewrites 2-D convolutions and channels_last is a 4-D layout: a 1-D or 3-D
-    convolution is named as such and advised otherwise."""
+def test_a_1d_3d_or_transposed_convolution_is_not_sent_to_select_or_channels_last() -> None:
+    """rooftune select rewrites 2-D convolutions and channels_last is a 4-D layout: a 1-D, 3-D or
+    transposed convolution is named as such and advised otherwise."""
     c1 = OpNode(0, "conv1d", "aten.conv1d", "0", "Conv1d",
                 {"input": f32(1, 1, 16000), "weight": f32(64, 1, 80), "stride": [4], "groups": 1}, (f32(1, 64, 3981),))
     assert describe(c1, "conv") == "80 conv1d stride 4"
@@ -143,6 +143,10 @@ def test_a_1d_or_3d_convolution_is_not_sent_to_select_or_channels_last() -> None
                 {"input": f32(1, 3, 16, 112, 112), "weight": f32(64, 3, 3, 7, 7), "stride": [1, 2, 2]},
                 (f32(1, 64, 16, 56, 56),))
     assert describe(c3, "conv") == "3x7x7 conv3d" and "near its roof" in reason(c3, "conv", "compute", 0.8, "L2")
+    up = OpNode(2, "conv_transpose2d", "aten.conv_transpose2d", "up", "ConvTranspose2d",
+                {"input": f32(1, 64, 48, 48), "weight": f32(64, 32, 2, 2), "stride": [2, 2]}, (f32(1, 32, 96, 96),))
+    assert describe(up, "conv") == "2x2 transposed conv stride 2"  # select has no primitive for it either
+    assert reason(up, "conv", "compute", 0.17, "L2", {}).endswith("try a graph runtime's kernels (rooftune tune: ONNX Runtime, OpenVINO)")
     assert "rooftune select" in reason(conv_node(64, 64, 1), "conv", "compute", 0.3, "L2")  # 2-D as before
 
 

@@ -10,10 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
 from rooftune.cli import main
 from rooftune.perfmodel import PerfModel, save_model
-from rooftune.primitives import ConvSpec
+from rooftune.primitives import ConvSpec, to_layout
 from rooftune.selection import (
     CostTable,
     SelectedConv,
@@ -129,6 +130,55 @@ def test_rewrite_verify_and_fallback(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert again[0].b.fallback and again[0].a.primitive == "onednn-nhwc"
     with torch.no_grad():
         assert torch.allclose(again(*x), m(*x), atol=1e-4)
+
+
+class _Padded(torch.nn.Module):
+    """Convolutions that pad otherwise than a primitive's symmetric zeros, and one with no primitive."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reflect = torch.nn.Conv2d(3, 8, 3, padding=1, padding_mode="reflect")
+        self.same = torch.nn.Conv2d(8, 8, 3, padding="same", dilation=2, bias=False)
+        self.even = torch.nn.Conv2d(8, 8, (2, 4), padding="same")
+        self.circular = torch.nn.Conv2d(8, 8, 3, padding=(1, 2), padding_mode="circular", stride=2)
+        self.up = torch.nn.ConvTranspose2d(8, 4, 2, stride=2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.up(self.circular(self.even(torch.relu(self.same(self.reflect(x))))))
+
+
+@pytest.mark.parametrize("primitive", ["onednn-nhwc", "im2col-gemm", "pytorch-default"])
+def test_padding_modes_and_same_padding_run_as_the_layer_does(primitive: str) -> None:
+    torch.manual_seed(0)
+    m, x = _Padded().eval(), [torch.randn(1, 3, 11, 13)]
+    g = conv_graph(m, x)
+    assert g.names == ["reflect", "same", "even", "circular"] and g.skipped == {"up": "ConvTranspose2d"}
+    # the explicit padding moves into the spec's input; a symmetric 'same' stays the layer's padding
+    assert g.specs[0] == ConvSpec(1, 3, 13, 15, 8, 3, 3)
+    assert g.specs[1] == ConvSpec(1, 8, 11, 13, 8, 3, 3, padding=2, dilation=2)
+    assert g.specs[2] == ConvSpec(1, 8, 12, 16, 8, 2, 4)  # (2, 4) 'same': 0/1 rows, 1/2 columns
+    assert g.specs[3] == ConvSpec(1, 8, 13, 17, 8, 3, 3, stride=2)
+    sel = Selection("test", [Choice(n, s, primitive, 1.0) for n, s in zip(g.names, g.specs, strict=True)])
+    new = rewrite(m, sel)
+    v = verify(m, new, x)
+    assert v.ok and not v.fallbacks and v.max_rel < 1e-5
+    with torch.no_grad():
+        assert torch.allclose(new(*x), m(*x), atol=1e-5)
+
+
+def test_the_layer_check_holds_the_primitive_to_the_layers_own_padding(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A primitive that zero-pads a reflect-padded layer is caught on the layer, not averaged away."""
+    torch.manual_seed(0)
+    m, x = _Padded().eval(), [torch.randn(1, 3, 11, 13)]
+    g = conv_graph(m, x)
+    sel = Selection("test", [Choice(n, s, "onednn-nhwc", 1.0) for n, s in zip(g.names, g.specs, strict=True)])
+    new = rewrite(m, sel)
+    run = new.reflect.kernel.run
+    # the reflected border replaced by zeros before the kernel runs: the border differs, the middle not
+    monkeypatch.setattr(new.reflect.kernel, "run",
+                        lambda t: run(to_layout(F.pad(t[..., 1:-1, 1:-1], (1, 1, 1, 1)), new.reflect.layout)))
+    v = verify(m, new, x)
+    assert [f["layer"] for f in v.fallbacks] == ["reflect"] and v.ok
 
 
 def test_a_network_that_fails_end_to_end_falls_back_layer_by_layer(monkeypatch: pytest.MonkeyPatch) -> None:

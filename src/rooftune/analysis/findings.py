@@ -44,8 +44,14 @@ def _conv_dims(op: OpNode) -> int:
     return len(w.shape) - 2 if w and len(w.shape) >= 3 else 2
 
 
+def _transposed(op: OpNode) -> bool:
+    """A transposed convolution (``conv_transpose2d``, or ``convolution`` with ``transposed``)."""
+    return "transpose" in op.op or bool(op.args.get("transposed"))
+
+
 def describe(op: OpNode, kind: str) -> str:
-    """``depthwise 3x3 conv``, ``1x1 conv``, ``80 conv1d stride 4``, ``linear 1x2048->1000`` ..."""
+    """``depthwise 3x3 conv``, ``1x1 conv``, ``80 conv1d stride 4``, ``2x2 transposed conv stride 2``,
+    ``linear 1x2048->1000`` ..."""
     if kind == "conv":
         w = op.tensor("weight")
         x = op.tensor("input")
@@ -54,6 +60,7 @@ def describe(op: OpNode, kind: str) -> str:
         stride = op.args.get("stride") or [1]
         s = f" stride {stride[0]}" if isinstance(stride, list) and stride and stride[0] != 1 else ""
         conv = "conv" if _conv_dims(op) == 2 else f"conv{_conv_dims(op)}d"
+        conv = f"transposed {conv}" if _transposed(op) else conv
         if x and groups > 1 and groups == x.shape[1]:
             return f"depthwise {kernel} {conv}{s}"
         if groups > 1:
@@ -95,7 +102,8 @@ def reason(op: OpNode, kind: str, bound: str, efficiency: float | None, level: s
     depthwise = what.startswith("depthwise")
     advice: str
     if kind == "conv":
-        planar = _conv_dims(op) == 2  # rooftune select and channels_last are for 2-D convolutions
+        # rooftune select and channels_last are for 2-D convolutions, not transposed ones
+        planar = _conv_dims(op) == 2 and not _transposed(op)
         if depthwise and planar:
             advice = "try channels_last (oneDNN's depthwise kernels want NHWC)"
         elif memory:

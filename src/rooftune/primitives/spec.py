@@ -123,3 +123,31 @@ class ConvSpec:
         if self.groups > 1:
             s += f" g{self.groups}"
         return s + ("" if self.dtype == "fp32" else f" {self.dtype}")
+
+
+def explicit_padding(conv: Any) -> tuple[int, int, int, int] | None:
+    """The (left, right, top, bottom) amounts a ``torch.nn.Conv2d`` pads its input by before a
+    primitive may run it with no padding of its own: its padding mode ('reflect', 'replicate',
+    'circular') or an uneven 'same' padding, which a primitive's symmetric zero padding cannot
+    express. None when the spec's padding says it all."""
+    left, right, top, bottom = (int(v) for v in conv._reversed_padding_repeated_twice)
+    if conv.padding_mode == "zeros" and left == right and top == bottom:
+        return None
+    return left, right, top, bottom
+
+
+def layer_spec(conv: Any, shape: tuple[int, ...], dtype: str = "fp32") -> ConvSpec | None:
+    """The spec a primitive runs for ``conv`` (a ``torch.nn.Conv2d``) on an input of ``shape``:
+    after :func:`explicit_padding` where there is one (the padded input, no padding), else with the
+    layer's own padding ('same' and 'valid' resolved). None for an input that is not 4-D."""
+    if len(shape) != 4:
+        return None
+    n, c, h, w = (int(v) for v in shape)
+    pad = explicit_padding(conv)
+    if pad is None:
+        left, _, top, _ = (int(v) for v in conv._reversed_padding_repeated_twice)
+        padding = (top, left)
+    else:
+        h, w, padding = h + pad[2] + pad[3], w + pad[0] + pad[1], (0, 0)
+    return ConvSpec(n, c, h, w, conv.out_channels, conv.kernel_size[0], conv.kernel_size[1], stride=tuple(conv.stride),
+                    padding=padding, dilation=tuple(conv.dilation), groups=conv.groups, dtype=dtype)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from rooftune.errors import InvalidArgument
-from rooftune.primitives.spec import ConvSpec
+from rooftune.primitives.spec import ConvSpec, layer_spec
 
 
 @dataclass(frozen=True)
@@ -33,14 +33,9 @@ def model_layers(model: str, batch: int = 1, dtype: str = "fp32") -> list[Layer]
     names = {m: n for n, m in wl.module.named_modules()}
 
     def hook(mod: torch.nn.Conv2d, args: tuple[torch.Tensor, ...], _out: torch.Tensor) -> None:
-        x = args[0]
-        if x.dim() != 4 or isinstance(mod.padding, str):
-            return
-        n, c, h, w = x.shape
-        spec = ConvSpec(int(n), int(c), int(h), int(w), mod.out_channels, mod.kernel_size[0], mod.kernel_size[1],
-                        stride=tuple(mod.stride), padding=tuple(mod.padding), dilation=tuple(mod.dilation),
-                        groups=mod.groups, dtype=dtype)
-        found.append(Layer(model, names.get(mod, "?"), spec))
+        spec = layer_spec(mod, tuple(args[0].shape), dtype)
+        if spec is not None:
+            found.append(Layer(model, names.get(mod, "?"), spec))
 
     for m in wl.module.modules():
         if isinstance(m, torch.nn.Conv2d):

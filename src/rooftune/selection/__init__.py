@@ -215,6 +215,10 @@ def select(model: str | torch.nn.Module, *, batch: int = 1, threads: int | None 
         notes = list(chosen.notes)
         if not graph.traced:
             notes.append("torch.fx could not trace the model: convolutions taken as a chain in execution order")
+        if graph.skipped:
+            left = [f"{n} ({why})" for n, why in graph.skipped.items()]
+            notes.append(f"{len(left)} convolution(s) left on PyTorch's own path, with no primitive here for them: "
+                         + ", ".join(left[:6]) + (f" and {len(left) - 6} more" if len(left) > 6 else ""))
         n_extra = int(table.extrapolated.sum())
         if n_extra:
             notes.append(f"{n_extra} layer(s) outside the performance model's training range: predictions extrapolated")

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from rooftune.primitives.spec import ConvSpec
+from rooftune.primitives.spec import ConvSpec, layer_spec
 
 
 @dataclass
@@ -19,6 +19,7 @@ class ConvGraph:
     edges: list[tuple[int, int]]  # producer -> consumer, indices into names
     inputs: list[int] = field(default_factory=list)  # convolutions fed (through other ops) by the model's input
     traced: bool = True  # False when fx failed and the chain in execution order stands in
+    skipped: dict[str, str] = field(default_factory=dict)  # convolutions left on their own path -> why
 
     def __len__(self) -> int:
         return len(self.names)
@@ -29,7 +30,8 @@ class ConvGraph:
 
 
 def selectable(m: torch.nn.Module) -> bool:
-    """A module whose primitive can be chosen: a plain nn.Conv2d (a subclass may compute otherwise)."""
+    """A module whose primitive can be chosen: a plain nn.Conv2d (a subclass may compute otherwise;
+    transposed, 1-D and 3-D convolutions have no primitives here)."""
     return type(m) is torch.nn.Conv2d
 
 
@@ -37,22 +39,23 @@ def conv_graph(module: torch.nn.Module, inputs: Sequence[torch.Tensor]) -> ConvG
     """Specs from one run with forward hooks; edges from an fx trace."""
     specs: dict[str, ConvSpec] = {}
     order: list[str] = []
+    skipped: dict[str, str] = {}
     names = {m: n for n, m in module.named_modules()}
     hooks = []
 
-    def hook(mod: torch.nn.Conv2d, args: tuple[torch.Tensor, ...], _out: torch.Tensor) -> None:
-        x = args[0]
+    def hook(mod: torch.nn.Module, args: tuple[torch.Tensor, ...], _out: torch.Tensor) -> None:
         name = names[mod]
-        if x.dim() != 4 or isinstance(mod.padding, str) or name in specs:
+        if name in specs or name in skipped:
             return
-        n, c, h, w = x.shape
-        specs[name] = ConvSpec(int(n), int(c), int(h), int(w), mod.out_channels, mod.kernel_size[0], mod.kernel_size[1],
-                               stride=tuple(mod.stride), padding=tuple(mod.padding), dilation=tuple(mod.dilation),
-                               groups=mod.groups)
+        spec = layer_spec(mod, tuple(args[0].shape)) if selectable(mod) else None
+        if spec is None:
+            skipped[name] = type(mod).__name__ if not selectable(mod) else f"a {args[0].dim()}-D input"
+            return
+        specs[name] = spec
         order.append(name)
 
     for m in module.modules():
-        if selectable(m):
+        if isinstance(m, torch.nn.modules.conv._ConvNd):
             hooks.append(m.register_forward_hook(hook))
     try:
         with torch.no_grad():
@@ -65,8 +68,8 @@ def conv_graph(module: torch.nn.Module, inputs: Sequence[torch.Tensor]) -> ConvG
         edges, fed = _fx_edges(module, index)
     except Exception:  # untraceable control flow: the execution order stands in for the graph
         edges, fed = [(i, i + 1) for i in range(len(order) - 1)], [0] if order else []
-        return ConvGraph(order, [specs[n] for n in order], edges, fed, traced=False)
-    return ConvGraph(order, [specs[n] for n in order], sorted(set(edges)), sorted(set(fed)))
+        return ConvGraph(order, [specs[n] for n in order], edges, fed, traced=False, skipped=skipped)
+    return ConvGraph(order, [specs[n] for n in order], sorted(set(edges)), sorted(set(fed)), skipped=skipped)
 
 
 def _fx_edges(module: torch.nn.Module, index: dict[str, int]) -> tuple[list[tuple[int, int]], list[int]]:

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 from rooftune.primitives import get_primitive, in_layout, to_layout
 from rooftune.primitives.check import output_error, tolerance_for
-from rooftune.primitives.spec import ConvSpec
+from rooftune.primitives.spec import ConvSpec, explicit_padding
 from rooftune.selection.solve import Selection
 
 
@@ -28,6 +28,9 @@ class SelectedConv(torch.nn.Module):
         self.conv = conv
         self.spec = spec
         self.primitive = primitive
+        self.pad = explicit_padding(conv)
+        left, right, top, bottom = self.pad or (0, 0, 0, 0)
+        self.input_shape = (spec.N, spec.C, spec.H - top - bottom, spec.W - left - right)
         p = get_primitive(primitive)
         self.layout = p.in_layout
         with torch.no_grad():
@@ -37,20 +40,22 @@ class SelectedConv(torch.nn.Module):
         self.check: dict[str, Any] = {}
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.fallback or tuple(x.shape) != self.spec.input_shape:
+        if self.fallback or tuple(x.shape) != self.input_shape:
             return self.conv(x)
-        xin = x if in_layout(x, self.layout) else to_layout(x, self.layout)
-        y = self.kernel.run(xin)
-        if self.checking:
-            ref = F.conv2d(x.double(), self.conv.weight.double(), None if self.conv.bias is None else self.conv.bias.double(),
-                           self.conv.stride, self.conv.padding, self.conv.dilation, self.conv.groups)
+        xp = x
+        if self.pad is not None:  # as torch's Conv2d pads (its mode, or 'same' uneven), before a padding-free primitive
+            mode = self.conv.padding_mode
+            xp = F.pad(x, self.pad, mode="constant" if mode == "zeros" else mode)
+        y = self.kernel.run(xp if in_layout(xp, self.layout) else to_layout(xp, self.layout))
+        if self.checking:  # against the layer's own forward (its padding mode included), in float64
+            bias = None if self.conv.bias is None else self.conv.bias.double()
+            ref = self.conv._conv_forward(x.double(), self.conv.weight.double(), bias)
             _, rel, _ = output_error(y, ref)
             _, tol, why = tolerance_for(get_primitive(self.primitive))
             self.check = {"max_rel": rel, "tolerance": tol, "ok": rel <= tol and bool(torch.isfinite(y).all()),
                           "why": why}
             if not self.check["ok"]:
-                return F.conv2d(x, self.conv.weight, self.conv.bias, self.conv.stride, self.conv.padding,
-                                self.conv.dilation, self.conv.groups)
+                return self.conv(x)
         return y
 
     def extra_repr(self) -> str:
