@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from rooftune.cli import main
+from rooftune.errors import InvalidArgument
 from rooftune.perfmodel import PerfModel, save_model
 from rooftune.primitives import ConvSpec, to_layout
 from rooftune.selection import (
@@ -26,6 +27,7 @@ from rooftune.selection import (
     per_layer,
     rewrite,
     save_selection,
+    select,
     uniform,
     verify,
 )
@@ -181,6 +183,25 @@ def test_the_layer_check_holds_the_primitive_to_the_layers_own_padding(monkeypat
     assert [f["layer"] for f in v.fallbacks] == ["reflect"] and v.ok
 
 
+def test_select_takes_a_module_with_its_inputs_and_saves_a_loader_for_it(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    m, x = _Padded().eval(), [torch.randn(1, 3, 11, 13)]
+    r = select(m, inputs=x, db=str(tmp_path / "r.db"), measure_s=None)
+    assert r.verification.ok and len(r.selection.choices) == 4
+    assert any("left on PyTorch's own path" in n and "up (ConvTranspose2d)" in n for n in r.notes)
+    assert f"no oracle: 4 layer(s) not profiled on this platform at {r.threads} threads" in r.notes
+    save_selection(r, tmp_path / "sel")
+    namespace: dict[str, object] = {}
+    exec((tmp_path / "sel" / "load.py").read_text().replace("Path(__file__)", f"Path({str(tmp_path / 'sel' / 'load.py')!r})"), namespace)
+    again = namespace["load"](m)  # type: ignore[operator]
+    with torch.no_grad():
+        assert torch.allclose(again(*x), m(*x), atol=1e-5)
+    for bad, allowed in [(dict(model=m), "needs its example inputs"), (dict(model=m, inputs=[1.0]), "needs its example inputs"),
+                         (dict(model="resnet18", inputs=x), "only with a module"), (dict(model=3), "a model name or")]:
+        with pytest.raises(InvalidArgument, match=allowed):
+            select(bad.pop("model"), db=str(tmp_path / "r.db"), measure_s=None, **bad)
+
+
 def test_a_network_that_fails_end_to_end_falls_back_layer_by_layer(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every layer passes its own check but the whole output disagrees: the lossy primitives fall
     back first, then, if it still disagrees, every layer; a tiny output (~1e-10) is no failure."""
@@ -263,7 +284,6 @@ def test_a_measured_faster_candidate_becomes_the_selection(tmp_path: Path, monke
     from types import SimpleNamespace
 
     import rooftune.bench
-    from rooftune.selection import select
 
     model_file = _tiny_model_file(tmp_path)
     calls: list[str] = []
@@ -409,7 +429,6 @@ def test_a_thread_pool_of_its_own_is_kept_only_if_the_network_runs_faster(
     from types import SimpleNamespace
 
     import rooftune.bench
-    from rooftune.selection import select
     from rooftune.selection.pools import OPENMP, GroupCheck, check_group, solve_checking_groups, without_groups
 
     assert check_group("nnpack") == "pthreadpool" and check_group("onnxruntime-mlas") == "onnxruntime"

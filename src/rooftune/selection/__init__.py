@@ -150,11 +150,13 @@ def _candidate(name: str, module: torch.nn.Module, sel: Selection, inputs: Seque
     return Candidate(name, sel, new, v)
 
 
-def select(model: str | torch.nn.Module, *, batch: int = 1, threads: int | None = None, model_path: str | None = None,
+def select(model: str | torch.nn.Module, *, inputs: Sequence[torch.Tensor] | None = None, batch: int = 1,
+           threads: int | None = None, model_path: str | None = None,
            perfmodel: Any = None, db: str | None = None, store: Any = None, precisions: Sequence[str] = ("fp32",),
            strategy: str = "layout-aware", measure_s: float | None = SELECT_POLICY_BUDGET_S,
            progress: Callable[[str], None] | None = None, promote: bool = True) -> SelectResult:
-    """Select a primitive per convolution of ``model``, rewrite it, verify it and (unless
+    """Select a primitive per convolution of ``model`` (a name as `rooftune analyze` takes, or a
+    module with its example ``inputs``), rewrite it, verify it and (unless
     ``measure_s`` is None) measure it against vanilla, the best uniform primitive and the oracle;
     with ``promote``, one of those that runs faster than the predicted selection with its whole CI
     replaces it (without, the predicted selection is returned as it measured: how the
@@ -177,11 +179,18 @@ def select(model: str | torch.nn.Module, *, batch: int = 1, threads: int | None 
         from rooftune.perfmodel.persist import load_model
 
         perfmodel = load_model(model_path) if model_path else load_base_model()
-    wl = load_workload(model, batch=batch) if isinstance(model, str) else None
-    module = wl.module if wl is not None else model.eval()
-    inputs = list(wl.inputs) if wl is not None else None
-    if inputs is None:
-        raise InvalidArgument("model", type(model).__name__, "pass a model name, or use select_module(module, inputs)")
+    if isinstance(model, str):
+        if inputs is not None:
+            raise InvalidArgument("inputs", "given with a model name", "allowed only with a module (a name builds its own)")
+        wl = load_workload(model, batch=batch)
+        module, inputs = wl.module, list(wl.inputs)
+    elif isinstance(model, torch.nn.Module):
+        if not inputs or not all(isinstance(t, torch.Tensor) for t in inputs):
+            raise InvalidArgument("inputs", inputs if inputs is None else type(inputs).__name__,
+                                  "a module needs its example inputs: select(module, inputs=[tensor, ...])")
+        module, inputs = model.eval(), list(inputs)
+    else:
+        raise InvalidArgument("model", type(model).__name__, "allowed a model name or a torch.nn.Module")
     name = model if isinstance(model, str) else type(model).__name__
     previous = torch.get_num_threads()
     torch.set_num_threads(threads)
@@ -242,8 +251,8 @@ def select(model: str | torch.nn.Module, *, batch: int = 1, threads: int | None 
             oracle = solve_checking_groups(oracle_table, layout_aware, group_checks, check, progress=say)
             others.append(_candidate("oracle", module, oracle, inputs))
         else:
-            notes.append(f"no oracle: {len(missing)} layer(s) not profiled on this platform at {threads} threads "
-                         f"(run `rooftune profile --models {name} --threads {threads}`)")
+            notes.append(f"no oracle: {len(missing)} layer(s) not profiled on this platform at {threads} threads"
+                         + (f" (run `rooftune profile --models {name} --threads {threads}`)" if isinstance(model, str) else ""))
         notes += [c.describe() for c in group_checks.values()]
         result = SelectResult(name, batch, threads, platform.id, len(graph), chosen, main.verification, select_s,
                               notes=notes, module=main.module, checks=list(group_checks.values()))
@@ -313,7 +322,9 @@ def save_selection(result: SelectResult, directory: str | Path) -> Path:
     (d / "load.py").write_text(
         '"""The model rewritten by `rooftune select`: model = load() (same weights as the model it was selected on)."""\n'
         "from pathlib import Path\n\nfrom rooftune.selection import load_selected\n\n\n"
-        "def load():\n    return load_selected(Path(__file__).with_name('selection.json'))\n")
+        "def load(module=None):\n"
+        "    \"\"\"The rewritten model; ``module``: the model it was selected on, where select was given a module.\"\"\"\n"
+        "    return load_selected(Path(__file__).with_name('selection.json'), module)\n")
     return d
 
 

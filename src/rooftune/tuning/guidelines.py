@@ -153,7 +153,7 @@ def guideline(platform: Platform, graph: OpGraph, available: dict[str, Any], *, 
         share = winograd_share(graph, costs)
         if share >= WINOGRAD_MIN_SHARE:
             options["conv"] = "winograd"
-            why.append(f"Winograd F(4x4,3x3) for the 3x3 convolutions measured faster so ({share:.0%} of the "
+            why.append(f"Winograd F(4x4,3x3) on each 3x3 convolution it measures faster on ({share:.0%} of the "
                        "FLOPs are in eligible ones)")
     elif "openvino" in available:
         runtime, options = "openvino", {"hint": hint, "streams": 1}
