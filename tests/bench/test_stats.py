@@ -217,6 +217,7 @@ def test_grouped_ratio_ci_widens_to_where_the_groups_disagree() -> None:
     # the bootstrap drew both groups twice: the interval spans both pairs' ratios
     assert lo <= 1.0 + 1e-9 and hi >= 1.2 - 1e-9
     assert (lo, hi) == stats.grouped_ratio_ci(a, b)  # seeded
+    assert (lo, hi) == stats.grouped_ratio_ci(a, b, pooled=(plo, phi))  # the caller's pooled interval, the same
     # one group, or groups that agree: the pooled interval
     assert stats.grouped_ratio_ci([flat_a], [flat_b]) == (plo, phi)
     same_lo, same_hi = stats.grouped_ratio_ci([b[0], b[1]], [b[0], b[1]])

@@ -166,6 +166,7 @@ def grouped_ratio_ci(
     confidence: float = CONFIDENCE,
     resamples: int = BOOTSTRAP_RESAMPLES,
     seed: int = 0,
+    pooled: tuple[float, float] | None = None,
 ) -> tuple[float, float]:
     """Interval of ``median(a) / median(b)`` over pooled interleaved pairs that came in groups
     (one group per pair of processes), widened by how far the groups disagree.
@@ -175,14 +176,16 @@ def grouped_ratio_ci(
     pairs of processes can exclude each other. The bootstrap here resamples the groups with
     replacement, then the pairs within each chosen group (two-stage resampling of hierarchical
     data, Davison & Hinkley 1997), and the interval is the union of its percentiles with
-    :func:`comparison_ci` of the pooled pairs. With one group it is :func:`comparison_ci`.
+    :func:`comparison_ci` of the pooled pairs (``pooled``, where the caller has it already). With
+    one group it is :func:`comparison_ci`.
     """
     groups = [(np.asarray(ga, dtype=float), np.asarray(gb, dtype=float)) for ga, gb in zip(a_groups, b_groups)]
     groups = [(ga[: min(len(ga), len(gb))], gb[: min(len(ga), len(gb))]) for ga, gb in groups]
     groups = [g for g in groups if len(g[0])]
-    flat_a = [float(x) for ga, _ in groups for x in ga]
-    flat_b = [float(x) for _, gb in groups for x in gb]
-    lo, hi = comparison_ci(flat_a, flat_b, confidence)
+    if pooled is None:
+        pooled = comparison_ci([float(x) for ga, _ in groups for x in ga], [float(x) for _, gb in groups for x in gb],
+                               confidence)
+    lo, hi = pooled
     if len(groups) < 2:
         return (lo, hi)
     rng = np.random.default_rng(seed)

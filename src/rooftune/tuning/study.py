@@ -952,11 +952,12 @@ def _interleaved(a: RunConfig, b: RunConfig, setup: Setup, objective: str = "lat
     unit = "item" if objective == "throughput" else "latency"
     xa = [x for g in groups_a for x in g]
     xb = [x for g in groups_b for x in g]
-    lo, hi = stats.grouped_ratio_ci(groups_a, groups_b)
+    pooled = stats.comparison_ci(xa, xb)
+    lo, hi = stats.grouped_ratio_ci(groups_a, groups_b, pooled=pooled)
     return {"ratio": stats.median(xa) / stats.median(xb), "ci_low": lo, "ci_high": hi, "pairs": len(xa),
             "process_pairs": pairs, f"baseline_{unit}_s": stats.median(xa), f"best_{unit}_s": stats.median(xb),
             "process_pair_ratios": [stats.median(ga) / stats.median(gb) for ga, gb in zip(groups_a, groups_b) if ga],
-            "pooled_ci": list(stats.comparison_ci(xa, xb))}
+            "pooled_ci": list(pooled)}
 
 
 def _validation_spec(validate: str | Callable[..., Any] | None) -> str | None:
