@@ -61,6 +61,16 @@ def test_overhead_bound_within_twice_the_dispatch_floor() -> None:
     assert p.headroom_s == pytest.approx(1.9e-6)
 
 
+def test_work_below_one_dispatch_is_overhead_bound_whatever_its_time() -> None:
+    """A 16->10 linear on 2 rows: its FLOPs and bytes take the hardware nanoseconds, the dispatch
+    floor binds its lower bound, and that names its bound even at ten times the floor."""
+    p = place(OpCost("linear", 640.0, 736.0, "linear"), 20e-6, "float32", ROOFS)
+    assert p.bound == "overhead" and p.lower_bound_s == 2e-6 and p.headroom_s == pytest.approx(18e-6)
+    assert p.efficiency == pytest.approx(640.0 / 100e9 / 20e-6)
+    # just above one dispatch's work, the hardware's bound again
+    assert place(OpCost("elementwise", 1e3, 2.1e6, "elementwise"), 20e-6, "float32", ROOFS).bound == "memory-L3"
+
+
 def test_unknown_op_has_no_efficiency_and_only_a_floor() -> None:
     p = place(OpCost("unknown", None, None, "no cost formula for aten.x"), 1e-3, "float32", ROOFS)
     assert p.bound == "unknown" and p.efficiency is None and p.headroom_s is None

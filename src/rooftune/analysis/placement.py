@@ -6,7 +6,9 @@ of the smallest memory level its working set (B) fits in:
     roof        = min(P, F/B * BW)                 attainable FLOP/s
     lower bound = max(F/P, B/BW, dispatch)         the time-based roofline (Yang et al. 2020)
     efficiency  = max(F/P, B/BW) / t               = attained / roof
-    bound       = 'overhead' if t <= OVERHEAD_FACTOR * dispatch or F = B = 0 (a view), else
+    bound       = 'overhead' if t <= OVERHEAD_FACTOR * dispatch, or the dispatch floor binds the
+                  lower bound (the op's work takes the hardware less than one dispatch: a view,
+                  a matrix-vector product of a few hundred bytes), else
                   'compute' if F/P >= B/BW, else 'memory-<level>'
     headroom    = t - lower bound
 """
@@ -124,7 +126,8 @@ def place(cost: OpCost, time_s: float, dtype: str, roofs: Roofs) -> Placement:
     roofline_s = max(compute_s, memory_s)
     lower = max(roofline_s, roofs.dispatch_s)
     roof = min(peak, flops / nbytes * bw) if nbytes > 0 and flops > 0 else (peak if flops > 0 else None)
-    if overhead or (flops == 0 and nbytes == 0):  # an op with no work is all overhead
+    # no work (a view), or less than one dispatch's worth: the dispatch floor binds, not the hardware
+    if overhead or (flops == 0 and nbytes == 0) or roofline_s < roofs.dispatch_s:
         bound = "overhead"
     elif compute_s >= memory_s and flops > 0:
         bound = "compute"
