@@ -196,6 +196,9 @@ def test_select_takes_a_module_with_its_inputs_and_saves_a_loader_for_it(tmp_pat
     again = namespace["load"](m)  # type: ignore[operator]
     with torch.no_grad():
         assert torch.allclose(again(*x), m(*x), atol=1e-5)
+    up = torch.nn.Sequential(torch.nn.ConvTranspose2d(3, 4, 2, stride=2)).eval()
+    with pytest.raises(InvalidArgument, match=r"no 2-D convolution .* \(it has 1: ConvTranspose2d; `rooftune tune`"):
+        select(up, inputs=x, db=str(tmp_path / "r.db"), measure_s=None)
     for bad, allowed in [(dict(model=m), "needs its example inputs"), (dict(model=m, inputs=[1.0]), "needs its example inputs"),
                          (dict(model="resnet18", inputs=x), "only with a module"), (dict(model=3), "a model name or")]:
         with pytest.raises(InvalidArgument, match=allowed):

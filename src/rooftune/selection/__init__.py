@@ -198,7 +198,10 @@ def select(model: str | torch.nn.Module, *, inputs: Sequence[torch.Tensor] | Non
         say("reading the convolutions")
         graph = conv_graph(module, inputs)
         if not len(graph):
-            raise InvalidArgument("model", name, "has no 2-D convolution to select a primitive for")
+            kinds = sorted(set(graph.skipped.values()))
+            raise InvalidArgument("model", name, "has no 2-D convolution to select a primitive for"
+                                  + (f" (it has {len(graph.skipped)}: {', '.join(kinds)}; `rooftune tune` runs them on the "
+                                     "graph runtimes)" if kinds else ""))
         prims = candidate_primitives(precisions)
         solve = layout_aware if strategy == "layout-aware" else per_layer
         t0 = time.perf_counter()
