@@ -365,6 +365,30 @@ def test_cat_moves_bytes_only() -> None:
     assert c.bytes == F32 * (6 + 10 + 16)
 
 
+@pytest.mark.parametrize("target", ["aten.roll", "aten.flip", "aten.reflection_pad2d", "aten.pixel_shuffle",
+                                    "aten.upsample_nearest2d"])
+def test_data_movement_reads_and_writes_once(target: str) -> None:
+    c = cost_of(node(target, {"self": f32(1, 8, 6, 6)}, f32(1, 8, 6, 6)))
+    assert (c.kind, c.flops, c.bytes) == ("copy", 0, 2 * F32 * 288)
+
+
+def test_a_gather_moves_what_it_gathers_not_its_whole_source() -> None:
+    """A window attention's relative position bias: a 169x3 table read at 2401 positions."""
+    idx = TensorMeta((2401,), "int64", 8)
+    c = cost_of(node("aten.index", {"self": f32(169, 3), "indices": [idx]}, f32(2401, 3)))
+    assert (c.kind, c.flops, c.bytes) == ("copy", 0, 8 * 2401 + 2 * F32 * 2401 * 3)
+    sel = cost_of(node("aten.index_select", {"self": f32(1000, 64), "dim": 0, "index": TensorMeta((10,), "int64", 8)},
+                       f32(10, 64)))
+    assert sel.bytes == 8 * 10 + 2 * F32 * 640
+
+
+@pytest.mark.parametrize(("target", "taps"), [("aten.upsample_bilinear2d", 4), ("aten.upsample_bicubic2d", 16)])
+def test_an_interpolation_weighs_its_taps_per_output(target: str, taps: int) -> None:
+    c = cost_of(node(target, {"self": f32(1, 21, 28, 28), "output_size": [224, 224]}, f32(1, 21, 224, 224)))
+    assert c.kind == "elementwise" and c.flops == 2 * taps * 21 * 224 * 224
+    assert c.bytes == F32 * 21 * (28 * 28 + 224 * 224)
+
+
 @pytest.mark.parametrize("target", ["aten.view", "aten.flatten", "aten.transpose", "aten.dropout", "aten.reshape"])
 def test_view_ops_cost_nothing(target: str) -> None:
     c = cost_of(node(target, {"self": f32(4, 6)}, f32(6, 4)))
@@ -438,3 +462,28 @@ def test_an_attention_masks_comparison_and_fill_are_elementwise() -> None:
     fill = cost_of(node("aten.masked_fill_", {"self": scores, "mask": TensorMeta((1, 1, 1, 128), "bool", 1)}, scores))
     assert (fill.kind, fill.flops) == ("elementwise", numel(1, 4, 128, 128))
     assert fill.bytes == 2 * 4 * numel(1, 4, 128, 128) + 128
+
+
+@pytest.mark.parametrize(("equation", "shapes"), [
+    ("bhid,bhjd->bhij", [(2, 3, 5, 4), (2, 3, 7, 4)]),   # attention scores
+    ("ij,jk->ik", [(6, 5), (5, 3)]),
+    ("bij->bji", [(2, 3, 4)]),                           # one operand
+    ("ii->i", [(4, 4)]),                                 # a diagonal
+])
+def test_einsum_matches_flop_counter(equation: str, shapes: list[tuple[int, ...]]) -> None:
+    xs = [torch.randn(s) for s in shapes]
+    with FlopCounterMode(display=False) as fc:
+        torch.einsum(equation, *xs)
+    out = torch.einsum(equation, *xs)
+    c = cost_of(node("aten.einsum", {"equation": equation, "tensors": [f32(*s) for s in shapes]}, f32(*out.shape)))
+    assert c.kind == "matmul"
+    if len(shapes) > 1:
+        assert c.flops == fc.get_total_flops() == 2 * math.prod({k: v for x, s in zip(equation.split("->")[0].split(","), shapes)
+                                                                for k, v in zip(x, s)}.values())
+    else:  # flop_counter counts none for one operand; rooftune one per point of its index space
+        assert c.flops == {"bij->bji": 24, "ii->i": 4}[equation]
+
+
+def test_einsum_with_broadcast_dimensions_is_unreadable() -> None:
+    c = cost_of(node("aten.einsum", {"equation": "...ij,...jk->...ik", "tensors": [f32(2, 3, 4), f32(2, 4, 5)]}, f32(2, 3, 5)))
+    assert not c.known and "broadcast" in c.formula

@@ -80,7 +80,17 @@ VIEW_OPS = frozenset(
     "expand_as alias t detach dropout feature_dropout alpha_dropout unbind split split_with_sizes chunk "
     "narrow as_strided numpy_T lift_fresh_copy view_as type_as movedim swapaxes".split()
 )
-COPY_OPS = frozenset("contiguous clone _to_copy to copy_ copy constant_pad_nd pad repeat".split())
+COPY_OPS = frozenset(
+    "contiguous clone _to_copy to copy_ copy constant_pad_nd pad repeat roll flip pixel_shuffle pixel_unshuffle "
+    "channel_shuffle native_channel_shuffle reflection_pad1d reflection_pad2d reflection_pad3d replication_pad1d "
+    "replication_pad2d replication_pad3d _pad_circular upsample_nearest1d upsample_nearest2d upsample_nearest3d "
+    "_upsample_nearest_exact1d _upsample_nearest_exact2d _upsample_nearest_exact3d".split()
+)
+#: Ops that read a few elements of their first input at positions other tensors give.
+GATHER_OPS = frozenset("index index_select gather take".split())
+#: Interpolations: output element -> input elements it weighs (a multiply-add each).
+INTERPOLATION_TAPS = {"upsample_linear1d": 2, "upsample_bilinear2d": 4, "_upsample_bilinear2d_aa": 4,
+                      "upsample_trilinear3d": 8, "upsample_bicubic2d": 16, "_upsample_bicubic2d_aa": 16}
 FILL_OPS = frozenset("zeros ones empty full zeros_like ones_like empty_like full_like arange new_zeros new_ones fill_ scalar_tensor".split())
 REDUCTION_OPS = frozenset("sum mean amax amin max min prod var std argmax argmin logsumexp".split())
 
@@ -135,6 +145,26 @@ def matmul(op: OpNode) -> tuple[float, float]:
     if op.op == "addbmm":  # sums the batch: every batch product is counted
         out_numel *= a.shape[0]
     return float(2 * out_numel * k), _io_bytes(op)
+
+
+def einsum(op: OpNode) -> tuple[float, float]:
+    """A multiply-add per point of the space every index spans (the product of each distinct
+    index's size: 2 * output elements * the contracted sizes), as flop_counter counts it; one
+    operand's einsum (a sum, a transpose, a diagonal) one per point of that space."""
+    equation = op.args.get("equation")
+    ts = op.tensors()
+    if not isinstance(equation, str) or not ts:
+        raise ValueError("einsum without an equation and operands")
+    inputs = equation.replace(" ", "").split("->")[0].split(",")
+    if "..." in equation or len(inputs) != len(ts):
+        raise ValueError(f"einsum {equation!r}: broadcast dimensions are not counted")
+    sizes: dict[str, int] = {}
+    for letters, t in zip(inputs, ts, strict=True):
+        if len(letters) != len(t.shape):
+            raise ValueError(f"einsum {equation!r} against shape {t.shape}")
+        sizes.update(zip(letters, t.shape, strict=True))
+    space = math.prod(sizes.values())
+    return float(2 * space if len(ts) > 1 else space), _io_bytes(op)
 
 
 def attention(op: OpNode) -> tuple[float, float]:
@@ -248,6 +278,18 @@ def embedding(op: OpNode) -> tuple[float, float]:
     return 0.0, float((idx.nbytes if idx else 0) + 2 * out.nbytes)
 
 
+def gather(op: OpNode) -> tuple[float, float]:
+    """No arithmetic; the index tensors, the elements gathered (as many as the output has, not the
+    whole source) and the output."""
+    out = _out(op)
+    return 0.0, float(sum(t.nbytes for t in op.tensors()[1:]) + 2 * out.nbytes)
+
+
+def interpolation(op: OpNode) -> tuple[float, float]:
+    """A multiply-add per tap per output element; the input and the output."""
+    return float(2 * INTERPOLATION_TAPS[op.op] * _out(op).numel), _io_bytes(op)
+
+
 def concat(op: OpNode) -> tuple[float, float]:
     return 0.0, _io_bytes(op)
 
@@ -268,6 +310,7 @@ def _table() -> dict[str, tuple[str, Formula]]:
     t["linear"] = ("linear", linear)
     for name in ("mm", "bmm", "matmul", "addmm", "baddbmm", "addbmm", "mv", "addmv", "dot"):
         t[name] = ("matmul", matmul)
+    t["einsum"] = ("matmul", einsum)
     for name in ("scaled_dot_product_attention", "_scaled_dot_product_flash_attention_for_cpu"):
         t[name] = ("attention", attention)
     t["nn.MultiheadAttention"] = ("attention", multihead_attention)
@@ -294,6 +337,10 @@ def _table() -> dict[str, tuple[str, Formula]]:
         t[name] = ("view", view)
     for name in COPY_OPS:
         t[name] = ("copy", concat)
+    for name in GATHER_OPS:
+        t[name] = ("copy", gather)
+    for name in INTERPOLATION_TAPS:
+        t[name] = ("elementwise", interpolation)
     for name in FILL_OPS:
         t[name] = ("fill", fill)
     return t
