@@ -487,3 +487,13 @@ def test_einsum_matches_flop_counter(equation: str, shapes: list[tuple[int, ...]
 def test_einsum_with_broadcast_dimensions_is_unreadable() -> None:
     c = cost_of(node("aten.einsum", {"equation": "...ij,...jk->...ik", "tensors": [f32(2, 3, 4), f32(2, 4, 5)]}, f32(2, 3, 5)))
     assert not c.known and "broadcast" in c.formula
+
+
+def test_the_last_ops_of_the_zoo_without_a_formula() -> None:
+    """swin_v2's cosine attention (a vector norm, an in-place zero) and mvit's tensor_split."""
+    norm = cost_of(node("aten.linalg_vector_norm", {"self": f32(1, 3, 49, 32), "ord": 2, "dim": [-1]}, f32(1, 3, 49, 1)))
+    assert (norm.kind, norm.flops, norm.bytes) == ("reduction", 2 * 3 * 49 * 32, F32 * 3 * 49 * 33)
+    zero = cost_of(node("aten.zero_", {"self": f32(8, 8)}, f32(8, 8)))
+    assert (zero.kind, zero.flops, zero.bytes) == ("fill", 0, F32 * 64)
+    split = cost_of(node("aten.tensor_split", {"self": f32(4, 6), "sections": 2}, f32(2, 6), f32(2, 6)))
+    assert (split.kind, split.flops, split.bytes) == ("view", 0, 0)

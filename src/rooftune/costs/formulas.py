@@ -78,7 +78,8 @@ RNN_GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
 VIEW_OPS = frozenset(
     "view _unsafe_view reshape flatten unflatten transpose permute select slice unsqueeze squeeze expand "
     "expand_as alias t detach dropout feature_dropout alpha_dropout unbind split split_with_sizes chunk "
-    "narrow as_strided numpy_T lift_fresh_copy view_as type_as movedim swapaxes".split()
+    "narrow as_strided numpy_T lift_fresh_copy view_as type_as movedim swapaxes tensor_split hsplit vsplit "
+    "dsplit".split()
 )
 COPY_OPS = frozenset(
     "contiguous clone _to_copy to copy_ copy constant_pad_nd pad repeat roll flip pixel_shuffle pixel_unshuffle "
@@ -91,7 +92,8 @@ GATHER_OPS = frozenset("index index_select gather take".split())
 #: Interpolations: output element -> input elements it weighs (a multiply-add each).
 INTERPOLATION_TAPS = {"upsample_linear1d": 2, "upsample_bilinear2d": 4, "_upsample_bilinear2d_aa": 4,
                       "upsample_trilinear3d": 8, "upsample_bicubic2d": 16, "_upsample_bicubic2d_aa": 16}
-FILL_OPS = frozenset("zeros ones empty full zeros_like ones_like empty_like full_like arange new_zeros new_ones fill_ scalar_tensor".split())
+FILL_OPS = frozenset("zeros ones empty full zeros_like ones_like empty_like full_like arange new_zeros new_ones fill_ "
+                     "fill zero scalar_tensor".split())
 REDUCTION_OPS = frozenset("sum mean amax amin max min prod var std argmax argmin logsumexp".split())
 
 
@@ -271,6 +273,11 @@ def reduction(op: OpNode) -> tuple[float, float]:
     return float(_first(op).numel), _io_bytes(op)
 
 
+def vector_norm(op: OpNode) -> tuple[float, float]:
+    """A multiply-add per element (the 2-norm's squares summed; the root once per output)."""
+    return float(2 * _first(op).numel), _io_bytes(op)
+
+
 def embedding(op: OpNode) -> tuple[float, float]:
     """No arithmetic; the indices, the rows gathered (not the whole table) and the output."""
     idx = op.tensor("indices")
@@ -330,6 +337,8 @@ def _table() -> dict[str, tuple[str, Formula]]:
         t[name] = ("elementwise", elementwise)
     for name in REDUCTION_OPS:
         t[name] = ("reduction", reduction)
+    for name in ("linalg_vector_norm", "norm"):
+        t[name] = ("reduction", vector_norm)
     t["embedding"] = ("embedding", embedding)
     for name in ("cat", "concat", "stack"):
         t[name] = ("concat", concat)
