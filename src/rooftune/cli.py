@@ -402,7 +402,7 @@ def _print_tune(r: Any) -> None:
         if not tr.ok:
             t.add_row(name, tr.config.describe(), "failed", "", "", "", "", tr.error[:60])
             continue
-        t.add_row(name, tr.config.describe(), _fmt_latency(tr.latency_s), _fmt_latency(tr.p90_s),
+        t.add_row(name, tr.describe(), _fmt_latency(tr.latency_s), _fmt_latency(tr.p90_s),
                   _fmt_latency(tr.p99_s), f"{tr.throughput:.1f}", interleaved_text(r.interleaved(name), r.objective), speed)
     out.print(t)
     reversal = r.reversal_line()

@@ -94,7 +94,7 @@ class OptimizeResult:
             return "no tuned configuration was measured against vanilla PyTorch"
         what = "latency" if self.objective == "latency" else "throughput"
         ci = ci_text(sp.get("ci_low", math.nan), sp.get("ci_high", math.nan), label="95 % CI ")
-        return f"{sp['ratio']:.2f}x faster than vanilla PyTorch ({what}, {ci}) with {self.tune.best.config.describe()}"
+        return f"{sp['ratio']:.2f}x faster than vanilla PyTorch ({what}, {ci}) with {self.tune.best.describe()}"
 
     def to_dict(self) -> dict[str, Any]:
         a = self.analysis

@@ -144,7 +144,7 @@ def _tuning(r: OptimizeResult, figs: dict[str, Path]) -> str:
         if not tr.ok:
             rows.append([name, tr.config.describe(), "failed", "", "", "", "", tr.error[:120]])
         else:
-            rows.append([name, tr.config.describe(), _t(tr.latency_s), _t(tr.p90_s), _t(tr.p99_s),
+            rows.append([name, tr.describe(), _t(tr.latency_s), _t(tr.p90_s), _t(tr.p99_s),
                          f"{tr.throughput:.1f}", interleaved_text(t.interleaved(name), t.objective),
                          speedup_text(t.speedup.get(name))])
     failed = [x for x in t.trials if not x.ok]
@@ -196,7 +196,7 @@ def _verification(r: OptimizeResult) -> str:
         if "inputs" in v:  # int8: the guard over the calibration set
             rule += (f" over {v['inputs']} calibration inputs: mean cosine {v.get('cosine', math.nan):.4f} "
                      f"(worst {v.get('min_cosine', math.nan):.4f}), top-1 agreement {v.get('top1', math.nan):.1%}")
-        rows.append(["tuned configuration", r.tune.best.config.describe(), "ok" if v.get("ok") else "FAILED",
+        rows.append(["tuned configuration", r.tune.best.describe(), "ok" if v.get("ok") else "FAILED",
                      f"{v.get('max_rel', math.nan):.2e}", f"{v.get('cosine', math.nan):.6f}", rule])
     if r.select is not None:
         v = r.select.verification

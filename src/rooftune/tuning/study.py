@@ -103,6 +103,16 @@ class TrialResult:
         return {"latency_s": self.latency_s, "p90_s": self.p90_s, "p99_s": self.p99_s,
                 "throughput": self.throughput}
 
+    def describe(self) -> str:
+        """The configuration, with how many layers ``conv=winograd`` rewrote in the artifact that
+        ran (it keeps a layer direct where Winograd measured slower, possibly every layer)."""
+        text = self.config.describe()
+        layers = winograd_layers(self)
+        if layers is None:
+            return text
+        chosen = sum(1 for x in layers if x.get("chosen"))
+        return text.replace("conv=winograd", f"conv=winograd ({chosen} of {len(layers)} layers)", 1)
+
     def to_dict(self) -> dict[str, Any]:
         return {"config": self.config.to_dict(), "ok": self.ok, "error": self.error, **self.figures(),
                 "verify": self.verify, "prepare_s": self.prepare_s, "start_s": self.start_s, "artifact": self.artifact}
@@ -230,8 +240,8 @@ class TuneResult:
         failed = [t for t in self.trials if not t.ok]
         return {
             "model": self.model, "objective": self.objective, "batch": self.batch, "batches": list(self.batches),
-            "best": {"name": self.best.config.name, "description": self.best.config.describe(), **self.best.to_dict()},
-            "guideline": {"reasons": list(self.guideline_reasons), "description": self.guideline.config.describe(),
+            "best": {"name": self.best.config.name, "description": self.best.describe(), **self.best.to_dict()},
+            "guideline": {"reasons": list(self.guideline_reasons), "description": self.guideline.describe(),
                           **self.guideline.to_dict(),
                           **self._gap_dict()},
             "baselines": {k: v.to_dict() for k, v in self.baselines.items()},
@@ -743,17 +753,24 @@ def tune(
                       batches=tuple(space["batch"]))
 
 
-def winograd_note(trial: TrialResult) -> str:
-    """For a configuration with ``conv=winograd``: which layers its artifact rewrote (from what was
-    measured per layer beside it), else ''."""
+def winograd_layers(trial: TrialResult) -> list[dict[str, Any]] | None:
+    """For a configuration with ``conv=winograd``: its eligible layers as measured beside its
+    artifact (each with ``chosen`` and ``speedup``), None where there is no such record."""
     if trial.config.option("conv", "direct") != "winograd" or not trial.artifact:
-        return ""
+        return None
     path = Path(trial.artifact).with_suffix(".json")
-    if not path.exists():
-        return ""
     try:
         layers = json.loads(path.read_text()).get("layers", [])
     except (OSError, ValueError, AttributeError):
+        return None
+    return layers if isinstance(layers, list) else None
+
+
+def winograd_note(trial: TrialResult) -> str:
+    """For a configuration with ``conv=winograd``: which layers its artifact rewrote (from what was
+    measured per layer beside it), else ''."""
+    layers = winograd_layers(trial)
+    if layers is None:
         return ""
     chosen = [x for x in layers if x.get("chosen")]
     if not chosen:
