@@ -3,6 +3,8 @@ computes the same function, how layers are chosen, and ONNX Runtime's `conv=wino
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -208,12 +210,16 @@ def test_the_study_says_which_layers_were_rewritten_and_save_keeps_it(tmp_path: 
     trial = TrialResult(RunConfig(runtime="onnxruntime", runtime_options={"conv": "winograd"}), ok=True, artifact=str(art))
     assert winograd_note(trial) == ("conv=winograd: Winograd F(4x4,3x3) on 2 of the 3 eligible 3x3 layers "
                                     "(each 1.25-1.50x as fast between 1x1 neighbours, weights cold)")
-    assert trial.describe() == f"{trial.config.describe()} (2 of 3 layers)" and trial.describe().endswith("conv=winograd (2 of 3 layers)")
+    # the counts are read when the trial ends (the artifact's folder goes with the study) and stored
+    counted = replace(trial, rewritten=(2, 3))
+    assert counted.describe().endswith("conv=winograd (2 of 3 layers)") and trial.describe() == trial.config.describe()
+    assert TrialResult.from_stored({"config": trial.config.to_dict(), "status": "ok",
+                                    "result": counted.to_dict()}).describe() == counted.describe()
     plain = TrialResult(RunConfig(runtime="onnxruntime"), ok=True, artifact=str(art))
     assert winograd_note(plain) == "" and plain.describe() == plain.config.describe()
     art.with_suffix(".json").write_text(json.dumps({"threads": 2, "layers": layers[2:]}))
     assert "none of the 1 eligible" in winograd_note(trial)
-    assert trial.describe().endswith("conv=winograd (0 of 1 layers)")  # the tables and the headline say so
+    assert replace(trial, rewritten=(0, 1)).describe().endswith("conv=winograd (0 of 1 layers)")
     saved = save_config(trial, tmp_path / "out" / "best.json")
     assert (saved.parent / "best_model-winograd-t2.json").exists() and (saved.parent / "best_model-winograd-t2.onnx").exists()
 

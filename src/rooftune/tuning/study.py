@@ -92,6 +92,9 @@ class TrialResult:
     measurement: dict[str, Any] | None = None
     #: Seconds its process took to start apart from preparing the configuration (nan: not known).
     start_s: float = math.nan
+    #: For ``conv=winograd``: (layers rewritten, eligible layers) in its artifact, read while the
+    #: artifact exists (None: not such a configuration, or no record).
+    rewritten: tuple[int, int] | None = None
 
     def score(self, objective: str) -> float:
         """Lower is better: latency, or inverse throughput."""
@@ -107,15 +110,14 @@ class TrialResult:
         """The configuration, with how many layers ``conv=winograd`` rewrote in the artifact that
         ran (it keeps a layer direct where Winograd measured slower, possibly every layer)."""
         text = self.config.describe()
-        layers = winograd_layers(self)
-        if layers is None:
+        if self.rewritten is None:
             return text
-        chosen = sum(1 for x in layers if x.get("chosen"))
-        return text.replace("conv=winograd", f"conv=winograd ({chosen} of {len(layers)} layers)", 1)
+        return text.replace("conv=winograd", f"conv=winograd ({self.rewritten[0]} of {self.rewritten[1]} layers)", 1)
 
     def to_dict(self) -> dict[str, Any]:
         return {"config": self.config.to_dict(), "ok": self.ok, "error": self.error, **self.figures(),
-                "verify": self.verify, "prepare_s": self.prepare_s, "start_s": self.start_s, "artifact": self.artifact}
+                "verify": self.verify, "prepare_s": self.prepare_s, "start_s": self.start_s, "artifact": self.artifact,
+                "rewritten": None if self.rewritten is None else list(self.rewritten)}
 
     @classmethod
     def from_stored(cls, row: dict[str, Any]) -> TrialResult:
@@ -128,7 +130,7 @@ class TrialResult:
         return cls(config=RunConfig(**row["config"]), ok=row["status"] == "ok", error=r.get("error", ""),
                    latency_s=num("latency_s"), p90_s=num("p90_s"), p99_s=num("p99_s"), throughput=num("throughput"),
                    verify=r.get("verify", {}), prepare_s=num("prepare_s"), start_s=num("start_s"),
-                   artifact=r.get("artifact"))
+                   artifact=r.get("artifact"), rewritten=tuple(r["rewritten"]) if r.get("rewritten") else None)
 
 
 @dataclass(frozen=True)
@@ -315,11 +317,13 @@ def _evaluate(config: RunConfig, setup: Setup, policy: Policy = TRIAL_POLICY,
         return TrialResult(config, False, error=str(exc))
     m = Measurement.from_dict(md)
     xs = list(m.samples)
-    return TrialResult(
+    r = TrialResult(
         config, True, latency_s=m.median, p90_s=stats.quantile(xs, 0.9), p99_s=stats.quantile(xs, 0.99),
         throughput=items / m.median, verify=verify, prepare_s=info["prepare_s"],
         start_s=info.get("start_s", math.nan), artifact=info.get("artifact"), measurement=md,
     )
+    layers = winograd_layers(r)  # the artifact's folder goes with the study
+    return r if layers is None else replace(r, rewritten=(sum(1 for x in layers if x.get("chosen")), len(layers)))
 
 
 #: How a trial whose process a signal ended reads (rooftune.tuning.trial).
