@@ -59,8 +59,8 @@ def describe(op: OpNode, kind: str) -> str:
         kernel = "x".join(str(k) for k in w.shape[2:]) if w else "?"
         stride = op.args.get("stride") or [1]
         s = f" stride {stride[0]}" if isinstance(stride, list) and stride and stride[0] != 1 else ""
-        conv = "conv" if _conv_dims(op) == 2 else f"conv{_conv_dims(op)}d"
-        conv = f"transposed {conv}" if _transposed(op) else conv
+        dims = _conv_dims(op)
+        conv = ("transposed " if _transposed(op) else "") + ("conv" if dims == 2 else f"conv{dims}d")
         if x and groups > 1 and groups == x.shape[1]:
             return f"depthwise {kernel} {conv}{s}"
         if groups > 1:

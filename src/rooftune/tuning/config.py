@@ -151,7 +151,9 @@ class RunConfig:
                 env["MALLOC_CONF"] = JEMALLOC_CONF
         return env
 
-    def describe(self) -> str:
+    def describe(self, annotate: dict[str, str] | None = None) -> str:
+        """One line: the runtime and every setting; ``annotate``: text after a runtime option's value
+        (what the artifact that ran made of it)."""
         parts = [self.runtime]
         if self.instances > 1:
             parts.append(f"{self.instances} instances")
@@ -168,7 +170,7 @@ class RunConfig:
         if self.allocator != "glibc":
             parts.append(self.allocator)
         parts += [f"{k}={v}" for k, v in sorted(self.omp.items())]
-        parts += [f"{k}={v}" for k, v in sorted(self.runtime_options.items())]
+        parts += [f"{k}={v}{(annotate or {}).get(k, '')}" for k, v in sorted(self.runtime_options.items())]
         return ", ".join(parts)
 
 

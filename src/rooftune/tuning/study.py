@@ -109,10 +109,9 @@ class TrialResult:
     def describe(self) -> str:
         """The configuration, with how many layers ``conv=winograd`` rewrote in the artifact that
         ran (it keeps a layer direct where Winograd measured slower, possibly every layer)."""
-        text = self.config.describe()
         if self.rewritten is None:
-            return text
-        return text.replace("conv=winograd", f"conv=winograd ({self.rewritten[0]} of {self.rewritten[1]} layers)", 1)
+            return self.config.describe()
+        return self.config.describe({"conv": f" ({self.rewritten[0]} of {self.rewritten[1]} layers)"})
 
     def to_dict(self) -> dict[str, Any]:
         return {"config": self.config.to_dict(), "ok": self.ok, "error": self.error, **self.figures(),
