@@ -6,7 +6,8 @@ that needs them is called.
 ``rooftune.machine(...)`` measures (or loads) the machine's ceilings; the same name is the
 ``rooftune.machine`` package, whose module object is callable so both spellings work.
 ``rooftune.analyze(model, ...)`` places every op of a model on them; ``rooftune.tune``,
-``rooftune.select`` and ``rooftune.optimize`` (all of it, end to end, with a report) follow.
+``rooftune.select`` and ``rooftune.optimize`` (all of it, end to end, with a report) follow;
+``rooftune.load_tuned(path)`` runs a saved configuration in the caller's own process.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ __all__ = [
     "WorkloadError",
     "__version__",
     "analyze",
+    "load_tuned",
     "machine",
     "optimize",
     "profile",
@@ -37,6 +39,7 @@ _LAZY_SUBPACKAGES = {"machine", "bench", "platform", "store", "report", "workloa
                      "tuning", "primitives", "profiling", "perfmodel", "selection", "pipeline"}
 #: Public functions that live in a subpackage: name -> (module, attribute).
 _LAZY_FUNCTIONS = {"analyze": ("rooftune.analysis", "analyze"), "tune": ("rooftune.tuning", "tune"),
+                   "load_tuned": ("rooftune.tuning.deploy", "load_tuned"),
                    "profile": ("rooftune.profiling", "profile"),
                    "optimize": ("rooftune.pipeline", "optimize"), "select": ("rooftune.selection", "select")}
 

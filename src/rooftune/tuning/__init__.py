@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rooftune.tuning.config import RunConfig, allocator_library
+from rooftune.tuning.deploy import TunedModel, load_tuned
 from rooftune.tuning.guidelines import average_width, baselines, guideline
 from rooftune.tuning.study import OBJECTIVES, TrialResult, TuneResult, save_config, tune
 from rooftune.tuning.trial import TrialFailed, Worker
@@ -13,11 +14,13 @@ __all__ = [
     "TrialFailed",
     "TrialResult",
     "TuneResult",
+    "TunedModel",
     "Worker",
     "allocator_library",
     "average_width",
     "baselines",
     "guideline",
+    "load_tuned",
     "save_config",
     "tune",
 ]

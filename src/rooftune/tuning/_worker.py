@@ -66,13 +66,15 @@ def main() -> int:
     return 0
 
 
-def load_for(config: Any, w: dict[str, Any], inputs: str | None = None, workdir: str | None = None) -> tuple[Any, Any]:
+def load_for(config: Any, w: dict[str, Any], inputs: str | None = None, workdir: str | None = None,
+             interop: bool = True) -> tuple[Any, Any]:
     """What a process running ``config`` does first: torch's thread pools as configured (before any
     parallel work), then the workload and the runtime; ValueError when the runtime cannot run it.
 
     With the study's saved ``inputs`` and a runtime that will load its artifact from ``workdir``
     (ONNX Runtime, OpenVINO after their first trial), the model is not built: only its inputs are
-    loaded. Importing torchvision's models and building one took ~2 of a process's ~4-5 s start."""
+    loaded. Importing torchvision's models and building one took ~2 of a process's ~4-5 s start.
+    ``interop=False`` leaves torch's inter-op pool to the caller (a process where it may already run)."""
     import torch
 
     from rooftune.runtimes import get_runtime
@@ -80,7 +82,7 @@ def load_for(config: Any, w: dict[str, Any], inputs: str | None = None, workdir:
 
     if config.set_threads:
         torch.set_num_threads(config.intra_threads)
-        if torch.get_num_interop_threads() != config.inter_threads:  # settable once per process
+        if interop and torch.get_num_interop_threads() != config.inter_threads:  # settable once per process
             torch.set_num_interop_threads(config.inter_threads)
     runtime = get_runtime(config.runtime)
     why = runtime.unsupported(config)

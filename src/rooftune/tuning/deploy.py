@@ -1,0 +1,172 @@
+"""A tuned configuration loaded into the user's own process: ``rooftune.load_tuned(path)``.
+
+    model = rooftune.load_tuned("rooftune-out/best.json")
+    y = model(x)            # torch tensors in, the model's first output out, as a float tensor
+
+The file is one written by ``rooftune tune --save`` or ``rooftune optimize``. Loading does what a
+trial's process did: torch's thread pools as configured, the workload's model built (a torchvision
+name, or the ``module:callable`` it was tuned from, which must import here), the artifact the
+study ran (ONNX, OpenVINO IR or TorchScript, found beside the file) prepared with the
+configuration's runtime options, and the output checked against PyTorch eager in fp32 on the
+inputs it was tuned on. A configuration whose output is wrong here is refused.
+
+What can only be set when a process starts (the allocator's ``LD_PRELOAD``, the OpenMP variables
+such as ``OMP_PROC_BIND``) is compared with this process's environment, and ``notes`` names each that
+differs: start the program with ``rooftune exec --config FILE -- python my_program.py`` to have them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from rooftune.errors import InvalidArgument, RooftuneError
+
+
+@dataclass
+class TunedModel:
+    """A prepared configuration: call it with the inputs' tensors (the shapes and dtypes it was
+    tuned on); it returns the first output as a float tensor."""
+
+    config: Any
+    #: The output check against PyTorch eager in fp32 (``ok``, ``max_abs``, ``max_rel``,
+    #: ``cosine``, ``top1``, ``rule``), or None when loaded with ``check=False``.
+    check: dict[str, Any] | None
+    #: What in this process differs from the configuration (an environment variable a process
+    #: sets at its start, torch's inter-op pool already started, instances run one at a time).
+    notes: tuple[str, ...]
+    #: (shape, dtype) of each input the configuration was tuned on.
+    signature: tuple[tuple[tuple[int, ...], torch.dtype], ...]
+    _prepared: Any = field(repr=False)
+    _workdir: Any = field(repr=False)  # the prepared artifact's folder, removed with the object
+    _inputs: tuple[torch.Tensor, ...] = field(repr=False, default=())
+
+    def __call__(self, *inputs: torch.Tensor) -> torch.Tensor:
+        self._check_inputs(inputs)
+        with torch.no_grad():
+            return self._prepared.output_for(tuple(inputs))
+
+    def run(self) -> Any:
+        """One inference on the inputs it was tuned on, output left in the runtime's own form
+        (what the harness times)."""
+        return self._prepared.run()
+
+    def _check_inputs(self, inputs: Sequence[Any]) -> None:
+        want = ", ".join(_describe(s, d) for s, d in self.signature)
+        if len(inputs) != len(self.signature):
+            raise InvalidArgument("inputs", f"{len(inputs)} tensor(s)", f"the configuration runs {len(self.signature)}: {want}")
+        for i, (x, (shape, dtype)) in enumerate(zip(inputs, self.signature, strict=True)):
+            if not isinstance(x, torch.Tensor):
+                raise InvalidArgument(f"input {i}", type(x).__name__, f"a torch tensor ({want})")
+            if tuple(x.shape) != shape or x.dtype != dtype:
+                raise InvalidArgument(f"input {i}", _describe(tuple(x.shape), x.dtype),
+                                      f"the configuration was tuned on {want} (its artifact has fixed shapes)",
+                                      "tune the model on these shapes (--batch, or module:callable returning such inputs)")
+
+
+def _describe(shape: tuple[int, ...], dtype: torch.dtype) -> str:
+    return f"{'x'.join(map(str, shape)) or 'scalar'} {str(dtype).removeprefix('torch.')}"
+
+
+def load_tuned(path: str | Path, *, check: bool = True) -> TunedModel:
+    """Load the configuration saved at ``path`` into this process, ready to call.
+
+    ``check=False`` skips the output check (for an int8 configuration the study accepted with a
+    ``--validate`` function rather than the built-in guard). Raises :class:`InvalidArgument` for a
+    file that is not a saved configuration, and :class:`RooftuneError` when the output is wrong."""
+    model = _load(path, check=check)
+    if model.check is not None and not model.check["ok"]:
+        why = model.check.get("why", "")
+        raise RooftuneError(f"{path}: {model.config.describe()} gives a wrong output here ({why}); "
+                            "it is not loaded (check=False loads it unchecked)")
+    return model
+
+
+def _load(path: str | Path, *, check: bool = True) -> TunedModel:
+    """The configuration prepared and, with ``check``, its output compared (not raised on)."""
+    from rooftune.runtimes import first_tensor
+    from rooftune.tuning._worker import load_for
+    from rooftune.tuning.config import load_config
+    from rooftune.tuning.verify import compare_outputs
+
+    # Started by `rooftune exec` with OMP_PROC_BIND set, OpenMP has already pinned this process's
+    # main thread to one core, so its affinity no longer shows the cores the threads will use.
+    config = load_config(path, usable_cores=os.cpu_count())
+    saved = json.loads(Path(path).read_text())
+    w = saved.get("workload") if isinstance(saved, dict) else None
+    if not w:
+        raise InvalidArgument("--config", str(path), "names no workload; write it with rooftune tune --save or rooftune optimize")
+    notes = environment_notes(config, path)
+    if config.set_threads and torch.get_num_interop_threads() != config.inter_threads:
+        try:  # settable once per process, before any inter-op work
+            torch.set_num_interop_threads(config.inter_threads)
+        except RuntimeError:
+            notes.append(f"torch's inter-op pool already runs {torch.get_num_interop_threads()} threads in this "
+                         f"process (the configuration sets {config.inter_threads}; load it before other torch work)")
+    try:  # as a trial's process does
+        wl, runtime = load_for(config, w, interop=False)
+    except ValueError as exc:
+        raise InvalidArgument("runtime", config.runtime, str(exc)) from None
+    if config.instances > 1:
+        notes.append(f"one instance runs here; the configuration runs {config.instances} side by side "
+                     f"(start one process per instance for their combined throughput)")
+    reference = None
+    if check:
+        with torch.no_grad():
+            reference = first_tensor(wl.module(*wl.inputs)).float()
+    workdir = tempfile.TemporaryDirectory(prefix="rooftune-tuned-")
+    try:
+        _place_artifact(runtime.artifact_file(config, Path(workdir.name)), saved, path)
+        from rooftune.tuning.replay import calibration_for
+
+        with warnings.catch_warnings():  # torch.jit's deprecation notices, on every TorchScript load
+            warnings.simplefilter("ignore", FutureWarning)
+            prepared = runtime.prepare(wl, config, Path(workdir.name), calibration=calibration_for(config, saved, wl.inputs))
+        result = compare_outputs(prepared.output(), reference, config.precision) if reference is not None else None
+    except BaseException:
+        workdir.cleanup()
+        raise
+    signature = tuple((tuple(x.shape), x.dtype) for x in wl.inputs)
+    return TunedModel(config, result, tuple(notes), signature, prepared, workdir, tuple(wl.inputs))
+
+
+def _place_artifact(target: Path | None, saved: dict[str, Any], path: str | Path) -> None:
+    """Copy the artifact the study ran (a Winograd rewrite is the one measured then, not measured
+    again; an int8 model the one quantized then), found beside the configuration file when its
+    path is relative, to where the runtime loads it from; an OpenVINO IR with its weights. Without
+    it the runtime prepares the artifact again."""
+    if target is None or not saved.get("artifact"):
+        return
+    art = Path(saved["artifact"])
+    if not art.is_absolute() and not art.is_file():
+        art = Path(path).parent / art.name
+    whole = target.suffix != ".xml" or art.with_suffix(".bin").is_file()  # else prepared again
+    if art.is_file() and art.name.endswith(target.name) and whole:  # the file this configuration runs
+        if target.suffix == ".xml":
+            shutil.copy2(art.with_suffix(".bin"), target.with_suffix(".bin"))
+        shutil.copy2(art, target)
+
+
+def environment_notes(config: Any, path: str | Path) -> list[str]:
+    """Each variable the configuration sets at a process's start that this process does not have
+    (the thread counts aside: the loader sets torch's pool itself)."""
+    env = config.environment()
+    notes = []
+    for key, value in env.items():
+        if key in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            continue
+        have = os.environ.get(key)
+        present = value in (have or "").replace(" ", ":").split(":") if key == "LD_PRELOAD" else have == value
+        if not present:
+            notes.append(f"{key}={value} is not set in this process ({'unset' if have is None else repr(have)}); "
+                         f"start it with rooftune exec --config {path} -- ...")
+    return notes

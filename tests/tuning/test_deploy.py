@@ -1,0 +1,111 @@
+"""`rooftune.load_tuned`: a saved configuration run in the caller's own process."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import rooftune
+from rooftune.errors import InvalidArgument, RooftuneError
+from rooftune.tuning import RunConfig
+from rooftune.tuning.deploy import environment_notes
+
+CNN = "tests.analysis.tiny_models:small_cnn"
+
+
+def saved(tmp_path: Path, config: RunConfig, name: str = "c.json") -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps({"config": config.to_dict(), "workload": {"model": CNN, "inputs": None, "options": {}}}))
+    return path
+
+
+def test_a_saved_onnxruntime_config_runs_the_users_inputs_in_a_fresh_process(tmp_path: Path) -> None:
+    from rooftune.runtimes import get_runtime
+
+    if get_runtime("onnxruntime").available():
+        pytest.skip(get_runtime("onnxruntime").available())
+    path = saved(tmp_path, RunConfig(runtime="onnxruntime", intra_threads=1, runtime_options={"spinning": False}))
+    # its own process: loading sets torch's thread pools, as a user's program wants
+    code = f"""
+import json, torch, rooftune
+from tests.analysis.tiny_models import small_cnn
+m = rooftune.load_tuned({str(path)!r})
+module, example = small_cnn()
+module.eval()
+x = torch.randn_like(example)
+with torch.no_grad():
+    want = module(x)
+got = m(x)
+err = None
+try:
+    m(torch.randn(2, *x.shape[1:]))
+except rooftune.InvalidArgument as exc:
+    err = str(exc)
+print(json.dumps({{"ok": m.check["ok"], "threads": torch.get_num_threads(), "close": torch.allclose(got, want, atol=1e-4, rtol=1e-4),
+                  "shape": list(got.shape), "err": err, "notes": list(m.notes)}}))
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert proc.returncode == 0, proc.stderr
+    r = json.loads(proc.stdout.strip().splitlines()[-1])
+    # a new input, not the one it was tuned and checked on, gives the module's output
+    assert r["ok"] and r["close"] and r["threads"] == 1 and r["shape"][0] == 1
+    assert r["err"].startswith("invalid input 0 '2x") and "tuned on 1x" in r["err"]
+    assert r["notes"] == []  # ONNX Runtime's configuration sets no process environment beyond threads
+
+
+def test_a_wrong_output_is_refused_and_can_be_loaded_unchecked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import rooftune.tuning.verify as verify
+
+    path = saved(tmp_path, RunConfig(runtime="eager", set_threads=False, name="vanilla"))
+    real = verify.compare_outputs
+
+    def wrong(out: torch.Tensor, ref: torch.Tensor, precision: str) -> dict:
+        return real(out + 1.0, ref, precision)
+
+    monkeypatch.setattr(verify, "compare_outputs", wrong)
+    with pytest.raises(RooftuneError, match=r"gives a wrong output here \(fails max error"):
+        rooftune.load_tuned(path)
+    m = rooftune.load_tuned(path, check=False)
+    assert m.check is None
+    x = torch.randn(*m.signature[0][0])
+    assert m(x).shape[0] == m.signature[0][0][0]
+    with pytest.raises(InvalidArgument, match=r"invalid inputs '2 tensor\(s\)': the configuration runs 1"):
+        m(x, x)
+    with pytest.raises(InvalidArgument, match=r"invalid input 0 'list'"):
+        m([1.0])
+
+
+def test_refuses_a_file_that_is_not_a_saved_configuration(tmp_path: Path) -> None:
+    with pytest.raises(InvalidArgument, match="no such file"):
+        rooftune.load_tuned(tmp_path / "missing.json")
+    bare = tmp_path / "bare.json"
+    bare.write_text(json.dumps({"config": RunConfig(intra_threads=1).to_dict()}))
+    with pytest.raises(InvalidArgument, match="names no workload"):
+        rooftune.load_tuned(bare)
+
+
+def test_environment_notes_name_what_a_process_sets_at_its_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    config = RunConfig(intra_threads=1, omp={"OMP_PROC_BIND": "close"})
+    monkeypatch.delenv("OMP_PROC_BIND", raising=False)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    notes = environment_notes(config, "best.json")
+    # the thread counts are the loader's to set; the binding only a process start can
+    assert notes == ["OMP_PROC_BIND=close is not set in this process (unset); "
+                     "start it with rooftune exec --config best.json -- ..."]
+    monkeypatch.setenv("OMP_PROC_BIND", "close")
+    assert environment_notes(config, "best.json") == []
+    from rooftune.tuning import allocator_library
+
+    lib = allocator_library("tcmalloc")
+    if lib:
+        config = RunConfig(intra_threads=1, allocator="tcmalloc")
+        monkeypatch.setenv("LD_PRELOAD", f"/other.so {lib}")
+        assert environment_notes(config, "best.json") == []
+        monkeypatch.setenv("LD_PRELOAD", "/other.so")
+        assert environment_notes(config, "best.json")[0].startswith(f"LD_PRELOAD={lib} is not set in this process ('/other.so')")
