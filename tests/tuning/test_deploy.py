@@ -109,3 +109,25 @@ def test_environment_notes_name_what_a_process_sets_at_its_start(monkeypatch: py
         assert environment_notes(config, "best.json") == []
         monkeypatch.setenv("LD_PRELOAD", "/other.so")
         assert environment_notes(config, "best.json")[0].startswith(f"LD_PRELOAD={lib} is not set in this process ('/other.so')")
+
+
+def test_an_artifact_missing_beside_the_file_is_prepared_again_and_said(tmp_path: Path) -> None:
+    from rooftune.runtimes import get_runtime
+
+    if get_runtime("onnxruntime").available():
+        pytest.skip(get_runtime("onnxruntime").available())
+    config = RunConfig(runtime="onnxruntime", set_threads=False, vendor_defaults=True, name="onnxruntime-default")
+    path = saved(tmp_path, config)
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps({**data, "artifact": str(tmp_path / "c_model.onnx")}))
+    m = rooftune.load_tuned(path)
+    assert m.check["ok"] and len(m.notes) == 1
+    assert m.notes[0].startswith(f"the artifact {tmp_path / 'c_model.onnx'} was not found beside {path}: prepared again")
+    # the export it made is the one a study would have saved: with it beside the file, no note
+    from rooftune.runtimes.onnx_runtime import export_onnx
+    from rooftune.workload import load_workload
+
+    export_onnx(load_workload(CNN), config, tmp_path / "c_model.onnx")
+    m = rooftune.load_tuned(path)
+    assert m.check["ok"] and m.notes == ()
+    assert torch.equal(m(*m.example_inputs), m(*m.example_inputs))

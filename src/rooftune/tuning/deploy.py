@@ -46,9 +46,10 @@ class TunedModel:
     notes: tuple[str, ...]
     #: (shape, dtype) of each input the configuration was tuned on.
     signature: tuple[tuple[tuple[int, ...], torch.dtype], ...]
+    #: The inputs it was tuned and checked on.
+    example_inputs: tuple[torch.Tensor, ...] = field(repr=False)
     _prepared: Any = field(repr=False)
     _workdir: Any = field(repr=False)  # the prepared artifact's folder, removed with the object
-    _inputs: tuple[torch.Tensor, ...] = field(repr=False, default=())
 
     def __call__(self, *inputs: torch.Tensor) -> torch.Tensor:
         self._check_inputs(inputs)
@@ -125,7 +126,9 @@ def _load(path: str | Path, *, check: bool = True) -> TunedModel:
             reference = first_tensor(wl.module(*wl.inputs)).float()
     workdir = tempfile.TemporaryDirectory(prefix="rooftune-tuned-")
     try:
-        _place_artifact(runtime.artifact_file(config, Path(workdir.name)), saved, path)
+        if not _place_artifact(runtime.artifact_file(config, Path(workdir.name)), saved, path):
+            notes.append(f"the artifact {saved['artifact']} was not found beside {path}: prepared again here "
+                         "(a Winograd rewrite measures its layers again, an int8 model is quantized again)")
         from rooftune.tuning.replay import calibration_for
 
         with warnings.catch_warnings():  # torch.jit's deprecation notices, on every TorchScript load
@@ -136,16 +139,16 @@ def _load(path: str | Path, *, check: bool = True) -> TunedModel:
         workdir.cleanup()
         raise
     signature = tuple((tuple(x.shape), x.dtype) for x in wl.inputs)
-    return TunedModel(config, result, tuple(notes), signature, prepared, workdir, tuple(wl.inputs))
+    return TunedModel(config, result, tuple(notes), signature, tuple(wl.inputs), prepared, workdir)
 
 
-def _place_artifact(target: Path | None, saved: dict[str, Any], path: str | Path) -> None:
+def _place_artifact(target: Path | None, saved: dict[str, Any], path: str | Path) -> bool:
     """Copy the artifact the study ran (a Winograd rewrite is the one measured then, not measured
     again; an int8 model the one quantized then), found beside the configuration file when its
-    path is relative, to where the runtime loads it from; an OpenVINO IR with its weights. Without
-    it the runtime prepares the artifact again."""
+    path is relative, to where the runtime loads it from; an OpenVINO IR with its weights. False
+    when the file names one and it is not there: the runtime then prepares the artifact again."""
     if target is None or not saved.get("artifact"):
-        return
+        return True
     art = Path(saved["artifact"])
     if not art.is_absolute() and not art.is_file():
         art = Path(path).parent / art.name
@@ -154,6 +157,8 @@ def _place_artifact(target: Path | None, saved: dict[str, Any], path: str | Path
         if target.suffix == ".xml":
             shutil.copy2(art.with_suffix(".bin"), target.with_suffix(".bin"))
         shutil.copy2(art, target)
+        return True
+    return False
 
 
 def environment_notes(config: Any, path: str | Path) -> list[str]:
