@@ -137,6 +137,23 @@ def test_exec_replays_the_saved_best_and_vanilla(run: OptimizeResult) -> None:
             assert r["threads"] == saved["intra_threads"]
 
 
+def test_the_usage_it_gives_runs_in_a_program_exec_starts(run: OptimizeResult) -> None:
+    usage = run.usage()
+    assert json.loads((run.out / "summary.json").read_text())["usage"] == usage
+    assert "In your own program" in (run.out / "report.html").read_text()
+    code = "\n".join(["import json, torch", "from tests.analysis.tiny_models import small_cnn", "x = small_cnn()[1]",
+                      *usage, "tuned = rooftune.load_tuned(" + repr(str(run.out / "best.json")) + ")",
+                      "print(json.dumps({'y': list(y.shape), 'selected': list(model(x).shape), 'notes': list(tuned.notes),",
+                      "                  'close': torch.allclose(y, model(x), atol=1e-4, rtol=1e-4)}))"])
+    proc = subprocess.run([sys.executable, "-m", "rooftune.cli", "exec", "--config", str(run.out / "best.json"), "--",
+                           sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert proc.returncode == 0, proc.stderr
+    r = json.loads(proc.stdout.strip().splitlines()[-1])
+    # started by exec, the program has the whole configuration; both results compute the model
+    assert r["y"] == r["selected"] == [1, 10] and r["close"] and r["notes"] == []
+
+
 def test_replay_refuses_a_config_without_its_workload(tmp_path: Path) -> None:
     from rooftune.tuning import RunConfig
 

@@ -944,6 +944,9 @@ def optimize(
             out.print(f"selected primitives (PyTorch eager) vs vanilla: {c['speedup']:.2f}x "
                       f"({ci_text(*c['ci'], label='95 % CI ')})", highlight=False)
         out.print(f"report: {r.out / 'report.html'}", highlight=False)
+        if "best configuration" in r.files:
+            out.print(f"in your program: rooftune.load_tuned({str(r.out / 'best.json')!r}), started by "
+                      f"rooftune exec --config {r.out / 'best.json'} -- ...", highlight=False, soft_wrap=True)
     if r.interrupted:
         err.print(f"interrupted: the partial report is {r.out / 'report.html'}; measurements taken are stored")
         raise typer.Exit(130)

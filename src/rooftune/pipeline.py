@@ -96,6 +96,23 @@ class OptimizeResult:
         ci = ci_text(sp.get("ci_low", math.nan), sp.get("ci_high", math.nan), label="95 % CI ")
         return f"{sp['ratio']:.2f}x faster than vanilla PyTorch ({what}, {ci}) with {self.tune.best.describe()}"
 
+    def usage(self) -> list[str]:
+        """How to run what this run wrote in one's own program: the tuned configuration
+        (``rooftune.load_tuned`` in a process ``rooftune exec`` starts) and the rewritten model."""
+        lines: list[str] = []
+        if "best configuration" in self.files:
+            best = str(self.out / "best.json")
+            lines += ["# the tuned configuration, in a program started with its environment (threads, allocator, OpenMP):",
+                      f"#   rooftune exec --config {shlex.quote(best)} -- python my_program.py",
+                      "import rooftune",
+                      f"model = rooftune.load_tuned({best!r})  # its output checked against PyTorch eager at load",
+                      "y = model(x)  # inputs of the shapes it was tuned on; returns the first output"]
+        if "rewritten model" in self.files:
+            lines += ["# the model with a primitive chosen per convolution (PyTorch eager):",
+                      "from rooftune.selection import load_selected",
+                      f"model = load_selected({str(self.out / 'selection' / 'selection.json')!r})"]
+        return lines
+
     def to_dict(self) -> dict[str, Any]:
         a = self.analysis
         c = self.ceilings
@@ -109,7 +126,7 @@ class OptimizeResult:
             "analysis": a.to_dict() if a is not None else None,
             "tune": self.tune.to_dict() if self.tune is not None else None,
             "select": self.select.to_dict() if self.select is not None else None,
-            "files": self.files, "commands": self.commands, "notes": self.notes,
+            "files": self.files, "commands": self.commands, "usage": self.usage(), "notes": self.notes,
         }
 
 

@@ -224,6 +224,9 @@ def render(r: OptimizeResult, figs: dict[str, Path]) -> str:
         banner += "".join(f"<p class=warn>step {_e(s.name)} failed: {_e(s.message)}</p>" for s in failed)
     files = _table(["what", "file"], [[k, v] for k, v in r.files.items()])
     cmds = "\n".join(_e(c) for c in r.commands)
+    usage = r.usage()
+    use = (f"<h2>Use the result</h2>\n<p>In your own program (Python):</p>\n<pre>{_e(chr(10).join(usage))}</pre>"
+           if usage else "")
     notes = "".join(f"<pre>{_e(n)}</pre>" for n in r.notes)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
@@ -246,6 +249,7 @@ written {_e(datetime.now().strftime('%Y-%m-%d %H:%M'))}</p>
 <p>The first command re-runs this report; the next two re-measure the tuned configuration and vanilla PyTorch, each
 in a process started with its configuration's environment; the last redoes the primitive selection.</p>
 <pre>{cmds}</pre>
+{use}
 <h2>Files</h2>{files}
 {notes}
 </body></html>
