@@ -16,8 +16,8 @@ Targets (issue "The main job: rooftune optimize MODEL"):
     of the median per-round medians, with the harness's 95 % CI (`stats.comparison_ci`; 6 rounds at least).
 
 With ``--objective throughput`` the figure compared is the time per sample: a configuration of N
-instances is replayed by N processes started together (what the replay's note asks of a user),
-and its samples per second are their sum.
+instances is replayed by the N processes `rooftune exec` starts side by side, and its samples per
+second are their sum.
 
 The replay processes start from a clean environment (no OMP_*/MKL_*/KMP_* variables inherited),
 as a user's shell would.
@@ -43,20 +43,19 @@ def clean_env() -> dict[str, str]:
 
 
 def replay(config: Path, seconds: float, instances: int = 1) -> list[dict]:
-    """One replay per instance, started together; their JSON results."""
+    """The replay under `rooftune exec`, which starts one copy per instance side by side; their
+    JSON results."""
     cmd = [*ROOFTUNE, "exec", "--config", str(config), "--", sys.executable, "-m", "rooftune.tuning.replay",
            str(config), "--seconds", str(seconds)]
-    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env())
-             for _ in range(instances)]
-    results = []
-    for p in procs:
-        stdout, stderr = p.communicate(timeout=600)
-        if p.returncode != 0:
-            raise SystemExit(f"replay of {config} failed ({p.returncode}): {stderr.strip()[-400:]}")
-        r = json.loads(stdout.strip().splitlines()[-1])
+    p = subprocess.run(cmd, capture_output=True, text=True, env=clean_env(), timeout=600)
+    if p.returncode != 0:
+        raise SystemExit(f"replay of {config} failed ({p.returncode}): {p.stderr.strip()[-400:]}")
+    results = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+    if len(results) != instances:
+        raise SystemExit(f"replay of {config}: {len(results)} results from {instances} instances")
+    for r in results:
         if not r["verify"]["ok"]:
             raise SystemExit(f"replay of {config} produced a wrong output: {r['verify']}")
-        results.append(r)
     return results
 
 

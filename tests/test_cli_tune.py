@@ -44,6 +44,23 @@ def test_exec_applies_the_saved_environment(tmp_path: Path) -> None:
     assert proc.stdout.split() == ["1", "close"]
 
 
+def test_exec_starts_a_copy_per_instance_of_a_throughput_configuration(tmp_path: Path) -> None:
+    cfg = tmp_path / "best.json"
+    cfg.write_text(json.dumps({"config": RunConfig(intra_threads=1, instances=2, batch=4).to_dict()}))
+    code = ("import os, sys; print(os.environ['ROOFTUNE_INSTANCE'], os.environ['ROOFTUNE_INSTANCES'], "
+            "os.environ['OMP_NUM_THREADS'], flush=True); sys.exit(int(sys.argv[1]) if os.environ['ROOFTUNE_INSTANCE'] == '1' else 0)")
+    proc = exec_("--config", str(cfg), "--", sys.executable, "-c", code, "0")
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(proc.stdout.splitlines()) == ["0 2 1", "1 2 1"]
+    # one failing copy is the command's status
+    proc = exec_("--config", str(cfg), "--", sys.executable, "-c", code, "3")
+    assert proc.returncode == 3 and len(proc.stdout.splitlines()) == 2
+    # --instances 1: the command alone, in place of exec's process
+    proc = exec_("--config", str(cfg), "--instances", "1", "--", sys.executable, "-c", "import os; print('ROOFTUNE_INSTANCE' in os.environ)")
+    assert proc.returncode == 0 and proc.stdout.split() == ["False"]
+    assert_one_line_error(exec_("--config", str(cfg), "--instances", "0", "--", "true"), "--instances 0", "1..1024")
+
+
 def test_exec_refuses_bad_configs_and_missing_commands(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"config": {"runtime": "eager", "intra_threads": 999}}))

@@ -993,8 +993,15 @@ def data_import(
 def exec_(
     ctx: typer.Context,
     config: Annotated[str, typer.Option("--config", help="A configuration saved by `rooftune tune --save`.")],
+    instances: Annotated[int | None, typer.Option(
+        "--instances", help="Copies of the command to start side by side (default: the configuration's instances).")] = None,
 ) -> None:
-    """Run a command with a saved configuration's environment: rooftune exec --config best.json -- CMD ..."""
+    """Run a command with a saved configuration's environment: rooftune exec --config best.json -- CMD ...
+
+    A configuration of N concurrent instances (the throughput objective) starts N copies side by
+    side, as the study ran them and as PyTorch's launcher does with --ninstances; each copy finds
+    ROOFTUNE_INSTANCE (0..N-1) and ROOFTUNE_INSTANCES in its environment, and exec exits with the
+    first failing copy's status."""
     import os
 
     from rooftune.tuning.config import load_config
@@ -1003,13 +1010,39 @@ def exec_(
     if not cmd:
         raise InvalidArgument("command", "", "give the command after --, e.g. rooftune exec --config best.json -- python run.py")
     cfg = load_config(config)
+    n = cfg.instances if instances is None else instances
+    if not 1 <= n <= 1024:
+        raise InvalidArgument("--instances", n, "allowed 1..1024")
     env = {**os.environ, **cfg.environment()}
     import shutil
 
     if shutil.which(cmd[0]) is None and not os.path.exists(cmd[0]):
         raise InvalidArgument("command", cmd[0], "not found on PATH")
     sys.stdout.flush()
-    os.execvpe(cmd[0], cmd, env)
+    if n == 1:
+        os.execvpe(cmd[0], cmd, env)
+    raise typer.Exit(_run_copies(cmd, env, n))
+
+
+def _run_copies(cmd: list[str], env: dict[str, str], n: int) -> int:
+    """``n`` copies of ``cmd`` side by side; the first non-zero status among them, else 0. Ctrl-C
+    reaches every copy (they share the terminal's process group); exec waits for them all."""
+    import subprocess
+
+    procs = [subprocess.Popen(cmd, env={**env, "ROOFTUNE_INSTANCE": str(i), "ROOFTUNE_INSTANCES": str(n)})
+             for i in range(n)]
+    codes: list[int] = []
+    for p in procs:
+        while True:
+            try:
+                codes.append(p.wait())
+                break
+            except KeyboardInterrupt:  # the copies got it too; wait for them to finish
+                continue
+    bad = [c for c in codes if c != 0]
+    if not bad:
+        return 0
+    return bad[0] if bad[0] > 0 else 128 - bad[0]
 
 
 def version_callback(value: bool) -> None:

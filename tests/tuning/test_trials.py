@@ -480,13 +480,17 @@ def test_a_runtime_that_crashed_under_a_preloaded_allocator_is_not_run_under_it_
     # the out-of-memory killer's SIGKILL is one configuration's, not the pair's
     from rooftune.tuning.study import _crashed_under_preload
 
-    aborted, other, killed = (TrialResult(RunConfig(runtime="torchscript", allocator="tcmalloc"), False,
-                                          error=f"the trial process crashed (exit {code}): {why}")
-                              for code, why in ((-6, "munmap_chunk(): invalid pointer"), (-11, "segfault in a kernel"),
-                                                (-9, "")))
+    aborted, other, killed, silent, bus = (
+        TrialResult(RunConfig(runtime="torchscript", allocator="tcmalloc"), False,
+                    error=f"the trial process crashed (exit {code}): {why}")
+        for code, why in ((-6, "munmap_chunk(): invalid pointer"), (-11, "segfault in a kernel"), (-9, ""), (-11, ""),
+                          (-7, "")))
     later = RunConfig(runtime="torchscript", allocator="tcmalloc", batch=2)
     assert _crashed_under_preload(aborted, later)
     assert not _crashed_under_preload(other, later) and not _crashed_under_preload(killed, later)
+    # a fault that printed nothing, as OpenVINO's under a preloaded allocator, is the pair's
+    assert _crashed_under_preload(silent, later) and _crashed_under_preload(bus, later)
+    assert not _crashed_under_preload(silent, RunConfig(runtime="torchscript", allocator="glibc"))
     assert not _crashed_under_preload(aborted, RunConfig(runtime="torchscript", allocator="jemalloc"))
 
 

@@ -117,9 +117,9 @@ def _load(path: str | Path, *, check: bool = True) -> TunedModel:
         wl, runtime = load_for(config, w, interop=False)
     except ValueError as exc:
         raise InvalidArgument("runtime", config.runtime, str(exc)) from None
-    if config.instances > 1:
+    if config.instances > 1 and os.environ.get("ROOFTUNE_INSTANCES") != str(config.instances):
         notes.append(f"one instance runs here; the configuration runs {config.instances} side by side "
-                     f"(start one process per instance for their combined throughput)")
+                     f"(rooftune exec --config {path} -- ... starts that many copies of a program)")
     reference = None
     if check:
         with torch.no_grad():

@@ -7,7 +7,9 @@ start; this program then sets torch's thread pools as the configuration says, pr
 runtime's artifact, checks the output against the fp32 eager output of the same inputs (a
 wrong output exits 1 and prints no time) and prints one JSON line: the median time per call,
 its IQR and sample count, and the check's figures. A file written by ``rooftune tune --save``
-or ``rooftune optimize`` carries the workload it was tuned on.
+or ``rooftune optimize`` carries the workload it was tuned on. It runs what
+``rooftune.load_tuned`` gives a user's program. For a configuration of N instances ``rooftune
+exec`` starts N replays side by side, each printing its own line (their throughputs add up).
 """
 
 from __future__ import annotations
