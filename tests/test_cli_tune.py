@@ -61,6 +61,30 @@ def test_exec_starts_a_copy_per_instance_of_a_throughput_configuration(tmp_path:
     assert_one_line_error(exec_("--config", str(cfg), "--instances", "0", "--", "true"), "--instances 0", "1..1024")
 
 
+def test_exec_forwards_a_signal_to_every_copy_and_reports_a_signalled_one(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    cfg = tmp_path / "best.json"
+    cfg.write_text(json.dumps({"config": RunConfig(intra_threads=1, instances=2, batch=4).to_dict()}))
+    killed = "import os, signal; os.kill(os.getpid(), signal.SIGTERM) if os.environ['ROOFTUNE_INSTANCE'] == '1' else None"
+    assert exec_("--config", str(cfg), "--", sys.executable, "-c", killed).returncode == 128 + signal.SIGTERM
+    # SIGTERM to exec (a service manager stopping it) stops both copies, and exec waits for them
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    code = ("import os, pathlib, time; d = pathlib.Path(os.sys.argv[1]); (d / os.environ['ROOFTUNE_INSTANCE']).touch(); "
+            "time.sleep(60)")
+    proc = subprocess.Popen([sys.executable, "-m", "rooftune.cli", "exec", "--config", str(cfg), "--", sys.executable,
+                             "-c", code, str(marks)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while len(list(marks.iterdir())) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)  # the pipes close only when both copies are gone
+    assert proc.returncode == 128 + signal.SIGTERM and time.monotonic() - t0 < 30, err
+
+
 def test_exec_refuses_bad_configs_and_missing_commands(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"config": {"runtime": "eager", "intra_threads": 999}}))

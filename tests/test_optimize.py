@@ -142,9 +142,9 @@ def test_the_usage_it_gives_runs_in_a_program_exec_starts(run: OptimizeResult) -
     assert json.loads((run.out / "summary.json").read_text())["usage"] == usage
     assert "In your own program" in (run.out / "report.html").read_text()
     code = "\n".join(["import json, torch", "from tests.analysis.tiny_models import small_cnn", "x = small_cnn()[1]",
-                      *usage, "tuned = rooftune.load_tuned(" + repr(str(run.out / "best.json")) + ")",
-                      "print(json.dumps({'y': list(y.shape), 'selected': list(model(x).shape), 'notes': list(tuned.notes),",
-                      "                  'close': torch.allclose(y, model(x), atol=1e-4, rtol=1e-4)}))"])
+                      *usage,
+                      "print(json.dumps({'y': list(y.shape), 'selected': list(selected(x).shape), 'notes': list(model.notes),",
+                      "                  'close': torch.allclose(y, selected(x), atol=1e-4, rtol=1e-4)}))"])
     proc = subprocess.run([sys.executable, "-m", "rooftune.cli", "exec", "--config", str(run.out / "best.json"), "--",
                            sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                           cwd=Path(__file__).resolve().parents[1])
@@ -180,7 +180,7 @@ def test_replay_quantizes_an_int8_config_with_the_trials_calibration_set(tmp_pat
     assert "top-1 agreement" in r["verify"]["rule"] and 0.9 < r["verify"]["cosine"] <= 1.0 + 1e-6
     assert proc.returncode == (0 if r["verify"]["ok"] else 1)
     from rooftune.runtimes.quantize import calibration_inputs
-    from rooftune.tuning.replay import calibration_for
+    from rooftune.tuning.deploy import calibration_for
     from rooftune.workload import load_workload
 
     xs = load_workload(CNN).inputs

@@ -6,6 +6,7 @@ import json
 import math
 import os
 import re
+import shlex
 import sys
 import time
 from collections.abc import Callable
@@ -945,8 +946,9 @@ def optimize(
                       f"({ci_text(*c['ci'], label='95 % CI ')})", highlight=False)
         out.print(f"report: {r.out / 'report.html'}", highlight=False)
         if "best configuration" in r.files:
-            out.print(f"in your program: rooftune.load_tuned({str(r.out / 'best.json')!r}), started by "
-                      f"rooftune exec --config {r.out / 'best.json'} -- ...", highlight=False, soft_wrap=True)
+            best = str(r.out / "best.json")
+            out.print(f"in your program: rooftune.load_tuned({best!r}), started by "
+                      f"rooftune exec --config {shlex.quote(best)} -- ...", highlight=False, soft_wrap=True)
     if r.interrupted:
         err.print(f"interrupted: the partial report is {r.out / 'report.html'}; measurements taken are stored")
         raise typer.Exit(130)
@@ -999,9 +1001,9 @@ def exec_(
     """Run a command with a saved configuration's environment: rooftune exec --config best.json -- CMD ...
 
     A configuration of N concurrent instances (the throughput objective) starts N copies side by
-    side, as the study ran them and as PyTorch's launcher does with --ninstances; each copy finds
-    ROOFTUNE_INSTANCE (0..N-1) and ROOFTUNE_INSTANCES in its environment, and exec exits with the
-    first failing copy's status."""
+    side, as the study ran them (not pinned to cores of their own, where PyTorch's launcher pins
+    its --ninstances); each copy finds ROOFTUNE_INSTANCE (0..N-1) and ROOFTUNE_INSTANCES in its
+    environment, and exec exits with the first failing copy's status."""
     import os
 
     from rooftune.tuning.config import load_config
@@ -1025,20 +1027,44 @@ def exec_(
 
 
 def _run_copies(cmd: list[str], env: dict[str, str], n: int) -> int:
-    """``n`` copies of ``cmd`` side by side; the first non-zero status among them, else 0. Ctrl-C
-    reaches every copy (they share the terminal's process group); exec waits for them all."""
+    """``n`` copies of ``cmd`` side by side; the first non-zero status among them (128 + N for a
+    copy a signal ended), else 0. The copies run in a process group of their own: SIGINT (Ctrl-C),
+    SIGTERM and SIGHUP sent to exec reach each copy once, and exec waits for them all; a copy
+    whose exec process dies is sent SIGTERM (Linux)."""
+    import signal
     import subprocess
 
-    procs = [subprocess.Popen(cmd, env={**env, "ROOFTUNE_INSTANCE": str(i), "ROOFTUNE_INSTANCES": str(n)})
-             for i in range(n)]
-    codes: list[int] = []
-    for p in procs:
-        while True:
-            try:
-                codes.append(p.wait())
-                break
-            except KeyboardInterrupt:  # the copies got it too; wait for them to finish
-                continue
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def forward(signum: int, _frame: Any) -> None:
+        for p in procs:
+            if p.poll() is None:
+                try:
+                    p.send_signal(signum)
+                except ProcessLookupError:
+                    pass
+
+    def die_with_parent() -> None:
+        try:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+
+    handled = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {sig: signal.signal(sig, forward) for sig in handled}
+    try:
+        for i in range(n):
+            procs.append(subprocess.Popen(cmd, env={**env, "ROOFTUNE_INSTANCE": str(i), "ROOFTUNE_INSTANCES": str(n)},
+                                          process_group=0, preexec_fn=die_with_parent))
+        codes = [p.wait() for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     bad = [c for c in codes if c != 0]
     if not bad:
         return 0

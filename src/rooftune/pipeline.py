@@ -110,7 +110,7 @@ class OptimizeResult:
         if "rewritten model" in self.files:
             lines += ["# the model with a primitive chosen per convolution (PyTorch eager):",
                       "from rooftune.selection import load_selected",
-                      f"model = load_selected({str(self.out / 'selection' / 'selection.json')!r})"]
+                      f"selected = load_selected({str(self.out / 'selection' / 'selection.json')!r})"]
         return lines
 
     def to_dict(self) -> dict[str, Any]:

@@ -111,7 +111,11 @@ def test_environment_notes_name_what_a_process_sets_at_its_start(monkeypatch: py
         assert environment_notes(config, "best.json")[0].startswith(f"LD_PRELOAD={lib} is not set in this process ('/other.so')")
 
 
-def test_an_artifact_missing_beside_the_file_is_prepared_again_and_said(tmp_path: Path) -> None:
+def refuse_all(outputs: list, refs: list) -> tuple[bool, str]:
+    return False, f"refused {len(outputs)} outputs"
+
+
+def test_an_artifact_missing_beside_the_file_is_prepared_again_and_said(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from rooftune.runtimes import get_runtime
 
     if get_runtime("onnxruntime").available():
@@ -119,15 +123,42 @@ def test_an_artifact_missing_beside_the_file_is_prepared_again_and_said(tmp_path
     config = RunConfig(runtime="onnxruntime", set_threads=False, vendor_defaults=True, name="onnxruntime-default")
     path = saved(tmp_path, config)
     data = json.loads(path.read_text())
-    path.write_text(json.dumps({**data, "artifact": str(tmp_path / "c_model.onnx")}))
+    # as a folder copied from elsewhere: the path stored is absolute and no longer there
+    path.write_text(json.dumps({**data, "artifact": "/gone/out/c_model.onnx"}))
     m = rooftune.load_tuned(path)
     assert m.check["ok"] and len(m.notes) == 1
-    assert m.notes[0].startswith(f"the artifact {tmp_path / 'c_model.onnx'} was not found beside {path}: prepared again")
-    # the export it made is the one a study would have saved: with it beside the file, no note
-    from rooftune.runtimes.onnx_runtime import export_onnx
+    assert m.notes[0].startswith(f"the artifact c_model.onnx was not found beside {path}: prepared again")
+    # beside the file, it is the one loaded: no export happens
+    import rooftune.runtimes.onnx_runtime as ort
     from rooftune.workload import load_workload
 
-    export_onnx(load_workload(CNN), config, tmp_path / "c_model.onnx")
+    ort.export_onnx(load_workload(CNN), config, tmp_path / "c_model.onnx")
+
+    def no_export(*args: object) -> None:
+        raise AssertionError("exported again")
+
+    monkeypatch.setattr(ort, "export_onnx", no_export)
     m = rooftune.load_tuned(path)
     assert m.check["ok"] and m.notes == ()
-    assert torch.equal(m(*m.example_inputs), m(*m.example_inputs))
+    with torch.no_grad():
+        want = load_workload(CNN).module.eval()(*m.example_inputs)
+    assert torch.allclose(m(*m.example_inputs), want, atol=1e-5)
+    # a runtime not installed here is one line naming it
+    monkeypatch.setattr(type(get_runtime("onnxruntime")), "available", lambda self: "onnxruntime is not installed")
+    with pytest.raises(InvalidArgument, match="invalid runtime 'onnxruntime': onnxruntime is not installed"):
+        rooftune.load_tuned(path)
+
+
+def test_int8_is_checked_by_the_guard_over_its_calibration_set_or_the_callers_validation(tmp_path: Path) -> None:
+    from rooftune.runtimes import get_runtime
+    from rooftune.runtimes.quantize import int8_missing
+
+    if int8_missing("onnxruntime") or get_runtime("onnxruntime").available():
+        pytest.skip(int8_missing("onnxruntime") or get_runtime("onnxruntime").available())
+    path = saved(tmp_path, RunConfig(runtime="onnxruntime", precision="int8", set_threads=False))
+    path.write_text(json.dumps({**json.loads(path.read_text()), "calibration": 4}))
+    m = rooftune.load_tuned(path)
+    # the trial's rule: over the calibration set, not the one input alone
+    assert m.check["inputs"] == 4 and "over 4 inputs" in m.check["rule"] and m.check["ok"]
+    with pytest.raises(RooftuneError, match=r"refused 4 outputs"):
+        rooftune.load_tuned(path, validate="tests.tuning.test_deploy:refuse_all")

@@ -113,7 +113,7 @@ def _init(msg: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     import torch
 
     from rooftune.tuning.config import RunConfig
-    from rooftune.tuning.verify import compare_outputs, compare_set
+    from rooftune.tuning.verify import check_prepared
 
     config = RunConfig(**msg["config"])
     wl, runtime = load_for(config, msg["workload"], msg.get("inputs"), msg["workdir"])
@@ -123,33 +123,13 @@ def _init(msg: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     prepared = runtime.prepare(wl, config, Path(msg["workdir"]), calibration=calib["inputs"] if calib else ())
     out = prepared.output()
     prepare_s = time.perf_counter() - t0
-    reference = torch.load(msg["reference"])
-    verify = compare_outputs(out, reference, config.precision)
-    validate = msg.get("validate")
-    if calib is not None or validate:
-        inputs = calib["inputs"] if calib else [tuple(wl.inputs)]
-        refs = calib["outputs"] if calib else [reference]
-        outs = [prepared.output_for(tuple(xs)) for xs in inputs]
-        verify = compare_set(outs, refs, config.precision) if calib else verify
-        if validate:
-            verify = {**verify, **_user_validation(validate, outs, refs)}
+    verify = check_prepared(prepared, config.precision, tuple(wl.inputs), torch.load(msg["reference"]),
+                            calib, msg.get("validate"), out=out)
     return prepared, {
         "prepare_s": prepare_s, "verify": verify,
         "artifact": str(prepared.artifact) if prepared.artifact else None,
         "threads": torch.get_num_threads(),
     }
-
-
-def _user_validation(spec: str, outputs: list[Any], refs: list[Any]) -> dict[str, Any]:
-    """The caller's ``module:function(outputs, references) -> bool | (bool, why)``, in place of the
-    built-in guard."""
-    import importlib
-
-    module, _, name = spec.partition(":")
-    fn = getattr(importlib.import_module(module), name)
-    answer = fn(outputs, refs)
-    ok, why = (answer if isinstance(answer, tuple) else (answer, ""))
-    return {"ok": bool(ok), "rule": f"validation {spec}", "why": "" if ok else (why or f"{spec} refused the outputs")}
 
 
 if __name__ == "__main__":

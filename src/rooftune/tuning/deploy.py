@@ -6,9 +6,10 @@
 The file is one written by ``rooftune tune --save`` or ``rooftune optimize``. Loading does what a
 trial's process did: torch's thread pools as configured, the workload's model built (a torchvision
 name, or the ``module:callable`` it was tuned from, which must import here), the artifact the
-study ran (ONNX, OpenVINO IR or TorchScript, found beside the file) prepared with the
-configuration's runtime options, and the output checked against PyTorch eager in fp32 on the
-inputs it was tuned on. A configuration whose output is wrong here is refused.
+study ran prepared with the configuration's runtime options (an ONNX or OpenVINO IR file found
+beside the JSON: a Winograd rewrite or an int8 model as the study made it; TorchScript and
+torch.compile trace or compile the model again), and the output checked as its trial's was. A
+configuration whose output is wrong here is refused.
 
 What can only be set when a process starts (the allocator's ``LD_PRELOAD``, the OpenMP variables
 such as ``OMP_PROC_BIND``) is compared with this process's environment, and ``notes`` names each that
@@ -32,7 +33,7 @@ import torch
 from rooftune.errors import InvalidArgument, RooftuneError
 
 
-@dataclass
+@dataclass(eq=False)
 class TunedModel:
     """A prepared configuration: call it with the inputs' tensors (the shapes and dtypes it was
     tuned on); it returns the first output as a float tensor."""
@@ -78,13 +79,16 @@ def _describe(shape: tuple[int, ...], dtype: torch.dtype) -> str:
     return f"{'x'.join(map(str, shape)) or 'scalar'} {str(dtype).removeprefix('torch.')}"
 
 
-def load_tuned(path: str | Path, *, check: bool = True) -> TunedModel:
+def load_tuned(path: str | Path, *, check: bool = True, validate: str | None = None) -> TunedModel:
     """Load the configuration saved at ``path`` into this process, ready to call.
 
-    ``check=False`` skips the output check (for an int8 configuration the study accepted with a
-    ``--validate`` function rather than the built-in guard). Raises :class:`InvalidArgument` for a
-    file that is not a saved configuration, and :class:`RooftuneError` when the output is wrong."""
-    model = _load(path, check=check)
+    The check is the one its trial passed: the output against PyTorch eager in fp32, an int8
+    model by the int8 guard over the calibration set it was quantized with; ``validate``, a
+    ``module:function(outputs, references)`` as given to ``rooftune tune --validate``, replaces the
+    built-in guard; ``check=False`` skips it. Raises :class:`InvalidArgument` for a file that is
+    not a saved configuration or a runtime not installed here, and :class:`RooftuneError` when the
+    output is wrong."""
+    model = _load(path, check=check, validate=validate)
     if model.check is not None and not model.check["ok"]:
         why = model.check.get("why", "")
         raise RooftuneError(f"{path}: {model.config.describe()} gives a wrong output here ({why}); "
@@ -92,12 +96,12 @@ def load_tuned(path: str | Path, *, check: bool = True) -> TunedModel:
     return model
 
 
-def _load(path: str | Path, *, check: bool = True) -> TunedModel:
+def _load(path: str | Path, *, check: bool = True, validate: str | None = None) -> TunedModel:
     """The configuration prepared and, with ``check``, its output compared (not raised on)."""
     from rooftune.runtimes import first_tensor
     from rooftune.tuning._worker import load_for
     from rooftune.tuning.config import load_config
-    from rooftune.tuning.verify import compare_outputs
+    from rooftune.tuning.verify import check_prepared
 
     # Started by `rooftune exec` with OMP_PROC_BIND set, OpenMP has already pinned this process's
     # main thread to one core, so its affinity no longer shows the cores the threads will use.
@@ -106,6 +110,11 @@ def _load(path: str | Path, *, check: bool = True) -> TunedModel:
     w = saved.get("workload") if isinstance(saved, dict) else None
     if not w:
         raise InvalidArgument("--config", str(path), "names no workload; write it with rooftune tune --save or rooftune optimize")
+    from rooftune.runtimes import get_runtime
+
+    missing = get_runtime(config.runtime).available()
+    if missing:
+        raise InvalidArgument("runtime", config.runtime, missing)
     notes = environment_notes(config, path)
     if config.set_threads and torch.get_num_interop_threads() != config.inter_threads:
         try:  # settable once per process, before any inter-op work
@@ -117,24 +126,27 @@ def _load(path: str | Path, *, check: bool = True) -> TunedModel:
         wl, runtime = load_for(config, w, interop=False)
     except ValueError as exc:
         raise InvalidArgument("runtime", config.runtime, str(exc)) from None
-    if config.instances > 1 and os.environ.get("ROOFTUNE_INSTANCES") != str(config.instances):
-        notes.append(f"one instance runs here; the configuration runs {config.instances} side by side "
+    running = os.environ.get("ROOFTUNE_INSTANCES")
+    if config.instances > 1 and running != str(config.instances):
+        notes.append(f"{running or 'one'} instance(s) run here; the configuration runs {config.instances} side by side "
                      f"(rooftune exec --config {path} -- ... starts that many copies of a program)")
-    reference = None
-    if check:
+    calibration = calibration_for(config, saved, wl.inputs)
+    reference, calib = None, None
+    if check:  # before the runtime prepares: eager's bf16 converts the module in place
         with torch.no_grad():
             reference = first_tensor(wl.module(*wl.inputs)).float()
+            if calibration:
+                calib = {"inputs": calibration, "outputs": [first_tensor(wl.module(*x)).float() for x in calibration]}
     workdir = tempfile.TemporaryDirectory(prefix="rooftune-tuned-")
     try:
         if not _place_artifact(runtime.artifact_file(config, Path(workdir.name)), saved, path):
-            notes.append(f"the artifact {saved['artifact']} was not found beside {path}: prepared again here "
+            notes.append(f"the artifact {Path(saved['artifact']).name} was not found beside {path}: prepared again here "
                          "(a Winograd rewrite measures its layers again, an int8 model is quantized again)")
-        from rooftune.tuning.replay import calibration_for
-
         with warnings.catch_warnings():  # torch.jit's deprecation notices, on every TorchScript load
             warnings.simplefilter("ignore", FutureWarning)
-            prepared = runtime.prepare(wl, config, Path(workdir.name), calibration=calibration_for(config, saved, wl.inputs))
-        result = compare_outputs(prepared.output(), reference, config.precision) if reference is not None else None
+            prepared = runtime.prepare(wl, config, Path(workdir.name), calibration=calibration)
+        result = (check_prepared(prepared, config.precision, tuple(wl.inputs), reference, calib, validate)
+                  if reference is not None else None)
     except BaseException:
         workdir.cleanup()
         raise
@@ -143,28 +155,41 @@ def _load(path: str | Path, *, check: bool = True) -> TunedModel:
 
 
 def _place_artifact(target: Path | None, saved: dict[str, Any], path: str | Path) -> bool:
-    """Copy the artifact the study ran (a Winograd rewrite is the one measured then, not measured
-    again; an int8 model the one quantized then), found beside the configuration file when its
-    path is relative, to where the runtime loads it from; an OpenVINO IR with its weights. False
-    when the file names one and it is not there: the runtime then prepares the artifact again."""
+    """Copy the artifact the study ran (ONNX or OpenVINO IR: a Winograd rewrite is the one
+    measured then, not measured again; an int8 model the one quantized then) to where the runtime
+    loads it from; an OpenVINO IR with its weights. It is looked for beside the configuration file
+    first (a folder copied elsewhere), then where the file says. False when the file names one and
+    it is in neither place: the runtime then prepares the artifact again."""
     if target is None or not saved.get("artifact"):
         return True
-    art = Path(saved["artifact"])
-    if not art.is_absolute() and not art.is_file():
-        art = Path(path).parent / art.name
-    whole = target.suffix != ".xml" or art.with_suffix(".bin").is_file()  # else prepared again
-    if art.is_file() and art.name.endswith(target.name) and whole:  # the file this configuration runs
-        if target.suffix == ".xml":
-            shutil.copy2(art.with_suffix(".bin"), target.with_suffix(".bin"))
-        shutil.copy2(art, target)
-        return True
+    stored = Path(saved["artifact"])
+    for art in (Path(path).parent / stored.name, stored):
+        whole = target.suffix != ".xml" or art.with_suffix(".bin").is_file()
+        if art.is_file() and art.name.endswith(target.name) and whole:  # the file this configuration runs
+            if target.suffix == ".xml":
+                shutil.copy2(art.with_suffix(".bin"), target.with_suffix(".bin"))
+            shutil.copy2(art, target)
+            return True
     return False
+
+
+def calibration_for(config: Any, saved: dict[str, Any], inputs: Any) -> list[Any]:
+    """The calibration set an int8 trial quantized with (seeded, drawn like the workload's
+    inputs, of the size the file records); empty for other precisions."""
+    if config.precision != "int8":
+        return []
+    from rooftune.runtimes.quantize import calibration_inputs, check_calibration_size
+
+    return calibration_inputs(inputs, check_calibration_size(saved.get("calibration"), "calibration"))
 
 
 def environment_notes(config: Any, path: str | Path) -> list[str]:
     """Each variable the configuration sets at a process's start that this process does not have
     (the thread counts aside: the loader sets torch's pool itself)."""
-    env = config.environment()
+    try:
+        env = config.environment()
+    except InvalidArgument as exc:  # its allocator is not installed here
+        return [f"{exc}: this process runs on glibc's malloc"]
     notes = []
     for key, value in env.items():
         if key in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):

@@ -44,16 +44,6 @@ def replay(path: str | Path, seconds: float = 5.0) -> dict[str, Any]:
     return result
 
 
-def calibration_for(config: Any, saved: dict[str, Any], inputs: Any) -> list[Any]:
-    """The calibration set an int8 trial quantized with (seeded, drawn like the workload's
-    inputs, of the size the file records); empty for other precisions."""
-    if config.precision != "int8":
-        return []
-    from rooftune.runtimes.quantize import calibration_inputs, check_calibration_size
-
-    return calibration_inputs(inputs, check_calibration_size(saved.get("calibration"), "calibration"))
-
-
 def main(argv: list[str] | None = None) -> int:
     from rooftune.errors import RooftuneError
 

@@ -336,7 +336,8 @@ SILENT_FAULTS = (f"{CRASHED}11):", f"{CRASHED}7):")
 
 def _crashed_under_preload(trial: TrialResult, config: RunConfig) -> bool:
     """Whether ``trial``'s process was aborted by glibc's heap checks running ``config``'s runtime
-    under the same preloaded allocator, or ended by SIGSEGV or SIGBUS there without a word. Such a
+    under the same preloaded allocator, or ended by SIGSEGV or SIGBUS there with nothing on its
+    stderr (a process that had logged a line before the fault is left to the other rules). Such a
     crash comes from the pair, not from the other settings: OpenVINO under jemalloc or tcmalloc
     crashed in all 82 of its trials in four suites of seven studies on a Zen 4 VM ("free(): invalid
     pointer", "munmap_chunk(): invalid pointer", "double free or corruption"), about one trial in

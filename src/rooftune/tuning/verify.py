@@ -69,3 +69,35 @@ def compare_set(outputs: list[torch.Tensor], refs: list[torch.Tensor], precision
     return {"ok": ok, "max_abs": max(e["max_abs"] for e in each), "max_rel": rel, "cosine": cos,
             "min_cosine": min(e["cosine"] for e in each), "top1": top1, "inputs": len(refs), "rule": rule,
             "why": why}
+
+
+def check_prepared(prepared: Any, precision: str, inputs: tuple[torch.Tensor, ...], reference: torch.Tensor,
+                   calibration: dict[str, Any] | None = None, validate: str | None = None,
+                   out: torch.Tensor | None = None) -> dict[str, Any]:
+    """The check a prepared configuration passes before its times count (a trial's, and
+    ``rooftune.load_tuned``'s): its output on ``inputs`` against the fp32 eager ``reference``; an
+    int8 model over its ``calibration`` set (``{"inputs": [...], "outputs": [...]}``, the fp32
+    eager outputs) by the int8 guard; ``validate``, the caller's ``module:function(outputs,
+    references)``, in place of the built-in guard. ``out``: the output on ``inputs`` when the
+    caller already has it."""
+    verify = compare_outputs(prepared.output() if out is None else out, reference, precision)
+    if calibration is not None or validate:
+        xs = calibration["inputs"] if calibration else [tuple(inputs)]
+        refs = calibration["outputs"] if calibration else [reference]
+        outs = [prepared.output_for(tuple(x)) for x in xs]
+        verify = compare_set(outs, refs, precision) if calibration else verify
+        if validate:
+            verify = {**verify, **user_validation(validate, outs, refs)}
+    return verify
+
+
+def user_validation(spec: str, outputs: list[Any], refs: list[Any]) -> dict[str, Any]:
+    """The caller's ``module:function(outputs, references) -> bool | (bool, why)``, in place of the
+    built-in guard."""
+    import importlib
+
+    module, _, name = spec.partition(":")
+    fn = getattr(importlib.import_module(module), name)
+    answer = fn(outputs, refs)
+    ok, why = (answer if isinstance(answer, tuple) else (answer, ""))
+    return {"ok": bool(ok), "rule": f"validation {spec}", "why": "" if ok else (why or f"{spec} refused the outputs")}
