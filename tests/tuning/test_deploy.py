@@ -162,3 +162,5 @@ def test_int8_is_checked_by_the_guard_over_its_calibration_set_or_the_callers_va
     assert m.check["inputs"] == 4 and "over 4 inputs" in m.check["rule"] and m.check["ok"]
     with pytest.raises(RooftuneError, match=r"refused 4 outputs"):
         rooftune.load_tuned(path, validate="tests.tuning.test_deploy:refuse_all")
+    accepted = rooftune.load_tuned(path, validate=lambda outs, refs: len(outs) == 4)
+    assert accepted.check["ok"] and accepted.check["rule"].endswith("<lambda>")

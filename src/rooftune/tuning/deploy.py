@@ -23,7 +23,7 @@ import os
 import shutil
 import tempfile
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -79,13 +79,13 @@ def _describe(shape: tuple[int, ...], dtype: torch.dtype) -> str:
     return f"{'x'.join(map(str, shape)) or 'scalar'} {str(dtype).removeprefix('torch.')}"
 
 
-def load_tuned(path: str | Path, *, check: bool = True, validate: str | None = None) -> TunedModel:
+def load_tuned(path: str | Path, *, check: bool = True, validate: str | Callable[..., Any] | None = None) -> TunedModel:
     """Load the configuration saved at ``path`` into this process, ready to call.
 
     The check is the one its trial passed: the output against PyTorch eager in fp32, an int8
     model by the int8 guard over the calibration set it was quantized with; ``validate``, a
-    ``module:function(outputs, references)`` as given to ``rooftune tune --validate``, replaces the
-    built-in guard; ``check=False`` skips it. Raises :class:`InvalidArgument` for a file that is
+    ``module:function(outputs, references)`` as given to ``rooftune tune --validate`` or the
+    function itself, replaces the built-in guard; ``check=False`` skips it. Raises :class:`InvalidArgument` for a file that is
     not a saved configuration or a runtime not installed here, and :class:`RooftuneError` when the
     output is wrong."""
     model = _load(path, check=check, validate=validate)
@@ -96,7 +96,7 @@ def load_tuned(path: str | Path, *, check: bool = True, validate: str | None = N
     return model
 
 
-def _load(path: str | Path, *, check: bool = True, validate: str | None = None) -> TunedModel:
+def _load(path: str | Path, *, check: bool = True, validate: str | Callable[..., Any] | None = None) -> TunedModel:
     """The configuration prepared and, with ``check``, its output compared (not raised on)."""
     from rooftune.runtimes import first_tensor
     from rooftune.tuning._worker import load_for

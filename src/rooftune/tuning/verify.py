@@ -72,7 +72,7 @@ def compare_set(outputs: list[torch.Tensor], refs: list[torch.Tensor], precision
 
 
 def check_prepared(prepared: Any, precision: str, inputs: tuple[torch.Tensor, ...], reference: torch.Tensor,
-                   calibration: dict[str, Any] | None = None, validate: str | None = None,
+                   calibration: dict[str, Any] | None = None, validate: Any = None,
                    out: torch.Tensor | None = None) -> dict[str, Any]:
     """The check a prepared configuration passes before its times count (a trial's, and
     ``rooftune.load_tuned``'s): its output on ``inputs`` against the fp32 eager ``reference``; an
@@ -91,13 +91,16 @@ def check_prepared(prepared: Any, precision: str, inputs: tuple[torch.Tensor, ..
     return verify
 
 
-def user_validation(spec: str, outputs: list[Any], refs: list[Any]) -> dict[str, Any]:
-    """The caller's ``module:function(outputs, references) -> bool | (bool, why)``, in place of the
-    built-in guard."""
+def user_validation(spec: Any, outputs: list[Any], refs: list[Any]) -> dict[str, Any]:
+    """The caller's ``module:function(outputs, references) -> bool | (bool, why)`` (or the function
+    itself, in the caller's own process), in place of the built-in guard."""
     import importlib
 
-    module, _, name = spec.partition(":")
-    fn = getattr(importlib.import_module(module), name)
+    if callable(spec):
+        fn, spec = spec, getattr(spec, "__qualname__", repr(spec))
+    else:
+        module, _, name = spec.partition(":")
+        fn = getattr(importlib.import_module(module), name)
     answer = fn(outputs, refs)
     ok, why = (answer if isinstance(answer, tuple) else (answer, ""))
     return {"ok": bool(ok), "rule": f"validation {spec}", "why": "" if ok else (why or f"{spec} refused the outputs")}
