@@ -174,24 +174,25 @@ class RunConfig:
         return ", ".join(parts)
 
 
-def load_config(path: str | Path, usable_cores: int | None = None) -> RunConfig:
+def load_config(path: str | Path, usable_cores: int | None = None, name: str = "--config") -> RunConfig:
     """A configuration file written by ``rooftune tune --save`` (or just its ``config`` object);
-    thread counts are checked against ``usable_cores`` (default: this process's usable cores)."""
+    thread counts are checked against ``usable_cores`` (default: this process's usable cores).
+    ``name``: what an error calls the file (the option, or a Python argument)."""
     p = Path(path)
     if p.is_dir():
-        raise InvalidArgument("--config", str(path), "a directory, not a file; write one with rooftune tune --save FILE")
+        raise InvalidArgument(name, str(path), "a directory, not a file; write one with rooftune tune --save FILE")
     if not p.is_file():
-        raise InvalidArgument("--config", str(path), "no such file; write one with rooftune tune --save FILE")
+        raise InvalidArgument(name, str(path), "no such file; write one with rooftune tune --save FILE")
     try:
         data = json.loads(p.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InvalidArgument("--config", str(path), f"not JSON ({exc.__class__.__name__})") from None
+        raise InvalidArgument(name, str(path), f"not JSON ({exc.__class__.__name__})") from None
     except (RecursionError, ValueError) as exc:  # nested too deep, or an integer of thousands of digits
-        raise InvalidArgument("--config", str(path), f"not a configuration ({exc.__class__.__name__})") from None
+        raise InvalidArgument(name, str(path), f"not a configuration ({exc.__class__.__name__})") from None
     if isinstance(data, dict) and "config" in data:
         data = data["config"]
     if not isinstance(data, dict):
-        raise InvalidArgument("--config", str(path), "expected a JSON object")
+        raise InvalidArgument(name, str(path), "expected a JSON object")
     if usable_cores is None:
         from rooftune.platform import current_platform
 

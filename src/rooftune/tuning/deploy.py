@@ -96,7 +96,8 @@ def load_tuned(path: str | Path, *, check: bool = True, validate: str | Callable
     return model
 
 
-def _load(path: str | Path, *, check: bool = True, validate: str | Callable[..., Any] | None = None) -> TunedModel:
+def _load(path: str | Path, *, check: bool = True, validate: str | Callable[..., Any] | None = None,
+          name: str = "path") -> TunedModel:
     """The configuration prepared and, with ``check``, its output compared (not raised on)."""
     from rooftune.runtimes import first_tensor
     from rooftune.tuning._worker import load_for
@@ -105,11 +106,11 @@ def _load(path: str | Path, *, check: bool = True, validate: str | Callable[...,
 
     # Started by `rooftune exec` with OMP_PROC_BIND set, OpenMP has already pinned this process's
     # main thread to one core, so its affinity no longer shows the cores the threads will use.
-    config = load_config(path, usable_cores=os.cpu_count())
+    config = load_config(path, usable_cores=os.cpu_count(), name=name)
     saved = json.loads(Path(path).read_text())
     w = saved.get("workload") if isinstance(saved, dict) else None
     if not w:
-        raise InvalidArgument("--config", str(path), "names no workload; write it with rooftune tune --save or rooftune optimize")
+        raise InvalidArgument(name, str(path), "names no workload; write it with rooftune tune --save or rooftune optimize")
     from rooftune.runtimes import get_runtime
 
     missing = get_runtime(config.runtime).available()

@@ -27,7 +27,7 @@ def replay(path: str | Path, seconds: float = 5.0) -> dict[str, Any]:
     from rooftune.bench import Policy, measure
     from rooftune.tuning.deploy import _load
 
-    tuned = _load(path)
+    tuned = _load(path, name="--config")
     config, check = tuned.config, tuned.check
     result: dict[str, Any] = {"config": config.describe(), "name": config.name, "verify": check,
                               "threads": torch.get_num_threads()}
