@@ -164,3 +164,17 @@ def test_int8_is_checked_by_the_guard_over_its_calibration_set_or_the_callers_va
         rooftune.load_tuned(path, validate="tests.tuning.test_deploy:refuse_all")
     accepted = rooftune.load_tuned(path, validate=lambda outs, refs: len(outs) == 4)
     assert accepted.check["ok"] and accepted.check["rule"].endswith("<lambda>")
+
+
+@pytest.mark.parametrize("runtime", ["onnxruntime", "openvino"])
+def test_an_output_is_the_callers_and_not_overwritten_by_the_next_call(tmp_path: Path, runtime: str) -> None:
+    from rooftune.runtimes import get_runtime
+
+    if get_runtime(runtime).available():
+        pytest.skip(get_runtime(runtime).available())
+    m = rooftune.load_tuned(saved(tmp_path, RunConfig(runtime=runtime, set_threads=False, vendor_defaults=True)))
+    shape = m.signature[0][0]
+    first = m(torch.randn(shape))
+    kept = first.clone()
+    second = m(torch.randn(shape))
+    assert torch.equal(first, kept) and not torch.equal(first, second)

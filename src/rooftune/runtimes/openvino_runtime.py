@@ -118,8 +118,10 @@ class OpenVINO(Runtime):
         def run() -> Any:
             return request.infer(feeds)
 
+        port = compiled.output(0)
+
         def to_torch(out: Any) -> Any:
-            return first_tensor(out[compiled.output(0)]).float()
+            return first_tensor(out[port]).float()
 
         return Prepared(run, to_torch, artifact=path, call=lambda xs: request.infer(feeds_of(xs)))
 

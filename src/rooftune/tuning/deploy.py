@@ -54,8 +54,7 @@ class TunedModel:
 
     def __call__(self, *inputs: torch.Tensor) -> torch.Tensor:
         self._check_inputs(inputs)
-        with torch.no_grad():
-            return self._prepared.output_for(tuple(inputs))
+        return self._prepared.output_for(inputs)  # the torch runtimes' calls run in inference mode
 
     def run(self) -> Any:
         """One inference on the inputs it was tuned on, output left in the runtime's own form
@@ -63,6 +62,10 @@ class TunedModel:
         return self._prepared.run()
 
     def _check_inputs(self, inputs: Sequence[Any]) -> None:
+        if len(inputs) == len(self.signature) and all(
+                isinstance(x, torch.Tensor) and x.dtype == dtype and tuple(x.shape) == shape
+                for x, (shape, dtype) in zip(inputs, self.signature, strict=True)):
+            return
         want = ", ".join(_describe(s, d) for s, d in self.signature)
         if len(inputs) != len(self.signature):
             raise InvalidArgument("inputs", f"{len(inputs)} tensor(s)", f"the configuration runs {len(self.signature)}: {want}")
