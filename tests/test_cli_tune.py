@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -44,6 +45,10 @@ def test_exec_applies_the_saved_environment(tmp_path: Path) -> None:
     assert proc.stdout.split() == ["1", "close"]
 
 
+two_cores = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="two instances of one thread need two cores")
+
+
+@two_cores
 def test_exec_starts_a_copy_per_instance_of_a_throughput_configuration(tmp_path: Path) -> None:
     cfg = tmp_path / "best.json"
     cfg.write_text(json.dumps({"config": RunConfig(intra_threads=1, instances=2, batch=4).to_dict()}))
@@ -61,6 +66,7 @@ def test_exec_starts_a_copy_per_instance_of_a_throughput_configuration(tmp_path:
     assert_one_line_error(exec_("--config", str(cfg), "--instances", "0", "--", "true"), "--instances 0", "1..1024")
 
 
+@two_cores
 def test_exec_forwards_a_signal_to_every_copy_and_reports_a_signalled_one(tmp_path: Path) -> None:
     import signal
     import time

@@ -1028,41 +1028,52 @@ def exec_(
 
 def _run_copies(cmd: list[str], env: dict[str, str], n: int) -> int:
     """``n`` copies of ``cmd`` side by side; the first non-zero status among them (128 + N for a
-    copy a signal ended), else 0. The copies run in a process group of their own: SIGINT (Ctrl-C),
-    SIGTERM and SIGHUP sent to exec reach each copy once, and exec waits for them all; a copy
-    whose exec process dies is sent SIGTERM (Linux)."""
+    copy a signal ended), else 0. Each copy leads a process group of its own: SIGINT (Ctrl-C),
+    SIGTERM and SIGHUP sent to exec reach every process of every copy once (a wrapper script's
+    children too), copies not yet started are not started, and exec waits for them all; a copy
+    whose exec process dies is sent SIGTERM (Linux). The copies are not in the terminal's
+    foreground group: they must not read the terminal, and Ctrl-Z stops exec alone."""
+    import ctypes
     import signal
     import subprocess
 
     procs: list[subprocess.Popen[bytes]] = []
+    stopping: list[int] = []
 
     def forward(signum: int, _frame: Any) -> None:
+        stopping.append(signum)
         for p in procs:
             if p.poll() is None:
                 try:
-                    p.send_signal(signum)
+                    os.killpg(p.pid, signum)
                 except ProcessLookupError:
                     pass
 
-    def die_with_parent() -> None:
-        try:
-            import ctypes
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up before the forks
+    except (OSError, AttributeError):
+        prctl = None
 
-            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-        except (OSError, AttributeError):
-            pass
+    def die_with_parent() -> None:
+        if prctl is not None:
+            prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
     handled = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     previous = {sig: signal.signal(sig, forward) for sig in handled}
     try:
         for i in range(n):
+            if stopping:
+                break
             procs.append(subprocess.Popen(cmd, env={**env, "ROOFTUNE_INSTANCE": str(i), "ROOFTUNE_INSTANCES": str(n)},
                                           process_group=0, preexec_fn=die_with_parent))
         codes = [p.wait() for p in procs]
+        if stopping and len(procs) < n:
+            codes.append(-stopping[0])
     finally:
         for p in procs:
             if p.poll() is None:
-                p.terminate()
+                os.killpg(p.pid, signal.SIGTERM)
+                p.wait()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     bad = [c for c in codes if c != 0]

@@ -157,11 +157,19 @@ def test_int8_is_checked_by_the_guard_over_its_calibration_set_or_the_callers_va
         pytest.skip(int8_missing("onnxruntime") or get_runtime("onnxruntime").available())
     path = saved(tmp_path, RunConfig(runtime="onnxruntime", precision="int8", set_threads=False))
     path.write_text(json.dumps({**json.loads(path.read_text()), "calibration": 4}))
-    m = rooftune.load_tuned(path)
+    from rooftune.tuning.deploy import _load
+
+    m = _load(path)  # not raised on: whether the guard passes on this machine is the quantizer's
     # the trial's rule: over the calibration set, not the one input alone
-    assert m.check["inputs"] == 4 and "over 4 inputs" in m.check["rule"] and m.check["ok"]
+    assert m.check["inputs"] == 4 and "over 4 inputs" in m.check["rule"]
     with pytest.raises(RooftuneError, match=r"refused 4 outputs"):
         rooftune.load_tuned(path, validate="tests.tuning.test_deploy:refuse_all")
+    # the file's own --validate is the default, as the study checked its trials with it
+    path.write_text(json.dumps({**json.loads(path.read_text()), "validate": "tests.tuning.test_deploy:refuse_all"}))
+    with pytest.raises(RooftuneError, match=r"refused 4 outputs"):
+        rooftune.load_tuned(path)
+    with pytest.raises(InvalidArgument, match="give check=True"):
+        rooftune.load_tuned(path, check=False, validate=refuse_all)
     accepted = rooftune.load_tuned(path, validate=lambda outs, refs: len(outs) == 4)
     assert accepted.check["ok"] and accepted.check["rule"].endswith("<lambda>")
 
@@ -178,3 +186,13 @@ def test_an_output_is_the_callers_and_not_overwritten_by_the_next_call(tmp_path:
     kept = first.clone()
     second = m(torch.randn(shape))
     assert torch.equal(first, kept) and not torch.equal(first, second)
+
+
+def test_the_saved_file_records_the_studys_validation(tmp_path: Path) -> None:
+    from rooftune.tuning import TrialResult, save_config
+
+    trial = TrialResult(RunConfig(runtime="eager", set_threads=False), True)
+    workload = {"model": CNN, "inputs": None, "options": {}}
+    data = json.loads(save_config(trial, tmp_path / "a.json", workload, validate="mypkg.checks:ok").read_text())
+    assert data["validate"] == "mypkg.checks:ok"
+    assert "validate" not in json.loads(save_config(trial, tmp_path / "b.json", workload).read_text())

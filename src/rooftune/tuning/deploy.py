@@ -36,7 +36,8 @@ from rooftune.errors import InvalidArgument, RooftuneError
 @dataclass(eq=False)
 class TunedModel:
     """A prepared configuration: call it with the inputs' tensors (the shapes and dtypes it was
-    tuned on); it returns the first output as a float tensor."""
+    tuned on); it returns the first output as a float tensor (an inference tensor from the torch
+    runtimes: ``clone()`` it to change it in place)."""
 
     config: Any
     #: The output check against PyTorch eager in fp32 (``ok``, ``max_abs``, ``max_rel``,
@@ -54,7 +55,8 @@ class TunedModel:
 
     def __call__(self, *inputs: torch.Tensor) -> torch.Tensor:
         self._check_inputs(inputs)
-        return self._prepared.output_for(inputs)  # the torch runtimes' calls run in inference mode
+        # the torch runtimes' calls run in inference mode, and return inference tensors
+        return self._prepared.output_for(tuple(x.detach() for x in inputs))
 
     def run(self) -> Any:
         """One inference on the inputs it was tuned on, output left in the runtime's own form
@@ -88,12 +90,16 @@ def load_tuned(path: str | Path, *, check: bool = True, validate: str | Callable
     The check is the one its trial passed: the output against PyTorch eager in fp32, an int8
     model by the int8 guard over the calibration set it was quantized with; ``validate``, a
     ``module:function(outputs, references)`` as given to ``rooftune tune --validate`` or the
-    function itself, replaces the built-in guard; ``check=False`` skips it. Raises :class:`InvalidArgument` for a file that is
+    function itself, replaces the built-in guard (by default the one the study was given, which
+    the file records); ``check=False`` skips it. Raises :class:`InvalidArgument` for a file that is
     not a saved configuration or a runtime not installed here, and :class:`RooftuneError` when the
     output is wrong."""
+    if validate is not None and not check:
+        raise InvalidArgument("validate", validate, "a check; give check=True (the default) with it")
     model = _load(path, check=check, validate=validate)
     if model.check is not None and not model.check["ok"]:
         why = model.check.get("why", "")
+        model._workdir.cleanup()
         raise RooftuneError(f"{path}: {model.config.describe()} gives a wrong output here ({why}); "
                             "it is not loaded (check=False loads it unchecked)")
     return model
@@ -128,8 +134,12 @@ def _load(path: str | Path, *, check: bool = True, validate: str | Callable[...,
                          f"process (the configuration sets {config.inter_threads}; load it before other torch work)")
     try:  # as a trial's process does
         wl, runtime = load_for(config, w, interop=False)
-    except ValueError as exc:
+    except InvalidArgument:  # the workload's own (a model that does not load here)
+        raise
+    except ValueError as exc:  # the runtime cannot run this configuration
         raise InvalidArgument("runtime", config.runtime, str(exc)) from None
+    if validate is None:  # the study's own --validate, as its trials were checked
+        validate = saved.get("validate")
     running = os.environ.get("ROOFTUNE_INSTANCES")
     if config.instances > 1 and running != str(config.instances):
         notes.append(f"{running or 'one'} instance(s) run here; the configuration runs {config.instances} side by side "

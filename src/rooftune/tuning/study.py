@@ -342,8 +342,8 @@ def _crashed_under_preload(trial: TrialResult, config: RunConfig) -> bool:
     crashed in all 82 of its trials in four suites of seven studies on a Zen 4 VM ("free(): invalid
     pointer", "munmap_chunk(): invalid pointer", "double free or corruption"), about one trial in
     ten of those searches, while every other runtime ran under both; across the stores of later
-    sessions on that VM, the 21 trial processes that a signal ended were all OpenVINO's under a
-    preloaded allocator: 18 heap aborts, two silent SIGSEGVs and one silent SIGBUS. The study runs
+    sessions on that VM, the 25 trial processes that a signal ended were all OpenVINO's under a
+    preloaded allocator: 22 heap aborts, two silent SIGSEGVs and one silent SIGBUS. The study runs
     such a pair once. Other crashes (a signal with a message of its own, the out-of-memory killer's
     SIGKILL) are the configuration's own."""
     error = trial.error or ""
@@ -742,7 +742,7 @@ def tune(
         notes += dict.fromkeys(f"int8 not on {t.config.runtime}: {t.error.split('int8: ', 1)[-1]}" for t in results
                                if NOTHING_QUANTIZED in (t.error or "") and not t.error.startswith(NOT_RUN))
         if save:
-            save_config(best, Path(save), workload, calibration_size=calibration_size)
+            save_config(best, Path(save), workload, calibration_size=calibration_size, validate=validate_spec)
     finally:
         if own_store:
             store.close()
@@ -1021,7 +1021,7 @@ def _validation_spec(validate: str | Callable[..., Any] | None) -> str | None:
 
 
 def save_config(trial: TrialResult, path: Path, workload: dict[str, Any] | None = None,
-                calibration_size: int | None = None) -> Path:
+                calibration_size: int | None = None, validate: str | None = None) -> Path:
     """A trial's configuration as JSON, with the workload it was measured on (what
     ``python -m rooftune.tuning.replay`` runs) and its prepared artifact copied beside it; an
     int8 configuration also records the size of its (seeded) calibration set, so that a replay
@@ -1032,6 +1032,8 @@ def save_config(trial: TrialResult, path: Path, workload: dict[str, Any] | None 
         data["workload"] = workload
     if trial.config.precision == "int8" and calibration_size is not None:
         data["calibration"] = calibration_size
+    if validate:  # the check its trials passed in place of the built-in guard (rooftune.load_tuned applies it)
+        data["validate"] = validate
     if trial.artifact and Path(trial.artifact).exists():
         src = Path(trial.artifact)
         dst = path.with_name(path.stem + "_" + src.name)
