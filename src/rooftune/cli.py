@@ -464,6 +464,8 @@ def tune(
         _print_tune(r)
         if save:
             out.print(f"wrote {save}")
+            out.print(f"in your program: rooftune.load_tuned({str(save)!r}), started by "
+                      f"rooftune exec --config {shlex.quote(str(save))} -- ...", highlight=False, soft_wrap=True)
 
 
 def _print_profile(result: Any, summary: list[dict[str, Any]]) -> None:
