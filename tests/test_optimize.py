@@ -270,9 +270,30 @@ def test_a_module_object_is_exported_and_optimized(tmp_path: Path) -> None:
     module, x = small_cnn()
     db = store_with_ceilings(tmp_path / "r.db")
     r = rooftune.optimize(module, example_inputs=(x,), out=tmp_path / "out", db=str(db),
-                          steps=("machine", "analyze"), budget_s=60)
+                          steps=("machine", "analyze", "select"), budget_s=60)
     assert r.model == str(tmp_path / "out" / "model.pt2") and r.steps["analyze"].status == "ok"
     assert r.analysis.flops > 0
+    # select rewrites the module itself: the .pt2 file's graph has no nn.Conv2d
+    assert r.steps["select"].status == "ok", r.steps["select"].message
+    assert r.select.verification.ok and len(r.select.selection.choices) == 2
+    from rooftune.selection import load_selected
+
+    selected = load_selected(tmp_path / "out" / "selection" / "selection.json", module)
+    with torch.no_grad():
+        assert torch.allclose(selected(x), module.eval()(x), atol=1e-4)
+    assert "load_selected(" in r.usage()[-1] and r.usage()[-1].endswith(", module)")
+    with pytest.raises(InvalidArgument, match="an exported program holds its convolutions as graph ops"):
+        rooftune.select(r.model)
+    # a configuration of the exported model loads in a user's program from the .pt2 file
+    from rooftune.tuning import RunConfig
+
+    cfg = tmp_path / "out" / "vanilla.json"
+    cfg.write_text(json.dumps({"config": RunConfig(runtime="eager", set_threads=False).to_dict(),
+                               "workload": {"model": r.model, "inputs": None, "options": {}}}))
+    tuned = rooftune.load_tuned(cfg)
+    x2 = torch.randn_like(x)
+    with torch.no_grad():
+        assert tuned.check["ok"] and torch.allclose(tuned(x2), module.eval()(x2), atol=1e-5)
     with pytest.raises(InvalidArgument, match="example inputs"):
         rooftune.optimize(module, out=tmp_path / "o2", db=str(db))
     with pytest.raises(InvalidArgument, match="allowed a model name"):

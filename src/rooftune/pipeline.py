@@ -108,9 +108,11 @@ class OptimizeResult:
                       f"model = rooftune.load_tuned({best!r})  # its output checked against PyTorch eager at load",
                       "y = model(x)  # inputs of the shapes it was tuned on; returns the first output"]
         if "rewritten model" in self.files:
+            # a module given to optimize is rewritten again from the module itself
+            module = ", module" if self.model.endswith(".pt2") else ""
             lines += ["# the model with a primitive chosen per convolution (PyTorch eager):",
                       "from rooftune.selection import load_selected",
-                      f"selected = load_selected({str(self.out / 'selection' / 'selection.json')!r})"]
+                      f"selected = load_selected({str(self.out / 'selection' / 'selection.json')!r}{module})"]
         return lines
 
     def to_dict(self) -> dict[str, Any]:
@@ -208,7 +210,9 @@ def optimize(
 
     calibration_size = check_precisions(precisions, calibration_size, current_platform())
     out_dir = _check_out(out)
-    if not isinstance(model, str):
+    # the caller's module, which select rewrites (the .pt2 file's graph has no nn.Conv2d to rewrite)
+    given = None if isinstance(model, str) else model
+    if given is not None:
         name = _export(model, example_inputs, out_dir)
     else:
         name = model
@@ -219,7 +223,7 @@ def optimize(
                             steps={s: Step(s, "pending" if s in steps else "skipped") for s in STEPS})
     from rooftune.selection.graph import selectable
 
-    if "select" in steps and not any(selectable(m) for m in wl.module.modules()):
+    if "select" in steps and not any(selectable(m) for m in (given if given is not None else wl.module).modules()):
         # nothing to select: the step is left out and its share of the budget goes to tuning
         result.steps["select"].status = "skipped"
         result.steps["select"].message = "the model has no 2-D convolution: no primitive to select"
@@ -322,7 +326,8 @@ def optimize(
             n_cmp = 4 + 0.5 * len(groups)
             measure_s = max(2.0, min(10.0, (min(select_reserve, left() - REPORT_RESERVE_S) - 10.0) / n_cmp))
             say("select: a primitive per convolution", 0, 1)
-            r = select(name, batch=wl.batch, threads=threads, perfmodel=perf, store=store, measure_s=measure_s,
+            target = {"model": name, "batch": wl.batch} if given is None else {"model": given, "inputs": list(example_inputs)}
+            r = select(**target, threads=threads, perfmodel=perf, store=store, measure_s=measure_s,
                        progress=lambda m: say(f"select: {m}", 0, 1))
             r.notes.append(f"performance model: {source}")
             result.select = r
@@ -386,6 +391,8 @@ def _commands(r: OptimizeResult, db: str | None, precisions: Sequence[str] = ("f
     if runs("tune"):  # the replays of what tuning saved
         commands += [f"rooftune exec --config {out}/best.json -- {py} -m rooftune.tuning.replay {out}/best.json",
                      f"rooftune exec --config {out}/vanilla.json -- {py} -m rooftune.tuning.replay {out}/vanilla.json"]
-    if runs("select"):
+    if runs("select") and r.model.endswith(".pt2"):  # optimize was given a module: select rewrites it, not the file
+        commands.append("# the selection: rooftune.select(module, inputs=[...]) on the module given to optimize")
+    elif runs("select"):
         commands.append(f"rooftune select {q(r.model)} --batch {r.batch} --save {out}/selection{dbo}")
     return commands

@@ -613,3 +613,24 @@ def test_the_result_names_the_batch_the_search_chose(tmp_path: Path, monkeypatch
                                   f"(the best: {r.best.config.batch})")
         fixed = tune(CNN, runtimes=["eager"], trials=1, objective=objective, batch=4, db=str(tmp_path / "f.db"))
         assert fixed.batch_text() == "batch 4"
+
+
+def test_every_runtime_prepares_an_exported_program(tmp_path: Path) -> None:
+    """A .pt2 file's module refuses eval() and OpenVINO's tracing; each runtime runs it all the same."""
+    from rooftune.runtimes import get_runtime
+    from rooftune.workload import load_workload
+    from tests.analysis.tiny_models import small_cnn
+
+    module, x = small_cnn()
+    torch.export.save(torch.export.export(module.eval(), (x,)), tmp_path / "cnn.pt2")
+    with torch.no_grad():
+        want = module(x)
+    for runtime in ("eager", "torchscript", "onnxruntime", "openvino"):
+        rt = get_runtime(runtime)
+        if rt.available():
+            continue
+        wl = load_workload(str(tmp_path / "cnn.pt2"))
+        layout = "channels_last" if rt.uses_openmp else "contiguous"
+        config = RunConfig(runtime=runtime, set_threads=False, memory_format=layout)
+        out = rt.prepare(wl, config, tmp_path / runtime).output()
+        assert torch.allclose(out, want, atol=1e-4), runtime

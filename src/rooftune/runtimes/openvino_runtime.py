@@ -89,9 +89,13 @@ class OpenVINO(Runtime):
                     os.replace(part, path.with_suffix(".json"))
                 model = core.read_model(str(onnx))
             else:
+                # a .pt2 file's program is converted as exported: its module is a GraphModule,
+                # which the frontend's tracing refuses ("Couldn't get TorchScript module by tracing")
+                exported = getattr(wl, "exported", None) if config.precision == "fp32" else None
                 with warnings.catch_warnings(), torch.no_grad():
                     warnings.simplefilter("ignore")
-                    model = ov.convert_model(torch_module(wl, config), example_input=torch_inputs(wl, config))
+                    model = ov.convert_model(exported if exported is not None else torch_module(wl, config),
+                                             example_input=torch_inputs(wl, config))
             if config.precision == "int8":
                 from rooftune.runtimes.quantize import nncf_int8
 

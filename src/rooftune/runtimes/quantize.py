@@ -119,7 +119,9 @@ def pt2e_int8(module: torch.nn.Module, example: Inputs, calibration: Sequence[In
     )
 
     with torch.no_grad():
-        exported = torch.export.export(module.eval(), tuple(example), strict=False).module()
+        from rooftune.workload import eval_mode
+
+        exported = torch.export.export(eval_mode(module), tuple(example), strict=False).module()
         _one_partition_per_call(exported)
         quantizer = X86InductorQuantizer().set_global(get_default_x86_inductor_quantization_config())
         prepared = prepare_pt2e(exported, quantizer)

@@ -34,7 +34,9 @@ def config_inputs(inputs: Sequence[torch.Tensor], config: RunConfig) -> tuple[to
 
 
 def torch_module(wl: Workload, config: RunConfig) -> torch.nn.Module:
-    m = wl.module.eval()
+    from rooftune.workload import eval_mode
+
+    m = eval_mode(wl.module)
     if config.memory_format == "channels_last":
         m = m.to(memory_format=torch.channels_last)
     if config.precision == "bf16":

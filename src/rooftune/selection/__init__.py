@@ -197,6 +197,10 @@ def select(model: str | torch.nn.Module, *, inputs: Sequence[torch.Tensor] | Non
     try:
         say("reading the convolutions")
         graph = conv_graph(module, inputs)
+        if not len(graph) and isinstance(model, str) and model.endswith(".pt2"):
+            raise InvalidArgument("model", name, "an exported program holds its convolutions as graph ops, not the "
+                                  "nn.Conv2d modules select rewrites; give the module itself: "
+                                  "select(module, inputs=[...]) or rooftune.optimize(module, example_inputs=...)")
         if not len(graph):
             kinds = sorted(set(graph.skipped.values()))
             raise InvalidArgument("model", name, "has no 2-D convolution to select a primitive for"

@@ -77,7 +77,9 @@ class Verification:
 
 def rewrite(model: torch.nn.Module, selection: Selection) -> torch.nn.Module:
     """A copy of ``model`` with each selected convolution replaced by a :class:`SelectedConv`."""
-    new = copy.deepcopy(model).eval()
+    from rooftune.workload import eval_mode
+
+    new = eval_mode(copy.deepcopy(model))
     for c in selection.choices:
         parent_name, _, attr = c.layer.rpartition(".")
         parent = new.get_submodule(parent_name) if parent_name else new

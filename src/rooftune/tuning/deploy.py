@@ -40,8 +40,9 @@ class TunedModel:
     runtimes: ``clone()`` it to change it in place)."""
 
     config: Any
-    #: The output check against PyTorch eager in fp32 (``ok``, ``max_abs``, ``max_rel``,
-    #: ``cosine``, ``top1``, ``rule``), or None when loaded with ``check=False``.
+    #: The check its trial passed, made again here (``ok``, ``rule``, ``why``; against PyTorch eager
+    #: in fp32: ``max_abs``, ``max_rel``, ``cosine``, ``top1``; int8 over its calibration set:
+    #: ``inputs`` too), or None when loaded with ``check=False``.
     check: dict[str, Any] | None
     #: What in this process differs from the configuration (an environment variable a process
     #: sets at its start, torch's inter-op pool already started, instances run one at a time).

@@ -259,6 +259,18 @@ def _load(
     return wl
 
 
+def eval_mode(module: torch.nn.Module) -> torch.nn.Module:
+    """``module`` in eval mode. An exported program's module (a ``.pt2`` file's) refuses
+    ``eval()``: its graph runs the mode it was exported in whatever its flag says, so the flag is
+    set directly (TorchScript's freezing asks for it)."""
+    try:
+        return module.eval()
+    except NotImplementedError:  # torch.export's GraphModule: "Calling eval() is not supported yet"
+        for m in module.modules():
+            m.training = False
+        return module
+
+
 def _load_exported(
     model: str, path: Path, batch: int | None, inputs: Sequence[tuple[int, ...]] | None, options: dict[str, Any]
 ) -> Workload:
