@@ -284,6 +284,9 @@ def test_a_module_object_is_exported_and_optimized(tmp_path: Path) -> None:
     assert "load_selected(" in r.usage()[-1] and r.usage()[-1].endswith(", module)")
     with pytest.raises(InvalidArgument, match="an exported program holds its convolutions as graph ops"):
         rooftune.select(r.model)
+    # the .pt2 file itself: select is left out, and the step says why and what to give instead
+    r2 = rooftune.optimize(r.model, out=tmp_path / "o3", db=str(db), steps=("machine", "select"), budget_s=60)
+    assert r2.steps["select"].status == "skipped" and "give optimize the module itself" in r2.steps["select"].message
     # a configuration of the exported model loads in a user's program from the .pt2 file
     from rooftune.tuning import RunConfig
 

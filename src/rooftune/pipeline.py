@@ -226,7 +226,10 @@ def optimize(
     if "select" in steps and not any(selectable(m) for m in (given if given is not None else wl.module).modules()):
         # nothing to select: the step is left out and its share of the budget goes to tuning
         result.steps["select"].status = "skipped"
-        result.steps["select"].message = "the model has no 2-D convolution: no primitive to select"
+        result.steps["select"].message = (
+            "an exported program (.pt2) holds its convolutions as graph ops, not nn.Conv2d modules to rewrite: "
+            "give optimize the module itself (optimize(module, example_inputs=...)) to select primitives"
+            if given is None and name.endswith(".pt2") else "the model has no 2-D convolution: no primitive to select")
     result.commands = _commands(result, db, precisions, calibration_size, steps)
 
     def run(step: str, fn: Callable[[], None]) -> bool:
