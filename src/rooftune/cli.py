@@ -464,8 +464,13 @@ def tune(
         _print_tune(r)
         if save:
             out.print(f"wrote {save}")
-            out.print(f"in your program: rooftune.load_tuned({str(save)!r}), started by "
-                      f"rooftune exec --config {shlex.quote(str(save))} -- ...", highlight=False, soft_wrap=True)
+            _print_load_hint(save)
+
+
+def _print_load_hint(path: Any) -> None:
+    """How to run a saved configuration in one's own program, in one line."""
+    out.print(f"in your program: rooftune.load_tuned({str(path)!r}), started by "
+              f"rooftune exec --config {shlex.quote(str(path))} -- ...", highlight=False, soft_wrap=True)
 
 
 def _print_profile(result: Any, summary: list[dict[str, Any]]) -> None:
@@ -948,9 +953,7 @@ def optimize(
                       f"({ci_text(*c['ci'], label='95 % CI ')})", highlight=False)
         out.print(f"report: {r.out / 'report.html'}", highlight=False)
         if "best configuration" in r.files:
-            best = str(r.out / "best.json")
-            out.print(f"in your program: rooftune.load_tuned({best!r}), started by "
-                      f"rooftune exec --config {shlex.quote(best)} -- ...", highlight=False, soft_wrap=True)
+            _print_load_hint(r.out / "best.json")
     if r.interrupted:
         err.print(f"interrupted: the partial report is {r.out / 'report.html'}; measurements taken are stored")
         raise typer.Exit(130)

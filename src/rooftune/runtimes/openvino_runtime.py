@@ -91,7 +91,7 @@ class OpenVINO(Runtime):
             else:
                 # a .pt2 file's program is converted as exported: its module is a GraphModule,
                 # which the frontend's tracing refuses ("Couldn't get TorchScript module by tracing")
-                exported = getattr(wl, "exported", None) if config.precision == "fp32" else None
+                exported = wl.exported if config.precision == "fp32" else None
                 with warnings.catch_warnings(), torch.no_grad():
                     warnings.simplefilter("ignore")
                     model = ov.convert_model(exported if exported is not None else torch_module(wl, config),

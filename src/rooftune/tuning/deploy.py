@@ -64,6 +64,10 @@ class TunedModel:
         (what the harness times)."""
         return self._prepared.run()
 
+    def close(self) -> None:
+        """Remove the prepared artifact's folder now (it goes with the object otherwise)."""
+        self._workdir.cleanup()
+
     def _check_inputs(self, inputs: Sequence[Any]) -> None:
         if len(inputs) == len(self.signature) and all(
                 isinstance(x, torch.Tensor) and x.dtype == dtype and tuple(x.shape) == shape
@@ -100,7 +104,7 @@ def load_tuned(path: str | Path, *, check: bool = True, validate: str | Callable
     model = _load(path, check=check, validate=validate)
     if model.check is not None and not model.check["ok"]:
         why = model.check.get("why", "")
-        model._workdir.cleanup()
+        model.close()
         raise RooftuneError(f"{path}: {model.config.describe()} gives a wrong output here ({why}); "
                             "it is not loaded (check=False loads it unchecked)")
     return model
@@ -109,7 +113,7 @@ def load_tuned(path: str | Path, *, check: bool = True, validate: str | Callable
 def _load(path: str | Path, *, check: bool = True, validate: str | Callable[..., Any] | None = None,
           name: str = "path") -> TunedModel:
     """The configuration prepared and, with ``check``, its output compared (not raised on)."""
-    from rooftune.runtimes import first_tensor
+    from rooftune.runtimes import first_tensor, get_runtime
     from rooftune.tuning._worker import load_for
     from rooftune.tuning.config import load_config
     from rooftune.tuning.verify import check_prepared
@@ -121,8 +125,6 @@ def _load(path: str | Path, *, check: bool = True, validate: str | Callable[...,
     w = saved.get("workload") if isinstance(saved, dict) else None
     if not w:
         raise InvalidArgument(name, str(path), "names no workload; write it with rooftune tune --save or rooftune optimize")
-    from rooftune.runtimes import get_runtime
-
     missing = get_runtime(config.runtime).available()
     if missing:
         raise InvalidArgument("runtime", config.runtime, missing)

@@ -36,7 +36,7 @@ def replay(path: str | Path, seconds: float = 5.0) -> dict[str, Any]:
             return result
         m = measure(tuned.run, label=f"replay.{config.runtime}", policy=Policy(budget_s=seconds, warmup_s=min(0.5, seconds / 5)))
     finally:
-        tuned._workdir.cleanup()
+        tuned.close()
     result.update(median_s=m.median, iqr_s=m.iqr, samples=len(m.samples), cv=m.cv, warnings=list(m.warnings),
                   batch=config.batch, items_per_s=config.batch / m.median)
     if tuned.notes:

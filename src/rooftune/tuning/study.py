@@ -347,8 +347,9 @@ def _crashed_under_preload(trial: TrialResult, config: RunConfig) -> bool:
     such a pair once. Other crashes (a signal with a message of its own, the out-of-memory killer's
     SIGKILL) are the configuration's own."""
     error = trial.error or ""
-    if not (not trial.ok and config.allocator != "glibc" and trial.config.allocator == config.allocator
-            and trial.config.runtime == config.runtime and error.startswith(CRASHED)):
+    same_pair = (config.allocator != "glibc" and trial.config.allocator == config.allocator
+                 and trial.config.runtime == config.runtime)
+    if trial.ok or not same_pair or not error.startswith(CRASHED):
         return False
     return any(sig in error for sig in HEAP_ABORTS) or error.rstrip() in SILENT_FAULTS
 
