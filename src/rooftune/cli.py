@@ -215,6 +215,57 @@ def _print_ceilings(c: Any) -> None:
         err.print(f"[yellow]warning:[/yellow] {w}")
 
 
+def _print_gpu_ceilings(c: Any) -> None:
+    d = c.platform
+    clocks = d.max_clocks_mhz
+    out.print(f"[bold]{d.name}[/bold] ({d.arch}), {d.multiprocessors} multiprocessors, {fmt_size(d.memory_bytes)} "
+              f"of memory, {fmt_size(d.l2_bytes)} of L2"
+              + (f"; clocks up to {clocks['sm']} MHz (SM), {clocks['memory']} MHz (memory)" if clocks else ""))
+    v = d.library_versions
+    out.print(f"device id [bold]{d.id}[/bold] on host {d.host_id} ({d.host_cpu}); torch {v.get('torch')}, "
+              f"CUDA {v.get('cuda')}, Triton {v.get('triton') or 'missing'}, driver {v.get('driver') or 'unknown'}",
+              highlight=False)
+    when = datetime.fromtimestamp(c.measured_at).strftime("%Y-%m-%d %H:%M")
+    if c.from_store:
+        out.print(f"[dim]from the store, measured {when}{' (quick)' if c.quick else ''}; --refresh re-measures[/dim]")
+    else:
+        steps = sorted((c.details.get("step_s") or {}).items(), key=lambda kv: -kv[1])
+        spent = "; " + ", ".join(f"{name} {s:.1f} s" for name, s in steps[:4]) if steps else ""
+        out.print(f"[dim]measured {when} in {c.duration_s:.1f} s{' (quick)' if c.quick else ''}{spent}[/dim]",
+                  highlight=False)
+    t = Table(title="Peak compute on the device (FLOP/s; int8: ops/s)", title_justify="left")
+    t.add_column("roof")
+    t.add_column("rate", justify="right")
+    t.add_column("what", justify="left")
+    errors = c.details.get("gemm_relative_error", {})
+    for name, rate in c.peak_flops.items():
+        what = ("vector FMA microkernel (Triton)" if not name.startswith("gemm_")
+                else f"torch matrix product {c.details.get('gemm_size')}^3, error {errors.get(name[5:], float('nan')):.1g}")
+        t.add_row(name, _rate(rate, "FLOP/s"), what)
+    for name in c.skipped:
+        t.add_row(name, "skipped", "")
+    out.print(t)
+    for name, reason in c.skipped.items():
+        out.print(f"[dim]{name} skipped: {reason}[/dim]", highlight=False)
+    b = Table(title="Memory bandwidth on the device (bytes/s)", title_justify="left")
+    b.add_column("level")
+    b.add_column("capacity", justify="right")
+    b.add_column("ceiling", justify="right")
+    kernels = list(c.bandwidth_by_kernel)
+    for k in kernels:
+        b.add_column(k, justify="right")
+    for level, bw in c.bandwidth.items():
+        cap = c.capacity_bytes.get(level) or (d.memory_bytes if level == "DRAM" else None)
+        b.add_row(level, fmt_size(cap) if cap else "-", _rate(bw, "B/s"),
+                  *[_rate(c.bandwidth_by_kernel[k][level], "B/s") if level in c.bandwidth_by_kernel[k] else "-"
+                    for k in kernels])
+    out.print(b)
+    out.print(f"dispatch overhead (one tiny torch op in a stream of them): [bold]{c.dispatch_overhead_s * 1e6:.2f} us"
+              f"[/bold]; one op waited for: {c.launch_latency_s * 1e6:.2f} us")
+    for w in c.warnings:
+        err.print(f"[yellow]warning:[/yellow] {w}")
+
+
 @app.command()
 def machine(
     json_out: Annotated[bool, typer.Option("--json", help="Print the ceilings as one JSON object.")] = False,
@@ -233,28 +284,52 @@ def machine(
     db: Annotated[
         str | None, typer.Option("--db", help="Store: a file path or SQLAlchemy URL (default $ROOFTUNE_DB or the user data dir).")
     ] = None,
+    device: Annotated[
+        str, typer.Option("--device", help="cpu, or cuda / cuda:N for the roofline of a CUDA device.")
+    ] = "cpu",
 ) -> None:
     """Measure the machine's roofline: peak FLOP/s, bandwidth of every memory level, dispatch overhead."""
     from rooftune.machine import get_ceilings, validate_precisions
+    from rooftune.platform.gpu import parse_device
     from rooftune.report import check_figure_path, plot_roofline
     from rooftune.report import plot_sweep as draw_sweep
 
+    kind, index = parse_device(device)
     thread_list = _parse_int_list(threads, "thread count")
     precisions = _parse_names(precision, "--precision", "fp32,fp64")
-    validate_precisions(precisions)
+    if kind == "cuda":
+        from rooftune.machine.gpu import validate_gpu_precisions
+
+        if thread_list:
+            raise InvalidArgument("--threads", threads, "applies to --device cpu only (a CUDA device's "
+                                  "ceilings are measured on the whole device)")
+        validate_gpu_precisions(precisions)
+    else:
+        validate_precisions(precisions)
     plot_path = check_figure_path(plot, "--plot") if plot is not None else None
     sweep_path = check_figure_path(plot_sweep, "--plot-sweep") if plot_sweep is not None else None
+    if kind == "cuda":
+        from rooftune.machine.gpu import get_gpu_ceilings
+        from rooftune.platform.gpu import check_cuda
+
+        check_cuda(index or 0, device)
     progress, update = _progress()
     with progress:
-        c = get_ceilings(
-            threads=thread_list, precisions=precisions, quick=quick, refresh=refresh, db=db, progress=update
-        )
+        if kind == "cuda":
+            c = get_gpu_ceilings(index or 0, precisions=precisions, quick=quick, refresh=refresh, db=db,
+                                 progress=update)
+        else:
+            c = get_ceilings(
+                threads=thread_list, precisions=precisions, quick=quick, refresh=refresh, db=db, progress=update
+            )
     if plot_path:
         plot_roofline(c, plot_path)
     if sweep_path:
         draw_sweep(c, sweep_path)
     if json_out:
         sys.stdout.write(json.dumps(c.to_dict(), indent=2) + "\n")
+    elif kind == "cuda":
+        _print_gpu_ceilings(c)
     else:
         _print_ceilings(c)
         for p in (plot_path, sweep_path):

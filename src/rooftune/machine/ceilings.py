@@ -79,6 +79,11 @@ class Ceilings:
     def max_threads(self) -> int:
         return max(self.threads)
 
+    def describe(self) -> str:
+        """What was measured, in a few words (titles of the figures)."""
+        p = self.platform
+        return f"{p.cpu_model} ({p.microarchitecture or 'unknown'}), {self.max_threads} threads"
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (``rooftune machine --json``); :meth:`from_dict` reads it back."""
         per_thread = {k: {str(t): v for t, v in d.items()} for k, d in self.peak_flops_per_thread.items()}

@@ -10,6 +10,7 @@ from rooftune.units import fmt_rate
 
 if TYPE_CHECKING:
     from rooftune.machine import Ceilings
+    from rooftune.machine.gpu import GpuCeilings
 
 FIGURE_FORMATS = (".png", ".svg", ".pdf")
 _LEVEL_COLOURS = {"L1": "#1b9e77", "L2": "#d95f02", "L3": "#7570b3", "DRAM": "#e7298a"}
@@ -19,6 +20,9 @@ _ROOF_LABELS = {
     "gemm_fp32": "sgemm (torch)",
     "gemm_bf16": "bf16 GEMM (torch)",
     "gemm_int8": "int8 GEMM (torch, ops/s)",
+    "gemm_tf32": "tf32 GEMM (torch)",
+    "gemm_fp16": "fp16 GEMM (torch)",
+    "gemm_fp8": "fp8 GEMM (torch, e4m3)",
 }
 
 
@@ -38,7 +42,7 @@ def _figure() -> tuple[Any, Any]:
     return plt.subplots(figsize=(8, 5.5), dpi=110)
 
 
-def plot_roofline(ceilings: Ceilings, path: str | Path) -> Path:
+def plot_roofline(ceilings: Ceilings | GpuCeilings, path: str | Path) -> Path:
     """Log-log roofline: attainable FLOP/s against arithmetic intensity, every ceiling labelled."""
     import numpy as np
 
@@ -70,10 +74,8 @@ def plot_roofline(ceilings: Ceilings, path: str | Path) -> Path:
     ax.set_xlim(1e-3, 1e4)
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("attainable performance (FLOP/s)")
-    p = ceilings.platform
     ax.set_title(
-        f"Roofline of {p.cpu_model} ({p.microarchitecture or 'unknown'}), {ceilings.max_threads} threads"
-        + (" [quick]" if ceilings.quick else ""),
+        f"Roofline of {ceilings.describe()}" + (" [quick]" if ceilings.quick else ""),
         fontsize=10,
     )
     ax.grid(True, which="major", alpha=0.3)
@@ -87,7 +89,7 @@ def plot_roofline(ceilings: Ceilings, path: str | Path) -> Path:
     return out
 
 
-def plot_sweep(ceilings: Ceilings, path: str | Path) -> Path:
+def plot_sweep(ceilings: Ceilings | GpuCeilings, path: str | Path) -> Path:
     """Bandwidth against working set for each kernel, with cache capacities and detected plateaus."""
     fig, ax = _figure()
     markers = {"read": "o", "copy": "s", "triad": "^"}
@@ -111,10 +113,10 @@ def plot_sweep(ceilings: Ceilings, path: str | Path) -> Path:
                         ha="right", va="bottom", fontsize=8, color=_LEVEL_COLOURS.get(level, "grey"))
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-    ax.set_xlabel("working set, all threads (bytes)")
+    ax.set_xlabel("working set, all arrays (bytes)")
     ax.set_ylabel("bandwidth (GB/s)")
     ax.set_title(
-        f"Bandwidth sweep on {ceilings.max_threads} threads; bars = detected plateaus, dotted = cache capacity",
+        f"Bandwidth sweep on {ceilings.describe()}; bars = detected plateaus, dotted = cache capacity",
         fontsize=10,
     )
     ax.grid(True, which="major", alpha=0.3)

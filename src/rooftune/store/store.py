@@ -24,6 +24,7 @@ from sqlalchemy.orm import Session
 
 from rooftune.errors import StoreError
 from rooftune.platform import Platform
+from rooftune.platform.gpu import GpuDevice
 from rooftune.store.migrations import MIGRATIONS, SCHEMA_VERSION
 from rooftune.store.schema import (
     AnalysisRow,
@@ -216,7 +217,7 @@ class Store:
     # ------------------------------------------------------------------ platforms
 
     @staticmethod
-    def _upsert_platform(session: Session, platform: Platform) -> None:
+    def _upsert_platform(session: Session, platform: Platform | GpuDevice) -> None:
         if session.get(PlatformRow, platform.id) is None:
             session.add(
                 PlatformRow(
@@ -236,13 +237,14 @@ class Store:
     def platforms(self) -> list[Platform]:
         with self.transaction() as s:
             rows = s.scalars(select(PlatformRow).order_by(PlatformRow.created_at)).all()
-            return [Platform.from_dict(r.fingerprint) for r in rows]
+            # CUDA devices (rooftune.platform.gpu) share the table; they are not CPU platforms
+            return [Platform.from_dict(r.fingerprint) for r in rows if r.fingerprint.get("kind") != "cuda"]
 
     # ------------------------------------------------------------------ ceilings
 
     def save_ceilings(
         self,
-        platform: Platform,
+        platform: Platform | GpuDevice,
         data: Mapping[str, Any],
         *,
         quick: bool,

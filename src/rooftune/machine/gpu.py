@@ -1,0 +1,583 @@
+"""The roofline of a CUDA device: ``rooftune machine --device cuda``.
+
+What is measured, each through the one harness with a clock that synchronizes the device before
+it reads the host's (a sample is ``number`` launches queued back to back, then one wait):
+
+- ``fp32``/``fp64``: FMA peaks of the vector units, a Triton microkernel (:mod:`gpu_kernels`);
+- ``gemm_fp32`` (tf32 off), ``gemm_tf32``, ``gemm_fp16``, ``gemm_bf16``, ``gemm_int8``
+  (``torch._int_mm``), ``gemm_fp8`` (``torch._scaled_mm``, compute capability 8.9 and later): the
+  matrix roofs of the library torch calls, on random square operands, each product checked against
+  float64 on a corner before its rate is kept;
+- bandwidth of L2 and device memory (``DRAM``) from a working-set sweep of Triton read, copy and
+  triad kernels, plateaus detected and named as the CPU's are;
+- the dispatch overhead: the time of one tiny op (``torch.add`` of two 1-element tensors) in a
+  stream of them, the floor of the time-based roofline for eager execution on the device; and the
+  latency of one op waited for.
+
+Ceilings are upper bounds, so each rate comes from its fastest sample, as on the CPU.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from rooftune.bench import Measurement, Policy, measure
+from rooftune.errors import InvalidArgument, one_line
+from rooftune.machine.plateaus import Plateau, detect_plateaus, name_plateaus
+from rooftune.platform.gpu import GpuDevice
+
+GPU_PRECISIONS = ("fp32", "fp64", "tf32", "fp16", "bf16", "int8", "fp8")
+#: The peaks each precision asks for (a vector FMA peak and/or a matrix roof).
+PRECISION_ROOFS = {
+    "fp32": ("fp32", "gemm_fp32"),
+    "fp64": ("fp64",),
+    "tf32": ("gemm_tf32",),
+    "fp16": ("gemm_fp16",),
+    "bf16": ("gemm_bf16",),
+    "int8": ("gemm_int8",),
+    "fp8": ("gemm_fp8",),
+}
+#: One launch of a sweep kernel moves at least this many bytes (passes over a small working set),
+#: so the launch itself (a few microseconds) is hidden behind the kernel before it.
+BYTES_PER_LAUNCH = 512 * 1024**2
+#: The sweep goes to this many times L2, and at least :data:`MIN_SWEEP_BYTES`.
+L2_FACTOR = 16
+MIN_SWEEP_BYTES = 1024**3
+SWEEP_START_BYTES = 1024**2
+#: The sweep's arrays take at most this share of the device's memory.
+SWEEP_MEMORY_SHARE = 0.25
+#: Programs per multiprocessor: enough warps in flight to hide latency on every multiprocessor.
+FMA_PROGRAMS_PER_SM = 16
+STREAM_PROGRAMS_PER_SM = 4
+#: One FMA launch runs about this long once calibrated.
+FMA_LAUNCH_S = 0.002
+#: Relative error of a roof's product against float64 on a 128x128 corner, per precision (inputs
+#: of unit variance, so errors grow like sqrt(n) times the unit roundoff at most).
+GEMM_TOLERANCE = {"fp32": 1e-4, "tf32": 5e-3, "fp16": 1e-2, "bf16": 5e-2, "int8": 0.0, "fp8": 0.15}
+CHECK = 128
+
+
+@dataclass(frozen=True)
+class GpuEffort:
+    """How hard the probes try: the full run or --quick."""
+
+    quick: bool
+    steps_per_octave: int
+    sweep_kernels: tuple[str, ...]
+    peak_policy: Policy
+    sweep_policy: Policy
+    gemm_policy: Policy
+    gemm_size: int
+    #: Measure the peaks and matrix roofs once more at the end (clocks and other tenants change over seconds).
+    late_looks: bool
+
+
+FULL = GpuEffort(
+    quick=False,
+    steps_per_octave=4,
+    sweep_kernels=("read", "copy", "triad"),
+    peak_policy=Policy(min_sample_time_s=0.01, warmup_s=0.05, budget_s=0.5, min_samples=8),
+    sweep_policy=Policy(min_sample_time_s=0.005, warmup_s=0.01, budget_s=0.15),
+    gemm_policy=Policy(min_sample_time_s=0.02, warmup_s=0.1, budget_s=0.8, min_samples=8),
+    gemm_size=8192,
+    late_looks=True,
+)
+QUICK = GpuEffort(
+    quick=True,
+    steps_per_octave=2,
+    sweep_kernels=("read", "copy", "triad"),
+    peak_policy=Policy(min_sample_time_s=0.005, warmup_s=0.02, budget_s=0.15),
+    sweep_policy=Policy(min_sample_time_s=0.003, warmup_s=0.005, budget_s=0.05),
+    gemm_policy=Policy(min_sample_time_s=0.01, warmup_s=0.05, budget_s=0.25),
+    gemm_size=4096,
+    late_looks=False,
+)
+
+
+def validate_gpu_precisions(precisions: Sequence[str] | None) -> tuple[str, ...]:
+    if not precisions:
+        return GPU_PRECISIONS
+    for p in precisions:
+        if p not in GPU_PRECISIONS:
+            raise InvalidArgument("precision", p, f"allowed on a CUDA device: {', '.join(GPU_PRECISIONS)}")
+    return tuple(p for p in GPU_PRECISIONS if p in precisions)
+
+
+def cuda_clock(index: int) -> Callable[[], float]:
+    """perf_counter read after the device has finished everything queued on it."""
+    import torch
+
+    def cuda_synchronized() -> float:
+        torch.cuda.synchronize(index)
+        return time.perf_counter()
+
+    return cuda_synchronized
+
+
+@dataclass(frozen=True)
+class GpuCeilings:
+    """The roofline of one CUDA device, measured. ``peak_flops`` holds FLOP/s (ops/s for int8) of
+    the vector FMA peaks (``fp32``, ``fp64``) and the matrix roofs (``gemm_*``); ``bandwidth``
+    bytes/s of ``L2`` and ``DRAM`` (the device's memory); ``skipped`` says why a roof is missing."""
+
+    platform: GpuDevice
+    peak_flops: dict[str, float]
+    bandwidth: dict[str, float]
+    bandwidth_by_kernel: dict[str, dict[str, float]]
+    plateaus: dict[str, list[Plateau]]
+    sweep: dict[str, list[tuple[int, float]]]
+    capacity_bytes: dict[str, int]
+    dispatch_overhead_s: float
+    launch_latency_s: float
+    quick: bool
+    measured_at: float
+    duration_s: float
+    skipped: dict[str, str] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+    from_store: bool = False
+
+    device = property(lambda self: self.platform)
+
+    def describe(self) -> str:
+        return self.platform.describe()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "platform": self.platform.to_dict(),
+            "device": "cuda",
+            "peak_flops": {**self.peak_flops, "skipped": dict(self.skipped)},
+            "bandwidth": dict(self.bandwidth),
+            "bandwidth_detail": {
+                "by_kernel": self.bandwidth_by_kernel,
+                "plateaus": {k: [p.to_dict() for p in ps] for k, ps in self.plateaus.items()},
+                "sweep": {k: [[b, r] for b, r in pts] for k, pts in self.sweep.items()},
+                "capacity_bytes": self.capacity_bytes,
+            },
+            "dispatch_overhead_s": self.dispatch_overhead_s,
+            "launch_latency_s": self.launch_latency_s,
+            "quick": self.quick,
+            "measured_at": self.measured_at,
+            "duration_s": self.duration_s,
+            "estimator": "best sample",
+            "details": self.details,
+            "warnings": list(self.warnings),
+            "from_store": self.from_store,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], *, from_store: bool = False) -> GpuCeilings:
+        peak = dict(d["peak_flops"])
+        skipped = dict(peak.pop("skipped", {}))
+        detail = d["bandwidth_detail"]
+        return cls(
+            platform=GpuDevice.from_dict(d["platform"]),
+            peak_flops={k: float(v) for k, v in peak.items()},
+            bandwidth={k: float(v) for k, v in d["bandwidth"].items()},
+            bandwidth_by_kernel=detail["by_kernel"],
+            plateaus={k: [Plateau.from_dict(p) for p in ps] for k, ps in detail["plateaus"].items()},
+            sweep={k: [(int(b), float(r)) for b, r in pts] for k, pts in detail["sweep"].items()},
+            capacity_bytes={k: int(v) for k, v in detail["capacity_bytes"].items()},
+            dispatch_overhead_s=float(d["dispatch_overhead_s"]),
+            launch_latency_s=float(d["launch_latency_s"]),
+            quick=bool(d["quick"]),
+            measured_at=float(d["measured_at"]),
+            duration_s=float(d["duration_s"]),
+            skipped=skipped,
+            details=d.get("details", {}),
+            warnings=tuple(d.get("warnings", ())),
+            from_store=from_store,
+        )
+
+
+def triton_missing() -> str | None:
+    """None when Triton can compile the microkernels, else why not."""
+    try:
+        import triton  # noqa: F401
+    except ImportError as e:
+        return f"Triton is not installed ({one_line(e)}); it compiles the FMA and stream microkernels"
+    return None
+
+
+# ---------------------------------------------------------------------------------------- probes
+
+
+def fma_peak(precision: str, device: GpuDevice, effort: GpuEffort, clock: Callable[[], float]) -> tuple[float, Measurement]:
+    """FLOP/s of the vector units in ``precision`` (fp32 or fp64), from the fastest sample."""
+    import torch
+    import triton.language as tl
+
+    from rooftune.machine.gpu_kernels import FMA_BLOCK, FMA_CHAINS, fma_kernel
+
+    dtype, tl_dtype = {"fp32": (torch.float32, tl.float32), "fp64": (torch.float64, tl.float64)}[precision]
+    programs = device.multiprocessors * FMA_PROGRAMS_PER_SM
+    out = torch.empty(programs * FMA_BLOCK, dtype=dtype, device=f"cuda:{device.index}")
+    iters = 256
+
+    def launch() -> None:
+        fma_kernel[(programs,)](out, 0.999999, 1e-6, iters, BLOCK=FMA_BLOCK, DTYPE=tl_dtype, num_warps=4)
+
+    launch()  # compiles
+    for _ in range(8):  # one launch of about FMA_LAUNCH_S
+        t0 = clock()
+        launch()
+        t = clock() - t0
+        if t >= 0.5 * FMA_LAUNCH_S:
+            break
+        iters = min(1 << 24, int(iters * max(2.0, FMA_LAUNCH_S / max(t, 1e-7))))
+    flops = 2.0 * FMA_CHAINS * FMA_BLOCK * iters * programs
+    m = measure(launch, label=f"gpu.fma.{precision}", policy=effort.peak_policy, clock=clock,
+                params={"programs": programs, "iters": iters, "chains": FMA_CHAINS, "block": FMA_BLOCK,
+                        "flops_per_call": flops}, platform_id=device.id)
+    if not bool(torch.isfinite(out).all()):
+        raise RuntimeError(f"the {precision} FMA kernel wrote non-finite values")
+    return flops / m.min, m
+
+
+def _gemm_operands(precision: str, n: int, dev: str) -> tuple[Callable[[], Any], Any, Any]:
+    """(call, a, b): the product of two random n x n operands in ``precision``."""
+    import torch
+
+    g = torch.Generator(device=dev).manual_seed(0)
+    if precision == "int8":
+        a = torch.randint(-128, 128, (n, n), dtype=torch.int8, device=dev, generator=g)
+        b = torch.randint(-128, 128, (n, n), dtype=torch.int8, device=dev, generator=g)
+        return (lambda: torch._int_mm(a, b)), a, b
+    if precision == "fp8":
+        if not hasattr(torch, "float8_e4m3fn") or not hasattr(torch, "_scaled_mm"):
+            raise RuntimeError(f"this torch ({torch.__version__}) has no fp8 matrix product")
+        a = torch.randn(n, n, device=dev, generator=g).to(torch.float8_e4m3fn)
+        b = torch.randn(n, n, device=dev, generator=g).to(torch.float8_e4m3fn).t()  # column-major, as cuBLASLt asks
+        one = torch.ones((), device=dev)
+        return (lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)), a, b
+    dtype = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[precision]
+    a = torch.randn(n, n, device=dev, generator=g).to(dtype)
+    b = torch.randn(n, n, device=dev, generator=g).to(dtype)
+    c = torch.empty(n, n, device=dev, dtype=dtype)
+    return (lambda: torch.matmul(a, b, out=c)), a, b
+
+
+def gemm_error(precision: str, result: Any, a: Any, b: Any) -> float:
+    """Relative error (Frobenius) of the top-left CHECK x CHECK block of ``result`` against float64."""
+    k = CHECK
+    ref = a[:k].double() @ b[:, :k].double()
+    got = result[:k, :k].double()
+    return float((got - ref).norm() / ref.norm().clamp_min(1e-30))
+
+
+def gemm_roof(precision: str, device: GpuDevice, effort: GpuEffort, clock: Callable[[], float]) -> tuple[float, Measurement, float]:
+    """Ops/s of the library's matrix product in ``precision`` at ``effort.gemm_size``, from the
+    fastest sample; with the product's relative error against float64. RuntimeError when the
+    product is wrong (beyond :data:`GEMM_TOLERANCE`)."""
+    import torch
+
+    n = effort.gemm_size
+    dev = f"cuda:{device.index}"
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+    try:
+        call, a, b = _gemm_operands(precision, n, dev)
+        error = gemm_error(precision, call(), a, b)
+        if not math.isfinite(error) or error > GEMM_TOLERANCE[precision]:
+            raise RuntimeError(f"the {precision} product is wrong: relative error {error:.2g} against float64 "
+                               f"(allowed {GEMM_TOLERANCE[precision]:g})")
+        m = measure(call, label=f"gpu.gemm.{precision}", policy=effort.gemm_policy, clock=clock,
+                    params={"n": n, "ops_per_call": 2.0 * n**3, "relative_error": error}, platform_id=device.id)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
+    return 2.0 * n**3 / m.min, m, error
+
+
+@dataclass(frozen=True)
+class StreamPoint:
+    bytes: int  # the working set: every array the kernel touches
+    bandwidth: float  # bytes/s
+    measurement: Measurement
+
+
+def sweep_sizes(max_bytes: int, steps_per_octave: int, min_bytes: int = SWEEP_START_BYTES) -> list[int]:
+    """Geometric working sets from ``min_bytes`` to ``max_bytes`` inclusive."""
+    octaves = math.log2(max_bytes / min_bytes)
+    n = max(1, math.ceil(octaves * steps_per_octave))
+    return sorted({int(round(min_bytes * 2 ** (i / steps_per_octave))) for i in range(n + 1)})
+
+
+def stream_plan(kind: str, size: int, multiprocessors: int) -> dict[str, int]:
+    """The launch of one sweep point: elements per array, tiles, passes, programs."""
+    from rooftune.machine.gpu_kernels import STREAM_ARRAYS, STREAM_BLOCK
+
+    arrays = STREAM_ARRAYS[kind]
+    n = max(STREAM_BLOCK, size // 4 // arrays // STREAM_BLOCK * STREAM_BLOCK)
+    tiles = n // STREAM_BLOCK
+    reps = max(1, math.ceil(BYTES_PER_LAUNCH / (n * 4 * arrays)))
+    virtual = tiles * reps
+    programs = min(virtual, multiprocessors * STREAM_PROGRAMS_PER_SM)
+    return {"n": n, "tiles": tiles, "reps": reps, "virtual": virtual, "programs": programs,
+            "per_program": math.ceil(virtual / programs), "bytes": n * 4 * arrays}
+
+
+def stream_check(kind: str, x: Any, y: Any, z: Any, out: Any, plan: dict[str, int]) -> None:
+    """RuntimeError unless the kernel computed what it is said to (after one launch)."""
+    import torch
+
+    n = plan["n"]
+    if kind == "copy":
+        ok = bool(torch.equal(y[:n], x[:n]))
+    elif kind == "triad":
+        ok = bool(torch.allclose(x[:n], y[:n] + 0.5 * z[:n], rtol=1e-6, atol=1e-6))
+    else:
+        want = float(x[:n].double().sum()) * plan["reps"]
+        ok = math.isclose(float(out[: plan["programs"]].double().sum()), want, rel_tol=1e-3)
+    if not ok:
+        raise RuntimeError(f"the {kind} kernel computed a wrong result at {plan['bytes']} bytes")
+
+
+def bandwidth_sweep(device: GpuDevice, sizes: Sequence[int], effort: GpuEffort, clock: Callable[[], float],
+                    progress: Callable[[str, int, int], None] | None = None) -> dict[str, list[StreamPoint]]:
+    """Bandwidth of each stream kernel at each working set (bytes of all its arrays)."""
+    import torch
+
+    from rooftune.machine.gpu_kernels import KIND_CODES, STREAM_BLOCK, stream_kernel
+
+    dev = f"cuda:{device.index}"
+    most = max(stream_plan(k, max(sizes), device.multiprocessors)["n"] for k in effort.sweep_kernels)
+    g = torch.Generator(device=dev).manual_seed(0)
+    x, y, z = (torch.rand(most, device=dev, generator=g) for _ in range(3))
+    out = torch.zeros(device.multiprocessors * STREAM_PROGRAMS_PER_SM, device=dev)
+    result: dict[str, list[StreamPoint]] = {}
+    total = len(sizes) * len(effort.sweep_kernels)
+    done = 0
+    for kind in effort.sweep_kernels:
+        points: list[StreamPoint] = []
+        for i, size in enumerate(sizes):
+            plan = stream_plan(kind, size, device.multiprocessors)
+
+            def launch(plan: dict[str, int] = plan, code: int = KIND_CODES[kind]) -> None:
+                stream_kernel[(plan["programs"],)](x, y, z, out, plan["n"], plan["tiles"], plan["virtual"],
+                                                   plan["per_program"], 0.5, KIND=code, BLOCK=STREAM_BLOCK,
+                                                   num_warps=8)
+
+            launch()
+            if i == 0 or i == len(sizes) - 1:
+                stream_check(kind, x, y, z, out, plan)
+            m = measure(launch, label=f"gpu.stream.{kind}", policy=effort.sweep_policy, clock=clock,
+                        params={**plan, "bytes_per_call": plan["bytes"] * plan["reps"]}, platform_id=device.id)
+            points.append(StreamPoint(plan["bytes"], plan["bytes"] * plan["reps"] / m.min, m))
+            done += 1
+            if progress:
+                progress("bandwidth sweep", done, total)
+        result[kind] = points
+    return result
+
+
+def dispatch_overhead(device: GpuDevice, effort: GpuEffort, clock: Callable[[], float]) -> tuple[float, float, list[Measurement]]:
+    """(seconds per tiny op in a stream of them, seconds of one tiny op waited for, Measurements)."""
+    import torch
+
+    dev = f"cuda:{device.index}"
+    a = torch.ones(1, device=dev)
+    b = torch.ones(1, device=dev)
+    policy = replace(effort.peak_policy, number=None, min_sample_time_s=0.005)
+    stream = measure(lambda: torch.add(a, b), label="gpu.dispatch.add", params={"numel": 1}, policy=policy,
+                     clock=clock, platform_id=device.id)
+
+    def waited() -> None:
+        torch.add(a, b)
+        torch.cuda.synchronize(device.index)
+
+    latency = measure(waited, label="gpu.dispatch.add_synchronized", params={"numel": 1}, policy=policy,
+                      platform_id=device.id)
+    return stream.min, latency.min, [stream, latency]
+
+
+# ------------------------------------------------------------------------------------ the run
+
+
+def name_levels(sweep: dict[str, list[tuple[int, float]]], capacities: dict[str, int],
+                steps_per_octave: int) -> tuple[dict[str, dict[str, float]], dict[str, list[Plateau]], list[str]]:
+    """Plateaus of each kernel's sweep named L2 / DRAM: (bandwidth by kernel and level, plateaus,
+    warnings for a level found by no distinct plateau)."""
+    by_kernel: dict[str, dict[str, float]] = {}
+    plateaus: dict[str, list[Plateau]] = {}
+    warnings: list[str] = []
+    for kind, points in sweep.items():
+        xs = [b for b, _ in points]
+        ys = [r for _, r in points]
+        found = detect_plateaus(xs, ys, min_points=max(2, steps_per_octave))
+        named = name_plateaus(found, capacities, xs, ys)
+        plateaus[kind] = list(named.values())
+        by_kernel[kind] = {lvl: p.bandwidth for lvl, p in named.items()}
+        for lvl, p in named.items():
+            if not p.distinct:
+                warnings.append(f"{kind}: no distinct {lvl} plateau in the sweep; {lvl} bandwidth is the median of "
+                                f"the {p.points} points inside its capacity range")
+    return by_kernel, plateaus, warnings
+
+
+def measure_gpu_ceilings(device: GpuDevice, *, precisions: tuple[str, ...] = GPU_PRECISIONS, quick: bool = False,
+                         progress: Any = None) -> tuple[GpuCeilings, list[Measurement]]:
+    """Run every probe on ``device``; returns the GpuCeilings and the Measurements behind them."""
+    import torch
+
+    effort = QUICK if quick else FULL
+    clock = cuda_clock(device.index)
+    started = time.time()
+    t0 = time.perf_counter()
+    torch.cuda.set_device(device.index)
+    measurements: list[Measurement] = []
+    peak: dict[str, float] = {}
+    skipped: dict[str, str] = {}
+    details: dict[str, Any] = {"gemm_size": effort.gemm_size, "gemm_relative_error": {}}
+    warnings: list[str] = []
+    phases: dict[str, float] = {}
+    wanted = [r for p in precisions for r in PRECISION_ROOFS[p]]
+    no_triton = triton_missing()
+
+    def step(name: str, done: int = 0, total: int = 1) -> None:
+        if progress:
+            progress(name, done, total)
+
+    def timed(name: str, fn: Callable[[], Any]) -> Any:
+        step(name)
+        s = time.perf_counter()
+        try:
+            return fn()
+        finally:
+            phases[name] = phases.get(name, 0.0) + time.perf_counter() - s
+
+    def peaks(again: bool) -> None:
+        for roof in wanted:
+            if roof in skipped:
+                continue
+            label = f"{'FMA peak ' + roof if roof in ('fp32', 'fp64') else 'matrix roof ' + roof[5:]}"
+            try:
+                if roof in ("fp32", "fp64"):
+                    if no_triton:
+                        skipped[roof] = no_triton
+                        continue
+                    rate, m = timed(label + (" again" if again else ""), lambda r=roof: fma_peak(r, device, effort, clock))
+                else:
+                    precision = roof[5:]
+                    if precision == "fp8" and device.capability < (8, 9):
+                        skipped[roof] = f"no fp8 matrix units before compute capability 8.9 (this device: {device.arch})"
+                        continue
+                    rate, m, error = timed(label + (" again" if again else ""),
+                                           lambda p=precision: gemm_roof(p, device, effort, clock))
+                    details["gemm_relative_error"][precision] = error
+            except Exception as e:  # one roof that cannot run is skipped with its reason; the rest go on
+                if not again:
+                    skipped[roof] = one_line(e)
+                else:
+                    warnings.append(f"{roof}: the second look failed ({one_line(e)}); the first is kept")
+                continue
+            measurements.append(m)
+            peak[roof] = max(peak.get(roof, 0.0), rate)
+
+    peaks(again=False)
+
+    capacities = {"L2": device.l2_bytes} if device.l2_bytes else {}
+    max_bytes = max(L2_FACTOR * device.l2_bytes, MIN_SWEEP_BYTES)
+    if max_bytes > SWEEP_MEMORY_SHARE * device.memory_bytes:
+        max_bytes = int(SWEEP_MEMORY_SHARE * device.memory_bytes)
+        warnings.append(f"the bandwidth sweep stops at {max_bytes / 1024**2:.0f} MiB, a quarter of the device's memory")
+    sizes = sweep_sizes(max_bytes, effort.steps_per_octave)
+    sweep: dict[str, list[tuple[int, float]]] = {}
+    bandwidth_by_kernel: dict[str, dict[str, float]] = {}
+    plateaus: dict[str, list[Plateau]] = {}
+    if no_triton:
+        skipped["bandwidth"] = no_triton
+    else:
+        s = time.perf_counter()
+        points = bandwidth_sweep(device, sizes, effort, clock, progress=step)
+        phases["bandwidth sweep"] = time.perf_counter() - s
+        for kind, pts in points.items():
+            measurements += [p.measurement for p in pts]
+            sweep[kind] = [(p.bytes, p.bandwidth) for p in pts]
+        bandwidth_by_kernel, plateaus, more = name_levels(sweep, capacities, effort.steps_per_octave)
+        warnings += more
+    bandwidth = {lvl: max(bw[lvl] for bw in bandwidth_by_kernel.values() if lvl in bw)
+                 for lvl in ("L2", "DRAM") if any(lvl in bw for bw in bandwidth_by_kernel.values())}
+    if sweep:
+        for lvl in ("L2", "DRAM"):
+            if lvl not in bandwidth:
+                warnings.append(f"no {lvl} bandwidth: the sweep has no point inside that level")
+
+    if effort.late_looks:
+        peaks(again=True)
+    overhead, latency, ms = timed("dispatch overhead", lambda: dispatch_overhead(device, effort, clock))
+    measurements += ms
+    details["step_s"] = {name: round(v, 3) for name, v in phases.items()}
+    details["memory_bytes"] = device.memory_bytes
+    noisy = sum(1 for m in measurements if m.warnings)
+    if noisy:
+        warnings.append(f"{noisy} of {len(measurements)} measurements were noisy or unstable (kept in the store); "
+                        "if the ceilings look low, re-run with --refresh when the device is idle")
+    ceilings = GpuCeilings(
+        platform=device,
+        peak_flops=peak,
+        bandwidth=bandwidth,
+        bandwidth_by_kernel=bandwidth_by_kernel,
+        plateaus=plateaus,
+        sweep=sweep,
+        capacity_bytes=capacities,
+        dispatch_overhead_s=overhead,
+        launch_latency_s=latency,
+        quick=quick,
+        measured_at=started,
+        duration_s=time.perf_counter() - t0,
+        skipped=skipped,
+        details=details,
+        warnings=tuple(warnings),
+    )
+    return ceilings, measurements
+
+
+def get_gpu_ceilings(
+    index: int = 0,
+    *,
+    precisions: Sequence[str] | None = None,
+    quick: bool = False,
+    refresh: bool = False,
+    db: str | None = None,
+    store: Any = None,
+    device: GpuDevice | None = None,
+    progress: Any = None,
+) -> GpuCeilings:
+    """The ceilings of CUDA device ``index``: from the store when measured before (unless
+    ``refresh``), else measured now and stored. InvalidArgument when there is no such device or a
+    precision is unknown, before anything is measured or written."""
+    from rooftune.machine.ceilings import below_earlier_runs
+    from rooftune.platform.gpu import current_gpu
+    from rooftune.store import Store
+
+    prec = validate_gpu_precisions(precisions)
+    device = device or current_gpu(index)
+    own_store = store is None
+    store = store if store is not None else Store(db)
+    try:
+        if not refresh:
+            data = store.load_ceilings(device.id, threads=(), allow_quick=quick)
+            if data is not None:
+                cached = GpuCeilings.from_dict(data, from_store=True)
+                have = set(cached.peak_flops) | set(cached.skipped)
+                if all(r in have for p in prec for r in PRECISION_ROOFS[p]):
+                    return cached
+        ceilings, measurements = measure_gpu_ceilings(device, precisions=prec, quick=quick, progress=progress)
+        history = store.ceilings_history(device.id, threads=(), quick=quick)
+        below, warning = below_earlier_runs(ceilings, history)
+        if warning:
+            ceilings = replace(ceilings, warnings=(*ceilings.warnings, warning),
+                               details={**ceilings.details, "below_earlier_runs": below})
+        import rooftune
+
+        store.save_ceilings(device, ceilings.to_dict(), quick=quick, threads=(),
+                            measurements=[m.to_dict() for m in measurements],
+                            rooftune_version=rooftune.__version__)
+        return ceilings
+    finally:
+        if own_store:
+            store.close()
