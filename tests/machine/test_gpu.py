@@ -140,18 +140,28 @@ def test_sweep_sizes_are_geometric_from_one_mib() -> None:
     assert all(abs(r - 2 ** 0.25) < 1e-3 for r in ratios)
 
 
+@pytest.mark.parametrize("config", gpu.STREAM_CONFIGS, ids=lambda c: c.name)
 @pytest.mark.parametrize("kind,arrays", [("read", 1), ("copy", 2), ("triad", 3)])
 @pytest.mark.parametrize("size", [MiB, 3 * MiB + 12345, 60 * MiB, 1024 * MiB])
-def test_stream_plan_covers_every_tile_and_hides_the_launch(kind: str, arrays: int, size: int) -> None:
-    from rooftune.machine.gpu_kernels import STREAM_BLOCK
-
-    p = stream_plan(kind, size, 132)
-    assert p["n"] % STREAM_BLOCK == 0 and p["tiles"] * STREAM_BLOCK == p["n"]
-    assert p["bytes"] == p["n"] * 4 * arrays <= max(size, STREAM_BLOCK * 4 * arrays)
-    assert p["bytes"] > 0.99 * size - STREAM_BLOCK * 4 * arrays
+def test_stream_plan_covers_every_tile_and_hides_the_launch(kind: str, arrays: int, size: int,
+                                                             config: gpu.StreamConfig) -> None:
+    p = stream_plan(kind, size, 132, config)
+    block = config.block
+    assert p["n"] % block == 0 and p["tiles"] * block == p["n"] and p["block"] == block
+    assert p["bytes"] == p["n"] * 4 * arrays <= max(size, block * 4 * arrays)
+    assert p["bytes"] > 0.99 * size - block * 4 * arrays
     assert p["bytes"] * p["reps"] >= BYTES_PER_LAUNCH  # a launch moves enough to hide itself
     assert p["programs"] * p["per_program"] >= p["virtual"] == p["tiles"] * p["reps"]
-    assert p["programs"] <= 132 * gpu.STREAM_PROGRAMS_PER_SM
+    if config.per_sm is None:
+        assert p["programs"] == p["virtual"] and p["per_program"] == 1
+    else:
+        assert p["programs"] <= 132 * config.per_sm
+
+
+def test_configurations_are_probed_in_l2_and_in_memory() -> None:
+    sizes = sweep_sizes(1024 * MiB, 4)
+    assert gpu.probe_sizes(sizes, 60 * MiB) == [max(s for s in sizes if s <= 30 * MiB), 1024 * MiB]
+    assert gpu.probe_sizes(sizes, 0) == [1024 * MiB]
 
 
 def test_levels_named_l2_and_dram() -> None:
@@ -241,7 +251,7 @@ def test_cli_prints_and_draws_a_devices_roofline(tmp_path: Path, monkeypatch: py
 INTERPRETED = textwrap.dedent("""
     import math, torch, triton.language as tl
     import rooftune.machine.gpu as g
-    from rooftune.machine.gpu_kernels import FMA_BLOCK, FMA_CHAINS, KIND_CODES, STREAM_BLOCK, fma_kernel, stream_kernel
+    from rooftune.machine.gpu_kernels import FMA_BLOCK, FMA_CHAINS, KIND_CODES, fma_kernel, stream_kernel
     for dtype, tl_dtype in ((torch.float32, tl.float32), (torch.float64, tl.float64)):
         out = torch.full((3 * FMA_BLOCK,), float("nan"), dtype=dtype)
         fma_kernel[(3,)](out, 0.5, 1.0, 4, BLOCK=FMA_BLOCK, DTYPE=tl_dtype)
@@ -250,25 +260,28 @@ INTERPRETED = textwrap.dedent("""
         want = sum(((seed + c) / 16 + 1.875) for c in range(FMA_CHAINS))
         assert torch.allclose(out, want, rtol=1e-5), (out[:4], want[:4])
     g.BYTES_PER_LAUNCH = 1 << 20
-    for kind in ("read", "copy", "triad"):
-        for size, sms in ((200_000, 1), (700_001, 3)):
-            p = g.stream_plan(kind, size, sms)
-            x, y, z = (torch.rand(p["n"] + 5) for _ in range(3))
-            out = torch.zeros(sms * g.STREAM_PROGRAMS_PER_SM)
-            stream_kernel[(p["programs"],)](x, y, z, out, p["n"], p["tiles"], p["virtual"], p["per_program"], 0.5,
-                                           KIND=KIND_CODES[kind], BLOCK=STREAM_BLOCK)
-            g.stream_check(kind, x, y, z, out, p)
-            y[0] += 1.0  # a wrong result is caught
-            try:
+    for config in g.STREAM_CONFIGS:
+        for kind in ("read", "copy", "triad"):
+            for size, sms in ((200_000, 1), (700_001, 3)):
+                p = g.stream_plan(kind, size, sms, config)
+                x, y, z = (torch.rand(p["n"] + 5) for _ in range(3))
+                out = torch.zeros(p["programs"])
+                stream_kernel[(p["programs"],)](x, y, z, out, p["n"], p["tiles"], p["virtual"], p["per_program"],
+                                               0.5, KIND=KIND_CODES[kind], BLOCK=config.block)
                 g.stream_check(kind, x, y, z, out, p)
-            except RuntimeError:
-                pass
-            else:
-                assert kind == "read"
+                y[0] += 1.0  # a wrong result is caught
+                try:
+                    g.stream_check(kind, x, y, z, out, p)
+                except RuntimeError:
+                    pass
+                else:
+                    assert kind == "read"
     print("ok")
 """)
 
 
+@pytest.mark.skipif(HAS_CUDA, reason="compiled for the device by test_a_quick_run_on_the_device (Triton 3.6's "
+                                      "interpreter cannot run a loop over a launch argument)")
 def test_microkernels_compute_what_they_count_in_tritons_interpreter() -> None:
     pytest.importorskip("triton")
     env = {**os.environ, "TRITON_INTERPRET": "1"}

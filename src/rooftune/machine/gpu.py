@@ -50,9 +50,8 @@ MIN_SWEEP_BYTES = 1024**3
 SWEEP_START_BYTES = 1024**2
 #: The sweep's arrays take at most this share of the device's memory.
 SWEEP_MEMORY_SHARE = 0.25
-#: Programs per multiprocessor: enough warps in flight to hide latency on every multiprocessor.
-FMA_PROGRAMS_PER_SM = 16
-STREAM_PROGRAMS_PER_SM = 4
+#: Programs of the FMA kernel per multiprocessor tried (each 4 warps): the fastest is the peak.
+FMA_PROGRAMS_PER_SM = (8, 16, 32)
 #: One FMA launch runs about this long once calibrated.
 FMA_LAUNCH_S = 0.002
 #: Relative error of a roof's product against float64 on a 128x128 corner, per precision (inputs
@@ -206,36 +205,43 @@ def triton_missing() -> str | None:
 # ---------------------------------------------------------------------------------------- probes
 
 
-def fma_peak(precision: str, device: GpuDevice, effort: GpuEffort, clock: Callable[[], float]) -> tuple[float, Measurement]:
-    """FLOP/s of the vector units in ``precision`` (fp32 or fp64), from the fastest sample."""
+def fma_peak(precision: str, device: GpuDevice, effort: GpuEffort,
+             clock: Callable[[], float]) -> tuple[float, list[Measurement]]:
+    """FLOP/s of the vector units in ``precision`` (fp32 or fp64): the fastest sample of the fastest
+    grid of :data:`FMA_PROGRAMS_PER_SM`; with the Measurements of every grid tried."""
     import torch
     import triton.language as tl
 
     from rooftune.machine.gpu_kernels import FMA_BLOCK, FMA_CHAINS, fma_kernel
 
     dtype, tl_dtype = {"fp32": (torch.float32, tl.float32), "fp64": (torch.float64, tl.float64)}[precision]
-    programs = device.multiprocessors * FMA_PROGRAMS_PER_SM
-    out = torch.empty(programs * FMA_BLOCK, dtype=dtype, device=f"cuda:{device.index}")
-    iters = 256
+    out = torch.empty(device.multiprocessors * max(FMA_PROGRAMS_PER_SM) * FMA_BLOCK, dtype=dtype,
+                      device=f"cuda:{device.index}")
+    best, measurements = 0.0, []
+    for per_sm in FMA_PROGRAMS_PER_SM:
+        programs = device.multiprocessors * per_sm
+        iters = 256
 
-    def launch() -> None:
-        fma_kernel[(programs,)](out, 0.999999, 1e-6, iters, BLOCK=FMA_BLOCK, DTYPE=tl_dtype, num_warps=4)
+        def launch(programs: int = programs) -> None:
+            fma_kernel[(programs,)](out, 0.999999, 1e-6, iters, BLOCK=FMA_BLOCK, DTYPE=tl_dtype, num_warps=4)
 
-    launch()  # compiles
-    for _ in range(8):  # one launch of about FMA_LAUNCH_S
-        t0 = clock()
-        launch()
-        t = clock() - t0
-        if t >= 0.5 * FMA_LAUNCH_S:
-            break
-        iters = min(1 << 24, int(iters * max(2.0, FMA_LAUNCH_S / max(t, 1e-7))))
-    flops = 2.0 * FMA_CHAINS * FMA_BLOCK * iters * programs
-    m = measure(launch, label=f"gpu.fma.{precision}", policy=effort.peak_policy, clock=clock,
-                params={"programs": programs, "iters": iters, "chains": FMA_CHAINS, "block": FMA_BLOCK,
-                        "flops_per_call": flops}, platform_id=device.id)
-    if not bool(torch.isfinite(out).all()):
-        raise RuntimeError(f"the {precision} FMA kernel wrote non-finite values")
-    return flops / m.min, m
+        launch()  # compiles once
+        for _ in range(8):  # one launch of about FMA_LAUNCH_S
+            t0 = clock()
+            launch()
+            t = clock() - t0
+            if t >= 0.5 * FMA_LAUNCH_S:
+                break
+            iters = min(1 << 24, int(iters * max(2.0, FMA_LAUNCH_S / max(t, 1e-7))))
+        flops = 2.0 * FMA_CHAINS * FMA_BLOCK * iters * programs
+        m = measure(launch, label=f"gpu.fma.{precision}", policy=effort.peak_policy, clock=clock,
+                    params={"programs": programs, "iters": iters, "chains": FMA_CHAINS, "block": FMA_BLOCK,
+                            "flops_per_call": flops}, platform_id=device.id)
+        if not bool(torch.isfinite(out[: programs * FMA_BLOCK]).all()):
+            raise RuntimeError(f"the {precision} FMA kernel wrote non-finite values")
+        measurements.append(m)
+        best = max(best, flops / m.min)
+    return best, measurements
 
 
 def _gemm_operands(precision: str, n: int, dev: str) -> tuple[Callable[[], Any], Any, Any]:
@@ -299,6 +305,27 @@ class StreamPoint:
     measurement: Measurement
 
 
+@dataclass(frozen=True)
+class StreamConfig:
+    """How a sweep kernel is launched: values per tile, warps per program, and either one tile per
+    program (``per_sm`` None: the hardware schedules them, as torch's elementwise kernels run) or a
+    persistent grid of ``per_sm`` programs per multiprocessor walking the tiles."""
+
+    block: int
+    warps: int
+    per_sm: int | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{'tile' if self.per_sm is None else f'{self.per_sm}/SM'} x{self.block} w{self.warps}"
+
+
+#: The launches tried for each kernel; the fastest (by the geometric mean of its bandwidth in L2
+#: and in device memory) runs the sweep: a ceiling is what the best launch reaches.
+STREAM_CONFIGS = (StreamConfig(4096, 8), StreamConfig(2048, 4), StreamConfig(8192, 8), StreamConfig(1024, 4),
+                  StreamConfig(4096, 8, 4), StreamConfig(4096, 8, 16))
+
+
 def sweep_sizes(max_bytes: int, steps_per_octave: int, min_bytes: int = SWEEP_START_BYTES) -> list[int]:
     """Geometric working sets from ``min_bytes`` to ``max_bytes`` inclusive."""
     octaves = math.log2(max_bytes / min_bytes)
@@ -306,18 +333,19 @@ def sweep_sizes(max_bytes: int, steps_per_octave: int, min_bytes: int = SWEEP_ST
     return sorted({int(round(min_bytes * 2 ** (i / steps_per_octave))) for i in range(n + 1)})
 
 
-def stream_plan(kind: str, size: int, multiprocessors: int) -> dict[str, int]:
+def stream_plan(kind: str, size: int, multiprocessors: int, config: StreamConfig = STREAM_CONFIGS[0]) -> dict[str, int]:
     """The launch of one sweep point: elements per array, tiles, passes, programs."""
-    from rooftune.machine.gpu_kernels import STREAM_ARRAYS, STREAM_BLOCK
+    from rooftune.machine.gpu_kernels import STREAM_ARRAYS
 
     arrays = STREAM_ARRAYS[kind]
-    n = max(STREAM_BLOCK, size // 4 // arrays // STREAM_BLOCK * STREAM_BLOCK)
-    tiles = n // STREAM_BLOCK
+    block = config.block
+    n = max(block, size // 4 // arrays // block * block)
+    tiles = n // block
     reps = max(1, math.ceil(BYTES_PER_LAUNCH / (n * 4 * arrays)))
     virtual = tiles * reps
-    programs = min(virtual, multiprocessors * STREAM_PROGRAMS_PER_SM)
+    programs = virtual if config.per_sm is None else min(virtual, multiprocessors * config.per_sm)
     return {"n": n, "tiles": tiles, "reps": reps, "virtual": virtual, "programs": programs,
-            "per_program": math.ceil(virtual / programs), "bytes": n * 4 * arrays}
+            "per_program": math.ceil(virtual / programs), "bytes": n * 4 * arrays, "block": block}
 
 
 def stream_check(kind: str, x: Any, y: Any, z: Any, out: Any, plan: dict[str, int]) -> None:
@@ -336,42 +364,63 @@ def stream_check(kind: str, x: Any, y: Any, z: Any, out: Any, plan: dict[str, in
         raise RuntimeError(f"the {kind} kernel computed a wrong result at {plan['bytes']} bytes")
 
 
+def probe_sizes(sizes: Sequence[int], l2_bytes: int) -> list[int]:
+    """The working sets a launch configuration is chosen on: half of L2 (where the sweep has it)
+    and the sweep's largest (device memory)."""
+    inside = [s for s in sizes if s <= l2_bytes // 2]
+    return [*inside[-1:], max(sizes)]
+
+
 def bandwidth_sweep(device: GpuDevice, sizes: Sequence[int], effort: GpuEffort, clock: Callable[[], float],
-                    progress: Callable[[str, int, int], None] | None = None) -> dict[str, list[StreamPoint]]:
-    """Bandwidth of each stream kernel at each working set (bytes of all its arrays)."""
+                    progress: Callable[[str, int, int], None] | None = None,
+                    configs: Sequence[StreamConfig] = STREAM_CONFIGS) -> tuple[dict[str, list[StreamPoint]], dict[str, Any]]:
+    """Bandwidth of each stream kernel at each working set (bytes of all its arrays), launched as the
+    fastest of ``configs``; with what each configuration reached at :func:`probe_sizes`."""
     import torch
 
-    from rooftune.machine.gpu_kernels import KIND_CODES, STREAM_BLOCK, stream_kernel
+    from rooftune.machine.gpu_kernels import KIND_CODES, stream_kernel
 
     dev = f"cuda:{device.index}"
-    most = max(stream_plan(k, max(sizes), device.multiprocessors)["n"] for k in effort.sweep_kernels)
+    most = max(stream_plan(k, max(sizes), device.multiprocessors, c)["n"] for k in effort.sweep_kernels for c in configs)
     g = torch.Generator(device=dev).manual_seed(0)
     x, y, z = (torch.rand(most, device=dev, generator=g) for _ in range(3))
-    out = torch.zeros(device.multiprocessors * STREAM_PROGRAMS_PER_SM, device=dev)
+    out = torch.zeros(1, device=dev)
     result: dict[str, list[StreamPoint]] = {}
-    total = len(sizes) * len(effort.sweep_kernels)
+    tried: dict[str, Any] = {}
+    probes = probe_sizes(sizes, device.l2_bytes)
+    total = (len(sizes) + len(probes) * len(configs)) * len(effort.sweep_kernels)
     done = 0
+
+    def point(kind: str, size: int, config: StreamConfig, check: bool) -> StreamPoint:
+        nonlocal out, done
+        plan = stream_plan(kind, size, device.multiprocessors, config)
+        if out.numel() < plan["programs"]:
+            out = torch.zeros(plan["programs"], device=dev)
+        sums = out
+
+        def launch(plan: dict[str, int] = plan, code: int = KIND_CODES[kind]) -> None:
+            stream_kernel[(plan["programs"],)](x, y, z, sums, plan["n"], plan["tiles"], plan["virtual"],
+                                               plan["per_program"], 0.5, KIND=code, BLOCK=config.block,
+                                               num_warps=config.warps)
+
+        launch()
+        if check:
+            stream_check(kind, x, y, z, sums, plan)
+        m = measure(launch, label=f"gpu.stream.{kind}", policy=effort.sweep_policy, clock=clock,
+                    params={**plan, "config": config.name, "bytes_per_call": plan["bytes"] * plan["reps"]},
+                    platform_id=device.id)
+        done += 1
+        if progress:
+            progress("bandwidth sweep", done, total)
+        return StreamPoint(plan["bytes"], plan["bytes"] * plan["reps"] / m.min, m)
+
     for kind in effort.sweep_kernels:
-        points: list[StreamPoint] = []
-        for i, size in enumerate(sizes):
-            plan = stream_plan(kind, size, device.multiprocessors)
-
-            def launch(plan: dict[str, int] = plan, code: int = KIND_CODES[kind]) -> None:
-                stream_kernel[(plan["programs"],)](x, y, z, out, plan["n"], plan["tiles"], plan["virtual"],
-                                                   plan["per_program"], 0.5, KIND=code, BLOCK=STREAM_BLOCK,
-                                                   num_warps=8)
-
-            launch()
-            if i == 0 or i == len(sizes) - 1:
-                stream_check(kind, x, y, z, out, plan)
-            m = measure(launch, label=f"gpu.stream.{kind}", policy=effort.sweep_policy, clock=clock,
-                        params={**plan, "bytes_per_call": plan["bytes"] * plan["reps"]}, platform_id=device.id)
-            points.append(StreamPoint(plan["bytes"], plan["bytes"] * plan["reps"] / m.min, m))
-            done += 1
-            if progress:
-                progress("bandwidth sweep", done, total)
-        result[kind] = points
-    return result
+        rates = {c: [point(kind, s, c, check=True).bandwidth for s in probes] for c in configs}
+        best = max(configs, key=lambda c: math.prod(rates[c]))
+        tried[kind] = {"probe_bytes": probes, "chosen": best.name,
+                       "bandwidth": {c.name: r for c, r in rates.items()}}
+        result[kind] = [point(kind, s, best, check=i in (0, len(sizes) - 1)) for i, s in enumerate(sizes)]
+    return result, tried
 
 
 def dispatch_overhead(device: GpuDevice, effort: GpuEffort, clock: Callable[[], float]) -> tuple[float, float, list[Measurement]]:
@@ -459,7 +508,7 @@ def measure_gpu_ceilings(device: GpuDevice, *, precisions: tuple[str, ...] = GPU
                     if no_triton:
                         skipped[roof] = no_triton
                         continue
-                    rate, m = timed(label + (" again" if again else ""), lambda r=roof: fma_peak(r, device, effort, clock))
+                    rate, ms = timed(label + (" again" if again else ""), lambda r=roof: fma_peak(r, device, effort, clock))
                 else:
                     precision = roof[5:]
                     if precision == "fp8" and device.capability < (8, 9):
@@ -468,13 +517,14 @@ def measure_gpu_ceilings(device: GpuDevice, *, precisions: tuple[str, ...] = GPU
                     rate, m, error = timed(label + (" again" if again else ""),
                                            lambda p=precision: gemm_roof(p, device, effort, clock))
                     details["gemm_relative_error"][precision] = error
+                    ms = [m]
             except Exception as e:  # one roof that cannot run is skipped with its reason; the rest go on
                 if not again:
                     skipped[roof] = one_line(e)
                 else:
                     warnings.append(f"{roof}: the second look failed ({one_line(e)}); the first is kept")
                 continue
-            measurements.append(m)
+            measurements.extend(ms)
             peak[roof] = max(peak.get(roof, 0.0), rate)
 
     peaks(again=False)
@@ -492,7 +542,7 @@ def measure_gpu_ceilings(device: GpuDevice, *, precisions: tuple[str, ...] = GPU
         skipped["bandwidth"] = no_triton
     else:
         s = time.perf_counter()
-        points = bandwidth_sweep(device, sizes, effort, clock, progress=step)
+        points, details["stream_configs"] = bandwidth_sweep(device, sizes, effort, clock, progress=step)
         phases["bandwidth sweep"] = time.perf_counter() - s
         for kind, pts in points.items():
             measurements += [p.measurement for p in pts]

@@ -7,10 +7,11 @@ installed and says which ceilings are skipped otherwise.
   applies ``x = x * a + b`` to each ``iters`` times, so the multiply-adds (one FMA instruction each,
   Triton fuses them) never wait on each other; 2 FLOPs per element per chain per iteration.
 - ``stream_kernel``: read (a sum), copy and triad over arrays of ``n`` fp32 values split into tiles
-  of ``BLOCK``; a persistent grid walks ``reps`` passes over the tiles (virtual tile ``v`` is tile
-  ``(v + v // n_tiles) % n_tiles``, so a program meets other tiles on every pass and a small working
-  set is read from L2, not from one multiprocessor's L1), loads bypass L1 (``.cg``), and one launch
-  moves enough bytes to hide the launch.
+  of ``BLOCK``; the grid covers ``reps`` passes over the tiles, one tile per program or a persistent
+  grid walking them (virtual tile ``v`` is tile ``(v + v // n_tiles) % n_tiles``, so a program
+  meets other tiles on every pass and a small working set is read from L2, not from one
+  multiprocessor's L1), loads bypass L1 (``.cg``), and one launch moves enough bytes to hide the
+  launch.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import triton.language as tl
 
 FMA_CHAINS = 8
 FMA_BLOCK = 1024
-STREAM_BLOCK = 4096
 STREAM_ARRAYS = {"read": 1, "copy": 2, "triad": 3}
 
 
