@@ -5,9 +5,9 @@ states the same ceilings, in one run:
 - the device-memory ceiling against torch's own kernels over 2 GiB (``Tensor.copy_``, a device to
   device copy counting bytes read and written, and ``Tensor.sum``, reading), timed by the same
   harness with the same clock;
-- the vector FMA peaks against the rate the chip's lanes give at its maximum SM clock
-  (multiprocessors x lanes per multiprocessor x 2 x clock; clock from nvidia-smi; lanes from the
-  compute capability's documented count, where known).
+- the vector FMA peaks against the rate the chip's lanes give at its maximum SM clock and at the
+  SM clock nvidia-smi saw while the run went on (multiprocessors x lanes per multiprocessor x 2 x
+  clock; lanes from the compute capability's documented count, where known).
 
     python benchmarks/gpu_ceilings.py [--device cuda:0] [--db FILE] [--json OUT] [--plots DIR]
 
@@ -45,6 +45,37 @@ def peer_bandwidth(index: int, clock: Any) -> dict[str, float]:
     return {"torch_copy": 2 * n * 4 / copy.min, "torch_sum": 2 * n * 4 / read.min}
 
 
+class ClockLog:
+    """nvidia-smi sampling the SM clock and the power every 100 ms while a run goes on."""
+
+    def __init__(self, index: int) -> None:
+        import subprocess
+
+        self.proc = subprocess.Popen(["nvidia-smi", f"--id={index}", "--query-gpu=clocks.sm,power.draw",
+                                      "--format=csv,noheader,nounits", "-lms", "100"],
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+
+    def stop(self) -> dict[str, Any]:
+        import statistics
+
+        self.proc.terminate()
+        text, _ = self.proc.communicate(timeout=10)
+        rows = []
+        for line in text.splitlines():
+            try:
+                clock, power = (float(v) for v in line.split(","))
+            except ValueError:
+                continue
+            rows.append((clock, power))
+        busy = [r for r in rows if r[1] > 200]  # samples while the device worked (idle draws ~80 W)
+        if not busy:
+            return {"samples": len(rows)}
+        clocks = sorted(c for c, _ in busy)
+        return {"samples": len(rows), "busy_samples": len(busy), "sm_clock_median_mhz": statistics.median(clocks),
+                "sm_clock_min_mhz": clocks[0], "sm_clock_max_mhz": clocks[-1],
+                "power_max_w": max(p for _, p in busy)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="cuda:0")
@@ -66,10 +97,13 @@ def main() -> None:
     runs: dict[str, Any] = {}
     with Store(db) as store:
         for name, quick in (("quick", True), ("full_1", False), ("full_2", False)):
+            log = ClockLog(index)
             t0 = time.perf_counter()
             c = get_gpu_ceilings(index, quick=quick, refresh=True, store=store, device=device)
             wall = time.perf_counter() - t0
-            runs[name] = {"wall_s": wall, "ceilings": c.to_dict()}
+            clocks = log.stop()
+            runs[name] = {"wall_s": wall, "ceilings": c.to_dict(), "clocks": clocks}
+            print(f"{name}: nvidia-smi while it ran: {clocks}")
             print(f"{name}: {wall:.1f} s; peaks " + ", ".join(f"{k} {v / 1e12:.1f} T" for k, v in c.peak_flops.items())
                   + "; bandwidth " + ", ".join(f"{k} {v / 1e12:.2f} TB/s" for k, v in c.bandwidth.items())
                   + f"; dispatch {c.dispatch_overhead_s * 1e6:.2f} us, waited {c.launch_latency_s * 1e6:.2f} us",
@@ -97,8 +131,12 @@ def main() -> None:
         for (name, lane), key in zip(zip(("fp32", "fp64"), lanes), ("fp32", "fp64"), strict=True):
             theory[name] = device.multiprocessors * lane * 2 * sm_clock * 1e6
             got = max(a["peak_flops"].get(key, math.nan), b["peak_flops"].get(key, math.nan))
-            print(f"{name} FMA peak {got / 1e12:.2f} TFLOP/s; lanes x clock {theory[name] / 1e12:.2f} "
+            print(f"{name} FMA peak {got / 1e12:.2f} TFLOP/s; lanes x max clock {theory[name] / 1e12:.2f} "
                   f"(ratio {got / theory[name]:.3f})")
+            seen = runs["full_1"]["clocks"].get("sm_clock_median_mhz")
+            if seen:
+                at = theory[name] * seen / sm_clock
+                print(f"  at the median SM clock seen while it ran ({seen:.0f} MHz): {at / 1e12:.2f} (ratio {got / at:.3f})")
     else:
         print(f"no lane count known for {device.arch} or no SM clock read; FMA peaks not compared")
     if args.plots:
