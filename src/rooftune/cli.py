@@ -64,7 +64,7 @@ def _parse_int_list(value: str | None, name: str) -> list[int] | None:
 
 
 def _rate(v: float, unit: str) -> str:
-    for prefix, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
         if abs(v) >= scale:
             return f"{v / scale:.1f} {prefix}{unit}"
     return f"{v:.3g} {unit}"

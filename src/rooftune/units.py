@@ -16,8 +16,8 @@ def fmt_time(t: float) -> str:
 
 
 def fmt_rate(v: float, unit: str) -> str:
-    """A rate or count with 3 significant digits and a T, G or M prefix."""
-    for prefix, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6)):
+    """A rate or count with 3 significant digits and a P, T, G or M prefix."""
+    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6)):
         if v >= scale:
             return f"{v / scale:.3g} {prefix}{unit}"
     return f"{v:.3g} {unit}"

@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rooftune.units import fmt_rate
+from rooftune.units import fmt_rate, fmt_size
 
 if TYPE_CHECKING:
     from rooftune.machine import Ceilings
@@ -64,9 +64,15 @@ def plot_roofline(ceilings: Ceilings | GpuCeilings, path: str | Path) -> Path:
             va="bottom",
         )
     styles = ["-", "--", "-.", ":", (0, (5, 1))]
+    # A label goes at the right end of its roof, or at the left end when the roof drawn before it
+    # (higher) is less than 1.25x above and its label took the right: no two labels overlap.
+    last = {"right": math.inf, "left": math.inf}
     for (name, v), style in zip(sorted(roofs.items(), key=lambda kv: -kv[1]), styles * 2, strict=False):
         ax.axhline(v, color="black", ls=style, lw=1.2)
-        ax.annotate(f"{_ROOF_LABELS.get(name, name)}: {fmt_rate(v, 'FLOP/s')}", (2e3, v), fontsize=8, ha="right", va="bottom")
+        side = "right" if last["right"] >= 1.25 * v or last["left"] < 1.25 * v else "left"
+        ax.annotate(f"{_ROOF_LABELS.get(name, name)}: {fmt_rate(v, 'FLOP/s')}", (2e3 if side == "right" else 1.3e-3, v),
+                    fontsize=8, ha=side, va="bottom")
+        last[side] = v
     ax.set_xscale("log")
     ax.set_yscale("log")
     lo = min(min(ceilings.bandwidth.values(), default=1e9) * 1e-3, top / 1e4)
@@ -106,7 +112,7 @@ def plot_sweep(ceilings: Ceilings | GpuCeilings, path: str | Path) -> Path:
     if has_data:
         for level, cap in ceilings.capacity_bytes.items():
             ax.axvline(cap, color=_LEVEL_COLOURS.get(level, "grey"), ls=":", lw=1)
-            ax.annotate(f"{level} {cap / 1024:.0f} KiB", (cap, 1), rotation=90, fontsize=8,
+            ax.annotate(f"{level} {fmt_size(cap)}", (cap, 1), rotation=90, fontsize=8,
                         xycoords=("data", "axes fraction"), va="top", ha="right")
         for level, bw in ceilings.bandwidth.items():
             ax.annotate(f"{level}: {bw / 1e9:.0f} GB/s", (0.99, bw / 1e9), xycoords=("axes fraction", "data"),
@@ -116,7 +122,7 @@ def plot_sweep(ceilings: Ceilings | GpuCeilings, path: str | Path) -> Path:
     ax.set_xlabel("working set, all arrays (bytes)")
     ax.set_ylabel("bandwidth (GB/s)")
     ax.set_title(
-        f"Bandwidth sweep on {ceilings.describe()}; bars = detected plateaus, dotted = cache capacity",
+        f"Bandwidth sweep on {ceilings.describe()}\nbars = detected plateaus, dotted = cache capacity",
         fontsize=10,
     )
     ax.grid(True, which="major", alpha=0.3)
