@@ -48,10 +48,10 @@ def peer_bandwidth(index: int, clock: Any) -> dict[str, float]:
 class ClockLog:
     """nvidia-smi sampling the SM clock and the power every 100 ms while a run goes on."""
 
-    def __init__(self, index: int) -> None:
+    def __init__(self, card: str) -> None:
         import subprocess
 
-        self.proc = subprocess.Popen(["nvidia-smi", f"--id={index}", "--query-gpu=clocks.sm,power.draw",
+        self.proc = subprocess.Popen(["nvidia-smi", f"--id={card}", "--query-gpu=clocks.sm,power.draw",
                                       "--format=csv,noheader,nounits", "-lms", "100"],
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
 
@@ -85,7 +85,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from rooftune.machine.gpu import cuda_clock, get_gpu_ceilings
-    from rooftune.platform.gpu import current_gpu, parse_device
+    from rooftune.platform.gpu import current_gpu, parse_device, smi_id
     from rooftune.store import Store
 
     _, index = parse_device(args.device)
@@ -97,7 +97,7 @@ def main() -> None:
     runs: dict[str, Any] = {}
     with Store(db) as store:
         for name, quick in (("quick", True), ("full_1", False), ("full_2", False)):
-            log = ClockLog(index)
+            log = ClockLog(smi_id(device.uuid, index))
             t0 = time.perf_counter()
             c = get_gpu_ceilings(index, quick=quick, refresh=True, store=store, device=device)
             wall = time.perf_counter() - t0

@@ -243,7 +243,8 @@ def _print_gpu_ceilings(c: Any) -> None:
                 else f"torch matrix product {c.details.get('gemm_size')}^3, error {errors.get(name[5:], float('nan')):.1g}")
         t.add_row(name, _rate(rate, "FLOP/s"), what)
     for name in c.skipped:
-        t.add_row(name, "skipped", "")
+        if name != "bandwidth":  # the sweep is no roof; its reason is printed below
+            t.add_row(name, "skipped", "")
     out.print(t)
     for name, reason in c.skipped.items():
         out.print(f"[dim]{name} skipped: {reason}[/dim]", highlight=False)
@@ -277,7 +278,8 @@ def machine(
         str | None, typer.Option("--threads", help="Thread counts to measure, e.g. 1,2 (default 1..usable cores).")
     ] = None,
     precision: Annotated[
-        str | None, typer.Option("--precision", help="Precisions: fp32,fp64,bf16,int8 (default all).")
+        str | None, typer.Option("--precision", help="Precisions: fp32,fp64,bf16,int8 (default all); on a CUDA "
+                                 "device fp32,fp64,tf32,fp16,bf16,int8,fp8.")
     ] = None,
     quick: Annotated[bool, typer.Option("--quick", help="Fewer sweep points, shorter measurements (< 8 s).")] = False,
     refresh: Annotated[bool, typer.Option("--refresh", help="Measure again even if the store has ceilings.")] = False,
@@ -328,10 +330,8 @@ def machine(
         draw_sweep(c, sweep_path)
     if json_out:
         sys.stdout.write(json.dumps(c.to_dict(), indent=2) + "\n")
-    elif kind == "cuda":
-        _print_gpu_ceilings(c)
     else:
-        _print_ceilings(c)
+        (_print_gpu_ceilings if kind == "cuda" else _print_ceilings)(c)
         for p in (plot_path, sweep_path):
             if p:
                 out.print(f"wrote {p}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -16,6 +16,7 @@ from rooftune.machine.plateaus import (
     detect_plateaus,
     dram_reached,
     last_cache,
+    level_warnings,
     name_plateaus,
     never_rising,
 )
@@ -387,12 +388,7 @@ def measure_ceilings(
                                             cache.end_bytes if cache is not None else 0)
         plateaus[kind] = list(named.values())
         bandwidth_by_kernel[kind] = {lvl: p.bandwidth for lvl, p in named.items()}
-        for lvl, p in named.items():
-            if not p.distinct:
-                warnings.append(
-                    f"{kind}: no distinct {lvl} plateau in the sweep; {lvl} bandwidth is the median of "
-                    f"the {p.points} points inside its capacity range"
-                )
+        warnings += level_warnings(kind, named)
     # Where DRAM began below twice the nominal last cache, that cache holds only about as much as
     # its plateau reached (the largest reach over the kernels): the analysis places working sets
     # by this capacity.
@@ -503,8 +499,9 @@ def measure_ceilings(
 BELOW_BEST = 0.10
 
 
-def below_earlier_runs(ceilings: Ceilings, history: Sequence[dict[str, Any]]) -> tuple[dict[str, float], str | None]:
-    """Each ceiling of ``ceilings`` (FMA and GEMM peaks, bandwidth per level) that lies more than
+def below_earlier_runs(ceilings: Any, history: Sequence[dict[str, Any]]) -> tuple[dict[str, float], str | None]:
+    """Each ceiling of ``ceilings`` (a Ceilings or a GpuCeilings: FMA and GEMM peaks, bandwidth per
+    level) that lies more than
     :data:`BELOW_BEST` below the best of the earlier runs in ``history`` (their JSON form), as
     this run / that best; and a warning naming them, or None.
 
@@ -525,6 +522,32 @@ def below_earlier_runs(ceilings: Ceilings, history: Sequence[dict[str, Any]]) ->
     return below, (f"below the best of {len(history)} earlier run(s) on this platform by more than "
                    f"{BELOW_BEST:.0%}: {parts} (same hardware and software, so most likely a busier host: another "
                    "tenant on the same cores, caches or memory); re-run with --refresh when it is quieter")
+
+
+def stored_or_measured(store: Any, platform: Any, *, threads: Sequence[int], quick: bool, refresh: bool,
+                       load: Callable[[dict[str, Any]], Any], complete: Callable[[Any], bool],
+                       measure: Callable[[], tuple[Any, list[Any]]]) -> Any:
+    """The newest stored ceilings of ``platform`` (a Platform or a GpuDevice) on ``threads`` that
+    ``complete`` accepts (unless ``refresh``); else ``measure()``d now, compared with the earlier
+    runs of the same effort (:func:`below_earlier_runs`) and stored with their Measurements in one
+    transaction."""
+    if not refresh:
+        data = store.load_ceilings(platform.id, threads=threads, allow_quick=quick)
+        if data is not None:
+            cached = load(data)
+            if complete(cached):
+                return cached
+    ceilings, measurements = measure()
+    history = store.ceilings_history(platform.id, threads=threads, quick=quick)
+    below, warning = below_earlier_runs(ceilings, history)
+    if warning:
+        ceilings = replace(ceilings, warnings=(*ceilings.warnings, warning),
+                           details={**ceilings.details, "below_earlier_runs": below})
+    import rooftune
+
+    store.save_ceilings(platform, ceilings.to_dict(), quick=quick, threads=threads,
+                        measurements=[m.to_dict() for m in measurements], rooftune_version=rooftune.__version__)
+    return ceilings
 
 
 def get_ceilings(
@@ -552,32 +575,17 @@ def get_ceilings(
     prec = validate_precisions(precisions)
     own_store = store is None
     store = store if store is not None else Store(db)
-    try:
-        if not refresh:
-            data = store.load_ceilings(platform.id, threads=th, allow_quick=quick)
-            if data is not None:
-                cached = Ceilings.from_dict(data, from_store=True)
-                have = set(cached.peak_flops) | set(cached.skipped) | set(cached.peak_flops_per_thread)
-                wanted = {"fp32": "fp32", "fp64": "fp64", "bf16": "gemm_bf16", "int8": "gemm_int8"}
-                if all(wanted[p] in have for p in prec):
-                    return cached
-        ceilings, measurements = measure_ceilings(platform, threads=th, precisions=prec, quick=quick, progress=progress)
-        history = store.ceilings_history(platform.id, threads=th, quick=quick)
-        below, warning = below_earlier_runs(ceilings, history)
-        if warning:
-            ceilings = replace(ceilings, warnings=(*ceilings.warnings, warning),
-                               details={**ceilings.details, "below_earlier_runs": below})
-        import rooftune
+    wanted = {"fp32": "fp32", "fp64": "fp64", "bf16": "gemm_bf16", "int8": "gemm_int8"}
 
-        store.save_ceilings(
-            platform,
-            ceilings.to_dict(),
-            quick=quick,
-            threads=th,
-            measurements=[m.to_dict() for m in measurements],
-            rooftune_version=rooftune.__version__,
-        )
-        return ceilings
+    def complete(cached: Ceilings) -> bool:
+        have = set(cached.peak_flops) | set(cached.skipped) | set(cached.peak_flops_per_thread)
+        return all(wanted[p] in have for p in prec)
+
+    try:
+        return stored_or_measured(
+            store, platform, threads=th, quick=quick, refresh=refresh,
+            load=lambda data: Ceilings.from_dict(data, from_store=True), complete=complete,
+            measure=lambda: measure_ceilings(platform, threads=th, precisions=prec, quick=quick, progress=progress))
     finally:
         if own_store:
             store.close()

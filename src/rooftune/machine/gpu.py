@@ -19,15 +19,16 @@ Ceilings are upper bounds, so each rate comes from its fastest sample, as on the
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rooftune.bench import Measurement, Policy, measure
-from rooftune.errors import InvalidArgument, one_line
-from rooftune.machine.plateaus import Plateau, detect_plateaus, name_plateaus
+from rooftune.errors import InvalidArgument, MeasurementError, RooftuneError, one_line
+from rooftune.machine.plateaus import Plateau, detect_plateaus, level_warnings, name_plateaus, sweep_sizes
 from rooftune.platform.gpu import GpuDevice
 
 GPU_PRECISIONS = ("fp32", "fp64", "tf32", "fp16", "bf16", "int8", "fp8")
@@ -48,8 +49,10 @@ BYTES_PER_LAUNCH = 512 * 1024**2
 L2_FACTOR = 16
 MIN_SWEEP_BYTES = 1024**3
 SWEEP_START_BYTES = 1024**2
-#: The sweep's arrays take at most this share of the device's memory.
+#: The sweep's arrays (1 + 1/2 + 1/3 of the largest working set: read's one array, copy's second,
+#: triad's third) take at most this share of the device's memory.
 SWEEP_MEMORY_SHARE = 0.25
+SWEEP_ARRAYS_FACTOR = 1 + 1 / 2 + 1 / 3
 #: Programs of the FMA kernel per multiprocessor tried (each 4 warps): the fastest is the peak.
 FMA_PROGRAMS_PER_SM = (8, 16, 32)
 #: One FMA launch runs about this long once calibrated.
@@ -278,13 +281,14 @@ def gemm_error(precision: str, result: Any, a: Any, b: Any) -> float:
 def gemm_roof(precision: str, device: GpuDevice, effort: GpuEffort, clock: Callable[[], float]) -> tuple[float, Measurement, float]:
     """Ops/s of the library's matrix product in ``precision`` at ``effort.gemm_size``, from the
     fastest sample; with the product's relative error against float64. RuntimeError when the
-    product is wrong (beyond :data:`GEMM_TOLERANCE`)."""
+    product is wrong (beyond :data:`GEMM_TOLERANCE`). torch's float32 matmul precision is set for
+    the product (tf32 allowed only for ``tf32``) and restored."""
     import torch
 
     n = effort.gemm_size
     dev = f"cuda:{device.index}"
-    before = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high" if precision == "tf32" else "highest")  # tf32 on / off
     try:
         call, a, b = _gemm_operands(precision, n, dev)
         error = gemm_error(precision, call(), a, b)
@@ -294,7 +298,7 @@ def gemm_roof(precision: str, device: GpuDevice, effort: GpuEffort, clock: Calla
         m = measure(call, label=f"gpu.gemm.{precision}", policy=effort.gemm_policy, clock=clock,
                     params={"n": n, "ops_per_call": 2.0 * n**3, "relative_error": error}, platform_id=device.id)
     finally:
-        torch.backends.cuda.matmul.allow_tf32 = before
+        torch.set_float32_matmul_precision(before)
     return 2.0 * n**3 / m.min, m, error
 
 
@@ -324,13 +328,6 @@ class StreamConfig:
 #: and in device memory) runs the sweep: a ceiling is what the best launch reaches.
 STREAM_CONFIGS = (StreamConfig(4096, 8), StreamConfig(2048, 4), StreamConfig(8192, 8), StreamConfig(1024, 4),
                   StreamConfig(4096, 8, 4), StreamConfig(4096, 8, 16))
-
-
-def sweep_sizes(max_bytes: int, steps_per_octave: int, min_bytes: int = SWEEP_START_BYTES) -> list[int]:
-    """Geometric working sets from ``min_bytes`` to ``max_bytes`` inclusive."""
-    octaves = math.log2(max_bytes / min_bytes)
-    n = max(1, math.ceil(octaves * steps_per_octave))
-    return sorted({int(round(min_bytes * 2 ** (i / steps_per_octave))) for i in range(n + 1)})
 
 
 def stream_plan(kind: str, size: int, multiprocessors: int, config: StreamConfig = STREAM_CONFIGS[0]) -> dict[str, int]:
@@ -381,9 +378,16 @@ def bandwidth_sweep(device: GpuDevice, sizes: Sequence[int], effort: GpuEffort, 
     from rooftune.machine.gpu_kernels import KIND_CODES, stream_kernel
 
     dev = f"cuda:{device.index}"
-    most = max(stream_plan(k, max(sizes), device.multiprocessors, c)["n"] for k in effort.sweep_kernels for c in configs)
+
+    def most(kinds: tuple[str, ...]) -> int:  # the elements an array needs: the kernels that use it
+        used = [k for k in effort.sweep_kernels if k in kinds]
+        return max((stream_plan(k, max(sizes), device.multiprocessors, c)["n"] for k in used for c in configs),
+                   default=1)
+
     g = torch.Generator(device=dev).manual_seed(0)
-    x, y, z = (torch.rand(most, device=dev, generator=g) for _ in range(3))
+    x = torch.rand(most(("read", "copy", "triad")), device=dev, generator=g)  # read, copy's source, triad's result
+    y = torch.rand(most(("copy", "triad")), device=dev, generator=g)
+    z = torch.rand(most(("triad",)), device=dev, generator=g)
     out = torch.zeros(1, device=dev)
     result: dict[str, list[StreamPoint]] = {}
     tried: dict[str, Any] = {}
@@ -399,7 +403,7 @@ def bandwidth_sweep(device: GpuDevice, sizes: Sequence[int], effort: GpuEffort, 
         sums = out
 
         def launch(plan: dict[str, int] = plan, code: int = KIND_CODES[kind]) -> None:
-            stream_kernel[(plan["programs"],)](x, y, z, sums, plan["n"], plan["tiles"], plan["virtual"],
+            stream_kernel[(plan["programs"],)](x, y, z, sums, plan["tiles"], plan["virtual"],
                                                plan["per_program"], 0.5, KIND=code, BLOCK=config.block,
                                                num_warps=config.warps)
 
@@ -460,23 +464,33 @@ def name_levels(sweep: dict[str, list[tuple[int, float]]], capacities: dict[str,
         named = name_plateaus(found, capacities, xs, ys)
         plateaus[kind] = list(named.values())
         by_kernel[kind] = {lvl: p.bandwidth for lvl, p in named.items()}
-        for lvl, p in named.items():
-            if not p.distinct:
-                warnings.append(f"{kind}: no distinct {lvl} plateau in the sweep; {lvl} bandwidth is the median of "
-                                f"the {p.points} points inside its capacity range")
+        warnings += level_warnings(kind, named)
     return by_kernel, plateaus, warnings
 
 
 def measure_gpu_ceilings(device: GpuDevice, *, precisions: tuple[str, ...] = GPU_PRECISIONS, quick: bool = False,
                          progress: Any = None) -> tuple[GpuCeilings, list[Measurement]]:
-    """Run every probe on ``device``; returns the GpuCeilings and the Measurements behind them."""
+    """Run every probe on ``device`` (its CUDA device current meanwhile: Triton launches there);
+    returns the GpuCeilings and the Measurements behind them. A roof or the sweep that fails is
+    skipped with its reason; the dispatch overhead failing is a MeasurementError."""
+    with on_device(device.index):
+        return _measure(device, precisions, quick, progress)
+
+
+@contextlib.contextmanager
+def on_device(index: int) -> Iterator[None]:
+    """CUDA device ``index`` current inside, the caller's current device back after."""
     import torch
 
+    with torch.cuda.device(index):
+        yield
+
+
+def _measure(device: GpuDevice, precisions: tuple[str, ...], quick: bool, progress: Any) -> tuple[GpuCeilings, list[Measurement]]:
     effort = QUICK if quick else FULL
     clock = cuda_clock(device.index)
     started = time.time()
     t0 = time.perf_counter()
-    torch.cuda.set_device(device.index)
     measurements: list[Measurement] = []
     peak: dict[str, float] = {}
     skipped: dict[str, str] = {}
@@ -531,10 +545,12 @@ def measure_gpu_ceilings(device: GpuDevice, *, precisions: tuple[str, ...] = GPU
 
     capacities = {"L2": device.l2_bytes} if device.l2_bytes else {}
     max_bytes = max(L2_FACTOR * device.l2_bytes, MIN_SWEEP_BYTES)
-    if max_bytes > SWEEP_MEMORY_SHARE * device.memory_bytes:
-        max_bytes = int(SWEEP_MEMORY_SHARE * device.memory_bytes)
-        warnings.append(f"the bandwidth sweep stops at {max_bytes / 1024**2:.0f} MiB, a quarter of the device's memory")
-    sizes = sweep_sizes(max_bytes, effort.steps_per_octave)
+    if max_bytes * SWEEP_ARRAYS_FACTOR > SWEEP_MEMORY_SHARE * device.memory_bytes:
+        max_bytes = int(SWEEP_MEMORY_SHARE * device.memory_bytes / SWEEP_ARRAYS_FACTOR)
+        warnings.append(f"the bandwidth sweep stops at {max_bytes / 1024**2:.0f} MiB: its arrays take a quarter "
+                        "of the device's memory")
+    # the geometric steps can end past max_bytes (a cap is no power of two): those are left out
+    sizes = [b for b in sweep_sizes(max_bytes, effort.steps_per_octave, min_bytes=SWEEP_START_BYTES) if b <= max_bytes]
     sweep: dict[str, list[tuple[int, float]]] = {}
     bandwidth_by_kernel: dict[str, dict[str, float]] = {}
     plateaus: dict[str, list[Plateau]] = {}
@@ -542,7 +558,11 @@ def measure_gpu_ceilings(device: GpuDevice, *, precisions: tuple[str, ...] = GPU
         skipped["bandwidth"] = no_triton
     else:
         s = time.perf_counter()
-        points, details["stream_configs"] = bandwidth_sweep(device, sizes, effort, clock, progress=step)
+        try:
+            points, details["stream_configs"] = bandwidth_sweep(device, sizes, effort, clock, progress=step)
+        except Exception as e:  # a kernel that does not compile, runs out of memory or computes wrong
+            skipped["bandwidth"] = one_line(e)
+            points = {}
         phases["bandwidth sweep"] = time.perf_counter() - s
         for kind, pts in points.items():
             measurements += [p.measurement for p in pts]
@@ -558,7 +578,11 @@ def measure_gpu_ceilings(device: GpuDevice, *, precisions: tuple[str, ...] = GPU
 
     if effort.late_looks:
         peaks(again=True)
-    overhead, latency, ms = timed("dispatch overhead", lambda: dispatch_overhead(device, effort, clock))
+    try:
+        overhead, latency, ms = timed("dispatch overhead", lambda: dispatch_overhead(device, effort, clock))
+    except Exception as e:  # the one figure every device has: without it there is no result
+        raise MeasurementError(f"the dispatch overhead of {device.describe()} could not be measured: "
+                               f"{one_line(e)}") from e
     measurements += ms
     details["step_s"] = {name: round(v, 3) for name, v in phases.items()}
     details["memory_bytes"] = device.memory_bytes
@@ -600,7 +624,7 @@ def get_gpu_ceilings(
     """The ceilings of CUDA device ``index``: from the store when measured before (unless
     ``refresh``), else measured now and stored. InvalidArgument when there is no such device or a
     precision is unknown, before anything is measured or written."""
-    from rooftune.machine.ceilings import below_earlier_runs
+    from rooftune.machine.ceilings import stored_or_measured
     from rooftune.platform.gpu import current_gpu
     from rooftune.store import Store
 
@@ -608,26 +632,27 @@ def get_gpu_ceilings(
     device = device or current_gpu(index)
     own_store = store is None
     store = store if store is not None else Store(db)
-    try:
-        if not refresh:
-            data = store.load_ceilings(device.id, threads=(), allow_quick=quick)
-            if data is not None:
-                cached = GpuCeilings.from_dict(data, from_store=True)
-                have = set(cached.peak_flops) | set(cached.skipped)
-                if all(r in have for p in prec for r in PRECISION_ROOFS[p]):
-                    return cached
-        ceilings, measurements = measure_gpu_ceilings(device, precisions=prec, quick=quick, progress=progress)
-        history = store.ceilings_history(device.id, threads=(), quick=quick)
-        below, warning = below_earlier_runs(ceilings, history)
-        if warning:
-            ceilings = replace(ceilings, warnings=(*ceilings.warnings, warning),
-                               details={**ceilings.details, "below_earlier_runs": below})
-        import rooftune
 
-        store.save_ceilings(device, ceilings.to_dict(), quick=quick, threads=(),
-                            measurements=[m.to_dict() for m in measurements],
-                            rooftune_version=rooftune.__version__)
-        return ceilings
+    def complete(cached: GpuCeilings) -> bool:
+        have = set(cached.peak_flops) | set(cached.skipped)
+        return all(r in have for p in prec for r in PRECISION_ROOFS[p])
+
+    def measured() -> tuple[GpuCeilings, list[Measurement]]:
+        try:
+            return measure_gpu_ceilings(device, precisions=prec, quick=quick, progress=progress)
+        except RooftuneError:
+            raise
+        except Exception as e:  # a CUDA error, the device lost: one line, nothing stored
+            raise MeasurementError(f"measuring {device.describe()} failed: {one_line(e)}") from e
+
+    try:
+        # a stored result is this card's (its uuid is in the id); it is reported with the device as
+        # this process sees it (its index and clocks now)
+        result: GpuCeilings = stored_or_measured(
+            store, device, threads=(), quick=quick, refresh=refresh,
+            load=lambda data: replace(GpuCeilings.from_dict(data, from_store=True), platform=device),
+            complete=complete, measure=measured)
+        return result
     finally:
         if own_store:
             store.close()

@@ -51,9 +51,12 @@ def fma_kernel(out_ptr, a, b, iters, BLOCK: tl.constexpr, DTYPE: tl.constexpr):
     tl.store(out_ptr + pid * BLOCK + offs, total)
 
 
-# ``n`` stays specialized: a multiple of 16 lets Triton vectorize the loads to 16 bytes.
+# Every tile is whole (the arrays hold tiles * BLOCK values), so the one mask is the program's own
+# (a persistent grid's last round), the same for every lane: Triton keeps the loads 16 bytes wide.
+# A mask against a size it may not assume a multiple of 16 made them 4 bytes wide (sixteen loads
+# per thread in the PTX where four do).
 @triton.jit(do_not_specialize=["n_tiles", "virtual", "per_program"])
-def stream_kernel(x_ptr, y_ptr, z_ptr, out_ptr, n, n_tiles, virtual, per_program, scalar,
+def stream_kernel(x_ptr, y_ptr, z_ptr, out_ptr, n_tiles, virtual, per_program, scalar,
                   KIND: tl.constexpr, BLOCK: tl.constexpr):
     pid = tl.program_id(0)
     programs = tl.num_programs(0)
@@ -63,8 +66,6 @@ def stream_kernel(x_ptr, y_ptr, z_ptr, out_ptr, n, n_tiles, virtual, per_program
         v = pid + i * programs
         tile = (v + v // n_tiles) % n_tiles
         offs = tile * BLOCK + lanes
-        # n is tiles * BLOCK, so every lane of a real tile is inside: the one mask is the program's
-        # own (a persistent grid's last round), the same for every lane, which keeps loads vectorized
         mask = tl.broadcast_to(v < virtual, (BLOCK,))
         if KIND == 0:  # read
             acc += tl.load(x_ptr + offs, mask=mask, other=0.0, cache_modifier=".cg")

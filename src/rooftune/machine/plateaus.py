@@ -285,3 +285,16 @@ def _slow_tail(points: Sequence[tuple[int, float]], named: dict[str, Plateau], c
     if statistics.median(r for _, r in run) * LEVEL_STEP > cache.bandwidth:
         return None
     return run[0][0]
+
+
+def sweep_sizes(max_bytes: int, steps_per_octave: int, min_bytes: int = 4096) -> list[int]:
+    """Geometric working-set sizes from ``min_bytes`` to ``max_bytes`` inclusive."""
+    octaves = math.log2(max_bytes / min_bytes)
+    n = max(1, math.ceil(octaves * steps_per_octave))
+    return sorted({int(round(min_bytes * 2 ** (i / steps_per_octave))) for i in range(n + 1)})
+
+
+def level_warnings(kind: str, named: dict[str, Plateau]) -> list[str]:
+    """A warning for each level of one kernel's sweep that no distinct plateau named."""
+    return [f"{kind}: no distinct {lvl} plateau in the sweep; {lvl} bandwidth is the median of the {p.points} "
+            "points inside its capacity range" for lvl, p in named.items() if not p.distinct]

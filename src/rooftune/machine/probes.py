@@ -25,6 +25,7 @@ from rooftune.machine.kernels import (
     fma_state,
     stream_kernel,
 )
+from rooftune.machine.plateaus import sweep_sizes  # noqa: F401  (re-exported: the sweep takes it from here)
 from rooftune.machine.team import ThreadTeam
 
 #: Ceilings are upper bounds. Other tenants and the OS can only slow a kernel down, so the fastest
@@ -226,13 +227,6 @@ def fma_peak(
 
 
 # ----------------------------------------------------------------------------- bandwidth sweep
-
-
-def sweep_sizes(max_bytes: int, steps_per_octave: int, min_bytes: int = 4096) -> list[int]:
-    """Geometric working-set sizes from ``min_bytes`` to ``max_bytes`` inclusive."""
-    octaves = math.log2(max_bytes / min_bytes)
-    n = max(1, math.ceil(octaves * steps_per_octave))
-    return sorted({int(round(min_bytes * 2 ** (i / steps_per_octave))) for i in range(n + 1)})
 
 
 @dataclass(frozen=True)

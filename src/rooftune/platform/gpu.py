@@ -1,9 +1,9 @@
 """A CUDA device as far as performance is concerned, and its stable id.
 
-A GPU's ceilings depend on the chip (name, compute capability, multiprocessors, memory, L2), on
-the libraries that build its kernels (torch and the CUDA it was built with, Triton, the driver)
-and, for the dispatch overhead, on the host CPU that launches them: the id is hashed from all of
-these, the host's platform id included, so one card in two hosts is two devices.
+A GPU's ceilings depend on the chip (name, compute capability, multiprocessors, memory, L2) and
+the card (its uuid), on the libraries that build its kernels (torch and the CUDA it was built
+with, Triton, the driver) and, for the dispatch overhead, on the host CPU that launches them: the
+id is hashed from all of these, the host's platform id included.
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ from typing import Any
 
 from rooftune.errors import InvalidArgument
 
-#: Fields hashed into the device id.
+#: Fields hashed into the device id: the card itself (its uuid: two cards of a kind differ, and
+#: ``cuda:1`` must not be given ``cuda:0``'s stored ceilings), what builds its kernels, and the host.
 ID_FIELDS = ("kind", "name", "capability", "multiprocessors", "memory_bytes", "l2_bytes", "host_id",
-             "library_versions")
+             "library_versions", "uuid")
 
 DEVICE_PATTERN = re.compile(r"^(cpu|cuda)(?::(\d+))?$")
 
@@ -67,6 +68,7 @@ class GpuDevice:
     library_versions: dict[str, str | None] = field(default_factory=dict)
     #: The SM and memory clocks' maxima in MHz (nvidia-smi), where it answers; not in the id.
     max_clocks_mhz: dict[str, int] = field(default_factory=dict)
+    #: The card's uuid as torch reports it (nvidia-smi names the card ``GPU-<uuid>``).
     uuid: str = ""
     kind: str = "cuda"
 
@@ -108,13 +110,22 @@ def is_device_fingerprint(d: Mapping[str, Any]) -> bool:
     return d.get("kind") == "cuda"
 
 
-def nvidia_smi_clocks(index: int, run: Any = subprocess.run) -> dict[str, int]:
-    """The device's maximum SM and memory clocks in MHz by ``nvidia-smi``; {} where it is missing or
-    does not answer (clocks describe the card; the ceilings are measured, not computed from them)."""
+def smi_id(uuid: str, index: int) -> str:
+    """How nvidia-smi names the card: by its uuid (torch's index counts only the devices
+    CUDA_VISIBLE_DEVICES lets it see, nvidia-smi's all of them), else by the index."""
+    if not uuid:
+        return str(index)
+    return uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}"
+
+
+def nvidia_smi_clocks(card: str, run: Any = subprocess.run) -> dict[str, int]:
+    """The maximum SM and memory clocks in MHz of ``card`` (see :func:`smi_id`) by ``nvidia-smi``;
+    {} where it is missing or does not answer (clocks describe the card; the ceilings are measured,
+    not computed from them)."""
     if shutil.which("nvidia-smi") is None and run is subprocess.run:
         return {}
     try:
-        r = run(["nvidia-smi", f"--id={index}", "--query-gpu=clocks.max.sm,clocks.max.memory",
+        r = run(["nvidia-smi", f"--id={card}", "--query-gpu=clocks.max.sm,clocks.max.memory",
                  "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return {}
@@ -165,17 +176,18 @@ def current_gpu(index: int = 0) -> GpuDevice:
         versions["triton"] = triton.__version__
     except ImportError:
         versions["triton"] = None
+    props = torch.cuda.get_device_properties(index)
+    card = smi_id(str(getattr(props, "uuid", "") or ""), index)
     try:
-        versions["driver"] = _driver_version(index)
+        versions["driver"] = _driver_version(card)
     except Exception:  # the driver's version is a detail; a device without it is still measured
         versions["driver"] = None
-    return describe_cuda(index, torch.cuda.get_device_properties(index), current_platform(), versions,
-                         nvidia_smi_clocks(index))
+    return describe_cuda(index, props, current_platform(), versions, nvidia_smi_clocks(card))
 
 
-def _driver_version(index: int) -> str | None:
+def _driver_version(card: str) -> str | None:
     if shutil.which("nvidia-smi") is None:
         return None
-    r = subprocess.run(["nvidia-smi", f"--id={index}", "--query-gpu=driver_version", "--format=csv,noheader"],
+    r = subprocess.run(["nvidia-smi", f"--id={card}", "--query-gpu=driver_version", "--format=csv,noheader"],
                        capture_output=True, text=True, timeout=10)
     return r.stdout.strip() or None if r.returncode == 0 else None

@@ -65,7 +65,8 @@ def plot_roofline(ceilings: Ceilings | GpuCeilings, path: str | Path) -> Path:
         )
     styles = ["-", "--", "-.", ":", (0, (5, 1))]
     # A label goes at the right end of its roof, or at the left end when the roof drawn before it
-    # (higher) is less than 1.25x above and its label took the right: no two labels overlap.
+    # (higher) is less than 1.25x above and its label took the right (three roofs within 1.25x of
+    # each other still crowd one end).
     last = {"right": math.inf, "left": math.inf}
     for (name, v), style in zip(sorted(roofs.items(), key=lambda kv: -kv[1]), styles * 2, strict=False):
         ax.axhline(v, color="black", ls=style, lw=1.2)
