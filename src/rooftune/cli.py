@@ -346,8 +346,9 @@ def _seconds(t: float) -> str:
 
 
 def _print_analysis(a: Any, top: int) -> None:
+    where = f"on {a.device}, " if a.device != "cpu" else ""
     out.print(
-        f"[bold]{a.model}[/bold] ({a.workload_kind}), batch {a.batch}, {a.threads} thread{'s' if a.threads > 1 else ''}, "
+        f"[bold]{a.model}[/bold] ({a.workload_kind}), batch {a.batch}, {where}{a.threads} thread{'s' if a.threads > 1 else ''}, "
         f"input {', '.join('x'.join(map(str, s)) for s in a.input_shapes)}; {len(a.ops)} ops captured by {a.capture}"
     )
     out.print(
@@ -402,6 +403,9 @@ def analyze(
     budget: Annotated[float, typer.Option("--budget", help="Timing budget per analysis point, seconds.")] = 10.0,
     quick: Annotated[bool, typer.Option("--quick", help="Accept (or measure) quick ceilings.")] = False,
     db: Annotated[str | None, typer.Option("--db", help="Store: a file path or SQLAlchemy URL.")] = None,
+    device: Annotated[
+        str, typer.Option("--device", help="cpu, or cuda / cuda:N: run the model there and place its ops on that device's roofline.")
+    ] = "cpu",
 ) -> None:
     """Place every op of a model on the measured roofline and say where the time goes."""
     from pathlib import Path
@@ -427,7 +431,7 @@ def analyze(
     with progress:
         analyses = run_analysis(
             model, batch=batches, inputs=shapes or None, options=options, threads=thread_list,
-            budget_s=budget, quick=quick, db=db, progress=update,
+            budget_s=budget, quick=quick, db=db, progress=update, device=device,
         )
     written = []
     if csv_path:

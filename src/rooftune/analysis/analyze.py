@@ -39,6 +39,7 @@ from rooftune.units import threads_of
 
 if TYPE_CHECKING:
     from rooftune.machine import Ceilings
+    from rooftune.machine.gpu import GpuCeilings
 
 #: Default timing budget of one analysis point (seconds): resnet50 at batch 1 on 2 cores gets
 #: ~60 interleaved runs, enough for a per-op median within a few percent.
@@ -128,6 +129,8 @@ class Analysis:
     warnings: tuple[str, ...] = ()
     ceilings_quick: bool = False
     created_at: float = field(default_factory=time.time)
+    #: "cpu", or the CUDA device the model ran on ("cuda:0 NVIDIA H200"); ``threads`` are the host's.
+    device: str = "cpu"
 
     # -- model totals --------------------------------------------------------------------
     @property
@@ -227,6 +230,7 @@ class Analysis:
             "warnings": list(self.warnings),
             "duration_s": self.duration_s,
             "created_at": self.created_at,
+            "device": self.device,
         }
 
     @classmethod
@@ -240,7 +244,7 @@ class Analysis:
             end_to_end_iqr_s=d["end_to_end_iqr_s"], ops_sum_s=d["ops_sum_s"],
             accounting_ratio=d["accounting_ratio"], accounting_ci=tuple(d["accounting_ratio_ci"]), runs=d["runs"], ops=ops, roofs=d["roofs"],  # type: ignore[arg-type]
             duration_s=d["duration_s"], warnings=tuple(d["warnings"]), ceilings_quick=d["ceilings_quick"],
-            created_at=d["created_at"],
+            created_at=d["created_at"], device=d.get("device", "cpu"),
         )
 
 
@@ -283,15 +287,20 @@ def check_budget(budget_s: float) -> float:
 
 def analyze_workload(
     wl: Any,
-    ceilings: Ceilings,
+    ceilings: Ceilings | GpuCeilings,
     *,
     threads: int,
     budget_s: float = DEFAULT_BUDGET_S,
     progress: Progress | None = None,
 ) -> Analysis:
-    """Analyse a loaded :class:`~rooftune.workload.Workload` on ``threads`` threads."""
+    """Analyse a loaded :class:`~rooftune.workload.Workload` on ``threads`` threads; with a CUDA
+    device's GpuCeilings, the workload is on that device, the whole runs are timed by a clock that
+    waits for it and each op by events on its stream (:class:`rooftune.workload.graph.DeviceTimes`)."""
+    from rooftune.machine.gpu import GpuCeilings, cuda_clock
     from rooftune.workload import capture
 
+    on_gpu = isinstance(ceilings, GpuCeilings)
+    clock = cuda_clock(ceilings.platform.index) if on_gpu else time.perf_counter
     started = time.perf_counter()
     step = progress or (lambda *_: None)
     previous = torch.get_num_threads()
@@ -307,13 +316,14 @@ def analyze_workload(
             whole, total, parts = measure_parts(
                 graph.run_timed, labels, reference=wl, label=f"{wl.name} end-to-end",
                 params={"batch": wl.batch, "threads": threads}, policy=policy,
-                platform_id=ceilings.platform.id,
+                platform_id=ceilings.platform.id, clock=clock,
             )
         step(f"time {wl.name} (batch {wl.batch}, {threads_of(threads)})", 1, 1)
     finally:
         torch.set_num_threads(previous)
-    roofs = Roofs.from_ceilings(ceilings, threads)
-    faster = lower_precisions(roofs.peak)
+    roofs = Roofs.from_gpu(ceilings, threads) if on_gpu else Roofs.from_ceilings(ceilings, threads)
+    # the CPU's hints name `tune --bf16/--int8` by its GEMM roofs; on a device the general rule
+    faster = None if on_gpu else lower_precisions(roofs.peak)
     results = []
     for op, cost, m in zip(graph.ops, costs, parts, strict=True):
         dtype = _dtype_of(op)
@@ -331,6 +341,10 @@ def analyze_workload(
         )
     pair_ratios = [t / w for t, w in zip(total.samples, whole.samples, strict=False) if w > 0]
     warnings = list(roofs.notes)
+    if on_gpu:
+        warnings.append("op times are the device's (events around each op on its stream); the end-to-end time "
+                        "is the host's until the device is done, so what they leave unattributed is the host "
+                        "between ops")
     if graph.capture_note:
         warnings.append(graph.capture_note)
     warnings += [f"end-to-end: {w}" for w in whole.warnings]
@@ -349,7 +363,18 @@ def analyze_workload(
         roofs={"threads": threads, "peak_flops": roofs.peak, "bandwidth": roofs.bandwidth,
                "capacity_bytes": roofs.capacity, "dispatch_overhead_s": roofs.dispatch_s},
         duration_s=time.perf_counter() - started, warnings=tuple(warnings), ceilings_quick=ceilings.quick,
+        device=f"cuda:{ceilings.platform.index} {ceilings.platform.name}" if on_gpu else "cpu",
     )
+
+
+def on_cuda(wl: Any, index: int) -> Any:
+    """The workload moved to CUDA device ``index`` (its module, in place, and its inputs); a
+    program exported on the CPU is exported again there by the capture."""
+    import dataclasses
+
+    dev = torch.device("cuda", index)
+    wl.module.to(dev)
+    return dataclasses.replace(wl, inputs=tuple(x.to(dev) for x in wl.inputs), exported=None)
 
 
 def analyze(
@@ -361,26 +386,39 @@ def analyze(
     threads: int | Sequence[int] | None = None,
     budget_s: float = DEFAULT_BUDGET_S,
     quick: bool = False,
-    ceilings: Ceilings | None = None,
+    ceilings: Ceilings | GpuCeilings | None = None,
     db: str | None = None,
     store: Any = None,
     save: bool = True,
     progress: Progress | None = None,
+    device: str | None = None,
 ) -> list[Analysis]:
     """Analyse ``model`` at every (threads, batch) point given; one point by default.
+
+    ``device`` "cuda" or "cuda:N" runs the model there and places its ops on that device's
+    roofline (``rooftune machine --device cuda``, measured now if the store has none); ``threads``
+    are then the host's.
 
     ``model`` is anything :func:`rooftune.workload.load_workload` takes, or a loaded Workload. The
     ceilings come from the store (measured now if missing). Each analysis is saved in the store
     with its platform unless ``save`` is False. Several thread counts or batches make a trajectory.
     """
     from rooftune.machine import get_ceilings
+    from rooftune.machine.gpu import GpuCeilings
     from rooftune.platform import current_platform
+    from rooftune.platform.gpu import check_cuda, parse_device
     from rooftune.store import Store
     from rooftune.workload import Workload, load_workload
 
     budget_s = check_budget(budget_s)
-    platform = ceilings.platform if ceilings is not None else current_platform()
-    thread_list = check_threads([threads] if isinstance(threads, int) else threads, platform.usable_cores)
+    kind, index = parse_device(device)
+    if ceilings is not None and isinstance(ceilings, GpuCeilings) != (kind == "cuda"):
+        raise InvalidArgument("ceilings", ceilings.describe(), f"are not {device or 'cpu'}'s: pass the ceilings of "
+                              "the device the model runs on, or none")
+    if kind == "cuda":
+        check_cuda(index or 0, device)
+    host = current_platform() if kind == "cuda" or ceilings is None else ceilings.platform
+    thread_list = check_threads([threads] if isinstance(threads, int) else threads, host.usable_cores)
     batches: list[int | None] = [batch] if batch is None or isinstance(batch, int) else list(batch) or [None]
     if isinstance(model, Workload):
         if len(batches) > 1 or batches[0] is not None:
@@ -389,11 +427,18 @@ def analyze(
     else:
         # Load every batch first: a model that fails on any input fails before anything is measured.
         loaded = {b: load_workload(model, batch=b, inputs=inputs, options=options) for b in batches}
+    if kind == "cuda":
+        loaded = {b: on_cuda(wl, index or 0) for b, wl in loaded.items()}
     own_store = store is None and (save or ceilings is None)
     store = store if store is not None else (Store(db) if own_store else None)
     try:
-        if ceilings is None:
-            ceilings = get_ceilings(quick=quick, store=store, platform=platform, progress=progress)
+        if ceilings is None and kind == "cuda":
+            from rooftune.machine.gpu import get_gpu_ceilings
+
+            ceilings = get_gpu_ceilings(index or 0, quick=quick, store=store, progress=progress)
+        elif ceilings is None:
+            ceilings = get_ceilings(quick=quick, store=store, platform=host, progress=progress)
+        platform = ceilings.platform
         out = []
         for wl in loaded.values():
             for t in thread_list:

@@ -22,6 +22,7 @@ from rooftune.costs import OpCost
 
 if TYPE_CHECKING:
     from rooftune.machine import Ceilings
+    from rooftune.machine.gpu import GpuCeilings
 
 #: An op within 2x the framework's dispatch floor is limited by overhead, not by the hardware.
 OVERHEAD_FACTOR = 2.0
@@ -45,6 +46,10 @@ class Roofs:
     capacity: dict[str, int]
     dispatch_s: float
     notes: tuple[str, ...] = ()
+    #: On a CUDA device: op kind -> dtype -> the matrix roof its kernels run on (convolutions and
+    #: products run on the matrix units, everything else on the vector units: ``vector``).
+    matrix: dict[str, dict[str, str]] | None = None
+    vector: dict[str, str] | None = None
 
     @classmethod
     def from_ceilings(cls, ceilings: Ceilings, threads: int) -> Roofs:
@@ -79,7 +84,44 @@ class Roofs:
             notes=tuple(notes),
         )
 
-    def peak_for(self, dtype: str) -> tuple[str, float]:
+    @classmethod
+    def from_gpu(cls, ceilings: GpuCeilings, threads: int) -> Roofs:
+        """The roofs of a CUDA device: its matrix roof by dtype for convolutions, products,
+        attention and recurrent layers, in fp32 the tf32 roof where torch lets that kind use TF32
+        (``torch.backends.cudnn.allow_tf32`` for convolutions and recurrent layers, the float32
+        matmul precision for products); the vector FMA peak for every other op."""
+        import torch
+
+        def fp32(tf32: bool) -> str:
+            return "gemm_tf32" if tf32 else "gemm_fp32"
+
+        cudnn = bool(torch.backends.cudnn.allow_tf32)
+        matmul = torch.get_float32_matmul_precision() != "highest"
+        low = {"float16": "gemm_fp16", "bfloat16": "gemm_bf16", "int8": "gemm_int8", "float8_e4m3fn": "gemm_fp8"}
+        matrix = {kind: {"float32": fp32(tf), **low} for kind, tf in
+                  (("conv", cudnn), ("rnn", cudnn), ("linear", matmul), ("matmul", matmul), ("attention", matmul))}
+        notes = []
+        if cudnn or matmul:
+            notes.append("fp32 " + " and ".join(n for n, on in (("convolutions and recurrent layers", cudnn),
+                                                                ("matrix products", matmul)) if on)
+                         + " are placed under the tf32 roof: torch lets them use TF32")
+        return cls(
+            threads=threads,
+            peak={k: v for k, v in ceilings.peak_flops.items() if v > 0},
+            bandwidth={lv: ceilings.bandwidth[lv] for lv in LEVEL_ORDER if lv in ceilings.bandwidth},
+            capacity={lv: c for lv, c in ceilings.capacity_bytes.items() if lv in ceilings.bandwidth},
+            dispatch_s=ceilings.dispatch_overhead_s,
+            notes=tuple(notes),
+            matrix=matrix,
+            vector={"float64": "fp64"},
+        )
+
+    def peak_for(self, dtype: str, kind: str = "") -> tuple[str, float]:
+        if self.matrix is not None:  # a CUDA device
+            name = self.matrix.get(kind, {}).get(dtype) or (self.vector or {}).get(dtype, "fp32")
+            if name not in self.peak:
+                name = "fp32"
+            return name, self.peak.get(name, 0.0)
         name = DTYPE_ROOF.get(dtype, "fp32")
         if name not in self.peak:
             name = "fp32"
@@ -110,7 +152,7 @@ class Placement:
 def place(cost: OpCost, time_s: float, dtype: str, roofs: Roofs) -> Placement:
     """Place one op (see the module docstring). An op without a cost formula gets only its
     dispatch floor as lower bound and no efficiency or headroom."""
-    roof_name, peak = roofs.peak_for(dtype)
+    roof_name, peak = roofs.peak_for(dtype, cost.kind)
     overhead = time_s <= OVERHEAD_FACTOR * roofs.dispatch_s
     if not cost.known:
         return Placement("", roof_name, None, 0.0, 0.0, roofs.dispatch_s, None,

@@ -182,6 +182,40 @@ def _outputs(node: fx.Node) -> tuple[TensorMeta, ...]:
     return ()
 
 
+class DeviceTimes:
+    """The time each op of a run spends on a CUDA device's stream: an event recorded before and after
+    each op's launch, read once the run is done (the host's clock would time the launch, not the
+    kernels). Where the device waits on the host, the op's time includes its launch, as a CPU op's
+    includes its dispatch. Used when the clock given to ``run_timed`` names a device (its
+    ``cuda_device`` attribute: :func:`rooftune.machine.gpu.cuda_clock`)."""
+
+    def __init__(self, n: int, device: int) -> None:
+        self.device = device
+        self.pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
+
+    def start(self, i: int) -> None:
+        if i < len(self.pairs):  # a run of more ops than captured fails after it, by its count
+            self.pairs[i][0].record()
+
+    def stop(self, i: int) -> None:
+        if i < len(self.pairs):
+            self.pairs[i][1].record()
+
+    def durations(self) -> list[float]:
+        torch.cuda.synchronize(self.device)
+        return [s.elapsed_time(e) / 1e3 for s, e in self.pairs]
+
+
+def device_times(clock: Clock, n: int, cache: dict[int, DeviceTimes]) -> DeviceTimes | None:
+    """The DeviceTimes of ``n`` ops for a clock that names a CUDA device (kept in ``cache``), else None."""
+    device = getattr(clock, "cuda_device", None)
+    if device is None:
+        return None
+    if device not in cache:
+        cache[device] = DeviceTimes(n, device)
+    return cache[device]
+
+
 class _TimedInterpreter(fx.Interpreter):
     """Runs the exported graph node by node, timing each op's call and nothing else."""
 
@@ -190,6 +224,7 @@ class _TimedInterpreter(fx.Interpreter):
         self.timed = timed
         self.clock: Clock = time.perf_counter
         self.durations: list[float] = [0.0] * len(timed)
+        self.events: DeviceTimes | None = None
         self._index = -1
 
     def run_node(self, n: fx.Node) -> Any:
@@ -200,6 +235,11 @@ class _TimedInterpreter(fx.Interpreter):
         i = self._index
         if i < 0:
             return target(*args, **kwargs)
+        if self.events is not None:
+            self.events.start(i)
+            out = target(*args, **kwargs)
+            self.events.stop(i)
+            return out
         clock = self.clock
         t0 = clock()
         out = target(*args, **kwargs)
@@ -237,12 +277,14 @@ def capture_export(wl: Workload) -> OpGraph:
         timed[node] = idx
     interp = _TimedInterpreter(gm, timed)
     flat = list(wl.inputs)
+    events: dict[int, DeviceTimes] = {}
 
     def run_timed(clock: Clock) -> list[float]:
         interp.clock = clock
         interp.durations = [0.0] * len(ops)
+        interp.events = device_times(clock, len(ops), events)
         interp.run(*flat)
-        return interp.durations
+        return interp.events.durations() if interp.events is not None else interp.durations
 
     return OpGraph(wl.name, tuple(ops), "torch.export", "", run_timed)
 
@@ -324,10 +366,13 @@ def _leaf_modules(root: nn.Module) -> list[tuple[str, nn.Module]]:
 def capture_hooks(wl: Workload, note: str) -> OpGraph:
     """The op graph from forward hooks on the leaf modules (functional ops are not seen)."""
     leaves = _leaf_modules(wl.module)
-    state: dict[str, Any] = {"clock": time.perf_counter, "durations": [], "starts": {}, "record": None}
+    state: dict[str, Any] = {"clock": time.perf_counter, "durations": [], "starts": {}, "record": None,
+                             "events": None}
 
     def pre(path: str) -> Callable[..., None]:
         def hook(m: nn.Module, inputs: tuple[Any, ...]) -> None:
+            if state["events"] is not None:  # the i-th leaf run: its start event
+                state["events"].start(len(state["durations"]) + len(state["starts"]))
             state["starts"][path] = state["clock"]()
 
         return hook
@@ -335,6 +380,8 @@ def capture_hooks(wl: Workload, note: str) -> OpGraph:
     def post(path: str) -> Callable[..., None]:
         def hook(m: nn.Module, inputs: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> None:
             t1 = state["clock"]()
+            if state["events"] is not None:
+                state["events"].stop(len(state["durations"]))
             state["durations"].append(t1 - state["starts"].pop(path))
             if state["record"] is not None:  # keyword arguments follow the positional ones, in order
                 state["record"].append((path, m, tuple(inputs) + tuple(kwargs.values()), output))
@@ -359,15 +406,18 @@ def capture_hooks(wl: Workload, note: str) -> OpGraph:
     state["record"] = None
     n_ops = len(ops)
 
+    events: dict[int, DeviceTimes] = {}
+
     def run_timed(clock: Clock) -> list[float]:
         state["clock"] = clock
         state["durations"] = []
+        state["events"] = device_times(clock, n_ops, events)
         with torch.no_grad():
             wl.module(*wl.inputs)
         d = state["durations"]
         if len(d) != n_ops:
             raise RuntimeError(f"the model ran {len(d)} leaf modules this time, {n_ops} when captured")
-        return d
+        return state["events"].durations() if state["events"] is not None else d
 
     return OpGraph(wl.name, tuple(ops), "module hooks", note, run_timed)
 
