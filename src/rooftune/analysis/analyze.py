@@ -52,6 +52,9 @@ WARMUP_SHARE = 0.2
 MIN_RUNS = 10
 #: Opportunities listed by default.
 TOP_N = 10
+#: On a CUDA device, op times that add up to more than this share of the run mean the device
+#: waited for the host's launches (resnet50 at batch 1 on an H200: 149 %; at batch 64: 103 %).
+GPU_LAUNCH_BOUND = 1.1
 
 Progress = Callable[[str, int, int], None]
 
@@ -345,6 +348,11 @@ def analyze_workload(
         warnings.append("op times are the device's (events around each op on its stream); the end-to-end time "
                         "is the host's until the device is done, so what they leave unattributed is the host "
                         "between ops")
+        ratio = stats.median(pair_ratios) if pair_ratios else math.nan
+        if ratio > GPU_LAUNCH_BOUND:
+            warnings.append(f"the op times add up to {ratio:.0%} of the run: the device waited for the host, so each "
+                            "op's time holds its launch, issued by the interpreter that times it (slower than the "
+                            "model's own forward); the run is bound by launches, not by the device")
     if graph.capture_note:
         warnings.append(graph.capture_note)
     warnings += [f"end-to-end: {w}" for w in whole.warnings]

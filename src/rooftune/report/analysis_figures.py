@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rooftune.report.figures import _LEVEL_COLOURS, _figure
+from rooftune.report.figures import _LEVEL_COLOURS, _figure, label_roofs
 from rooftune.units import fmt_rate, threads_of
 
 if TYPE_CHECKING:
@@ -46,13 +46,30 @@ def _peak(roofs: dict[str, Any]) -> float:
     return float(peaks.get("fp32") or max(peaks.values(), default=1e9))
 
 
+def _where(a: Analysis) -> str:
+    """"cuda:0 NVIDIA H200" for a model run on a device, else "2 threads"."""
+    return a.device if a.device != "cpu" else threads_of(a.threads)
+
+
+def _used_roofs(a: Analysis) -> list[tuple[str, float]]:
+    """The compute roofs the ops were placed under, highest first (fp32's where none was)."""
+    peaks = a.roofs["peak_flops"]
+    used = {o.roof_name for o in a.ops if o.flops and peaks.get(o.roof_name)}
+    return sorted(((n, float(peaks[n])) for n in used), key=lambda kv: -kv[1]) or [("fp32", _peak(a.roofs))]
+
+
 def plot_ops_roofline(a: Analysis, path: str | Path) -> Path:
     """Every op with FLOPs as a dot: x = arithmetic intensity, y = attained FLOP/s, area = share of
-    time, colour = op kind; the measured roofs of this thread count behind them."""
+    time, colour = op kind; the measured roofs of this thread count (or device) behind them, every
+    compute roof an op was placed under (a device's matrix roof above its vector peak)."""
     fig, ax = _figure()
-    peak = _peak(a.roofs)
+    used = _used_roofs(a)
+    peak = used[0][1]
     _roof_lines(ax, a.roofs, peak)
-    ax.annotate(f"fp32 peak {fmt_rate(peak, 'FLOP/s')} ({threads_of(a.threads)})", (2e3, peak), ha="right", va="bottom", fontsize=8)
+    for _name, value in used[1:]:
+        ax.axhline(value, color="black", lw=1.0, ls="--")
+    label_roofs(ax, [(f"{name} {fmt_rate(value, 'FLOP/s')}" + ("" if a.device != "cpu" else f" ({_where(a)})"), value)
+                     for name, value in used], 1e-2, 1e4)
     seen: set[str] = set()
     for o in a.ops:
         if not o.flops or not o.moved_bytes or o.time_s <= 0:
@@ -71,7 +88,7 @@ def plot_ops_roofline(a: Analysis, path: str | Path) -> Path:
     ax.set_ylim(min(a.roofs["bandwidth"].values(), default=1e9) * 1e-3, peak * 3)
     ax.set_xlabel("arithmetic intensity (FLOP / compulsory byte)")
     ax.set_ylabel("attained performance (FLOP/s)")
-    ax.set_title(f"{a.model}, batch {a.batch}, {a.threads} threads: ops on the roofline (area = share of time)", fontsize=10)
+    ax.set_title(f"{a.model}, batch {a.batch}, {_where(a)}: ops on the roofline (area = share of time)", fontsize=10)
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=7, ncol=2, loc="lower right", markerscale=0.5)
     fig.tight_layout()
@@ -88,7 +105,7 @@ def plot_time_roofline(a: Analysis, path: str | Path) -> Path:
     import numpy as np
 
     fig, (ax_f, ax_b) = plt.subplots(1, 2, figsize=(12, 5), dpi=110, sharey=True)
-    peak = _peak(a.roofs)
+    used = _used_roofs(a)
     floor = a.roofs["dispatch_overhead_s"]
     ops = [o for o in a.ops if o.flops is not None and o.time_s > 0]
     for ax, attr in ((ax_f, "flops"), (ax_b, "bytes")):
@@ -97,7 +114,9 @@ def plot_time_roofline(a: Analysis, path: str | Path) -> Path:
             continue
         grid = np.logspace(np.log10(min(xs)) - 0.5, np.log10(max(xs)) + 0.5, 100)
         if attr == "flops":
-            ax.plot(grid, grid / peak, color="black", lw=1.5, label=f"T = F / {fmt_rate(peak, 'FLOP/s')}")
+            for (name, peak), style in zip(used, ("-", "--", "-.", ":") * 3, strict=False):
+                ax.plot(grid, grid / peak, color="black", lw=1.5, ls=style,
+                        label=f"T = F / {fmt_rate(peak, 'FLOP/s')}" + (f" ({name})" if len(used) > 1 else ""))
         else:
             for level, bw in a.roofs["bandwidth"].items():
                 ax.plot(grid, grid / bw, color=_LEVEL_COLOURS.get(level, "grey"), lw=1.5, label=f"T = B / {level} {fmt_rate(bw, 'B/s')}")
@@ -117,7 +136,7 @@ def plot_time_roofline(a: Analysis, path: str | Path) -> Path:
     ax_f.set_xlabel("FLOPs")
     ax_b.set_xlabel("compulsory bytes")
     ax_f.set_ylabel("measured time (s)")
-    fig.suptitle(f"{a.model}, batch {a.batch}, {a.threads} threads: time-based roofline "
+    fig.suptitle(f"{a.model}, batch {a.batch}, {_where(a)}: time-based roofline "
                  f"(lower bound {a.lower_bound_s * 1e3:.2f} ms, measured {a.end_to_end_s * 1e3:.2f} ms)", fontsize=10)
     fig.tight_layout()
     return _save(fig, path)

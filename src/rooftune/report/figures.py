@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +43,17 @@ def _figure() -> tuple[Any, Any]:
     return plt.subplots(figsize=(8, 5.5), dpi=110)
 
 
+def label_roofs(ax: Any, labelled: Sequence[tuple[str, float]], left: float, right: float) -> None:
+    """Each roof's label (highest roof first) at the right end of its line, or at the left end when
+    the roof labelled before it is less than 1.25x above and took the right (three roofs within
+    1.25x of each other still crowd one end)."""
+    last = {"right": math.inf, "left": math.inf}
+    for text, v in labelled:
+        side = "right" if last["right"] >= 1.25 * v or last["left"] < 1.25 * v else "left"
+        ax.annotate(text, (right * 0.2 if side == "right" else left * 1.3, v), fontsize=8, ha=side, va="bottom")
+        last[side] = v
+
+
 def plot_roofline(ceilings: Ceilings | GpuCeilings, path: str | Path) -> Path:
     """Log-log roofline: attainable FLOP/s against arithmetic intensity, every ceiling labelled."""
     import numpy as np
@@ -64,16 +76,10 @@ def plot_roofline(ceilings: Ceilings | GpuCeilings, path: str | Path) -> Path:
             va="bottom",
         )
     styles = ["-", "--", "-.", ":", (0, (5, 1))]
-    # A label goes at the right end of its roof, or at the left end when the roof drawn before it
-    # (higher) is less than 1.25x above and its label took the right (three roofs within 1.25x of
-    # each other still crowd one end).
-    last = {"right": math.inf, "left": math.inf}
-    for (name, v), style in zip(sorted(roofs.items(), key=lambda kv: -kv[1]), styles * 2, strict=False):
+    for (_name, v), style in zip(sorted(roofs.items(), key=lambda kv: -kv[1]), styles * 2, strict=False):
         ax.axhline(v, color="black", ls=style, lw=1.2)
-        side = "right" if last["right"] >= 1.25 * v or last["left"] < 1.25 * v else "left"
-        ax.annotate(f"{_ROOF_LABELS.get(name, name)}: {fmt_rate(v, 'FLOP/s')}", (2e3 if side == "right" else 1.3e-3, v),
-                    fontsize=8, ha=side, va="bottom")
-        last[side] = v
+    label_roofs(ax, [(f"{_ROOF_LABELS.get(name, name)}: {fmt_rate(v, 'FLOP/s')}", v)
+                     for name, v in sorted(roofs.items(), key=lambda kv: -kv[1])], 1e-3, 1e4)
     ax.set_xscale("log")
     ax.set_yscale("log")
     lo = min(min(ceilings.bandwidth.values(), default=1e9) * 1e-3, top / 1e4)
