@@ -257,13 +257,14 @@ def write_csv(analyses: Sequence[Analysis], path: str | Path) -> Path:
     import json
 
     p = Path(path)
-    columns = ["model", "batch", "threads", *OpResult.__dataclass_fields__, "attained_flops", "attained_bytes_per_s"]
+    columns = ["model", "batch", "threads", "device", *OpResult.__dataclass_fields__, "attained_flops",
+               "attained_bytes_per_s"]
     with p.open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=columns)
         w.writeheader()
         for a in analyses:
             for o in a.ops:
-                row = {"model": a.model, "batch": a.batch, "threads": a.threads, **o.to_dict()}
+                row = {"model": a.model, "batch": a.batch, "threads": a.threads, "device": a.device, **o.to_dict()}
                 w.writerow({k: json.dumps(v) if isinstance(v, (dict, list)) else v for k, v in row.items()})
     return p
 
@@ -300,10 +301,24 @@ def analyze_workload(
     device's GpuCeilings, the workload is on that device, the whole runs are timed by a clock that
     waits for it and each op by events on its stream (:class:`rooftune.workload.graph.DeviceTimes`)."""
     from rooftune.machine.gpu import GpuCeilings, cuda_clock
+
+    on_gpu = isinstance(ceilings, GpuCeilings)
+    if on_gpu:
+        from rooftune.machine.gpu import on_device
+
+        with on_device(ceilings.platform.index):  # the events' stream and every launch: that device's
+            return _analyze(wl, ceilings, threads, budget_s, progress, cuda_clock(ceilings.platform.index))
+    return _analyze(wl, ceilings, threads, budget_s, progress, time.perf_counter)
+
+
+def _analyze(wl: Any, ceilings: Any, threads: int, budget_s: float, progress: Progress | None,
+             clock: Callable[[], float]) -> Analysis:
+    from rooftune.machine.gpu import GpuCeilings
     from rooftune.workload import capture
 
     on_gpu = isinstance(ceilings, GpuCeilings)
-    clock = cuda_clock(ceilings.platform.index) if on_gpu else time.perf_counter
+    # the roofs first: what cannot be read fails before the timing, not after it
+    roofs = Roofs.from_gpu(ceilings, threads) if on_gpu else Roofs.from_ceilings(ceilings, threads)
     started = time.perf_counter()
     step = progress or (lambda *_: None)
     previous = torch.get_num_threads()
@@ -324,7 +339,6 @@ def analyze_workload(
         step(f"time {wl.name} (batch {wl.batch}, {threads_of(threads)})", 1, 1)
     finally:
         torch.set_num_threads(previous)
-    roofs = Roofs.from_gpu(ceilings, threads) if on_gpu else Roofs.from_ceilings(ceilings, threads)
     # the CPU's hints name `tune --bf16/--int8` by its GEMM roofs; on a device the general rule
     faster = None if on_gpu else lower_precisions(roofs.peak)
     results = []
@@ -344,6 +358,9 @@ def analyze_workload(
         )
     pair_ratios = [t / w for t, w in zip(total.samples, whole.samples, strict=False) if w > 0]
     warnings = list(roofs.notes)
+    tf32 = sorted({r.kind for r in results if r.roof_name == "gemm_tf32" and r.dtype == "float32"})
+    if tf32:
+        warnings.append(f"fp32 {', '.join(tf32)} ops are placed under the tf32 roof: torch lets them use TF32")
     if on_gpu:
         warnings.append("op times are the device's (events around each op on its stream); the end-to-end time "
                         "is the host's until the device is done, so what they leave unattributed is the host "
@@ -376,13 +393,15 @@ def analyze_workload(
 
 
 def on_cuda(wl: Any, index: int) -> Any:
-    """The workload moved to CUDA device ``index`` (its module, in place, and its inputs); a
-    program exported on the CPU is exported again there by the capture."""
+    """A copy of the workload on CUDA device ``index`` (its module copied there, its inputs moved;
+    the given one is left as it was); a program exported on the CPU is exported again there by the
+    capture."""
+    import copy
     import dataclasses
 
     dev = torch.device("cuda", index)
-    wl.module.to(dev)
-    return dataclasses.replace(wl, inputs=tuple(x.to(dev) for x in wl.inputs), exported=None)
+    return dataclasses.replace(wl, module=copy.deepcopy(wl.module).to(dev),
+                               inputs=tuple(x.to(dev) for x in wl.inputs), exported=None)
 
 
 def analyze(
@@ -420,7 +439,8 @@ def analyze(
 
     budget_s = check_budget(budget_s)
     kind, index = parse_device(device)
-    if ceilings is not None and isinstance(ceilings, GpuCeilings) != (kind == "cuda"):
+    if ceilings is not None and (isinstance(ceilings, GpuCeilings) != (kind == "cuda") or (
+            kind == "cuda" and ceilings.platform.index != (index or 0))):
         raise InvalidArgument("ceilings", ceilings.describe(), f"are not {device or 'cpu'}'s: pass the ceilings of "
                               "the device the model runs on, or none")
     if kind == "cuda":
@@ -435,8 +455,6 @@ def analyze(
     else:
         # Load every batch first: a model that fails on any input fails before anything is measured.
         loaded = {b: load_workload(model, batch=b, inputs=inputs, options=options) for b in batches}
-    if kind == "cuda":
-        loaded = {b: on_cuda(wl, index or 0) for b, wl in loaded.items()}
     own_store = store is None and (save or ceilings is None)
     store = store if store is not None else (Store(db) if own_store else None)
     try:
@@ -447,6 +465,8 @@ def analyze(
         elif ceilings is None:
             ceilings = get_ceilings(quick=quick, store=store, platform=host, progress=progress)
         platform = ceilings.platform
+        if kind == "cuda":  # copies: the caller's module stays where it is
+            loaded = {b: on_cuda(wl, index or 0) for b, wl in loaded.items()}
         out = []
         for wl in loaded.values():
             for t in thread_list:

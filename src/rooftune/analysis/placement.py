@@ -36,6 +36,33 @@ DTYPE_ROOF = {
 }
 
 
+def tf32_allowed(backend: str, op: str) -> bool:
+    """Whether torch lets an fp32 ``op`` use TF32 on a CUDA device: ``("cudnn", "conv")``,
+    ``("cudnn", "rnn")`` or ``("cuda", "matmul")``. The ``fp32_precision`` settings decide, the
+    op's own first, then its backend's, then torch's ("none" defers to the next); where all say
+    "none" (or torch predates them), the legacy flags: ``torch.backends.cudnn.allow_tf32`` and the
+    float32 matmul precision. torch refuses to read a legacy flag once the new settings were mixed
+    in; then TF32 is taken as allowed (the higher roof: no op is placed above it)."""
+    import operator
+
+    import torch
+
+    for path in (f"backends.{backend}.{op}.fp32_precision", f"backends.{backend}.fp32_precision",
+                 "backends.fp32_precision"):
+        try:
+            value = operator.attrgetter(path)(torch)
+        except (AttributeError, RuntimeError):
+            continue
+        if value in ("tf32", "ieee"):
+            return value == "tf32"
+    try:
+        if backend == "cudnn":
+            return bool(torch.backends.cudnn.allow_tf32)
+        return torch.get_float32_matmul_precision() != "highest"
+    except RuntimeError:
+        return True
+
+
 @dataclass(frozen=True)
 class Roofs:
     """The ceilings that apply to a run on ``threads`` threads."""
@@ -88,23 +115,16 @@ class Roofs:
     def from_gpu(cls, ceilings: GpuCeilings, threads: int) -> Roofs:
         """The roofs of a CUDA device: its matrix roof by dtype for convolutions, products,
         attention and recurrent layers, in fp32 the tf32 roof where torch lets that kind use TF32
-        (``torch.backends.cudnn.allow_tf32`` for convolutions and recurrent layers, the float32
-        matmul precision for products); the vector FMA peak for every other op."""
-        import torch
+        (:func:`tf32_allowed`); the vector FMA peak for every other op."""
 
         def fp32(tf32: bool) -> str:
             return "gemm_tf32" if tf32 else "gemm_fp32"
 
-        cudnn = bool(torch.backends.cudnn.allow_tf32)
-        matmul = torch.get_float32_matmul_precision() != "highest"
+        conv, rnn, matmul = tf32_allowed("cudnn", "conv"), tf32_allowed("cudnn", "rnn"), tf32_allowed("cuda", "matmul")
         low = {"float16": "gemm_fp16", "bfloat16": "gemm_bf16", "int8": "gemm_int8", "float8_e4m3fn": "gemm_fp8"}
         matrix = {kind: {"float32": fp32(tf), **low} for kind, tf in
-                  (("conv", cudnn), ("rnn", cudnn), ("linear", matmul), ("matmul", matmul), ("attention", matmul))}
-        notes = []
-        if cudnn or matmul:
-            notes.append("fp32 " + " and ".join(n for n, on in (("convolutions and recurrent layers", cudnn),
-                                                                ("matrix products", matmul)) if on)
-                         + " are placed under the tf32 roof: torch lets them use TF32")
+                  (("conv", conv), ("rnn", rnn), ("linear", matmul), ("matmul", matmul), ("attention", matmul))}
+        notes: list[str] = []
         return cls(
             threads=threads,
             peak={k: v for k, v in ceilings.peak_flops.items() if v > 0},

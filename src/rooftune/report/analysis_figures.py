@@ -148,10 +148,11 @@ def plot_trajectory(analyses: Sequence[Analysis], path: str | Path, top: int = 5
     fig, ax = _figure()
     last = analyses[-1]
     for i, a in enumerate(analyses):
-        _roof_lines(ax, a.roofs, _peak(a.roofs), alpha=0.25 + 0.75 * (i == len(analyses) - 1), label=i == len(analyses) - 1)
+        _roof_lines(ax, a.roofs, _used_roofs(a)[0][1], alpha=0.25 + 0.75 * (i == len(analyses) - 1),
+                    label=i == len(analyses) - 1)
 
     def label(a: Analysis) -> str:
-        return f"b{a.batch}/t{a.threads}"
+        return f"b{a.batch}/t{a.threads}" if a.device == "cpu" else f"b{a.batch}"
 
     xs = [a.flops / a.bytes for a in analyses]
     ys = [a.flops / a.end_to_end_s for a in analyses]
@@ -174,7 +175,8 @@ def plot_trajectory(analyses: Sequence[Analysis], path: str | Path, top: int = 5
     ax.set_xlim(1e-2, 1e4)
     ax.set_xlabel("arithmetic intensity (FLOP / compulsory byte)")
     ax.set_ylabel("attained performance (FLOP/s)")
-    ax.set_title(f"{last.model}: roofline trajectory over " + ", ".join(label(a) for a in analyses), fontsize=10)
+    ax.set_title(f"{last.model}: roofline trajectory over " + ", ".join(label(a) for a in analyses)
+                 + ("" if last.device == "cpu" else f" on {last.device}"), fontsize=10)
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()

@@ -322,7 +322,7 @@ class Store:
     # ------------------------------------------------------------------ analyses
 
     def save_analysis(
-        self, platform: Platform, data: Mapping[str, Any], *, model: str, batch: int, threads: int,
+        self, platform: Platform | GpuDevice, data: Mapping[str, Any], *, model: str, batch: int, threads: int,
         rooftune_version: str = "",
     ) -> int:
         """Store one model analysis (its JSON form) in one transaction; returns its id."""

@@ -184,36 +184,53 @@ def _outputs(node: fx.Node) -> tuple[TensorMeta, ...]:
 
 class DeviceTimes:
     """The time each op of a run spends on a CUDA device's stream: an event recorded before and after
-    each op's launch, read once the run is done (the host's clock would time the launch, not the
-    kernels). Where the device waits on the host, the op's time includes its launch, as a CPU op's
-    includes its dispatch. Used when the clock given to ``run_timed`` names a device (its
-    ``cuda_device`` attribute: :func:`rooftune.machine.gpu.cuda_clock`)."""
+    each op's launch on the device's current stream, read once the run is done (the host's clock
+    would time the launch, not the kernels). Where the device waits on the host, the op's time
+    includes its launch, as a CPU op's includes its dispatch. Used when the clock given to
+    ``run_timed`` names a device (its ``cuda_device`` attribute:
+    :func:`rooftune.machine.gpu.cuda_clock`)."""
 
     def __init__(self, n: int, device: int) -> None:
         self.device = device
-        self.pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
+        self.pairs: list[tuple[Any, Any] | None] = [None] * n
+
+    def _event(self) -> Any:
+        e = torch.cuda.Event(enable_timing=True)
+        e.record(torch.cuda.current_stream(self.device))
+        return e
 
     def start(self, i: int) -> None:
+        """Op ``i`` starts (ops numbered in the order they run: the graph's)."""
         if i < len(self.pairs):  # a run of more ops than captured fails after it, by its count
-            self.pairs[i][0].record()
+            self.pairs[i] = (self._event(), None)
 
     def stop(self, i: int) -> None:
+        if i < len(self.pairs) and self.pairs[i] is not None:
+            self.pairs[i] = (self.pairs[i][0], self._event())
+
+    def begin(self) -> Any:
+        """A start event now, for an op whose number is known only when it ends (module hooks
+        number ops in the order they finish)."""
+        return self._event()
+
+    def end(self, i: int, begun: Any) -> None:
         if i < len(self.pairs):
-            self.pairs[i][1].record()
+            self.pairs[i] = (begun, self._event())
 
     def durations(self) -> list[float]:
         torch.cuda.synchronize(self.device)
-        return [s.elapsed_time(e) / 1e3 for s, e in self.pairs]
+        out = []
+        for pair in self.pairs:
+            if pair is None or pair[1] is None:
+                raise RuntimeError("an op's events were not recorded in this run")
+            out.append(pair[0].elapsed_time(pair[1]) / 1e3)
+        return out
 
 
-def device_times(clock: Clock, n: int, cache: dict[int, DeviceTimes]) -> DeviceTimes | None:
-    """The DeviceTimes of ``n`` ops for a clock that names a CUDA device (kept in ``cache``), else None."""
+def device_times(clock: Clock, n: int) -> DeviceTimes | None:
+    """Fresh DeviceTimes of ``n`` ops for a clock that names a CUDA device, else None."""
     device = getattr(clock, "cuda_device", None)
-    if device is None:
-        return None
-    if device not in cache:
-        cache[device] = DeviceTimes(n, device)
-    return cache[device]
+    return None if device is None else DeviceTimes(n, device)
 
 
 class _TimedInterpreter(fx.Interpreter):
@@ -277,12 +294,11 @@ def capture_export(wl: Workload) -> OpGraph:
         timed[node] = idx
     interp = _TimedInterpreter(gm, timed)
     flat = list(wl.inputs)
-    events: dict[int, DeviceTimes] = {}
 
     def run_timed(clock: Clock) -> list[float]:
         interp.clock = clock
         interp.durations = [0.0] * len(ops)
-        interp.events = device_times(clock, len(ops), events)
+        interp.events = device_times(clock, len(ops))
         interp.run(*flat)
         return interp.events.durations() if interp.events is not None else interp.durations
 
@@ -371,18 +387,21 @@ def capture_hooks(wl: Workload, note: str) -> OpGraph:
 
     def pre(path: str) -> Callable[..., None]:
         def hook(m: nn.Module, inputs: tuple[Any, ...]) -> None:
-            if state["events"] is not None:  # the i-th leaf run: its start event
-                state["events"].start(len(state["durations"]) + len(state["starts"]))
-            state["starts"][path] = state["clock"]()
+            # on a device, an event on its stream; the host's clock is not read (it waits for it)
+            events = state["events"]
+            state["starts"][path] = events.begin() if events is not None else state["clock"]()
 
         return hook
 
     def post(path: str) -> Callable[..., None]:
         def hook(m: nn.Module, inputs: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> None:
-            t1 = state["clock"]()
-            if state["events"] is not None:
-                state["events"].stop(len(state["durations"]))
-            state["durations"].append(t1 - state["starts"].pop(path))
+            events = state["events"]
+            begun = state["starts"].pop(path)
+            if events is not None:  # ops are numbered in the order they finish, as the record has them
+                events.end(len(state["durations"]), begun)
+                state["durations"].append(0.0)
+            else:
+                state["durations"].append(state["clock"]() - begun)
             if state["record"] is not None:  # keyword arguments follow the positional ones, in order
                 state["record"].append((path, m, tuple(inputs) + tuple(kwargs.values()), output))
 
@@ -406,18 +425,21 @@ def capture_hooks(wl: Workload, note: str) -> OpGraph:
     state["record"] = None
     n_ops = len(ops)
 
-    events: dict[int, DeviceTimes] = {}
-
     def run_timed(clock: Clock) -> list[float]:
         state["clock"] = clock
         state["durations"] = []
-        state["events"] = device_times(clock, n_ops, events)
-        with torch.no_grad():
-            wl.module(*wl.inputs)
+        state["events"] = events = device_times(clock, n_ops)
+        try:
+            with torch.no_grad():
+                wl.module(*wl.inputs)
+        finally:
+            # the hooks stay on the module: the end-to-end runs between these must not read the
+            # device's clock (a wait per leaf) or record events
+            state["clock"], state["events"] = time.perf_counter, None
         d = state["durations"]
         if len(d) != n_ops:
             raise RuntimeError(f"the model ran {len(d)} leaf modules this time, {n_ops} when captured")
-        return state["events"].durations() if state["events"] is not None else d
+        return events.durations() if events is not None else d
 
     return OpGraph(wl.name, tuple(ops), "module hooks", note, run_timed)
 
