@@ -1,5 +1,6 @@
 """Measured ceilings of the machine: peak FLOP/s per precision and thread count, bandwidth of every
-memory level, GEMM roofs and the framework's dispatch overhead.
+memory level, GEMM roofs and the framework's dispatch overhead; a CUDA device's with
+:func:`get_gpu_ceilings`.
 
 The module object is callable: ``rooftune.machine(quick=True)`` is :func:`get_ceilings`.
 """
@@ -19,15 +20,19 @@ from rooftune.machine.ceilings import (
     validate_precisions,
     validate_threads,
 )
+from rooftune.machine.gpu import GPU_PRECISIONS, GpuCeilings, get_gpu_ceilings
 from rooftune.machine.plateaus import LEVELS, Plateau, detect_plateaus, name_plateaus
 
 __all__ = [
+    "GPU_PRECISIONS",
     "LEVELS",
     "PRECISIONS",
     "Ceilings",
+    "GpuCeilings",
     "Plateau",
     "detect_plateaus",
     "get_ceilings",
+    "get_gpu_ceilings",
     "measure_ceilings",
     "name_plateaus",
     "native_support",
