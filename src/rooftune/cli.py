@@ -166,14 +166,7 @@ def _print_ceilings(c: Any) -> None:
     out.print(f"platform id [bold]{p.id}[/bold]; OpenMP {((p.openmp or {}).get('library')) or 'none'}; "
               f"torch {p.library_versions.get('torch')}, oneDNN {p.library_versions.get('onednn')}, "
               f"MKL {p.library_versions.get('mkl')}")
-    when = datetime.fromtimestamp(c.measured_at).strftime("%Y-%m-%d %H:%M")
-    if c.from_store:
-        out.print(f"[dim]from the store, measured {when}{' (quick)' if c.quick else ''}; --refresh re-measures[/dim]")
-    else:
-        steps = sorted((c.details.get("step_s") or {}).items(), key=lambda kv: -kv[1])
-        spent = "; " + ", ".join(f"{name} {s:.1f} s" for name, s in steps) if steps else ""
-        out.print(f"[dim]measured {when} in {c.duration_s:.1f} s{' (quick)' if c.quick else ''}{spent}[/dim]",
-                  highlight=False)
+    _print_measured(c)
 
     t = Table(title="Peak compute (FLOP/s; int8: ops/s)", title_justify="left")
     if len(c.threads) <= 3:  # one row per roof, one column per thread count
@@ -194,7 +187,27 @@ def _print_ceilings(c: Any) -> None:
     for name, reason in c.skipped.items():
         out.print(f"[dim]{name} skipped: {reason}[/dim]")
 
-    b = Table(title=f"Memory bandwidth on {c.max_threads} threads (bytes/s)", title_justify="left")
+    out.print(_bandwidth_table(c, f"Memory bandwidth on {c.max_threads} threads (bytes/s)", c.capacity_bytes))
+    out.print(f"dispatch overhead (one tiny torch op): [bold]{c.dispatch_overhead_s * 1e6:.2f} us[/bold]")
+    for w in c.warnings:
+        err.print(f"[yellow]warning:[/yellow] {w}")
+
+
+def _print_measured(c: Any, steps_shown: int | None = None) -> None:
+    """When the ceilings were measured, from the store or now, and where a run's time went."""
+    when = datetime.fromtimestamp(c.measured_at).strftime("%Y-%m-%d %H:%M")
+    if c.from_store:
+        out.print(f"[dim]from the store, measured {when}{' (quick)' if c.quick else ''}; --refresh re-measures[/dim]")
+        return
+    steps = sorted((c.details.get("step_s") or {}).items(), key=lambda kv: -kv[1])[:steps_shown]
+    spent = "; " + ", ".join(f"{name} {s:.1f} s" for name, s in steps) if steps else ""
+    out.print(f"[dim]measured {when} in {c.duration_s:.1f} s{' (quick)' if c.quick else ''}{spent}[/dim]",
+              highlight=False)
+
+
+def _bandwidth_table(c: Any, title: str, capacity: dict[str, int]) -> Any:
+    """The ceiling of each memory level and what each sweep kernel reached there."""
+    b = Table(title=title, title_justify="left")
     b.add_column("level")
     b.add_column("capacity", justify="right")
     b.add_column("ceiling", justify="right")
@@ -202,17 +215,11 @@ def _print_ceilings(c: Any) -> None:
     for k in kernels:
         b.add_column(k, justify="right")
     for level, bw in c.bandwidth.items():
-        cap = c.capacity_bytes.get(level)
-        b.add_row(
-            level,
-            fmt_size(cap) if cap else "-",
-            _rate(bw, "B/s"),
-            *[_rate(c.bandwidth_by_kernel[k][level], "B/s") if level in c.bandwidth_by_kernel[k] else "-" for k in kernels],
-        )
-    out.print(b)
-    out.print(f"dispatch overhead (one tiny torch op): [bold]{c.dispatch_overhead_s * 1e6:.2f} us[/bold]")
-    for w in c.warnings:
-        err.print(f"[yellow]warning:[/yellow] {w}")
+        cap = capacity.get(level)
+        b.add_row(level, fmt_size(cap) if cap else "-", _rate(bw, "B/s"),
+                  *[_rate(c.bandwidth_by_kernel[k][level], "B/s") if level in c.bandwidth_by_kernel[k] else "-"
+                    for k in kernels])
+    return b
 
 
 def _print_gpu_ceilings(c: Any) -> None:
@@ -225,14 +232,7 @@ def _print_gpu_ceilings(c: Any) -> None:
     out.print(f"device id [bold]{d.id}[/bold] on host {d.host_id} ({d.host_cpu}); torch {v.get('torch')}, "
               f"CUDA {v.get('cuda')}, Triton {v.get('triton') or 'missing'}, driver {v.get('driver') or 'unknown'}",
               highlight=False)
-    when = datetime.fromtimestamp(c.measured_at).strftime("%Y-%m-%d %H:%M")
-    if c.from_store:
-        out.print(f"[dim]from the store, measured {when}{' (quick)' if c.quick else ''}; --refresh re-measures[/dim]")
-    else:
-        steps = sorted((c.details.get("step_s") or {}).items(), key=lambda kv: -kv[1])
-        spent = "; " + ", ".join(f"{name} {s:.1f} s" for name, s in steps[:4]) if steps else ""
-        out.print(f"[dim]measured {when} in {c.duration_s:.1f} s{' (quick)' if c.quick else ''}{spent}[/dim]",
-                  highlight=False)
+    _print_measured(c, steps_shown=4)
     t = Table(title="Peak compute on the device (FLOP/s; int8: ops/s)", title_justify="left")
     t.add_column("roof")
     t.add_column("rate", justify="right")
@@ -248,19 +248,8 @@ def _print_gpu_ceilings(c: Any) -> None:
     out.print(t)
     for name, reason in c.skipped.items():
         out.print(f"[dim]{name} skipped: {reason}[/dim]", highlight=False)
-    b = Table(title="Memory bandwidth on the device (bytes/s)", title_justify="left")
-    b.add_column("level")
-    b.add_column("capacity", justify="right")
-    b.add_column("ceiling", justify="right")
-    kernels = list(c.bandwidth_by_kernel)
-    for k in kernels:
-        b.add_column(k, justify="right")
-    for level, bw in c.bandwidth.items():
-        cap = c.capacity_bytes.get(level) or (d.memory_bytes if level == "DRAM" else None)
-        b.add_row(level, fmt_size(cap) if cap else "-", _rate(bw, "B/s"),
-                  *[_rate(c.bandwidth_by_kernel[k][level], "B/s") if level in c.bandwidth_by_kernel[k] else "-"
-                    for k in kernels])
-    out.print(b)
+    out.print(_bandwidth_table(c, "Memory bandwidth on the device (bytes/s)",
+                               {**c.capacity_bytes, "DRAM": d.memory_bytes}))
     out.print(f"dispatch overhead (one tiny torch op in a stream of them): [bold]{c.dispatch_overhead_s * 1e6:.2f} us"
               f"[/bold]; one op waited for: {c.launch_latency_s * 1e6:.2f} us")
     for w in c.warnings:
@@ -310,7 +299,7 @@ def machine(
         validate_precisions(precisions)
     plot_path = check_figure_path(plot, "--plot") if plot is not None else None
     sweep_path = check_figure_path(plot_sweep, "--plot-sweep") if plot_sweep is not None else None
-    if kind == "cuda":
+    if kind == "cuda":  # here, to name the value as the user wrote it
         from rooftune.machine.gpu import get_gpu_ceilings
         from rooftune.platform.gpu import check_cuda
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from rooftune.machine.kernels import STREAM_UNROLL, aligned_empty, fma_kernel, fma_state, stream_kernel
+from rooftune.machine.plateaus import sweep_sizes
 from rooftune.machine.team import ThreadTeam
 
 
@@ -162,7 +163,7 @@ def test_a_sweep_ends_for_every_kernel_and_pass_where_stop_says(monkeypatch: pyt
 
     from rooftune.machine import probes
 
-    sizes = probes.sweep_sizes(256 * 1024, 1, min_bytes=8192)  # 8 KiB .. 256 KiB
+    sizes = sweep_sizes(256 * 1024, 1, min_bytes=8192)  # 8 KiB .. 256 KiB
     effort = replace(probes.QUICK, sweep_kernels=("read", "triad"), sweep_passes=2)
     asked: list[int] = []
 

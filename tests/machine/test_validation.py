@@ -4,7 +4,7 @@ import pytest
 
 from rooftune.errors import InvalidArgument
 from rooftune.machine import validate_precisions, validate_threads
-from rooftune.machine.probes import sweep_sizes
+from rooftune.machine.plateaus import sweep_sizes
 
 
 def test_threads_default_is_every_count_on_small_machines_and_geometric_on_large() -> None:

@@ -124,14 +124,12 @@ class Roofs:
         low = {"float16": "gemm_fp16", "bfloat16": "gemm_bf16", "int8": "gemm_int8", "float8_e4m3fn": "gemm_fp8"}
         matrix = {kind: {"float32": fp32(tf), **low} for kind, tf in
                   (("conv", conv), ("rnn", rnn), ("linear", matmul), ("matmul", matmul), ("attention", matmul))}
-        notes: list[str] = []
         return cls(
             threads=threads,
             peak={k: v for k, v in ceilings.peak_flops.items() if v > 0},
             bandwidth={lv: ceilings.bandwidth[lv] for lv in LEVEL_ORDER if lv in ceilings.bandwidth},
             capacity={lv: c for lv, c in ceilings.capacity_bytes.items() if lv in ceilings.bandwidth},
             dispatch_s=ceilings.dispatch_overhead_s,
-            notes=tuple(notes),
             matrix=matrix,
             vector={"float64": "fp64"},
         )

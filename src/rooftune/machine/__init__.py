@@ -20,7 +20,6 @@ from rooftune.machine.ceilings import (
     validate_precisions,
     validate_threads,
 )
-from rooftune.machine.gpu import GPU_PRECISIONS, GpuCeilings, get_gpu_ceilings
 from rooftune.machine.plateaus import LEVELS, Plateau, detect_plateaus, name_plateaus
 
 __all__ = [
@@ -39,6 +38,19 @@ __all__ = [
     "validate_precisions",
     "validate_threads",
 ]
+
+
+#: A CUDA device's ceilings (rooftune.machine.gpu), imported when first asked for: that module
+#: brings the timing harness and NumPy, which `import rooftune.machine` does not need.
+_GPU_NAMES = ("GPU_PRECISIONS", "GpuCeilings", "get_gpu_ceilings")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _GPU_NAMES:
+        from rooftune.machine import gpu
+
+        return getattr(gpu, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class _CallableModule(types.ModuleType):

@@ -19,6 +19,7 @@ from rooftune.machine.plateaus import (
     level_warnings,
     name_plateaus,
     never_rising,
+    sweep_sizes,
 )
 from rooftune.platform import Platform
 
@@ -88,52 +89,61 @@ class Ceilings:
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (``rooftune machine --json``); :meth:`from_dict` reads it back."""
         per_thread = {k: {str(t): v for t, v in d.items()} for k, d in self.peak_flops_per_thread.items()}
-        return {
-            "platform": self.platform.to_dict(),
-            "threads": list(self.threads),
-            "peak_flops": {**self.peak_flops, "per_thread": per_thread, "skipped": dict(self.skipped)},
-            "bandwidth": dict(self.bandwidth),
-            "bandwidth_detail": {
-                "by_kernel": self.bandwidth_by_kernel,
-                "plateaus": {k: [p.to_dict() for p in ps] for k, ps in self.plateaus.items()},
-                "sweep": {k: [[b, r] for b, r in pts] for k, pts in self.sweep.items()},
-                "capacity_bytes": self.capacity_bytes,
-            },
-            "dispatch_overhead_s": self.dispatch_overhead_s,
-            "quick": self.quick,
-            "measured_at": self.measured_at,
-            "duration_s": self.duration_s,
-            "estimator": "best sample",
-            "details": self.details,
-            "warnings": list(self.warnings),
-            "from_store": self.from_store,
-        }
+        d = roofline_to_dict(self)
+        d["threads"] = list(self.threads)
+        d["peak_flops"]["per_thread"] = per_thread
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], *, from_store: bool = False) -> Ceilings:
-        peak = dict(d["peak_flops"])
-        per_thread = {k: {int(t): float(v) for t, v in pt.items()} for k, pt in peak.pop("per_thread").items()}
-        skipped = dict(peak.pop("skipped", {}))
-        detail = d["bandwidth_detail"]
-        return cls(
-            platform=Platform.from_dict(d["platform"]),
-            threads=tuple(d["threads"]),
-            peak_flops={k: float(v) for k, v in peak.items()},
-            peak_flops_per_thread=per_thread,
-            bandwidth={k: float(v) for k, v in d["bandwidth"].items()},
-            bandwidth_by_kernel=detail["by_kernel"],
-            plateaus={k: [Plateau.from_dict(p) for p in ps] for k, ps in detail["plateaus"].items()},
-            sweep={k: [(int(b), float(r)) for b, r in pts] for k, pts in detail["sweep"].items()},
-            capacity_bytes={k: int(v) for k, v in detail["capacity_bytes"].items()},
-            dispatch_overhead_s=float(d["dispatch_overhead_s"]),
-            quick=bool(d["quick"]),
-            measured_at=float(d["measured_at"]),
-            duration_s=float(d["duration_s"]),
-            skipped=skipped,
-            details=d.get("details", {}),
-            warnings=tuple(d.get("warnings", ())),
-            from_store=from_store,
-        )
+        per_thread = {k: {int(t): float(v) for t, v in pt.items()} for k, pt in d["peak_flops"]["per_thread"].items()}
+        return cls(platform=Platform.from_dict(d["platform"]), threads=tuple(d["threads"]),
+                   peak_flops_per_thread=per_thread, **roofline_from_dict(d, from_store))
+
+
+def roofline_to_dict(c: Any) -> dict[str, Any]:
+    """The JSON form of what a Ceilings and a GpuCeilings share (each adds its own keys)."""
+    return {
+        "platform": c.platform.to_dict(),
+        "peak_flops": {**c.peak_flops, "skipped": dict(c.skipped)},
+        "bandwidth": dict(c.bandwidth),
+        "bandwidth_detail": {
+            "by_kernel": c.bandwidth_by_kernel,
+            "plateaus": {k: [p.to_dict() for p in ps] for k, ps in c.plateaus.items()},
+            "sweep": {k: [[b, r] for b, r in pts] for k, pts in c.sweep.items()},
+            "capacity_bytes": c.capacity_bytes,
+        },
+        "dispatch_overhead_s": c.dispatch_overhead_s,
+        "quick": c.quick,
+        "measured_at": c.measured_at,
+        "duration_s": c.duration_s,
+        "estimator": "best sample",
+        "details": c.details,
+        "warnings": list(c.warnings),
+        "from_store": c.from_store,
+    }
+
+
+def roofline_from_dict(d: dict[str, Any], from_store: bool) -> dict[str, Any]:
+    """The constructor arguments :func:`roofline_to_dict` wrote (the platform aside)."""
+    peak = {k: v for k, v in d["peak_flops"].items() if k not in ("per_thread", "skipped")}
+    detail = d["bandwidth_detail"]
+    return {
+        "peak_flops": {k: float(v) for k, v in peak.items()},
+        "bandwidth": {k: float(v) for k, v in d["bandwidth"].items()},
+        "bandwidth_by_kernel": detail["by_kernel"],
+        "plateaus": {k: [Plateau.from_dict(p) for p in ps] for k, ps in detail["plateaus"].items()},
+        "sweep": {k: [(int(b), float(r)) for b, r in pts] for k, pts in detail["sweep"].items()},
+        "capacity_bytes": {k: int(v) for k, v in detail["capacity_bytes"].items()},
+        "dispatch_overhead_s": float(d["dispatch_overhead_s"]),
+        "quick": bool(d["quick"]),
+        "measured_at": float(d["measured_at"]),
+        "duration_s": float(d["duration_s"]),
+        "skipped": dict(d["peak_flops"].get("skipped", {})),
+        "details": d.get("details", {}),
+        "warnings": tuple(d.get("warnings", ())),
+        "from_store": from_store,
+    }
 
 
 def default_threads(usable: int) -> tuple[int, ...]:
@@ -312,7 +322,7 @@ def measure_ceilings(
         warnings.append(f"the bandwidth sweep stops at {max_bytes / 1024**2:.0f} MiB, half the memory available")
     # From 4 KiB per thread: smaller, every worker's share is a few vectors and the team's
     # start-up is what gets timed (16 threads on 12 KiB read 1.4 GB/s).
-    sizes = probes.sweep_sizes(max_bytes, effort.steps_per_octave, min_bytes=4096 * len(team_cpus))
+    sizes = sweep_sizes(max_bytes, effort.steps_per_octave, min_bytes=4096 * len(team_cpus))
     dram_start: list[int] = []
 
     def seen_dram(points: list[tuple[int, float]]) -> int | None:

@@ -145,57 +145,20 @@ class GpuCeilings:
     warnings: tuple[str, ...] = ()
     from_store: bool = False
 
-    device = property(lambda self: self.platform)
-
     def describe(self) -> str:
         return self.platform.describe()
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "platform": self.platform.to_dict(),
-            "device": "cuda",
-            "peak_flops": {**self.peak_flops, "skipped": dict(self.skipped)},
-            "bandwidth": dict(self.bandwidth),
-            "bandwidth_detail": {
-                "by_kernel": self.bandwidth_by_kernel,
-                "plateaus": {k: [p.to_dict() for p in ps] for k, ps in self.plateaus.items()},
-                "sweep": {k: [[b, r] for b, r in pts] for k, pts in self.sweep.items()},
-                "capacity_bytes": self.capacity_bytes,
-            },
-            "dispatch_overhead_s": self.dispatch_overhead_s,
-            "launch_latency_s": self.launch_latency_s,
-            "quick": self.quick,
-            "measured_at": self.measured_at,
-            "duration_s": self.duration_s,
-            "estimator": "best sample",
-            "details": self.details,
-            "warnings": list(self.warnings),
-            "from_store": self.from_store,
-        }
+        from rooftune.machine.ceilings import roofline_to_dict
+
+        return {**roofline_to_dict(self), "device": "cuda", "launch_latency_s": self.launch_latency_s}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], *, from_store: bool = False) -> GpuCeilings:
-        peak = dict(d["peak_flops"])
-        skipped = dict(peak.pop("skipped", {}))
-        detail = d["bandwidth_detail"]
-        return cls(
-            platform=GpuDevice.from_dict(d["platform"]),
-            peak_flops={k: float(v) for k, v in peak.items()},
-            bandwidth={k: float(v) for k, v in d["bandwidth"].items()},
-            bandwidth_by_kernel=detail["by_kernel"],
-            plateaus={k: [Plateau.from_dict(p) for p in ps] for k, ps in detail["plateaus"].items()},
-            sweep={k: [(int(b), float(r)) for b, r in pts] for k, pts in detail["sweep"].items()},
-            capacity_bytes={k: int(v) for k, v in detail["capacity_bytes"].items()},
-            dispatch_overhead_s=float(d["dispatch_overhead_s"]),
-            launch_latency_s=float(d["launch_latency_s"]),
-            quick=bool(d["quick"]),
-            measured_at=float(d["measured_at"]),
-            duration_s=float(d["duration_s"]),
-            skipped=skipped,
-            details=d.get("details", {}),
-            warnings=tuple(d.get("warnings", ())),
-            from_store=from_store,
-        )
+        from rooftune.machine.ceilings import roofline_from_dict
+
+        return cls(platform=GpuDevice.from_dict(d["platform"]), launch_latency_s=float(d["launch_latency_s"]),
+                   **roofline_from_dict(d, from_store))
 
 
 def triton_missing() -> str | None:
@@ -518,7 +481,7 @@ def _measure(device: GpuDevice, precisions: tuple[str, ...], quick: bool, progre
         for roof in wanted:
             if roof in skipped:
                 continue
-            label = f"{'FMA peak ' + roof if roof in ('fp32', 'fp64') else 'matrix roof ' + roof[5:]}"
+            label = f"FMA peak {roof}" if roof in ("fp32", "fp64") else f"matrix roof {roof[5:]}"
             try:
                 if roof in ("fp32", "fp64"):
                     if no_triton:
@@ -587,7 +550,6 @@ def _measure(device: GpuDevice, precisions: tuple[str, ...], quick: bool, progre
                                f"{one_line(e)}") from e
     measurements += ms
     details["step_s"] = {name: round(v, 3) for name, v in phases.items()}
-    details["memory_bytes"] = device.memory_bytes
     noisy = sum(1 for m in measurements if m.warnings)
     if noisy:
         warnings.append(f"{noisy} of {len(measurements)} measurements were noisy or unstable (kept in the store); "

@@ -25,7 +25,6 @@ from rooftune.machine.kernels import (
     fma_state,
     stream_kernel,
 )
-from rooftune.machine.plateaus import sweep_sizes  # noqa: F401  (re-exported: the sweep takes it from here)
 from rooftune.machine.team import ThreadTeam
 
 #: Ceilings are upper bounds. Other tenants and the OS can only slow a kernel down, so the fastest
