@@ -19,7 +19,7 @@ from rich.table import Table as _RichTable
 
 from rooftune.errors import InvalidArgument, RooftuneError
 from rooftune.paths import output_dir, output_file
-from rooftune.units import ci_text, fmt_size, interleaved_text, speedup_text, threads_of
+from rooftune.units import ci_text, fmt_rate, fmt_size, interleaved_text, speedup_text, threads_of
 
 app = typer.Typer(
     add_completion=False,
@@ -64,10 +64,7 @@ def _parse_int_list(value: str | None, name: str) -> list[int] | None:
 
 
 def _rate(v: float, unit: str) -> str:
-    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(v) >= scale:
-            return f"{v / scale:.1f} {prefix}{unit}"
-    return f"{v:.3g} {unit}"
+    return fmt_rate(v, unit, decimals=1)
 
 
 #: How often a step that goes on (a search, a campaign) is reported again as a line of its own

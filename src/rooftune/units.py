@@ -15,11 +15,12 @@ def fmt_time(t: float) -> str:
     return f"{t / 1e-9:.3g} ns"
 
 
-def fmt_rate(v: float, unit: str) -> str:
-    """A rate or count with 3 significant digits and a P, T, G or M prefix."""
-    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6)):
-        if v >= scale:
-            return f"{v / scale:.3g} {prefix}{unit}"
+def fmt_rate(v: float, unit: str, decimals: int | None = None) -> str:
+    """A rate or count with a P, T, G, M or k prefix: 3 significant digits, or ``decimals``
+    places after the point (the command line's tables: 229.4 GFLOP/s)."""
+    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(v) >= scale:
+            return f"{v / scale:.{decimals}f} {prefix}{unit}" if decimals is not None else f"{v / scale:.3g} {prefix}{unit}"
     return f"{v:.3g} {unit}"
 
 

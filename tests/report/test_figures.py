@@ -37,3 +37,13 @@ def test_a_speedup_timed_too_briefly_for_an_interval_is_drawn_and_said(tmp_path:
     assert speedup_text(None) == "-"
     assert ci_text(1.0, 1.2, 3, "95 % CI ") == "95 % CI 1.000-1.200"
     assert ci_text(-math.inf, math.inf, label="95 % CI ") == "too few pairs for a CI"
+
+
+def test_rates_are_written_with_a_prefix_at_any_scale() -> None:
+    from rooftune.units import fmt_rate
+
+    assert fmt_rate(229.4e9, "FLOP/s") == "229 GFLOP/s"
+    assert fmt_rate(229.4e9, "FLOP/s", decimals=1) == "229.4 GFLOP/s"  # the command line's tables
+    assert fmt_rate(5_000, "B/s") == "5 kB/s"  # not "5e+03 B/s"
+    assert fmt_rate(-3e12, "FLOP") == "-3 TFLOP"
+    assert fmt_rate(12, "x") == "12 x"
