@@ -471,6 +471,31 @@ def test_pt2_static_batch_mismatch_is_a_workload_error(pt2_file: Path) -> None:
     assert "\n" not in str(info.value)
 
 
+class _Keyword(nn.Module):
+    def forward(self, x: torch.Tensor, *, y: torch.Tensor) -> torch.Tensor:
+        return x + y
+
+
+class _Nested(nn.Module):
+    def forward(self, xs: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        return xs[0] * xs[1]
+
+
+@pytest.mark.parametrize("module,args,kwargs,named", [
+    (_Keyword(), (torch.randn(2, 3),), {"y": torch.randn(2, 3)}, "keyword 'y'"),
+    (_Nested(), ((torch.randn(2, 3), torch.randn(2, 3)),), {}, "argument 1 is a tuple"),
+])
+def test_pt2_with_inputs_other_than_tensors_in_order_is_refused_by_name(
+        tmp_path: Path, module: nn.Module, args: tuple, kwargs: dict, named: str) -> None:
+    path = tmp_path / "odd.pt2"
+    torch.export.save(torch.export.export(module, args, kwargs), str(path))
+    with pytest.raises(WorkloadError) as info:
+        load_workload(str(path))
+    msg = str(info.value)
+    assert named in msg and "other than tensors in order" in msg and "positional" in msg
+    assert "\n" not in msg
+
+
 def test_missing_pt2_is_invalid_argument(tmp_path: Path) -> None:
     missing = tmp_path / "missing.pt2"
     with pytest.raises(InvalidArgument) as info:

@@ -182,7 +182,8 @@ def _load_callable(spec: str, options: dict[str, Any]) -> tuple[nn.Module, tuple
         result, raw = result
         raw = raw if isinstance(raw, (tuple, list)) else (raw,)
         if not all(isinstance(x, torch.Tensor) for x in raw):
-            raise WorkloadError(f"model {spec!r}: example inputs must be tensors; got {[type(x).__name__ for x in raw]}")
+            raise WorkloadError(f"model {spec!r}: example inputs must be tensors; got {[type(x).__name__ for x in raw]}: "
+                                "return a wrapper whose forward takes each tensor as a positional argument")
         inputs = tuple(raw)
     if not isinstance(result, nn.Module):
         raise WorkloadError(f"model {spec!r}: {attr}() returned {type(result).__name__}, not an nn.Module; {allowed}")
@@ -287,7 +288,16 @@ def _load_exported(
     except Exception as exc:
         raise WorkloadError(f"model {model!r}: not a torch.export file: {type(exc).__name__}: {one_line(exc, 200)}") from exc
     args, kwargs = ep.example_inputs or ((), {})
-    examples = tuple(a for a in args if isinstance(a, torch.Tensor))
+    # rooftune calls a model with its tensors in order (every runtime, the trials' processes, the
+    # ONNX export): a program exported with a nested, keyword or non-tensor input is refused here,
+    # by name, not later with the input misplaced
+    odd = [f"argument {i + 1} is a {type(a).__name__}" for i, a in enumerate(args) if not isinstance(a, torch.Tensor)]
+    odd += [f"keyword {k!r}" for k in kwargs]
+    if odd:
+        raise WorkloadError(
+            f"model {model!r} was exported with inputs other than tensors in order ({'; '.join(odd)}); "
+            "export a wrapper whose forward takes each tensor as a positional argument")
+    examples = tuple(args)
     if not examples and not inputs:
         raise WorkloadError(f"model {model!r} carries no example inputs; give their shapes, e.g. --input 1x3x224x224")
     return Workload(path.name, "torch.export", ep.module(), _reshape_inputs(examples, inputs, batch), {}, exported=ep)
