@@ -49,20 +49,14 @@ def available_memory(meminfo: str = "/proc/meminfo") -> int | None:
     return None
 
 
-@dataclass(frozen=True)
-class Ceilings:
-    """The roofline of one platform: what the hardware can do, measured.
+@dataclass(frozen=True, kw_only=True)
+class Roofline:
+    """What the measured roofline of a CPU (:class:`Ceilings`) and of a CUDA device
+    (:class:`rooftune.machine.gpu.GpuCeilings`) share, with the part of the JSON form they share;
+    each names its platform's type and adds its own fields."""
 
-    ``peak_flops`` holds FLOP/s (ops/s for int8) on ``max(threads)`` threads for ``fp32``/``fp64``
-    (FMA microkernels) and ``gemm_fp32``/``gemm_bf16``/``gemm_int8`` (torch GEMM);
-    ``peak_flops_per_thread`` the same for every measured thread count. ``bandwidth`` holds bytes/s
-    per memory level on all threads. ``skipped`` says why a roof is missing.
-    """
-
-    platform: Platform
-    threads: tuple[int, ...]
+    platform: Any
     peak_flops: dict[str, float]
-    peak_flops_per_thread: dict[str, dict[int, float]]
     bandwidth: dict[str, float]
     bandwidth_by_kernel: dict[str, dict[str, float]]
     plateaus: dict[str, list[Plateau]]
@@ -77,6 +71,64 @@ class Ceilings:
     warnings: tuple[str, ...] = ()
     from_store: bool = False
 
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "platform": self.platform.to_dict(),
+            "peak_flops": {**self.peak_flops, "skipped": dict(self.skipped)},
+            "bandwidth": dict(self.bandwidth),
+            "bandwidth_detail": {
+                "by_kernel": self.bandwidth_by_kernel,
+                "plateaus": {k: [p.to_dict() for p in ps] for k, ps in self.plateaus.items()},
+                "sweep": {k: [[b, r] for b, r in pts] for k, pts in self.sweep.items()},
+                "capacity_bytes": self.capacity_bytes,
+            },
+            "dispatch_overhead_s": self.dispatch_overhead_s,
+            "quick": self.quick,
+            "measured_at": self.measured_at,
+            "duration_s": self.duration_s,
+            "estimator": "best sample",
+            "details": self.details,
+            "warnings": list(self.warnings),
+            "from_store": self.from_store,
+        }
+
+    @staticmethod
+    def shared_from_dict(d: dict[str, Any], from_store: bool) -> dict[str, Any]:
+        """The constructor arguments of the fields :meth:`to_dict` wrote here (the platform aside)."""
+        peak = {k: v for k, v in d["peak_flops"].items() if k not in ("per_thread", "skipped")}
+        detail = d["bandwidth_detail"]
+        return {
+            "peak_flops": {k: float(v) for k, v in peak.items()},
+            "bandwidth": {k: float(v) for k, v in d["bandwidth"].items()},
+            "bandwidth_by_kernel": detail["by_kernel"],
+            "plateaus": {k: [Plateau.from_dict(p) for p in ps] for k, ps in detail["plateaus"].items()},
+            "sweep": {k: [(int(b), float(r)) for b, r in pts] for k, pts in detail["sweep"].items()},
+            "capacity_bytes": {k: int(v) for k, v in detail["capacity_bytes"].items()},
+            "dispatch_overhead_s": float(d["dispatch_overhead_s"]),
+            "quick": bool(d["quick"]),
+            "measured_at": float(d["measured_at"]),
+            "duration_s": float(d["duration_s"]),
+            "skipped": dict(d["peak_flops"].get("skipped", {})),
+            "details": d.get("details", {}),
+            "warnings": tuple(d.get("warnings", ())),
+            "from_store": from_store,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class Ceilings(Roofline):
+    """The roofline of one platform: what the hardware can do, measured.
+
+    ``peak_flops`` holds FLOP/s (ops/s for int8) on ``max(threads)`` threads for ``fp32``/``fp64``
+    (FMA microkernels) and ``gemm_fp32``/``gemm_bf16``/``gemm_int8`` (torch GEMM);
+    ``peak_flops_per_thread`` the same for every measured thread count. ``bandwidth`` holds bytes/s
+    per memory level on all threads. ``skipped`` says why a roof is missing.
+    """
+
+    platform: Platform
+    threads: tuple[int, ...]
+    peak_flops_per_thread: dict[str, dict[int, float]]
+
     @property
     def max_threads(self) -> int:
         return max(self.threads)
@@ -89,7 +141,7 @@ class Ceilings:
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (``rooftune machine --json``); :meth:`from_dict` reads it back."""
         per_thread = {k: {str(t): v for t, v in d.items()} for k, d in self.peak_flops_per_thread.items()}
-        d = roofline_to_dict(self)
+        d = super().to_dict()
         d["threads"] = list(self.threads)
         d["peak_flops"]["per_thread"] = per_thread
         return d
@@ -98,52 +150,7 @@ class Ceilings:
     def from_dict(cls, d: dict[str, Any], *, from_store: bool = False) -> Ceilings:
         per_thread = {k: {int(t): float(v) for t, v in pt.items()} for k, pt in d["peak_flops"]["per_thread"].items()}
         return cls(platform=Platform.from_dict(d["platform"]), threads=tuple(d["threads"]),
-                   peak_flops_per_thread=per_thread, **roofline_from_dict(d, from_store))
-
-
-def roofline_to_dict(c: Any) -> dict[str, Any]:
-    """The JSON form of what a Ceilings and a GpuCeilings share (each adds its own keys)."""
-    return {
-        "platform": c.platform.to_dict(),
-        "peak_flops": {**c.peak_flops, "skipped": dict(c.skipped)},
-        "bandwidth": dict(c.bandwidth),
-        "bandwidth_detail": {
-            "by_kernel": c.bandwidth_by_kernel,
-            "plateaus": {k: [p.to_dict() for p in ps] for k, ps in c.plateaus.items()},
-            "sweep": {k: [[b, r] for b, r in pts] for k, pts in c.sweep.items()},
-            "capacity_bytes": c.capacity_bytes,
-        },
-        "dispatch_overhead_s": c.dispatch_overhead_s,
-        "quick": c.quick,
-        "measured_at": c.measured_at,
-        "duration_s": c.duration_s,
-        "estimator": "best sample",
-        "details": c.details,
-        "warnings": list(c.warnings),
-        "from_store": c.from_store,
-    }
-
-
-def roofline_from_dict(d: dict[str, Any], from_store: bool) -> dict[str, Any]:
-    """The constructor arguments :func:`roofline_to_dict` wrote (the platform aside)."""
-    peak = {k: v for k, v in d["peak_flops"].items() if k not in ("per_thread", "skipped")}
-    detail = d["bandwidth_detail"]
-    return {
-        "peak_flops": {k: float(v) for k, v in peak.items()},
-        "bandwidth": {k: float(v) for k, v in d["bandwidth"].items()},
-        "bandwidth_by_kernel": detail["by_kernel"],
-        "plateaus": {k: [Plateau.from_dict(p) for p in ps] for k, ps in detail["plateaus"].items()},
-        "sweep": {k: [(int(b), float(r)) for b, r in pts] for k, pts in detail["sweep"].items()},
-        "capacity_bytes": {k: int(v) for k, v in detail["capacity_bytes"].items()},
-        "dispatch_overhead_s": float(d["dispatch_overhead_s"]),
-        "quick": bool(d["quick"]),
-        "measured_at": float(d["measured_at"]),
-        "duration_s": float(d["duration_s"]),
-        "skipped": dict(d["peak_flops"].get("skipped", {})),
-        "details": d.get("details", {}),
-        "warnings": tuple(d.get("warnings", ())),
-        "from_store": from_store,
-    }
+                   peak_flops_per_thread=per_thread, **cls.shared_from_dict(d, from_store))
 
 
 def default_threads(usable: int) -> tuple[int, ...]:

@@ -23,11 +23,12 @@ import contextlib
 import math
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rooftune.bench import Measurement, Policy, measure
 from rooftune.errors import InvalidArgument, MeasurementError, RooftuneError, one_line
+from rooftune.machine.ceilings import Roofline
 from rooftune.machine.plateaus import Plateau, detect_plateaus, level_warnings, name_plateaus, sweep_sizes
 from rooftune.platform.gpu import GpuDevice
 
@@ -122,43 +123,25 @@ def cuda_clock(index: int) -> Callable[[], float]:
     return cuda_synchronized
 
 
-@dataclass(frozen=True)
-class GpuCeilings:
+@dataclass(frozen=True, kw_only=True)
+class GpuCeilings(Roofline):
     """The roofline of one CUDA device, measured. ``peak_flops`` holds FLOP/s (ops/s for int8) of
     the vector FMA peaks (``fp32``, ``fp64``) and the matrix roofs (``gemm_*``); ``bandwidth``
     bytes/s of ``L2`` and ``DRAM`` (the device's memory); ``skipped`` says why a roof is missing."""
 
     platform: GpuDevice
-    peak_flops: dict[str, float]
-    bandwidth: dict[str, float]
-    bandwidth_by_kernel: dict[str, dict[str, float]]
-    plateaus: dict[str, list[Plateau]]
-    sweep: dict[str, list[tuple[int, float]]]
-    capacity_bytes: dict[str, int]
-    dispatch_overhead_s: float
     launch_latency_s: float
-    quick: bool
-    measured_at: float
-    duration_s: float
-    skipped: dict[str, str] = field(default_factory=dict)
-    details: dict[str, Any] = field(default_factory=dict)
-    warnings: tuple[str, ...] = ()
-    from_store: bool = False
 
     def describe(self) -> str:
         return self.platform.describe()
 
     def to_dict(self) -> dict[str, Any]:
-        from rooftune.machine.ceilings import roofline_to_dict
-
-        return {**roofline_to_dict(self), "device": "cuda", "launch_latency_s": self.launch_latency_s}
+        return {**super().to_dict(), "device": "cuda", "launch_latency_s": self.launch_latency_s}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], *, from_store: bool = False) -> GpuCeilings:
-        from rooftune.machine.ceilings import roofline_from_dict
-
         return cls(platform=GpuDevice.from_dict(d["platform"]), launch_latency_s=float(d["launch_latency_s"]),
-                   **roofline_from_dict(d, from_store))
+                   **cls.shared_from_dict(d, from_store))
 
 
 def triton_missing() -> str | None:
