@@ -102,11 +102,27 @@ def test_the_report_states_the_figures_it_measured(run: OptimizeResult) -> None:
     text = (run.out / "report.html").read_text()
     assert "http://" not in text and "https://" not in text and "<script" not in text  # self-contained
     assert run.headline() in text.replace("&#x27;", "'")
+    assert ">pending<" not in text  # every step it lists has finished (the report's own is the page)
     assert f"{run.tune.speedup['vanilla']['ratio']:.2f}x" in text
     for c in run.select.selection.choices:
         assert c.layer in text
     for cmd in run.commands:
         assert cmd.replace("'", "&#x27;") in text
+
+
+def test_the_report_says_time_between_ops_only_where_the_ops_leave_some() -> None:
+    """Op times that add up to all of the end-to-end time (or a little more, by noise) leave no
+    time between ops: the report does not call a negative remainder time outside the ops."""
+    from types import SimpleNamespace
+
+    from rooftune.report.html import _between_ops
+
+    gap = SimpleNamespace(accounting_ratio=0.9, accounting_ci=(0.88, 0.93), unattributed_s=2.5e-3)
+    assert _between_ops(gap) == ("the op times add up to 90% of the end-to-end time (95 % CI 88%-93%): "
+                                 "2.5 ms is not in any op (Python and framework between ops)")
+    for ratio, ci, rest in ((1.002, (0.99, 1.01), -37.5e-6), (0.995, (0.98, 1.004), 1e-4)):
+        text = _between_ops(SimpleNamespace(accounting_ratio=ratio, accounting_ci=ci, unattributed_s=rest))
+        assert text.endswith(": no time between ops is measurable") and "not in any op" not in text
 
 
 @pytest.mark.skipif(browser_missing() is not None, reason=str(browser_missing()))

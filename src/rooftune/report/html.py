@@ -110,6 +110,17 @@ def _machine(r: OptimizeResult, figs: dict[str, Path]) -> str:
     )
 
 
+def _between_ops(a: Any) -> str:
+    """What the op times leave out of the end-to-end time. Where they add up to all of it within
+    their interval (or more), no time between ops was measured, and a negative remainder is not
+    said as if it were one."""
+    lo, hi = a.accounting_ci
+    added = f"the op times add up to {a.accounting_ratio:.0%} of the end-to-end time (95 % CI {lo:.0%}-{hi:.0%})"
+    if a.unattributed_s > 0 and hi < 1:
+        return f"{added}: {_t(a.unattributed_s)} is not in any op (Python and framework between ops)"
+    return f"{added}: no time between ops is measurable"
+
+
 def _analysis(r: OptimizeResult, figs: dict[str, Path]) -> str:
     a = r.analysis
     if a is None:
@@ -123,8 +134,7 @@ def _analysis(r: OptimizeResult, figs: dict[str, Path]) -> str:
         f"<p>End to end <b>{_t(a.end_to_end_s)}</b> (IQR {_t(a.end_to_end_iqr_s)}) at batch {a.batch} on {a.threads} "
         f"thread(s); the roofline's lower bound is {_t(a.lower_bound_s)}, so the model runs at "
         f"<b>{a.efficiency:.0%}</b> of what the ceilings allow. {_rate(a.flops, 'FLOP')} and {_rate(a.bytes, 'B')} "
-        f"compulsory traffic. Time by bound: {_e(bounds)}; {_t(a.unattributed_s)} is not in any op "
-        f"(Python and framework between ops).</p>"
+        f"compulsory traffic. Time by bound: {_e(bounds)}; {_between_ops(a)}.</p>"
         + "<h3>Where the time goes, by op kind</h3>"
         + _table(["kind", "ops", "time", "share", "FLOPs", "headroom"], kinds, {1, 2, 3, 4, 5})
         + "<h3>Top opportunities</h3>"
@@ -214,8 +224,9 @@ def render(r: OptimizeResult, figs: dict[str, Path]) -> str:
     plat = (f"{_e(p.cpu_model)} ({_e(p.microarchitecture or 'unknown microarchitecture')}), {p.physical_cores} cores / "
             f"{p.logical_cores} CPUs, {p.usable_cores} usable; ISA {_e(' '.join(p.effective_isa))}; platform id "
             f"<code>{_e(p.id)}</code>; torch {_e(p.library_versions.get('torch'))}") if p is not None else "unknown"
+    # the report's own step is still running while the page is written: the page is its result
     steps = _table(["step", "status", "seconds", "message"],
-                   [[s.name, s.status, f"{s.seconds:.1f}", s.message] for s in r.steps.values()], {2})
+                   [[s.name, s.status, f"{s.seconds:.1f}", s.message] for s in r.steps.values() if s.name != "report"], {2})
     banner = ("<p class=warn><b>Interrupted.</b> This report holds what finished before Ctrl-C; every measurement "
               "taken is in the store, and the same command continues the tuning where it stopped.</p>"
               if r.interrupted else "")
