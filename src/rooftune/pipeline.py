@@ -106,7 +106,7 @@ class OptimizeResult:
                       f"#   rooftune exec --config {shlex.quote(best)} -- python my_program.py",
                       "import rooftune",
                       f"model = rooftune.load_tuned({best!r})  # its output checked against PyTorch eager at load",
-                      "y = model(x)  # inputs of the shapes it was tuned on; returns the first output"]
+                      "y = model(x)  # inputs of the shapes it was tuned on; returns the output as the model does"]
         if "rewritten model" in self.files:
             # a module given to optimize is rewritten again from the module itself
             module = ", module" if self.model.endswith(".pt2") else ""

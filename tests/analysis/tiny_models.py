@@ -119,3 +119,22 @@ def winograd_cnn() -> tuple[nn.Module, torch.Tensor]:
         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10),
     )
     return model.eval(), torch.randn(1, 3, 18, 18)
+
+
+class TwoHeads(nn.Module):
+    """A dict of two outputs of different scales: class logits and a small embedding."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.logits = nn.Linear(8, 10)
+        self.embed = nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        h = self.conv(x).relu().mean((2, 3))
+        return {"logits": self.logits(h), "embedding": 1e-3 * self.embed(h)}
+
+
+def two_heads() -> tuple[nn.Module, torch.Tensor]:
+    torch.manual_seed(0)
+    return TwoHeads(), torch.randn(1, 3, 16, 16)

@@ -134,6 +134,34 @@ def test_rewrite_verify_and_fallback(tmp_path: Path, monkeypatch: pytest.MonkeyP
         assert torch.allclose(again(*x), m(*x), atol=1e-4)
 
 
+def test_the_rewritten_model_is_verified_on_every_output_each_on_its_own_scale() -> None:
+    """A wrong small second output fails the end-to-end check, where comparing the outputs joined
+    end to end would have hidden it under the first one's scale."""
+    from tests.analysis.tiny_models import two_heads
+
+    m, x = two_heads()
+    m.eval()
+    g = conv_graph(m, (x,))
+    sel = Selection("heads", [Choice(n, s, "im2col-gemm", 1.0) for n, s in zip(g.names, g.specs, strict=True)])
+    new = rewrite(m, sel)
+    v = verify(m, new, (x,))
+    assert v.ok and v.max_rel < 1e-3
+
+    class Flipped(torch.nn.Module):  # the selected model with its embedding's sign flipped
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = new
+
+        def forward(self, t: torch.Tensor) -> dict[str, torch.Tensor]:
+            out = self.inner(t)
+            return {"logits": out["logits"], "embedding": -out["embedding"]}
+
+    v = verify(m, Flipped(), (x,))
+    assert not v.ok and v.cosine < 0
+    short = verify(m, torch.nn.Sequential(m.conv), (x,))  # another number of outputs
+    assert not short.ok
+
+
 class _Padded(torch.nn.Module):
     """Convolutions that pad otherwise than a primitive's symmetric zeros, and one with no primitive."""
 

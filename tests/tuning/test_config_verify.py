@@ -104,6 +104,59 @@ def test_verification_accepts_rounding_and_refuses_a_different_function() -> Non
     assert not r["ok"] and r["top1"] == 0.75
 
 
+def test_every_output_of_a_model_is_verified_on_its_own_scale() -> None:
+    """A model of two outputs: the second wrong, or missing, fails the check however right the first,
+    and however small the second is beside it."""
+    torch.manual_seed(0)
+    logits, embedding = torch.randn(2, 10), 1e-3 * torch.randn(2, 4)
+    ref = (logits, embedding)
+    good = compare_outputs((logits + 1e-6, embedding * (1 + 1e-6)), ref, "fp32")
+    assert good["ok"] and good["outputs"] == 2 and good["cosine"] > 0.9999
+    wrong = compare_outputs((logits, -embedding), ref, "fp32")
+    assert not wrong["ok"] and "(output 2 of 2)" in wrong["why"] and wrong["cosine"] < 0
+    # concatenated, the small output's error would hide under the large one's scale
+    assert compare_outputs(torch.cat([logits.flatten(), -embedding.flatten()]),
+                           torch.cat([logits.flatten(), embedding.flatten()]), "fp32")["ok"]
+    missing = compare_outputs((logits,), ref, "fp32")
+    assert not missing["ok"] and missing["why"] == "1 output tensor(s) where the model returns 2"
+    shape = compare_outputs((logits, embedding[:, :2]), ref, "fp32")
+    assert not shape["ok"] and shape["why"].startswith("output 2 of 2: shape (2, 2) differs")
+    # a lone tensor is a model's one output, as before; top-1 is the first output's
+    assert compare_outputs(logits, (logits,), "fp32")["ok"] and "outputs" not in compare_outputs(logits, logits, "fp32")
+    flipped = compare_outputs((logits, embedding.flip(-1)), ref, "int8")
+    assert flipped["top1"] == 1.0 and not flipped["ok"] and "(output 2 of 2)" in flipped["why"]
+
+
+def test_a_validation_function_gets_each_inputs_outputs_as_the_model_gives_them() -> None:
+    from rooftune.tuning.verify import check_prepared
+
+    seen = []
+
+    def record(outs, refs):
+        seen.append((outs, refs))
+        return True
+
+    class Prepared:  # two outputs per call
+        def output(self):
+            return (torch.ones(1, 3), torch.zeros(1, 2))
+
+        def output_for(self, xs):
+            return self.output()
+
+    r = check_prepared(Prepared(), "fp32", (torch.ones(1),), (torch.ones(1, 3), torch.zeros(1, 2)), validate=record)
+    assert r["ok"] and r["rule"].startswith("validation ")
+    outs, refs = seen[0]
+    assert len(outs) == 1 and isinstance(outs[0], tuple) and len(outs[0]) == 2 and len(refs[0]) == 2
+    seen.clear()
+
+    class One(Prepared):
+        def output(self):
+            return (torch.ones(1, 3),)
+
+    check_prepared(One(), "fp32", (torch.ones(1),), (torch.ones(1, 3),), validate=record)
+    assert isinstance(seen[0][0][0], torch.Tensor) and isinstance(seen[0][1][0], torch.Tensor)
+
+
 def test_verification_does_not_depend_on_the_outputs_scale() -> None:
     """A deep network with random weights (mobilenet_v3_large) outputs ~1e-10: torch's cosine
     clamps each norm at 1e-8 and read 0.6 for two outputs equal to 3e-7 of their scale."""

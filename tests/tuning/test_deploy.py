@@ -65,8 +65,8 @@ def test_a_wrong_output_is_refused_and_can_be_loaded_unchecked(tmp_path: Path, m
     path = saved(tmp_path, RunConfig(runtime="eager", set_threads=False, name="vanilla"))
     real = verify.compare_outputs
 
-    def wrong(out: torch.Tensor, ref: torch.Tensor, precision: str) -> dict:
-        return real(out + 1.0, ref, precision)
+    def wrong(out: tuple, ref: tuple, precision: str) -> dict:
+        return real(tuple(o + 1.0 for o in out), ref, precision)
 
     monkeypatch.setattr(verify, "compare_outputs", wrong)
     with pytest.raises(RooftuneError, match=r"gives a wrong output here \(fails max error"):
@@ -196,3 +196,36 @@ def test_the_saved_file_records_the_studys_validation(tmp_path: Path) -> None:
     data = json.loads(save_config(trial, tmp_path / "a.json", workload, validate="mypkg.checks:ok").read_text())
     assert data["validate"] == "mypkg.checks:ok"
     assert "validate" not in json.loads(save_config(trial, tmp_path / "b.json", workload).read_text())
+
+
+def test_a_model_of_several_outputs_gets_them_all_checked_and_returned_as_it_returns_them(tmp_path: Path) -> None:
+    """Each runtime returns every output tensor in the model's order (ONNX Runtime and OpenVINO
+    flatten a dict to a list); the loaded configuration puts them back in the model's dict."""
+    from rooftune.runtimes import get_runtime
+    from rooftune.workload import load_workload
+    from tests.analysis.tiny_models import two_heads
+
+    heads = "tests.analysis.tiny_models:two_heads"
+    module, x = two_heads()
+    with torch.no_grad():
+        want = module.eval()(x)
+    ran = []
+    for runtime in ("eager", "torchscript", "onnxruntime", "openvino"):
+        rt = get_runtime(runtime)
+        if rt.available():
+            continue
+        wl = load_workload(heads)
+        out = rt.prepare(wl, RunConfig(runtime=runtime, intra_threads=1), tmp_path / runtime).output()
+        assert len(out) == 2, runtime
+        assert torch.allclose(out[0], want["logits"], atol=1e-5) and torch.allclose(out[1], want["embedding"], atol=1e-7), runtime
+        ran.append(runtime)
+    assert ran == ["eager", "torchscript", "onnxruntime", "openvino"]  # all four are dependencies
+    path = tmp_path / "heads.json"
+    path.write_text(json.dumps({"config": RunConfig(runtime=ran[-1], intra_threads=1).to_dict(),
+                                "workload": {"model": heads, "inputs": None, "options": {}}}))
+    m = rooftune.load_tuned(path)
+    assert m.check["ok"] and m.check["outputs"] == 2
+    got = m(x)
+    assert isinstance(got, dict) and list(got) == ["logits", "embedding"]
+    assert torch.allclose(got["embedding"], want["embedding"], atol=1e-7)
+    m.close()

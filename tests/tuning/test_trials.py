@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from rooftune.bench import Policy
-from rooftune.runtimes import first_tensor
+from rooftune.runtimes import output_tensors
 from rooftune.store import Store
 from rooftune.tuning import RunConfig, TrialFailed, Worker, tune
 from rooftune.workload import load_workload
@@ -24,7 +24,7 @@ def reference(tmp_path: Path, model: str) -> Path:
     wl = load_workload(model)
     path = tmp_path / "ref.pt"
     with torch.no_grad():
-        torch.save(first_tensor(wl()).float(), path)
+        torch.save(output_tensors(wl()), path)
     return path
 
 
@@ -632,5 +632,5 @@ def test_every_runtime_prepares_an_exported_program(tmp_path: Path) -> None:
         wl = load_workload(str(tmp_path / "cnn.pt2"))
         layout = "channels_last" if rt.uses_openmp else "contiguous"
         config = RunConfig(runtime=runtime, set_threads=False, memory_format=layout)
-        out = rt.prepare(wl, config, tmp_path / runtime).output()
+        (out,) = rt.prepare(wl, config, tmp_path / runtime).output()
         assert torch.allclose(out, want, atol=1e-4), runtime

@@ -159,7 +159,7 @@ def test_onnxruntime_runs_the_rewrite_verified_and_says_which_layers(tmp_path: P
     assert not rt.artifact_ready(cfg, tmp_path)
     prepared = rt.prepare(wl, cfg, tmp_path)
     assert prepared.artifact.name == "model-winograd-t1.onnx" and rt.artifact_ready(cfg, tmp_path)
-    out = prepared.output()
+    (out,) = prepared.output()
     assert torch.allclose(out, ref, rtol=1e-4, atol=1e-4 * ref.abs().max().item())
     ops = [n.op_type for n in onnx.load(str(prepared.artifact)).graph.node]
     assert ops.count("DepthToSpace") == 2  # the two 3x3 stride-1 dense layers, BN folded into the first
@@ -275,7 +275,7 @@ def test_openvino_from_onnx_runs_its_own_measured_rewrite_and_a_replay_keeps_it(
     assert rt.artifact_ready(cfg, tmp_path / "study")
     assert sessions == [1]  # the layers were measured with OpenVINO, at the configuration's threads
     assert prepared.artifact.name == "model-onnx-winograd-t1.xml"
-    out = prepared.output()
+    (out,) = prepared.output()
     assert torch.allclose(out, ref, rtol=1e-4, atol=1e-4 * ref.abs().max().item())
     rewritten = prepared.artifact.parent.parent / "onnxruntime-contiguous-fp32-b1" / "model-winograd-ov-t1.onnx"
     assert [n.op_type for n in onnx.load(str(rewritten)).graph.node].count("DepthToSpace") == 2

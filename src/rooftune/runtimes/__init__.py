@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rooftune.errors import InvalidArgument
-from rooftune.runtimes.base import Prepared, Runtime, first_tensor
+from rooftune.runtimes.base import Prepared, Runtime, like_output, output_tensors
 from rooftune.runtimes.onnx_runtime import OnnxRuntime
 from rooftune.runtimes.openvino_runtime import OpenVINO
 from rooftune.runtimes.torch_runtimes import Compile, Eager, TorchScript
@@ -56,4 +56,4 @@ def chosen_runtimes(names: Sequence[str] | None = None) -> tuple[dict[str, Runti
     return {k: v for k, v in ok.items() if k in names}, notes
 
 
-__all__ = ["RUNTIMES", "Prepared", "Runtime", "available_runtimes", "chosen_runtimes", "first_tensor", "get_runtime"]
+__all__ = ["RUNTIMES", "Prepared", "Runtime", "available_runtimes", "chosen_runtimes", "get_runtime", "like_output", "output_tensors"]

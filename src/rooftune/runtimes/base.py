@@ -2,8 +2,8 @@
 
 A :class:`Runtime` turns a workload and a :class:`~rooftune.tuning.RunConfig` into a
 :class:`Prepared` model once (export, compile, freeze: outside any timed region), which then runs
-the workload's inputs and returns the output as a torch tensor (the first output when there are
-several). ``available()`` says why the runtime cannot be used here (a package missing), or None.
+the workload's inputs and returns every tensor of its output, in order, as float tensors (a model
+with several outputs is checked on all of them). ``available()`` says why the runtime cannot be used here (a package missing), or None.
 Heavy packages are imported inside ``available``/``prepare`` only.
 """
 
@@ -27,16 +27,17 @@ class Prepared:
     """A model ready to run: ``run()`` executes one inference on the prepared inputs."""
 
     run: Callable[[], Any]
-    to_torch: Callable[[Any], torch.Tensor]
+    #: The runtime's raw output -> every output tensor, in the order the model returns them, as float.
+    to_torch: Callable[[Any], tuple[torch.Tensor, ...]]
     artifact: Path | None = None
     notes: tuple[str, ...] = ()
     #: Runs other inputs (the calibration set, for the int8 guard) and returns the raw output.
     call: Callable[[tuple[torch.Tensor, ...]], Any] | None = None
 
-    def output(self) -> torch.Tensor:
+    def output(self) -> tuple[torch.Tensor, ...]:
         return self.to_torch(self.run())
 
-    def output_for(self, inputs: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    def output_for(self, inputs: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
         if self.call is None:
             raise NotImplementedError("this prepared model runs only its own inputs")
         return self.to_torch(self.call(inputs))
@@ -112,19 +113,51 @@ def without_option(config: RunConfig, key: str) -> RunConfig:
     return replace(config, runtime_options={k: v for k, v in config.runtime_options.items() if k != key})
 
 
-def first_tensor(out: Any) -> torch.Tensor:
-    """The first tensor of a model output (tensor, tuple/list, dict or numpy array)."""
-    import numpy as np
+def output_tensors(out: Any) -> tuple[torch.Tensor, ...]:
+    """Every tensor of a model output, in order, as float: a tensor, a numpy array (ONNX
+    Runtime's), or any nesting of tuples, lists and dicts of them (torch's pytree order, the order
+    an ONNX export gives its outputs; a dict or list subclass pytree does not know is opened too).
+    Leaves that are not arrays (None, numbers) carry nothing to compare and are left out."""
+    tensors = _tensors_of(out)
+    if not tensors:
+        raise TypeError(f"model output of type {type(out).__name__} has no tensor")
+    return tuple(tensors)
 
-    if isinstance(out, torch.Tensor):
-        return out
-    if isinstance(out, np.ndarray):
-        return torch.from_numpy(np.ascontiguousarray(out))
-    if isinstance(out, dict):
-        return first_tensor(next(iter(out.values())))
-    if isinstance(out, (list, tuple)) and out:
-        return first_tensor(out[0])
-    raise TypeError(f"model output of type {type(out).__name__} has no tensor")
+
+def _tensors_of(out: Any) -> list[torch.Tensor]:
+    from collections.abc import Mapping
+
+    import numpy as np
+    from torch.utils._pytree import tree_leaves
+
+    tensors = []
+    for leaf in tree_leaves(out):
+        if isinstance(leaf, np.ndarray):
+            leaf = torch.from_numpy(np.ascontiguousarray(leaf))
+        if isinstance(leaf, torch.Tensor):
+            tensors.append(leaf.detach().float())
+        elif isinstance(leaf, Mapping):
+            tensors += _tensors_of(list(leaf.values()))
+        elif isinstance(leaf, (list, tuple)):
+            tensors += _tensors_of(list(leaf))
+    return tensors
+
+
+def like_output(template: Any, tensors: Sequence[torch.Tensor]) -> Any:
+    """``tensors`` (as :func:`output_tensors` gives them) put back in the structure of
+    ``template``, a model's own output: a tensor for a model that returns one, a dict for one that
+    returns a dict. Leaves of the template that are not tensors stay as they are; when the counts
+    differ, the tensors are returned as a tuple."""
+    import numpy as np
+    from torch.utils._pytree import tree_flatten, tree_unflatten
+
+    leaves, spec = tree_flatten(template)
+    slots = [i for i, leaf in enumerate(leaves) if isinstance(leaf, (torch.Tensor, np.ndarray))]
+    if len(slots) != len(tensors):
+        return tuple(tensors)
+    for i, t in zip(slots, tensors, strict=True):
+        leaves[i] = t
+    return tree_unflatten(leaves, spec)
 
 
 def missing(package: str) -> str | None:

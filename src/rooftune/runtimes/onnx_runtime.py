@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from rooftune.runtimes.base import Prepared, Runtime, first_tensor, missing, without_option
+from rooftune.runtimes.base import Prepared, Runtime, missing, output_tensors, without_option
 from rooftune.runtimes.torch_runtimes import torch_inputs, torch_module
 
 if TYPE_CHECKING:
@@ -174,5 +174,5 @@ class OnnxRuntime(Runtime):
         def run() -> Any:
             return sess.run(None, feeds)
 
-        return Prepared(run, lambda out: first_tensor(out).float(), artifact=path,
+        return Prepared(run, output_tensors, artifact=path,
                         call=lambda xs: sess.run(None, feeds_of(xs)))

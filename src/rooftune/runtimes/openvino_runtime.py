@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rooftune.runtimes.base import Prepared, Runtime, first_tensor, missing, without_option
+from rooftune.runtimes.base import Prepared, Runtime, missing, output_tensors, without_option
 from rooftune.runtimes.torch_runtimes import torch_inputs, torch_module
 
 if TYPE_CHECKING:
@@ -122,10 +122,10 @@ class OpenVINO(Runtime):
         def run() -> Any:
             return request.infer(feeds)
 
-        port = compiled.output(0)
+        ports = list(compiled.outputs)
 
-        def to_torch(out: Any) -> Any:
-            return first_tensor(out[port]).float()
+        def to_torch(out: Any) -> tuple[Any, ...]:  # every output, in the model's order
+            return output_tensors([out[port] for port in ports])
 
         return Prepared(run, to_torch, artifact=path, call=lambda xs: request.infer(feeds_of(xs)))
 

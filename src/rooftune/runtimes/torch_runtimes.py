@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from rooftune.runtimes.base import Prepared, Runtime, first_tensor
+from rooftune.runtimes.base import Prepared, Runtime, output_tensors
 
 if TYPE_CHECKING:
     from rooftune.tuning.config import RunConfig
@@ -42,10 +42,6 @@ def torch_module(wl: Workload, config: RunConfig) -> torch.nn.Module:
     if config.precision == "bf16":
         m = m.to(torch.bfloat16)
     return m
-
-
-def _as_float(out: Any) -> torch.Tensor:
-    return first_tensor(out).float()
 
 
 def _caller(m: Any, config: RunConfig) -> Any:
@@ -85,7 +81,7 @@ class Eager(Runtime):
             with torch.inference_mode():
                 return m(*xs)
 
-        return Prepared(run, _as_float, call=_caller(m, config))
+        return Prepared(run, output_tensors, call=_caller(m, config))
 
 
 class TorchScript(Runtime):
@@ -100,7 +96,8 @@ class TorchScript(Runtime):
         m = torch_module(wl, config)
         xs = torch_inputs(wl, config)
         with torch.no_grad():
-            traced = torch.jit.trace(m, xs, check_trace=False)
+            # strict=False: a model that returns a dict or a list of tensors traces too
+            traced = torch.jit.trace(m, xs, check_trace=False, strict=False)
             frozen = torch.jit.optimize_for_inference(torch.jit.freeze(traced))
         path = config.artifact_path(workdir, "model.torchscript.pt")
         torch.jit.save(frozen, str(path))
@@ -109,7 +106,7 @@ class TorchScript(Runtime):
             with torch.inference_mode():
                 return frozen(*xs)
 
-        return Prepared(run, _as_float, artifact=path, call=_caller(frozen, config))
+        return Prepared(run, output_tensors, artifact=path, call=_caller(frozen, config))
 
 
 class Compile(Runtime):
@@ -143,4 +140,4 @@ class Compile(Runtime):
             with torch.inference_mode():
                 return compiled(*xs)
 
-        return Prepared(run, _as_float, call=_caller(compiled, config))
+        return Prepared(run, output_tensors, call=_caller(compiled, config))

@@ -1,7 +1,7 @@
 """A tuned configuration loaded into the user's own process: ``rooftune.load_tuned(path)``.
 
     model = rooftune.load_tuned("rooftune-out/best.json")
-    y = model(x)            # torch tensors in, the model's first output out, as a float tensor
+    y = model(x)            # torch tensors in, the model's output out (as the model returns it), float
 
 The file is one written by ``rooftune tune --save`` or ``rooftune optimize``. Loading does what a
 trial's process did: torch's thread pools as configured, the workload's model built (a torchvision
@@ -36,8 +36,9 @@ from rooftune.errors import InvalidArgument, RooftuneError
 @dataclass(eq=False)
 class TunedModel:
     """A prepared configuration: call it with the inputs' tensors (the shapes and dtypes it was
-    tuned on); it returns the first output as a float tensor (an inference tensor from the torch
-    runtimes: ``clone()`` it to change it in place)."""
+    tuned on); it returns the output in the structure the model returns it (a tensor, a tuple, a
+    dict of tensors), every tensor in float (inference tensors from the torch runtimes: ``clone()``
+    one to change it in place)."""
 
     config: Any
     #: The check its trial passed, made again here (``ok``, ``rule``, ``why``; against PyTorch eager
@@ -53,11 +54,16 @@ class TunedModel:
     example_inputs: tuple[torch.Tensor, ...] = field(repr=False)
     _prepared: Any = field(repr=False)
     _workdir: Any = field(repr=False)  # the prepared artifact's folder, removed with the object
+    #: The structure of the model's own output (its tensors emptied), which the runtime's output
+    #: tensors are put back into.
+    _template: Any = field(default=None, repr=False)
 
-    def __call__(self, *inputs: torch.Tensor) -> torch.Tensor:
+    def __call__(self, *inputs: torch.Tensor) -> Any:
+        from rooftune.runtimes import like_output
+
         self._check_inputs(inputs)
         # the torch runtimes' calls run in inference mode, and return inference tensors
-        return self._prepared.output_for(tuple(x.detach() for x in inputs))
+        return like_output(self._template, self._prepared.output_for(tuple(x.detach() for x in inputs)))
 
     def run(self) -> Any:
         """One inference on the inputs it was tuned on, output left in the runtime's own form
@@ -113,7 +119,9 @@ def load_tuned(path: str | Path, *, check: bool = True, validate: str | Callable
 def _load(path: str | Path, *, check: bool = True, validate: str | Callable[..., Any] | None = None,
           name: str = "path") -> TunedModel:
     """The configuration prepared and, with ``check``, its output compared (not raised on)."""
-    from rooftune.runtimes import first_tensor, get_runtime
+    from torch.utils._pytree import tree_map
+
+    from rooftune.runtimes import get_runtime, output_tensors
     from rooftune.tuning._worker import load_for
     from rooftune.tuning.config import load_config
     from rooftune.tuning.verify import check_prepared
@@ -149,11 +157,13 @@ def _load(path: str | Path, *, check: bool = True, validate: str | Callable[...,
                      f"(rooftune exec --config {path} -- ... starts that many copies of a program)")
     calibration = calibration_for(config, saved, wl.inputs)
     reference, calib = None, None
-    if check:  # before the runtime prepares: eager's bf16 converts the module in place
-        with torch.no_grad():
-            reference = first_tensor(wl.module(*wl.inputs)).float()
+    with torch.no_grad():  # before the runtime prepares: eager's bf16 converts the module in place
+        eager = wl.module(*wl.inputs)
+        if check:
+            reference = output_tensors(eager)
             if calibration:
-                calib = {"inputs": calibration, "outputs": [first_tensor(wl.module(*x)).float() for x in calibration]}
+                calib = {"inputs": calibration, "outputs": [output_tensors(wl.module(*x)) for x in calibration]}
+    template = tree_map(lambda v: torch.empty(0) if isinstance(v, torch.Tensor) else v, eager)
     workdir = tempfile.TemporaryDirectory(prefix="rooftune-tuned-")
     try:
         if not _place_artifact(runtime.artifact_file(config, Path(workdir.name)), saved, path):
@@ -168,7 +178,7 @@ def _load(path: str | Path, *, check: bool = True, validate: str | Callable[...,
         workdir.cleanup()
         raise
     signature = tuple((tuple(x.shape), x.dtype) for x in wl.inputs)
-    return TunedModel(config, result, tuple(notes), signature, tuple(wl.inputs), prepared, workdir)
+    return TunedModel(config, result, tuple(notes), signature, tuple(wl.inputs), prepared, workdir, template)
 
 
 def _place_artifact(target: Path | None, saved: dict[str, Any], path: str | Path) -> bool:

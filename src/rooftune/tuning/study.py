@@ -275,7 +275,7 @@ class Setup:
 
     def files(self, batch: int) -> tuple[Path, Path | None]:
         if batch not in self._files:
-            from rooftune.runtimes import first_tensor
+            from rooftune.runtimes import output_tensors
             from rooftune.runtimes.quantize import calibration_inputs
             from rooftune.workload import load_workload
 
@@ -284,12 +284,12 @@ class Setup:
             reference = self.workdir / f"reference-b{batch}.pt"
             torch.save(tuple(wl.inputs), self.workdir / f"inputs-b{batch}.pt")
             with torch.no_grad():
-                torch.save(first_tensor(wl.module(*wl.inputs)).float(), reference)
+                torch.save(output_tensors(wl.module(*wl.inputs)), reference)
             calibration = None
             if self.int8:
                 xs = calibration_inputs(wl.inputs, self.calibration_size)
                 with torch.no_grad():
-                    outs = [first_tensor(wl.module(*x)).float() for x in xs]
+                    outs = [output_tensors(wl.module(*x)) for x in xs]
                 calibration = self.workdir / f"calibration-b{batch}.pt"
                 torch.save({"inputs": xs, "outputs": outs}, calibration)
             self._files[batch] = (reference, calibration)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -21,41 +22,83 @@ INT8_MIN_COSINE = 0.99
 INT8_MIN_TOP1 = 0.99
 
 
-def compare_outputs(out: torch.Tensor, ref: torch.Tensor, precision: str) -> dict[str, Any]:
-    """Max abs error, error relative to the reference's scale, cosine similarity, top-1 agreement
-    (rows of the last dimension), and whether the precision's guard passes."""
+Outputs = torch.Tensor | Sequence[torch.Tensor]
+
+
+def _tensors(out: Outputs) -> tuple[torch.Tensor, ...]:
+    return (out,) if isinstance(out, torch.Tensor) else tuple(out)
+
+
+def _compare_one(out: torch.Tensor, ref: torch.Tensor) -> dict[str, Any]:
     out = out.detach().float().reshape(ref.shape) if out.numel() == ref.numel() else out.detach().float()
     if out.shape != ref.shape:
-        return {"ok": False, "why": f"output shape {tuple(out.shape)} differs from the reference {tuple(ref.shape)}"}
+        return {"why": f"shape {tuple(out.shape)} differs from the reference {tuple(ref.shape)}"}
     max_abs, rel, cos = output_error(out, ref)
     top1 = (out.reshape(-1, ref.shape[-1]).argmax(-1) == ref.reshape(-1, ref.shape[-1]).argmax(-1)).float().mean().item() if ref.dim() else 1.0
-    finite = bool(torch.isfinite(out).all())
+    return {"max_abs": max_abs, "max_rel": rel, "cosine": cos, "top1": top1, "finite": bool(torch.isfinite(out).all())}
+
+
+def _rule(precision: str) -> tuple[str, Callable[[dict[str, Any]], bool]]:
     if precision == "int8":
-        ok = finite and cos >= INT8_MIN_COSINE and top1 >= INT8_MIN_TOP1
-        rule = f"cosine >= {INT8_MIN_COSINE} and top-1 agreement >= {INT8_MIN_TOP1:.0%}"
-    else:
-        tol = BF16_TOLERANCE if precision == "bf16" else FP32_TOLERANCE
-        min_cos = INT8_MIN_COSINE if precision == "bf16" else FP32_MIN_COSINE
-        ok = finite and rel <= tol and cos >= min_cos
-        rule = f"max error <= {tol:g} of the output's scale and cosine >= {min_cos}"
-    return {"ok": ok, "max_abs": max_abs, "max_rel": rel, "cosine": cos, "top1": top1, "rule": rule,
-            "why": "" if ok else f"fails {rule}: max_rel {rel:.3g}, cosine {cos:.5f}, top-1 {top1:.1%}"}
+        return (f"cosine >= {INT8_MIN_COSINE} and top-1 agreement >= {INT8_MIN_TOP1:.0%}",
+                lambda e: e["finite"] and e["cosine"] >= INT8_MIN_COSINE and e["top1"] >= INT8_MIN_TOP1)
+    tol = BF16_TOLERANCE if precision == "bf16" else FP32_TOLERANCE
+    min_cos = INT8_MIN_COSINE if precision == "bf16" else FP32_MIN_COSINE
+    return (f"max error <= {tol:g} of the output's scale and cosine >= {min_cos}",
+            lambda e: e["finite"] and e["max_rel"] <= tol and e["cosine"] >= min_cos)
 
 
-def compare_set(outputs: list[torch.Tensor], refs: list[torch.Tensor], precision: str) -> dict[str, Any]:
+def compare_outputs(out: Outputs, ref: Outputs, precision: str) -> dict[str, Any]:
+    """Max abs error, error relative to the reference's scale, cosine similarity, top-1 agreement
+    (rows of the last dimension), and whether the precision's guard passes.
+
+    ``out`` and ``ref`` are a tensor or every output tensor of the model in order
+    (:func:`rooftune.runtimes.output_tensors`): each output is compared with its own reference, on
+    the scale of its own, and the figures are the worst over them (the largest errors, the lowest
+    cosine); top-1 agreement is the first output's, the one a classifier's logits come first in.
+    A configuration passes only when every output does."""
+    outs, refs = _tensors(out), _tensors(ref)
+    if len(outs) != len(refs):
+        return {"ok": False, "why": f"{len(outs)} output tensor(s) where the model returns {len(refs)}"}
+    each = [_compare_one(o, r) for o, r in zip(outs, refs, strict=True)]
+    several = len(refs) > 1
+    for i, e in enumerate(each):
+        if "cosine" not in e:
+            return {"ok": False, "why": f"output {i + 1} of {len(refs)}: {e['why']}" if several else f"output {e['why']}"}
+    rule, passes = _rule(precision)
+    figures = {"max_abs": max(e["max_abs"] for e in each), "max_rel": max(e["max_rel"] for e in each),
+               "cosine": min(e["cosine"] for e in each), "top1": each[0]["top1"],
+               "finite": all(e["finite"] for e in each)}
+    ok = passes(figures)
+    why = ""
+    if not ok:
+        worst = next((i for i, e in enumerate(each) if not passes({**e, "top1": figures["top1"]})), 0)
+        e = each[worst]
+        where = f" (output {worst + 1} of {len(refs)})" if several else ""
+        why = f"fails {rule}{where}: max_rel {e['max_rel']:.3g}, cosine {e['cosine']:.5f}, top-1 {figures['top1']:.1%}"
+    result = {"ok": ok, "max_abs": figures["max_abs"], "max_rel": figures["max_rel"], "cosine": figures["cosine"],
+              "top1": figures["top1"], "rule": rule, "why": why}
+    if several:
+        result["outputs"] = len(refs)
+    return result
+
+
+def compare_set(outputs: list[Outputs], refs: list[Outputs], precision: str) -> dict[str, Any]:
     """The guard over a calibration set: per-input comparisons, then the mean cosine (and the
-    worst), top-1 agreement over every row of every output, and the largest relative error."""
+    worst), top-1 agreement over every row of every input's first output, and the largest relative
+    error."""
     if len(outputs) != len(refs) or not refs:
         return {"ok": False, "why": f"{len(outputs)} outputs for {len(refs)} calibration inputs"}
     each = [compare_outputs(o, r, precision) for o, r in zip(outputs, refs, strict=True)]
     bad_shape = next((e for e in each if "cosine" not in e), None)
     if bad_shape is not None:
         return bad_shape
-    rows = [r.reshape(-1, r.shape[-1]).shape[0] if r.dim() else 1 for r in refs]
+    firsts = [_tensors(r)[0] for r in refs]
+    rows = [r.reshape(-1, r.shape[-1]).shape[0] if r.dim() else 1 for r in firsts]
     top1 = sum(e["top1"] * n for e, n in zip(each, rows, strict=True)) / sum(rows)
     cos = sum(e["cosine"] for e in each) / len(each)
     rel = max(e["max_rel"] for e in each)
-    finite = all(torch.isfinite(o).all() for o in outputs)
+    finite = all(torch.isfinite(t).all() for o in outputs for t in _tensors(o))
     if precision == "int8":
         ok = bool(finite) and cos >= INT8_MIN_COSINE and top1 >= INT8_MIN_TOP1
         rule = f"mean cosine >= {INT8_MIN_COSINE} and top-1 agreement >= {INT8_MIN_TOP1:.0%} over {len(refs)} inputs"
@@ -63,23 +106,28 @@ def compare_set(outputs: list[torch.Tensor], refs: list[torch.Tensor], precision
         ok = all(e["ok"] for e in each)
         rule = each[0]["rule"] + f" on each of {len(refs)} inputs"
     why = "" if ok else f"fails {rule}: mean cosine {cos:.5f}, top-1 {top1:.1%}, max_rel {rel:.3g}"
-    zeros = sum(1 for o, r in zip(outputs, refs, strict=True) if not o.any() and r.any())
+    zeros = sum(1 for o, r in zip(outputs, refs, strict=True)
+                if not any(t.any() for t in _tensors(o)) and any(t.any() for t in _tensors(r)))
     if not ok and zeros:  # what a quantizer that rounded the whole output away gives
         why += f"; {zeros} of {len(refs)} outputs are all zeros"
-    return {"ok": ok, "max_abs": max(e["max_abs"] for e in each), "max_rel": rel, "cosine": cos,
-            "min_cosine": min(e["cosine"] for e in each), "top1": top1, "inputs": len(refs), "rule": rule,
-            "why": why}
+    result = {"ok": ok, "max_abs": max(e["max_abs"] for e in each), "max_rel": rel, "cosine": cos,
+              "min_cosine": min(e["cosine"] for e in each), "top1": top1, "inputs": len(refs), "rule": rule,
+              "why": why}
+    if len(_tensors(refs[0])) > 1:
+        result["outputs"] = len(_tensors(refs[0]))
+    return result
 
 
-def check_prepared(prepared: Any, precision: str, inputs: tuple[torch.Tensor, ...], reference: torch.Tensor,
+def check_prepared(prepared: Any, precision: str, inputs: tuple[torch.Tensor, ...], reference: Outputs,
                    calibration: dict[str, Any] | None = None, validate: Any = None,
-                   out: torch.Tensor | None = None) -> dict[str, Any]:
+                   out: Outputs | None = None) -> dict[str, Any]:
     """The check a prepared configuration passes before its times count (a trial's, and
     ``rooftune.load_tuned``'s): its output on ``inputs`` against the fp32 eager ``reference``; an
     int8 model over its ``calibration`` set (``{"inputs": [...], "outputs": [...]}``, the fp32
     eager outputs) by the int8 guard; ``validate``, the caller's ``module:function(outputs,
     references)``, in place of the built-in guard. ``out``: the output on ``inputs`` when the
-    caller already has it."""
+    caller already has it. Outputs and references are every output tensor of the model, in order
+    (a lone tensor stands for a model's one output)."""
     verify = compare_outputs(prepared.output() if out is None else out, reference, precision)
     if calibration is not None or validate:
         xs = calibration["inputs"] if calibration else [tuple(inputs)]
@@ -87,13 +135,22 @@ def check_prepared(prepared: Any, precision: str, inputs: tuple[torch.Tensor, ..
         outs = [prepared.output_for(tuple(x)) for x in xs]
         verify = compare_set(outs, refs, precision) if calibration else verify
         if validate:
-            verify = {**verify, **user_validation(validate, outs, refs)}
+            verify = {**verify, **user_validation(validate, [_as_given(o) for o in outs], [_as_given(r) for r in refs])}
     return verify
+
+
+def _as_given(out: Outputs) -> torch.Tensor | tuple[torch.Tensor, ...]:
+    """What a validation function gets for one input: the output tensor of a model with one, else
+    the tuple of its output tensors in order."""
+    tensors = _tensors(out)
+    return tensors[0] if len(tensors) == 1 else tensors
 
 
 def user_validation(spec: Any, outputs: list[Any], refs: list[Any]) -> dict[str, Any]:
     """The caller's ``module:function(outputs, references) -> bool | (bool, why)`` (or the function
-    itself, in the caller's own process), in place of the built-in guard."""
+    itself, in the caller's own process), in place of the built-in guard: a list per input of the
+    configuration's and the fp32 eager outputs (a tensor, or a tuple of tensors for a model with
+    several outputs)."""
     import importlib
 
     if callable(spec):
