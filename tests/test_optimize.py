@@ -125,6 +125,20 @@ def test_the_report_says_time_between_ops_only_where_the_ops_leave_some() -> Non
         assert text.endswith(": no time between ops is measurable") and "not in any op" not in text
 
 
+def test_the_verification_table_says_when_several_outputs_were_checked() -> None:
+    from types import SimpleNamespace
+
+    from rooftune.report.html import _verification
+    from rooftune.selection.rewrite import Verification
+
+    def text(outputs: int) -> str:
+        return _verification(SimpleNamespace(tune=None, select=SimpleNamespace(
+            verification=Verification(True, 1e-6, 1.0, 1e-3, [], outputs))))
+
+    assert "each of its 3 output tensors on its own scale, the figures the worst of them" in text(3)
+    assert "output tensors" not in text(1)
+
+
 @pytest.mark.skipif(browser_missing() is not None, reason=str(browser_missing()))
 def test_the_report_renders_in_headless_chromium(run: OptimizeResult, tmp_path: Path) -> None:
     shot = tmp_path / "report.png"

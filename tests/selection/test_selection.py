@@ -145,7 +145,7 @@ def test_the_rewritten_model_is_verified_on_every_output_each_on_its_own_scale()
     sel = Selection("heads", [Choice(n, s, "im2col-gemm", 1.0) for n, s in zip(g.names, g.specs, strict=True)])
     new = rewrite(m, sel)
     v = verify(m, new, (x,))
-    assert v.ok and v.max_rel < 1e-3
+    assert v.ok and v.max_rel < 1e-3 and v.outputs == 2 and v.to_dict()["outputs"] == 2
 
     class Flipped(torch.nn.Module):  # the selected model with its embedding's sign flipped
         def __init__(self) -> None:

@@ -70,10 +70,12 @@ class Verification:
     cosine: float
     tolerance: float
     fallbacks: list[dict[str, Any]] = field(default_factory=list)
+    #: How many output tensors were compared, each on its own scale (the figures are the worst).
+    outputs: int = 1
 
     def to_dict(self) -> dict[str, Any]:
         return {"ok": self.ok, "max_rel": self.max_rel, "cosine": self.cosine, "tolerance": self.tolerance,
-                "fallbacks": self.fallbacks}
+                "fallbacks": self.fallbacks, "outputs": self.outputs}
 
 
 def rewrite(model: torch.nn.Module, selection: Selection) -> torch.nn.Module:
@@ -123,9 +125,9 @@ def verify(original: torch.nn.Module, rewritten: torch.nn.Module, inputs: Sequen
     lossy = any(m.primitive.startswith(("winograd", "fft")) for _, m in layers if not m.fallback)
     tol = END_TO_END_TOLERANCE["lossy" if lossy else "exact"]
     if len(outs) != len(refs) or any(o.shape != r.shape for o, r in zip(outs, refs, strict=False)):
-        return Verification(False, math.inf, 0.0, tol, fallbacks)
+        return Verification(False, math.inf, 0.0, tol, fallbacks, len(refs))
     # each output on its own scale: a small second output's error would hide under a large first's
     errors = [output_error(o.double(), r.double()) for o, r in zip(outs, refs, strict=True)]
     rel, cos = max(e[1] for e in errors), min(e[2] for e in errors)
     ok = math.isfinite(rel) and rel <= tol and cos >= MIN_COSINE
-    return Verification(ok, rel, cos, tol, fallbacks)
+    return Verification(ok, rel, cos, tol, fallbacks, len(refs))
