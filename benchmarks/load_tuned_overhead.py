@@ -7,7 +7,7 @@ For each model and runtime a configuration file is written (2 intra-op threads, 
 is prepared at load), loaded in this process, and the two calls are interleaved by the harness
 (`rooftune.bench.compare`): the ratio is the user's call over the timed run, with its 95 % CI. The
 user's call checks the inputs' shapes, converts the torch tensors to the runtime's inputs and
-its first output back to a float torch tensor; the timed run feeds inputs converted once.
+its outputs back to torch tensors in the model's structure; the timed run feeds inputs converted once.
 """
 
 from __future__ import annotations

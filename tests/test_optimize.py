@@ -113,16 +113,28 @@ def test_the_report_states_the_figures_it_measured(run: OptimizeResult) -> None:
 def test_the_report_says_time_between_ops_only_where_the_ops_leave_some() -> None:
     """Op times that add up to all of the end-to-end time (or a little more, by noise) leave no
     time between ops: the report does not call a negative remainder time outside the ops."""
+    import math
     from types import SimpleNamespace
 
+    from rooftune.analysis.analyze import Analysis
     from rooftune.report.html import _between_ops
 
-    gap = SimpleNamespace(accounting_ratio=0.9, accounting_ci=(0.88, 0.93), unattributed_s=2.5e-3)
+    def analysis(ratio: float, ci: tuple[float, float], rest: float) -> SimpleNamespace:
+        a = SimpleNamespace(accounting_ratio=ratio, accounting_ci=ci, unattributed_s=rest)
+        a.between_ops_s = Analysis.between_ops_s.fget(a)
+        return a
+
+    gap = analysis(0.9, (0.88, 0.93), 2.5e-3)
+    assert gap.between_ops_s == 2.5e-3
     assert _between_ops(gap) == ("the op times add up to 90% of the end-to-end time (95 % CI 88%-93%): "
                                  "2.5 ms is not in any op (Python and framework between ops)")
-    for ratio, ci, rest in ((1.002, (0.99, 1.01), -37.5e-6), (0.995, (0.98, 1.004), 1e-4)):
-        text = _between_ops(SimpleNamespace(accounting_ratio=ratio, accounting_ci=ci, unattributed_s=rest))
-        assert text.endswith(": no time between ops is measurable") and "not in any op" not in text
+    for ratio, ci, rest in ((1.002, (0.99, 1.01), -37.5e-6), (0.995, (0.98, 1.004), 1e-4), (1.01, (-math.inf, math.inf), -1e-5)):
+        a = analysis(ratio, ci, rest)
+        text = _between_ops(a)
+        assert a.between_ops_s is None and text.endswith(": no time between ops is measurable") and "not in any op" not in text
+    # too few runs for an interval: the remainder's sign decides, and no interval is printed
+    few = analysis(0.9, (-math.inf, math.inf), 2e-3)
+    assert few.between_ops_s == 2e-3 and "CI" not in _between_ops(few)
 
 
 def test_the_verification_table_says_when_several_outputs_were_checked() -> None:

@@ -340,7 +340,8 @@ def _print_analysis(a: Any, top: int) -> None:
     out.print(
         f"end-to-end [bold]{_seconds(a.end_to_end_s)}[/bold] (IQR {_seconds(a.end_to_end_iqr_s)}, {a.runs} runs); "
         f"sum of op times {_seconds(a.ops_sum_s)} per run = {a.accounting_ratio:.1%} of it "
-        f"(95% CI {a.accounting_ci[0]:.1%}-{a.accounting_ci[1]:.1%}); unattributed {_seconds(a.unattributed_s)}"
+        f"(95% CI {a.accounting_ci[0]:.1%}-{a.accounting_ci[1]:.1%}); "
+        + (f"unattributed {_seconds(a.between_ops_s)}" if a.between_ops_s is not None else "no time between ops measurable")
     )
     out.print(
         f"roofline lower bound [bold]{_seconds(a.lower_bound_s)}[/bold]: efficiency {a.efficiency:.1%}; "

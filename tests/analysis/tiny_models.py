@@ -138,3 +138,21 @@ class TwoHeads(nn.Module):
 def two_heads() -> tuple[nn.Module, torch.Tensor]:
     torch.manual_seed(0)
     return TwoHeads(), torch.randn(1, 3, 16, 16)
+
+
+class WithExtras(nn.Module):
+    """Outputs of other kinds beside the logits: class indices (int64), a Python int, an empty tensor."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.fc = nn.Linear(8, 10)
+
+    def forward(self, x: torch.Tensor) -> dict[str, object]:
+        logits = self.fc(self.conv(x).relu().mean((2, 3)))
+        return {"logits": logits, "label": logits.argmax(-1), "batch": x.shape[0], "none": logits[:, :0]}
+
+
+def with_extras() -> tuple[nn.Module, torch.Tensor]:
+    torch.manual_seed(0)
+    return WithExtras(), torch.randn(2, 3, 16, 16)

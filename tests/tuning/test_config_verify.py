@@ -127,6 +127,44 @@ def test_every_output_of_a_model_is_verified_on_its_own_scale() -> None:
     assert flipped["top1"] == 1.0 and not flipped["ok"] and "(output 2 of 2)" in flipped["why"]
 
 
+def test_outputs_of_every_kind_are_flattened_in_order_and_put_back_as_the_model_returns_them() -> None:
+    import numpy as np
+
+    from rooftune.runtimes import like_output, output_tensors
+
+    out = {"logits": torch.ones(2, 3, dtype=torch.float64), "label": torch.tensor([1, 2]), "n": 2, "score": 0.5,
+           "none": None, "name": "x", "nested": [np.array([True, False]), (np.float32(1.5),)]}
+    flat = output_tensors(out)
+    assert [t.dtype for t in flat] == [torch.float32, torch.int64, torch.int64, torch.float32, torch.bool, torch.float32]
+    assert [tuple(t.shape) for t in flat] == [(2, 3), (2,), (), (), (2,), ()]
+    # put back: the model's structure, each tensor in its dtype, numbers as numbers
+    back = like_output(out, flat)
+    assert back["logits"].dtype == torch.float64 and back["label"].dtype == torch.int64
+    assert back["n"] == 2 and type(back["n"]) is int and back["score"] == 0.5 and back["none"] is None and back["name"] == "x"
+    assert like_output(torch.empty(0, dtype=torch.int32), (torch.tensor([1.0, 2.0]),)).dtype == torch.int32
+    assert like_output(out, flat[:2]) == flat[:2]  # another count: the tensors as they are
+    with pytest.raises(TypeError, match="has no tensor"):
+        output_tensors({"a": None, "b": "text"})
+
+
+def test_integer_and_empty_outputs_are_compared_by_agreement_and_shape() -> None:
+    logits, label, empty = torch.randn(100, 10), torch.arange(100), torch.zeros(2, 0)
+    assert compare_outputs((logits, label, empty), (logits, label, empty), "fp32")["ok"]
+    one_off = label.clone()
+    one_off[0] = 7  # 99 % of the indices agree: a near tie may flip one
+    r = compare_outputs((logits, one_off), (logits, label), "fp32")
+    assert r["ok"] and r["agreement"] == 0.99 and r["max_rel"] < 1e-6
+    one_off[1] = 7
+    r = compare_outputs((logits, one_off), (logits, label), "bf16")
+    assert not r["ok"] and "(output 2 of 2): its integer values agree on 98.0% of the elements" in r["why"]
+    assert not compare_outputs((logits, one_off), (logits, label), "int8")["ok"]
+    assert not compare_outputs((logits, torch.zeros(2, 1)), (logits, empty), "fp32")["ok"]  # the shape still counts
+    from rooftune.tuning.verify import compare_set
+
+    bad = compare_set([(logits, one_off)] * 2, [(logits, label)] * 2, "int8")
+    assert not bad["ok"] and bad["agreement"] == 0.98 and "integer outputs agreeing on 98.0%" in bad["why"]
+
+
 def test_a_validation_function_gets_each_inputs_outputs_as_the_model_gives_them() -> None:
     from rooftune.tuning.verify import check_prepared
 
@@ -155,6 +193,10 @@ def test_a_validation_function_gets_each_inputs_outputs_as_the_model_gives_them(
 
     check_prepared(One(), "fp32", (torch.ones(1),), (torch.ones(1, 3),), validate=record)
     assert isinstance(seen[0][0][0], torch.Tensor) and isinstance(seen[0][1][0], torch.Tensor)
+    seen.clear()
+    # an output missing is wrong whatever the caller's function would accept
+    r = check_prepared(One(), "fp32", (torch.ones(1),), (torch.ones(1, 3), torch.zeros(1, 2)), validate=record)
+    assert not r["ok"] and not seen and r["why"] == "1 output tensor(s) where the model returns 2"
 
 
 def test_verification_does_not_depend_on_the_outputs_scale() -> None:

@@ -229,3 +229,24 @@ def test_a_model_of_several_outputs_gets_them_all_checked_and_returned_as_it_ret
     assert isinstance(got, dict) and list(got) == ["logits", "embedding"]
     assert torch.allclose(got["embedding"], want["embedding"], atol=1e-7)
     m.close()
+
+
+def test_indices_numbers_and_empty_outputs_pass_the_check_and_come_back_in_their_types(tmp_path: Path) -> None:
+    """ONNX Runtime returns the Python int as a 1-element int64 array and the argmax as int64: both
+    are compared, and the loaded configuration gives them back as the model does."""
+    from tests.analysis.tiny_models import with_extras
+
+    module, x = with_extras()
+    x = x[:1]  # the configuration's batch
+    with torch.no_grad():
+        want = module.eval()(x)
+    path = tmp_path / "extras.json"
+    path.write_text(json.dumps({"config": RunConfig(runtime="onnxruntime", intra_threads=1).to_dict(),
+                                "workload": {"model": "tests.analysis.tiny_models:with_extras", "inputs": None, "options": {}}}))
+    m = rooftune.load_tuned(path)
+    assert m.check["ok"] and m.check["outputs"] == 4 and m.check["agreement"] == 1.0
+    got = m(x)
+    assert list(got) == ["logits", "label", "batch", "none"]
+    assert got["label"].dtype == torch.int64 and torch.equal(got["label"], want["label"])
+    assert got["batch"] == 1 and type(got["batch"]) is int and got["none"].shape == (1, 0)
+    m.close()

@@ -634,3 +634,27 @@ def test_every_runtime_prepares_an_exported_program(tmp_path: Path) -> None:
         config = RunConfig(runtime=runtime, set_threads=False, memory_format=layout)
         (out,) = rt.prepare(wl, config, tmp_path / runtime).output()
         assert torch.allclose(out, want, atol=1e-4), runtime
+
+
+def test_a_study_of_a_model_of_several_outputs_has_its_own_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Trials stored when only a model's first output was checked are not resumed as checked: the
+    output count is in the key of a study whose model has more than one (single-output studies keep
+    their key, and their stored trials)."""
+    import rooftune.tuning.study as study
+    from rooftune.tuning.study import TrialResult
+
+    spaces = []
+    real_key = study.study_key
+
+    def key(model, objective, batch, platform_id, space):  # type: ignore[no-untyped-def]
+        spaces.append(space)
+        return real_key(model, objective, batch, platform_id, space)
+
+    monkeypatch.setattr(study, "study_key", key)
+    monkeypatch.setattr(study, "_evaluate", lambda cfg, setup, policy, prepare_timeout_s: TrialResult(
+        cfg, True, latency_s=0.004, throughput=250.0, verify={"ok": True}))
+    monkeypatch.setattr(study, "_interleaved", lambda a, b, setup, objective, policy, pairs=None: {
+        "ratio": 1.0, "ci_low": 1.0, "ci_high": 1.0, "pairs": 1})
+    for model in (CNN, "tests.analysis.tiny_models:two_heads"):
+        tune(model, runtimes=["eager"], trials=1, db=str(tmp_path / "t.db"))
+    assert "outputs" not in spaces[0] and spaces[1]["outputs"] == 2

@@ -154,6 +154,15 @@ class Analysis:
         return self.end_to_end_s - self.ops_sum_s
 
     @property
+    def between_ops_s(self) -> float | None:
+        """The end-to-end time between ops, where it is measurable: None when the op times add
+        up to all of it within their interval, or to more (a negative remainder is noise, not time)."""
+        hi = self.accounting_ci[1]
+        if self.unattributed_s <= 0 or (math.isfinite(hi) and hi >= 1):
+            return None
+        return self.unattributed_s
+
+    @property
     def ops_median_sum_s(self) -> float:
         """The sum of the per-op medians (the op table's total)."""
         return math.fsum(o.time_s for o in self.ops)

@@ -111,13 +111,13 @@ def _machine(r: OptimizeResult, figs: dict[str, Path]) -> str:
 
 
 def _between_ops(a: Any) -> str:
-    """What the op times leave out of the end-to-end time. Where they add up to all of it within
-    their interval (or more), no time between ops was measured, and a negative remainder is not
-    said as if it were one."""
+    """What the op times leave out of the end-to-end time (:attr:`Analysis.between_ops_s`): a
+    negative remainder is not said as if it were time."""
     lo, hi = a.accounting_ci
-    added = f"the op times add up to {a.accounting_ratio:.0%} of the end-to-end time (95 % CI {lo:.0%}-{hi:.0%})"
-    if a.unattributed_s > 0 and hi < 1:
-        return f"{added}: {_t(a.unattributed_s)} is not in any op (Python and framework between ops)"
+    ci = f" (95 % CI {lo:.0%}-{hi:.0%})" if math.isfinite(lo) and math.isfinite(hi) else ""
+    added = f"the op times add up to {a.accounting_ratio:.0%} of the end-to-end time{ci}"
+    if a.between_ops_s is not None:
+        return f"{added}: {_t(a.between_ops_s)} is not in any op (Python and framework between ops)"
     return f"{added}: no time between ops is measurable"
 
 

@@ -2,8 +2,8 @@
 
 A :class:`Runtime` turns a workload and a :class:`~rooftune.tuning.RunConfig` into a
 :class:`Prepared` model once (export, compile, freeze: outside any timed region), which then runs
-the workload's inputs and returns every tensor of its output, in order, as float tensors (a model
-with several outputs is checked on all of them). ``available()`` says why the runtime cannot be used here (a package missing), or None.
+the workload's inputs and returns every tensor of its output, in order (a model with several
+outputs is checked on all of them). ``available()`` says why the runtime cannot be used here (a package missing), or None.
 Heavy packages are imported inside ``available``/``prepare`` only.
 """
 
@@ -27,7 +27,7 @@ class Prepared:
     """A model ready to run: ``run()`` executes one inference on the prepared inputs."""
 
     run: Callable[[], Any]
-    #: The runtime's raw output -> every output tensor, in the order the model returns them, as float.
+    #: The runtime's raw output -> every output tensor, in the order the model returns them (output_tensors).
     to_torch: Callable[[Any], tuple[torch.Tensor, ...]]
     artifact: Path | None = None
     notes: tuple[str, ...] = ()
@@ -114,28 +114,46 @@ def without_option(config: RunConfig, key: str) -> RunConfig:
 
 
 def output_tensors(out: Any) -> tuple[torch.Tensor, ...]:
-    """Every tensor of a model output, in order, as float: a tensor, a numpy array (ONNX
-    Runtime's), or any nesting of tuples, lists and dicts of them (torch's pytree order, the order
-    an ONNX export gives its outputs; a dict or list subclass pytree does not know is opened too).
-    Leaves that are not arrays (None, numbers) carry nothing to compare and are left out."""
+    """Every tensor of a model output, in order: a tensor, a numpy array (ONNX Runtime's), or any
+    nesting of tuples, lists and dicts of them (torch's pytree order, the order an ONNX export
+    gives its outputs; a dict or list subclass pytree does not know is opened too). Floating
+    tensors come as float32, integer and bool ones (indices, counts, masks) keep their type; a
+    Python or numpy number (a count, a score) comes as a 0-d tensor, as TorchScript, ONNX Runtime
+    and OpenVINO return it. Other leaves (None, strings) carry nothing to compare and are left out."""
+    if isinstance(out, torch.Tensor):  # the common case, on every call of a tuned model
+        return (_as_compared(out.detach()),)
     tensors = _tensors_of(out)
     if not tensors:
         raise TypeError(f"model output of type {type(out).__name__} has no tensor")
     return tuple(tensors)
 
 
+def _as_compared(t: torch.Tensor) -> torch.Tensor:
+    return t.float() if t.is_floating_point() else t
+
+
+def _leaf_tensor(leaf: Any) -> torch.Tensor | None:
+    import numpy as np
+
+    if isinstance(leaf, torch.Tensor):
+        return _as_compared(leaf.detach())
+    if isinstance(leaf, np.ndarray):
+        return _as_compared(torch.from_numpy(np.ascontiguousarray(leaf)))
+    if isinstance(leaf, (bool, int, float, np.generic)) and not isinstance(leaf, (np.str_, np.bytes_, np.void)):
+        return _as_compared(torch.as_tensor(np.asarray(leaf)))
+    return None
+
+
 def _tensors_of(out: Any) -> list[torch.Tensor]:
     from collections.abc import Mapping
 
-    import numpy as np
     from torch.utils._pytree import tree_leaves
 
     tensors = []
     for leaf in tree_leaves(out):
-        if isinstance(leaf, np.ndarray):
-            leaf = torch.from_numpy(np.ascontiguousarray(leaf))
-        if isinstance(leaf, torch.Tensor):
-            tensors.append(leaf.detach().float())
+        t = _leaf_tensor(leaf)
+        if t is not None:
+            tensors.append(t)
         elif isinstance(leaf, Mapping):
             tensors += _tensors_of(list(leaf.values()))
         elif isinstance(leaf, (list, tuple)):
@@ -145,19 +163,29 @@ def _tensors_of(out: Any) -> list[torch.Tensor]:
 
 def like_output(template: Any, tensors: Sequence[torch.Tensor]) -> Any:
     """``tensors`` (as :func:`output_tensors` gives them) put back in the structure of
-    ``template``, a model's own output: a tensor for a model that returns one, a dict for one that
-    returns a dict. Leaves of the template that are not tensors stay as they are; when the counts
-    differ, the tensors are returned as a tuple."""
-    import numpy as np
+    ``template``, a model's own output (its tensors may be empty ones of the same dtype): a tensor
+    for a model that returns one, a dict for one that returns a dict; each tensor in its template's
+    dtype, a number as a number of its type. Leaves of the template that are neither (None) stay
+    as they are; when the counts differ, the tensors are returned as a tuple."""
     from torch.utils._pytree import tree_flatten, tree_unflatten
 
+    if isinstance(template, torch.Tensor) and len(tensors) == 1:
+        return _like(template, tensors[0])
     leaves, spec = tree_flatten(template)
-    slots = [i for i, leaf in enumerate(leaves) if isinstance(leaf, (torch.Tensor, np.ndarray))]
+    slots = [i for i, leaf in enumerate(leaves) if _leaf_tensor(leaf) is not None]
     if len(slots) != len(tensors):
         return tuple(tensors)
     for i, t in zip(slots, tensors, strict=True):
-        leaves[i] = t
+        leaves[i] = _like(leaves[i], t)
     return tree_unflatten(leaves, spec)
+
+
+def _like(leaf: Any, t: torch.Tensor) -> Any:
+    if isinstance(leaf, torch.Tensor):
+        return t if t.dtype == leaf.dtype else t.to(leaf.dtype)
+    if isinstance(leaf, (bool, int, float)) and t.numel() == 1:
+        return type(leaf)(t.item())
+    return t
 
 
 def missing(package: str) -> str | None:

@@ -127,7 +127,7 @@ def verify(original: torch.nn.Module, rewritten: torch.nn.Module, inputs: Sequen
     if len(outs) != len(refs) or any(o.shape != r.shape for o, r in zip(outs, refs, strict=False)):
         return Verification(False, math.inf, 0.0, tol, fallbacks, len(refs))
     # each output on its own scale: a small second output's error would hide under a large first's
-    errors = [output_error(o.double(), r.double()) for o, r in zip(outs, refs, strict=True)]
-    rel, cos = max(e[1] for e in errors), min(e[2] for e in errors)
+    errors = [output_error(o.double(), r.double()) for o, r in zip(outs, refs, strict=True) if r.numel()]
+    rel, cos = max((e[1] for e in errors), default=0.0), min((e[2] for e in errors), default=1.0)
     ok = math.isfinite(rel) and rel <= tol and cos >= MIN_COSINE
     return Verification(ok, rel, cos, tol, fallbacks, len(refs))

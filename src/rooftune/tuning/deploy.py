@@ -1,7 +1,7 @@
 """A tuned configuration loaded into the user's own process: ``rooftune.load_tuned(path)``.
 
     model = rooftune.load_tuned("rooftune-out/best.json")
-    y = model(x)            # torch tensors in, the model's output out (as the model returns it), float
+    y = model(x)            # torch tensors in, the model's output out, in the structure and dtypes the model returns
 
 The file is one written by ``rooftune tune --save`` or ``rooftune optimize``. Loading does what a
 trial's process did: torch's thread pools as configured, the workload's model built (a torchvision
@@ -37,8 +37,8 @@ from rooftune.errors import InvalidArgument, RooftuneError
 class TunedModel:
     """A prepared configuration: call it with the inputs' tensors (the shapes and dtypes it was
     tuned on); it returns the output in the structure the model returns it (a tensor, a tuple, a
-    dict of tensors), every tensor in float (inference tensors from the torch runtimes: ``clone()``
-    one to change it in place)."""
+    dict of tensors), each tensor of the model's dtype (inference tensors from the torch runtimes:
+    ``clone()`` one to change it in place)."""
 
     config: Any
     #: The check its trial passed, made again here (``ok``, ``rule``, ``why``; against PyTorch eager
@@ -102,7 +102,8 @@ def load_tuned(path: str | Path, *, check: bool = True, validate: str | Callable
     model by the int8 guard over the calibration set it was quantized with; ``validate``, a
     ``module:function(outputs, references)`` as given to ``rooftune tune --validate`` or the
     function itself, replaces the built-in guard (by default the one the study was given, which
-    the file records); ``check=False`` skips it. Raises :class:`InvalidArgument` for a file that is
+    the file records); ``check=False`` skips it (the model still runs once in eager, where the
+    structure of its output is read, which a call then returns). Raises :class:`InvalidArgument` for a file that is
     not a saved configuration or a runtime not installed here, and :class:`RooftuneError` when the
     output is wrong."""
     if validate is not None and not check:
@@ -163,7 +164,7 @@ def _load(path: str | Path, *, check: bool = True, validate: str | Callable[...,
             reference = output_tensors(eager)
             if calibration:
                 calib = {"inputs": calibration, "outputs": [output_tensors(wl.module(*x)) for x in calibration]}
-    template = tree_map(lambda v: torch.empty(0) if isinstance(v, torch.Tensor) else v, eager)
+    template = tree_map(lambda v: torch.empty(0, dtype=v.dtype) if isinstance(v, torch.Tensor) else v, eager)
     workdir = tempfile.TemporaryDirectory(prefix="rooftune-tuned-")
     try:
         if not _place_artifact(runtime.artifact_file(config, Path(workdir.name)), saved, path):

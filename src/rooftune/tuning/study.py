@@ -542,7 +542,10 @@ def tune(
     graph = capture(wl)
     workdir = Path(tempfile.mkdtemp(prefix="rooftune-tune-"))
     setup = Setup(workload, workdir, int8="int8" in precisions, calibration_size=calibration_size, validate=validate_spec)
-    setup.files(wl.batch)
+    reference, _ = setup.files(wl.batch)
+    # a study of a model of several outputs checks every one of them since this count entered the
+    # key: trials stored before, which checked the first alone, are not resumed as checked
+    n_outputs = len(torch.load(reference))
     if "int8" in precisions:
         without = sorted(rn for rn, rt in available.items() if rt.unsupported(RunConfig(runtime=rn, precision="int8")))
         for rn in without:
@@ -554,7 +557,8 @@ def tune(
         raise InvalidArgument("precision", ",".join(precisions), "no installed runtime runs it")
     key = study_key(model, objective, wl.batch, platform.id,
                     {**space, "inputs": workload["inputs"], "options": workload["options"],
-                     "calibration": calibration_size if setup.int8 else 0, "validate": validate_spec})
+                     "calibration": calibration_size if setup.int8 else 0, "validate": validate_spec,
+                     **({"outputs": n_outputs} if n_outputs > 1 else {})})
     own_store = store is None
     store = store if store is not None else Store(db)
     results: list[TrialResult] = []

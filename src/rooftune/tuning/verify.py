@@ -30,22 +30,33 @@ def _tensors(out: Outputs) -> tuple[torch.Tensor, ...]:
 
 
 def _compare_one(out: torch.Tensor, ref: torch.Tensor) -> dict[str, Any]:
-    out = out.detach().float().reshape(ref.shape) if out.numel() == ref.numel() else out.detach().float()
+    out = out.detach().reshape(ref.shape) if out.numel() == ref.numel() else out.detach()
     if out.shape != ref.shape:
         return {"why": f"shape {tuple(out.shape)} differs from the reference {tuple(ref.shape)}"}
+    if ref.numel() == 0:  # nothing to differ (no detections, an empty mask)
+        return {"max_abs": 0.0, "max_rel": 0.0, "cosine": 1.0, "top1": 1.0, "finite": True}
+    if not ref.is_floating_point():
+        # indices, counts, masks: equal or not, no scale to be relative to; a near tie may flip
+        # an index in another precision as it flips a class, so the top-1 rule holds them
+        agree = (out.double() == ref.double()).double().mean().item()
+        return {"max_abs": 0.0, "max_rel": 0.0, "cosine": 1.0, "top1": agree, "finite": True, "agreement": agree}
+    out, ref = out.float(), ref.float()
     max_abs, rel, cos = output_error(out, ref)
     top1 = (out.reshape(-1, ref.shape[-1]).argmax(-1) == ref.reshape(-1, ref.shape[-1]).argmax(-1)).float().mean().item() if ref.dim() else 1.0
     return {"max_abs": max_abs, "max_rel": rel, "cosine": cos, "top1": top1, "finite": bool(torch.isfinite(out).all())}
 
 
 def _rule(precision: str) -> tuple[str, Callable[[dict[str, Any]], bool]]:
+    def agrees(e: dict[str, Any]) -> bool:  # integer outputs, where the model has any
+        return e.get("agreement", 1.0) >= INT8_MIN_TOP1
+
     if precision == "int8":
         return (f"cosine >= {INT8_MIN_COSINE} and top-1 agreement >= {INT8_MIN_TOP1:.0%}",
-                lambda e: e["finite"] and e["cosine"] >= INT8_MIN_COSINE and e["top1"] >= INT8_MIN_TOP1)
+                lambda e: e["finite"] and e["cosine"] >= INT8_MIN_COSINE and e["top1"] >= INT8_MIN_TOP1 and agrees(e))
     tol = BF16_TOLERANCE if precision == "bf16" else FP32_TOLERANCE
     min_cos = INT8_MIN_COSINE if precision == "bf16" else FP32_MIN_COSINE
     return (f"max error <= {tol:g} of the output's scale and cosine >= {min_cos}",
-            lambda e: e["finite"] and e["max_rel"] <= tol and e["cosine"] >= min_cos)
+            lambda e: e["finite"] and e["max_rel"] <= tol and e["cosine"] >= min_cos and agrees(e))
 
 
 def compare_outputs(out: Outputs, ref: Outputs, precision: str) -> dict[str, Any]:
@@ -56,7 +67,9 @@ def compare_outputs(out: Outputs, ref: Outputs, precision: str) -> dict[str, Any
     (:func:`rooftune.runtimes.output_tensors`): each output is compared with its own reference, on
     the scale of its own, and the figures are the worst over them (the largest errors, the lowest
     cosine); top-1 agreement is the first output's, the one a classifier's logits come first in.
-    A configuration passes only when every output does."""
+    An integer or bool output (indices, counts, masks) has no scale: it must agree with its
+    reference on >= 99 % of its elements (``agreement``, the lowest of them). A configuration
+    passes only when every output does."""
     outs, refs = _tensors(out), _tensors(ref)
     if len(outs) != len(refs):
         return {"ok": False, "why": f"{len(outs)} output tensor(s) where the model returns {len(refs)}"}
@@ -69,15 +82,24 @@ def compare_outputs(out: Outputs, ref: Outputs, precision: str) -> dict[str, Any
     figures = {"max_abs": max(e["max_abs"] for e in each), "max_rel": max(e["max_rel"] for e in each),
                "cosine": min(e["cosine"] for e in each), "top1": each[0]["top1"],
                "finite": all(e["finite"] for e in each)}
+    agreement = [e["agreement"] for e in each if "agreement" in e]
+    if agreement:
+        figures["agreement"] = min(agreement)
     ok = passes(figures)
     why = ""
     if not ok:
         worst = next((i for i, e in enumerate(each) if not passes({**e, "top1": figures["top1"]})), 0)
         e = each[worst]
         where = f" (output {worst + 1} of {len(refs)})" if several else ""
-        why = f"fails {rule}{where}: max_rel {e['max_rel']:.3g}, cosine {e['cosine']:.5f}, top-1 {figures['top1']:.1%}"
+        if "agreement" in e:
+            why = (f"fails {rule}{where}: its integer values agree on {e['agreement']:.1%} of the elements "
+                   f"(>= {INT8_MIN_TOP1:.0%} asked)")
+        else:
+            why = f"fails {rule}{where}: max_rel {e['max_rel']:.3g}, cosine {e['cosine']:.5f}, top-1 {figures['top1']:.1%}"
     result = {"ok": ok, "max_abs": figures["max_abs"], "max_rel": figures["max_rel"], "cosine": figures["cosine"],
               "top1": figures["top1"], "rule": rule, "why": why}
+    if agreement:
+        result["agreement"] = figures["agreement"]
     if several:
         result["outputs"] = len(refs)
     return result
@@ -99,13 +121,16 @@ def compare_set(outputs: list[Outputs], refs: list[Outputs], precision: str) -> 
     cos = sum(e["cosine"] for e in each) / len(each)
     rel = max(e["max_rel"] for e in each)
     finite = all(torch.isfinite(t).all() for o in outputs for t in _tensors(o))
+    agreement = [e["agreement"] for e in each if "agreement" in e]  # integer outputs: their elements' agreement
+    agree = sum(agreement) / len(agreement) if agreement else 1.0
     if precision == "int8":
-        ok = bool(finite) and cos >= INT8_MIN_COSINE and top1 >= INT8_MIN_TOP1
+        ok = bool(finite) and cos >= INT8_MIN_COSINE and top1 >= INT8_MIN_TOP1 and agree >= INT8_MIN_TOP1
         rule = f"mean cosine >= {INT8_MIN_COSINE} and top-1 agreement >= {INT8_MIN_TOP1:.0%} over {len(refs)} inputs"
     else:
         ok = all(e["ok"] for e in each)
         rule = each[0]["rule"] + f" on each of {len(refs)} inputs"
-    why = "" if ok else f"fails {rule}: mean cosine {cos:.5f}, top-1 {top1:.1%}, max_rel {rel:.3g}"
+    why = "" if ok else f"fails {rule}: mean cosine {cos:.5f}, top-1 {top1:.1%}, max_rel {rel:.3g}" + (
+        f", integer outputs agreeing on {agree:.1%} of their elements" if agreement else "")
     zeros = sum(1 for o, r in zip(outputs, refs, strict=True)
                 if not any(t.any() for t in _tensors(o)) and any(t.any() for t in _tensors(r)))
     if not ok and zeros:  # what a quantizer that rounded the whole output away gives
@@ -115,6 +140,8 @@ def compare_set(outputs: list[Outputs], refs: list[Outputs], precision: str) -> 
               "why": why}
     if len(_tensors(refs[0])) > 1:
         result["outputs"] = len(_tensors(refs[0]))
+    if agreement:
+        result["agreement"] = agree
     return result
 
 
@@ -134,7 +161,7 @@ def check_prepared(prepared: Any, precision: str, inputs: tuple[torch.Tensor, ..
         refs = calibration["outputs"] if calibration else [reference]
         outs = [prepared.output_for(tuple(x)) for x in xs]
         verify = compare_set(outs, refs, precision) if calibration else verify
-        if validate:
+        if validate and "cosine" in verify:  # a missing output or another shape is wrong whatever the caller accepts
             verify = {**verify, **user_validation(validate, [_as_given(o) for o in outs], [_as_given(r) for r in refs])}
     return verify
 
