@@ -156,3 +156,13 @@ class WithExtras(nn.Module):
 def with_extras() -> tuple[nn.Module, torch.Tensor]:
     torch.manual_seed(0)
     return WithExtras(), torch.randn(2, 3, 16, 16)
+
+
+class _Text(nn.Module):
+    def forward(self, x: torch.Tensor) -> str:
+        return "done"
+
+
+def returns_text() -> tuple[nn.Module, torch.Tensor]:
+    """Runs, but returns nothing a faster variant could be checked against."""
+    return _Text(), torch.randn(1, 4)

@@ -145,6 +145,23 @@ def test_outputs_of_every_kind_are_flattened_in_order_and_put_back_as_the_model_
     assert like_output(out, flat[:2]) == flat[:2]  # another count: the tensors as they are
     with pytest.raises(TypeError, match="has no tensor"):
         output_tensors({"a": None, "b": "text"})
+    # containers pytree does not know: a dataclass, a dict subclass, opened and rebuilt as they were
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Out:
+        logits: torch.Tensor
+        extra: tuple
+
+    class Heads(dict):
+        pass
+
+    made = Heads(first=Out(torch.ones(2), (torch.tensor([3]), 4, None)), second=[torch.zeros(1)])
+    flat = output_tensors(made)
+    assert [t.tolist() for t in flat] == [[1.0, 1.0], [3], 4, [0.0]]
+    back = like_output(made, [t + 1 for t in flat])
+    assert type(back) is Heads and type(back["first"]) is Out and back["first"].extra[1:] == (5, None)
+    assert back["first"].logits.tolist() == [2.0, 2.0] and back["second"][0].tolist() == [1.0]
 
 
 def test_integer_and_empty_outputs_are_compared_by_agreement_and_shape() -> None:

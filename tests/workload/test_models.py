@@ -321,6 +321,12 @@ def test_callable_module_failing_on_import(user_module: Callable[[str], str]) ->
     assert "second line" not in msg
 
 
+def test_a_model_whose_output_holds_no_tensor_is_refused_by_name() -> None:
+    with pytest.raises(WorkloadError, match=r"^model 'tests.analysis.tiny_models:returns_text' returns a str that "
+                       r"holds no tensor; return a tensor, or a tuple, list, dict or dataclass of tensors$"):
+        load_workload("tests.analysis.tiny_models:returns_text")
+
+
 def test_callable_module_not_found() -> None:
     with pytest.raises(WorkloadError) as info:
         load_workload("rt_no_such_module_xyz:make")

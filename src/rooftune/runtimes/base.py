@@ -10,7 +10,7 @@ Heavy packages are imported inside ``available``/``prepare`` only.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -145,8 +145,6 @@ def _leaf_tensor(leaf: Any) -> torch.Tensor | None:
 
 
 def _tensors_of(out: Any) -> list[torch.Tensor]:
-    from collections.abc import Mapping
-
     from torch.utils._pytree import tree_leaves
 
     tensors = []
@@ -154,30 +152,68 @@ def _tensors_of(out: Any) -> list[torch.Tensor]:
         t = _leaf_tensor(leaf)
         if t is not None:
             tensors.append(t)
-        elif isinstance(leaf, Mapping):
-            tensors += _tensors_of(list(leaf.values()))
-        elif isinstance(leaf, (list, tuple)):
-            tensors += _tensors_of(list(leaf))
+        else:
+            opened = _opened(leaf)
+            if opened is not None:
+                tensors += _tensors_of(opened)
     return tensors
+
+
+def _opened(leaf: Any) -> list[Any] | None:
+    """The parts of a container pytree does not know (a dataclass, a dict or list subclass), or None."""
+    import dataclasses
+    from collections.abc import Mapping
+
+    if dataclasses.is_dataclass(leaf) and not isinstance(leaf, type):
+        return [getattr(leaf, f.name) for f in dataclasses.fields(leaf)]
+    if isinstance(leaf, Mapping):
+        return list(leaf.values())
+    if isinstance(leaf, (list, tuple)):
+        return list(leaf)
+    return None
 
 
 def like_output(template: Any, tensors: Sequence[torch.Tensor]) -> Any:
     """``tensors`` (as :func:`output_tensors` gives them) put back in the structure of
     ``template``, a model's own output (its tensors may be empty ones of the same dtype): a tensor
-    for a model that returns one, a dict for one that returns a dict; each tensor in its template's
-    dtype, a number as a number of its type. Leaves of the template that are neither (None) stay
-    as they are; when the counts differ, the tensors are returned as a tuple."""
-    from torch.utils._pytree import tree_flatten, tree_unflatten
-
+    for a model that returns one, a dict for one that returns a dict, a dataclass as that
+    dataclass; each tensor in its template's dtype, a number as a number of its type. Leaves of
+    the template that are neither (None) stay as they are; when the counts differ, the tensors
+    are returned as a tuple."""
     if isinstance(template, torch.Tensor) and len(tensors) == 1:
         return _like(template, tensors[0])
-    leaves, spec = tree_flatten(template)
-    slots = [i for i, leaf in enumerate(leaves) if _leaf_tensor(leaf) is not None]
-    if len(slots) != len(tensors):
+    if len(_tensors_of(template)) != len(tensors):
         return tuple(tensors)
-    for i, t in zip(slots, tensors, strict=True):
-        leaves[i] = _like(leaves[i], t)
+    return _put(template, iter(tensors))
+
+
+def _put(template: Any, tensors: Iterator[torch.Tensor]) -> Any:
+    import dataclasses
+    from collections.abc import Mapping
+
+    from torch.utils._pytree import tree_flatten, tree_unflatten
+
+    leaves, spec = tree_flatten(template)
+    for i, leaf in enumerate(leaves):
+        if _leaf_tensor(leaf) is not None:
+            leaves[i] = _like(leaf, next(tensors))
+        elif _opened(leaf) is None:
+            continue
+        elif dataclasses.is_dataclass(leaf):
+            leaves[i] = dataclasses.replace(leaf, **{f.name: _put(getattr(leaf, f.name), tensors)
+                                                     for f in dataclasses.fields(leaf) if f.init})
+        elif isinstance(leaf, Mapping):
+            leaves[i] = _rebuilt(leaf, {k: _put(v, tensors) for k, v in leaf.items()})
+        else:
+            leaves[i] = _rebuilt(leaf, [_put(v, tensors) for v in leaf])
     return tree_unflatten(leaves, spec)
+
+
+def _rebuilt(leaf: Any, parts: Any) -> Any:
+    try:
+        return type(leaf)(parts)
+    except Exception:  # a container type that cannot be built from its parts: a plain one
+        return parts
 
 
 def _like(leaf: Any, t: torch.Tensor) -> Any:

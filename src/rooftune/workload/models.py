@@ -315,12 +315,21 @@ def _quiet_logger(name: str) -> Iterator[None]:
 
 
 def run_once(wl: Workload) -> Any:
-    """Run the workload once; a failure becomes a one-line WorkloadError naming the inputs."""
+    """Run the workload once; a failure, or an output that holds no tensor to check a faster
+    variant against, becomes a one-line WorkloadError naming the inputs."""
+    from rooftune.runtimes.base import output_tensors
+
     try:
         with torch.no_grad():
-            return wl()
+            out = wl()
     except Exception as exc:
         shapes = ", ".join(format_shape(s) for s in wl.input_shapes)
         raise WorkloadError(
             f"model {wl.name!r} fails on input {shapes}: {type(exc).__name__}: {one_line(exc, 200)}"
         ) from exc
+    try:
+        output_tensors(out)
+    except TypeError:
+        raise WorkloadError(f"model {wl.name!r} returns a {type(out).__name__} that holds no tensor; return a tensor, "
+                            "or a tuple, list, dict or dataclass of tensors") from None
+    return out
