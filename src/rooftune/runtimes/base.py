@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 
 if TYPE_CHECKING:
@@ -120,8 +121,12 @@ def output_tensors(out: Any) -> tuple[torch.Tensor, ...]:
     tensors come as float32, integer and bool ones (indices, counts, masks) keep their type; a
     Python or numpy number (a count, a score) comes as a 0-d tensor, as TorchScript, ONNX Runtime
     and OpenVINO return it. Other leaves (None, strings) carry nothing to compare and are left out."""
-    if isinstance(out, torch.Tensor):  # the common case, on every call of a tuned model
-        return (_as_compared(out.detach()),)
+    # the common cases first, on every call of a tuned model: one tensor (the torch runtimes, in
+    # inference mode), a flat list of arrays (ONNX Runtime, OpenVINO)
+    if isinstance(out, torch.Tensor):
+        return (_as_compared(out),)
+    if isinstance(out, list) and out and all(type(x) is np.ndarray for x in out):
+        return tuple(_as_compared(torch.from_numpy(np.ascontiguousarray(x))) for x in out)
     tensors = _tensors_of(out)
     if not tensors:
         raise TypeError(f"model output of type {type(out).__name__} has no tensor")
@@ -133,8 +138,6 @@ def _as_compared(t: torch.Tensor) -> torch.Tensor:
 
 
 def _leaf_tensor(leaf: Any) -> torch.Tensor | None:
-    import numpy as np
-
     if isinstance(leaf, torch.Tensor):
         return _as_compared(leaf.detach())
     if isinstance(leaf, np.ndarray):

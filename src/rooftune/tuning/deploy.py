@@ -31,6 +31,7 @@ from typing import Any
 import torch
 
 from rooftune.errors import InvalidArgument, RooftuneError
+from rooftune.runtimes.base import like_output
 
 
 @dataclass(eq=False)
@@ -59,8 +60,6 @@ class TunedModel:
     _template: Any = field(default=None, repr=False)
 
     def __call__(self, *inputs: torch.Tensor) -> Any:
-        from rooftune.runtimes import like_output
-
         self._check_inputs(inputs)
         # the torch runtimes' calls run in inference mode, and return inference tensors
         return like_output(self._template, self._prepared.output_for(tuple(x.detach() for x in inputs)))
