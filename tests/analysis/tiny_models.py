@@ -166,3 +166,30 @@ class _Text(nn.Module):
 def returns_text() -> tuple[nn.Module, torch.Tensor]:
     """Runs, but returns nothing a faster variant could be checked against."""
     return _Text(), torch.randn(1, 4)
+
+
+class Keywords(nn.Module):
+    """Called with a keyword argument holding a nested dict of tensors, and a float."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.fc = nn.Linear(8, 5)
+
+    def forward(self, x: torch.Tensor, *, extra: dict | None = None, scale: float = 1.0) -> torch.Tensor:
+        h = self.conv(x).relu().mean((2, 3))
+        if extra is not None:
+            h = h + extra["bias"] * extra["gain"][0]
+        return self.fc(h) * scale
+
+
+def keywords() -> tuple[nn.Module, tuple[torch.Tensor], dict]:
+    torch.manual_seed(0)
+    return Keywords(), (torch.randn(1, 3, 16, 16),), {"extra": {"bias": torch.randn(1, 8), "gain": [torch.tensor(2.0)]},
+                                                     "scale": 0.5}
+
+
+def keywords_only() -> tuple[nn.Module, dict]:
+    """The same model, its example a dict of keyword arguments."""
+    module, (x,), kwargs = keywords()
+    return module, {"x": x, "extra": kwargs["extra"]}

@@ -77,6 +77,8 @@ def test_a_wrong_output_is_refused_and_can_be_loaded_unchecked(tmp_path: Path, m
     assert m(x).shape[0] == m.signature[0][0][0]
     with pytest.raises(InvalidArgument, match=r"invalid inputs '2 tensor\(s\)': the configuration runs 1"):
         m(x, x)
+    with pytest.raises(InvalidArgument, match=r"""invalid inputs "keyword 'y'": the model takes its tensors in order \(1\)"""):
+        m(x, y=x)
     with pytest.raises(InvalidArgument, match=r"invalid input 0 'list'"):
         m([1.0])
 
@@ -249,4 +251,40 @@ def test_indices_numbers_and_empty_outputs_pass_the_check_and_come_back_in_their
     assert list(got) == ["logits", "label", "batch", "none"]
     assert got["label"].dtype == torch.int64 and torch.equal(got["label"], want["label"])
     assert got["batch"] == 1 and type(got["batch"]) is int and got["none"].shape == (1, 0)
+    m.close()
+
+
+def test_a_model_called_with_keywords_runs_on_every_runtime_and_is_called_the_same_way_when_loaded(tmp_path: Path) -> None:
+    """Each runtime takes the call's tensors in order; the loaded configuration is called as the
+    model is, and a call made otherwise is refused by name."""
+    from rooftune.runtimes import get_runtime
+    from rooftune.tuning.verify import compare_outputs
+    from rooftune.workload import load_workload
+    from tests.analysis.tiny_models import keywords
+
+    name = "tests.analysis.tiny_models:keywords"
+    module, (x,), kwargs = keywords()
+    with torch.no_grad():
+        want = module.eval()(x, **kwargs)
+    for runtime in ("eager", "torchscript", "onnxruntime", "openvino"):
+        wl = load_workload(name)
+        out = get_runtime(runtime).prepare(wl, RunConfig(runtime=runtime, intra_threads=1), tmp_path / runtime).output()
+        assert compare_outputs(out, want, "fp32")["ok"], runtime
+    path = tmp_path / "kw.json"
+    path.write_text(json.dumps({"config": RunConfig(runtime="onnxruntime", intra_threads=1).to_dict(),
+                                "workload": {"model": name, "inputs": None, "options": {}}}))
+    m = rooftune.load_tuned(path)
+    assert m.check["ok"]
+    other = torch.randn_like(x)
+    with torch.no_grad():
+        assert torch.allclose(m(other, **kwargs), module(other, **kwargs), atol=1e-5)
+    args, kw = m.example_call
+    assert torch.equal(args[0], m.example_inputs[0]) and kw["scale"] == 0.5 and set(kw["extra"]) == {"bias", "gain"}
+    with pytest.raises(InvalidArgument, match=r"^invalid call 'model\(Tensor\)': the model was tuned called as "
+                                              r"model\(tensor, extra=\{'bias': tensor, 'gain': \[tensor\]\}, scale=0.5\)"):
+        m(other)
+    with pytest.raises(InvalidArgument, match=r"^invalid argument scale '2.0': the value it was tuned with, 0.5"):
+        m(other, extra=kwargs["extra"], scale=2.0)
+    with pytest.raises(InvalidArgument, match=r"^invalid input extra\['bias'\] '2x8 float32'"):
+        m(other, extra={"bias": torch.ones(2, 8), "gain": kwargs["extra"]["gain"]}, scale=0.5)
     m.close()

@@ -37,7 +37,8 @@ from rooftune.runtimes.base import like_output
 @dataclass(eq=False)
 class TunedModel:
     """A prepared configuration: call it with the inputs' tensors (the shapes and dtypes it was
-    tuned on); it returns the output in the structure the model returns it (a tensor, a tuple, a
+    tuned on; a model called with keywords or nested inputs is called here the same way, see
+    ``example_call``); it returns the output in the structure the model returns it (a tensor, a tuple, a
     dict of tensors), each tensor of the model's dtype (inference tensors from the torch runtimes:
     ``clone()`` one to change it in place)."""
 
@@ -58,11 +59,29 @@ class TunedModel:
     #: The structure of the model's own output (its tensors emptied), which the runtime's output
     #: tensors are put back into.
     _template: Any = field(default=None, repr=False)
+    #: How the model is called where not with its tensors in order (keywords, nesting): a call
+    #: made the same way is taken apart into the tensors the configuration runs.
+    _call: Any = field(default=None, repr=False)
 
-    def __call__(self, *inputs: torch.Tensor) -> Any:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._call is not None:
+            inputs = self._call.tensors(args, kwargs)
+        elif kwargs:
+            raise InvalidArgument("inputs", f"keyword {next(iter(kwargs))!r}",
+                                  f"the model takes its tensors in order ({len(self.signature)})")
+        else:
+            inputs = args
         self._check_inputs(inputs)
         # the torch runtimes' calls run in inference mode, and return inference tensors
         return like_output(self._template, self._prepared.output_for(tuple(x.detach() for x in inputs)))
+
+    @property
+    def example_call(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """The positional and keyword arguments of the call it was tuned and checked on:
+        ``model(*args, **kwargs)``."""
+        if self._call is not None:
+            return self._call.call(self.example_inputs)
+        return tuple(self.example_inputs), {}
 
     def run(self) -> Any:
         """One inference on the inputs it was tuned on, output left in the runtime's own form
@@ -78,14 +97,15 @@ class TunedModel:
                 isinstance(x, torch.Tensor) and x.dtype == dtype and tuple(x.shape) == shape
                 for x, (shape, dtype) in zip(inputs, self.signature, strict=True)):
             return
+        names = self._call.names if self._call is not None else [str(i) for i in range(len(self.signature))]
         want = ", ".join(_describe(s, d) for s, d in self.signature)
         if len(inputs) != len(self.signature):
             raise InvalidArgument("inputs", f"{len(inputs)} tensor(s)", f"the configuration runs {len(self.signature)}: {want}")
-        for i, (x, (shape, dtype)) in enumerate(zip(inputs, self.signature, strict=True)):
+        for name, x, (shape, dtype) in zip(names, inputs, self.signature, strict=True):
             if not isinstance(x, torch.Tensor):
-                raise InvalidArgument(f"input {i}", type(x).__name__, f"a torch tensor ({want})")
+                raise InvalidArgument(f"input {name}", type(x).__name__, f"a torch tensor ({want})")
             if tuple(x.shape) != shape or x.dtype != dtype:
-                raise InvalidArgument(f"input {i}", _describe(tuple(x.shape), x.dtype),
+                raise InvalidArgument(f"input {name}", _describe(tuple(x.shape), x.dtype),
                                       f"the configuration was tuned on {want} (its artifact has fixed shapes)",
                                       "tune the model on these shapes (--batch, or module:callable returning such inputs)")
 
@@ -178,7 +198,7 @@ def _load(path: str | Path, *, check: bool = True, validate: str | Callable[...,
         workdir.cleanup()
         raise
     signature = tuple((tuple(x.shape), x.dtype) for x in wl.inputs)
-    return TunedModel(config, result, tuple(notes), signature, tuple(wl.inputs), prepared, workdir, template)
+    return TunedModel(config, result, tuple(notes), signature, tuple(wl.inputs), prepared, workdir, template, wl.call)
 
 
 def _place_artifact(target: Path | None, saved: dict[str, Any], path: str | Path) -> bool:

@@ -22,6 +22,7 @@ from torch import nn
 
 from rooftune.errors import InvalidArgument, WorkloadError, one_line
 from rooftune.workload.builtin import BUILTINS
+from rooftune.workload.calls import CallStructure, flat_module, needs_structure, positional_names
 from rooftune.workload.shapes import check_elements, format_shape, with_batch
 
 #: Seed of the example inputs: the same workload always gets the same numbers.
@@ -50,6 +51,9 @@ class Workload:
     inputs: tuple[torch.Tensor, ...]
     options: dict[str, Any] = field(default_factory=dict)
     exported: Any = None
+    #: How the model itself is called, where not with its tensors in order (keywords, nesting,
+    #: arguments that are not tensors): ``module`` then takes ``inputs`` in order and makes that call.
+    call: CallStructure | None = None
 
     @property
     def batch(self) -> int:
@@ -60,8 +64,10 @@ class Workload:
         return [tuple(int(d) for d in x.shape) for x in self.inputs]
 
     def describe(self) -> str:
-        shapes = ", ".join(format_shape(s) for s in self.input_shapes)
-        return f"{self.name} ({self.kind}; input {shapes})"
+        shapes = [format_shape(s) or "scalar" for s in self.input_shapes]
+        if self.call is not None:
+            shapes = [f"{n} {s}" for n, s in zip(self.call.names, shapes, strict=True)]
+        return f"{self.name} ({self.kind}; input {', '.join(shapes)})"
 
     def __call__(self) -> Any:
         return self.module(*self.inputs)
@@ -152,9 +158,11 @@ def _reshape_inputs(
     return tuple(out)
 
 
-def _load_callable(spec: str, options: dict[str, Any]) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+def _load_callable(spec: str, options: dict[str, Any]) -> tuple[nn.Module, tuple[Any, ...], dict[str, Any]]:
+    """The module and its example call's positional and keyword arguments (empty when it gave none)."""
     mod_name, _, attr = spec.partition(":")
-    allowed = "allowed package.module:callable returning an nn.Module (or (module, example_inputs))"
+    allowed = ("allowed package.module:callable returning an nn.Module, (module, example inputs) or "
+               "(module, args, kwargs)")
     if not mod_name or not attr:
         raise InvalidArgument("model", spec, allowed)
     # Like `uvicorn module:app`, the current directory is importable, so `rooftune analyze
@@ -177,17 +185,38 @@ def _load_callable(spec: str, options: dict[str, Any]) -> tuple[nn.Module, tuple
         result = obj(**options)
     except Exception as exc:
         raise WorkloadError(f"model {spec!r}: calling {attr}() failed: {type(exc).__name__}: {one_line(exc, 200)}") from exc
-    inputs: tuple[torch.Tensor, ...] = ()
-    if isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], nn.Module):
-        result, raw = result
-        raw = raw if isinstance(raw, (tuple, list)) else (raw,)
-        if not all(isinstance(x, torch.Tensor) for x in raw):
-            raise WorkloadError(f"model {spec!r}: example inputs must be tensors; got {[type(x).__name__ for x in raw]}: "
-                                "return a wrapper whose forward takes each tensor as a positional argument")
-        inputs = tuple(raw)
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = {}
+    if isinstance(result, tuple) and len(result) in (2, 3) and isinstance(result[0], nn.Module):
+        if len(result) == 3:  # (module, args, kwargs)
+            result, raw, kwargs = result
+            if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
+                raise WorkloadError(f"model {spec!r}: the third item, the keyword arguments, must be a dict by name; "
+                                    f"got {type(kwargs).__name__}")
+            args = tuple(raw) if isinstance(raw, (tuple, list)) else (raw,)
+        else:  # (module, inputs): a tensor, the positional arguments, or a dict of keyword arguments
+            result, raw = result
+            if isinstance(raw, dict) and all(isinstance(k, str) for k in raw):
+                kwargs = dict(raw)
+            else:
+                args = tuple(raw) if isinstance(raw, (tuple, list)) else (raw,)
+        if (args or kwargs) and not any(isinstance(x, torch.Tensor) for x in torch.utils._pytree.tree_leaves((args, kwargs))):
+            raise WorkloadError(f"model {spec!r}: its example inputs hold no tensor ({[type(x).__name__ for x in args]}"
+                                f"{', ' + str(sorted(kwargs)) if kwargs else ''}); {allowed}")
     if not isinstance(result, nn.Module):
         raise WorkloadError(f"model {spec!r}: {attr}() returned {type(result).__name__}, not an nn.Module; {allowed}")
-    return result, inputs
+    return result, args, kwargs
+
+
+def _structured(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
+                ) -> tuple[nn.Module, tuple[torch.Tensor, ...], CallStructure | None]:
+    """The module and its input tensors in order: the model itself where it takes its tensors in
+    order, else the model called as its example was (:mod:`rooftune.workload.calls`)."""
+    if not needs_structure(args, kwargs):
+        return module, tuple(args), None
+    call = CallStructure.of(args, kwargs, positional_names(module))
+    tensors = call.tensors(args, kwargs)
+    return flat_module(module, call), tensors, call
 
 
 def load_workload(
@@ -219,12 +248,13 @@ def _load(
     if model.endswith(".pt2") or (path.suffix and path.is_file()):
         wl = _load_exported(model, path, batch, inputs, options)
     elif ":" in model:
-        module, examples = _load_callable(model, options)
-        if not examples and not inputs:
+        module, args, kwargs = _load_callable(model, options)
+        if not args and not kwargs and not inputs:
             raise WorkloadError(
                 f"model {model!r} returned a module without example inputs; give their shapes, e.g. --input 1x3x224x224"
             )
-        wl = Workload(model, "callable", module.eval(), _reshape_inputs(examples, inputs, batch), options)
+        module, examples, call = _structured(module.eval(), args, kwargs)
+        wl = Workload(model, "callable", module, _reshape_inputs(examples, inputs, batch), options, call=call)
     elif model in BUILTINS:
         b = BUILTINS[model]
         opts = b.options(options)
@@ -288,19 +318,26 @@ def _load_exported(
     except Exception as exc:
         raise WorkloadError(f"model {model!r}: not a torch.export file: {type(exc).__name__}: {one_line(exc, 200)}") from exc
     args, kwargs = ep.example_inputs or ((), {})
-    # rooftune calls a model with its tensors in order (every runtime, the trials' processes, the
-    # ONNX export): a program exported with a nested, keyword or non-tensor input is refused here,
-    # by name, not later with the input misplaced
-    odd = [f"argument {i + 1} is a {type(a).__name__}" for i, a in enumerate(args) if not isinstance(a, torch.Tensor)]
-    odd += [f"keyword {k!r}" for k in kwargs]
-    if odd:
-        raise WorkloadError(
-            f"model {model!r} was exported with inputs other than tensors in order ({'; '.join(odd)}); "
-            "export a wrapper whose forward takes each tensor as a positional argument")
-    examples = tuple(args)
-    if not examples and not inputs:
+    if not args and not kwargs and not inputs:
         raise WorkloadError(f"model {model!r} carries no example inputs; give their shapes, e.g. --input 1x3x224x224")
-    return Workload(path.name, "torch.export", ep.module(), _reshape_inputs(examples, inputs, batch), {}, exported=ep)
+    if not needs_structure(args, kwargs):
+        return Workload(path.name, "torch.export", ep.module(), _reshape_inputs(tuple(args), inputs, batch), {}, exported=ep)
+    # a program exported with keyword or nested tensor inputs: its module called as exported,
+    # exported again taking its tensors in order (what the runtimes and the analysis read)
+    unflat = ep.module()
+    call = CallStructure.of(args, kwargs, positional_names(unflat))
+    fixed = [f"{name} = {value!r}"[:60] for name, value in call.constants()]
+    if fixed:  # its program takes them as inputs, and does not export again around them
+        raise WorkloadError(f"model {model!r} was exported with arguments that are not tensors ({'; '.join(fixed)}); "
+                            "export it with tensor inputs only, those values fixed inside the model")
+    module = flat_module(unflat, call)
+    xs = _reshape_inputs(call.tensors(args, kwargs), inputs, batch)
+    try:
+        flat = torch.export.export(module, xs)
+    except Exception as exc:
+        raise WorkloadError(f"model {model!r}: its program, called with its tensors in order, does not export again: "
+                            f"{type(exc).__name__}: {one_line(exc, 200)}") from exc
+    return Workload(path.name, "torch.export", module, xs, {}, exported=flat, call=call)
 
 
 @contextlib.contextmanager
