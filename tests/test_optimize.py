@@ -137,6 +137,19 @@ def test_the_report_says_time_between_ops_only_where_the_ops_leave_some() -> Non
     assert few.between_ops_s == 2e-3 and "CI" not in _between_ops(few)
 
 
+def test_the_usage_calls_a_model_of_keywords_as_it_is_called(tmp_path: Path) -> None:
+    from rooftune.pipeline import OptimizeResult
+
+    r = OptimizeResult(model="pkg.models:build", batch=1, objective="latency", budget_s=60, out=tmp_path, steps={},
+                       files={"best configuration": "best.json", "rewritten model": "selection/"},
+                       call="model(tensor, extra={'bias': tensor}, scale=0.5)")
+    lines = r.usage()
+    assert "y = model(tensor, extra={'bias': tensor}, scale=0.5)  # inputs of the shapes it was tuned on" in "\n".join(lines)
+    assert lines[-1].endswith("selection.json', module)")  # the user's module, called as it is
+    r.call = None
+    assert "y = model(x)  #" in "\n".join(r.usage()) and not r.usage()[-1].endswith(", module)")
+
+
 def test_the_verification_table_says_when_several_outputs_were_checked() -> None:
     from types import SimpleNamespace
 

@@ -76,6 +76,8 @@ class OptimizeResult:
     files: dict[str, str] = field(default_factory=dict)
     commands: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: How the model is called where not with its tensors in order (``model(tensor, mask=tensor)``).
+    call: str | None = None
 
     @property
     def speedup(self) -> dict[str, Any] | None:
@@ -106,10 +108,11 @@ class OptimizeResult:
                       f"#   rooftune exec --config {shlex.quote(best)} -- python my_program.py",
                       "import rooftune",
                       f"model = rooftune.load_tuned({best!r})  # its output checked against PyTorch eager at load",
-                      "y = model(x)  # inputs of the shapes it was tuned on; returns the output as the model does"]
+                      f"y = {self.call or 'model(x)'}  # inputs of the shapes it was tuned on; returns the output as the model does"]
         if "rewritten model" in self.files:
             # a module given to optimize is rewritten again from the module itself
-            module = ", module" if self.model.endswith(".pt2") else ""
+            # as is one called with keywords or nested inputs (built by name, it takes its tensors in order)
+            module = ", module" if self.model.endswith(".pt2") or self.call else ""
             lines += ["# the model with a primitive chosen per convolution (PyTorch eager):",
                       "from rooftune.selection import load_selected",
                       f"selected = load_selected({str(self.out / 'selection' / 'selection.json')!r}{module})"]
@@ -220,7 +223,8 @@ def optimize(
     store = Store(db)  # a bad store URL fails here too
     out_dir.mkdir(parents=True, exist_ok=True)
     result = OptimizeResult(model=name, batch=wl.batch, objective=objective, budget_s=float(budget_s), out=out_dir,
-                            steps={s: Step(s, "pending" if s in steps else "skipped") for s in STEPS})
+                            steps={s: Step(s, "pending" if s in steps else "skipped") for s in STEPS},
+                            call=wl.call.describe() if wl.call is not None else None)
     from rooftune.selection.graph import selectable
 
     if "select" in steps and not any(selectable(m) for m in (given if given is not None else wl.module).modules()):
