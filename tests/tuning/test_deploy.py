@@ -77,7 +77,7 @@ def test_a_wrong_output_is_refused_and_can_be_loaded_unchecked(tmp_path: Path, m
     assert m(x).shape[0] == m.signature[0][0][0]
     with pytest.raises(InvalidArgument, match=r"invalid inputs '2 tensor\(s\)': the configuration runs 1"):
         m(x, x)
-    with pytest.raises(InvalidArgument, match=r"""invalid inputs "keyword 'y'": the model takes its tensors in order \(1\)"""):
+    with pytest.raises(InvalidArgument, match=r"""invalid inputs "keyword 'y'": the model takes 1 tensor\(s\), positionally"""):
         m(x, y=x)
     with pytest.raises(InvalidArgument, match=r"invalid input 0 'list'"):
         m([1.0])
@@ -278,6 +278,10 @@ def test_a_model_called_with_keywords_runs_on_every_runtime_and_is_called_the_sa
     other = torch.randn_like(x)
     with torch.no_grad():
         assert torch.allclose(m(other, **kwargs), module(other, **kwargs), atol=1e-5)
+    # keywords and dict keys are matched by name, in whatever order they are written
+    swapped = {"gain": kwargs["extra"]["gain"], "bias": kwargs["extra"]["bias"]}
+    with torch.no_grad():
+        assert torch.allclose(m(other, scale=0.5, extra=swapped), module(other, **kwargs), atol=1e-5)
     args, kw = m.example_call
     assert torch.equal(args[0], m.example_inputs[0]) and kw["scale"] == 0.5 and set(kw["extra"]) == {"bias", "gain"}
     with pytest.raises(InvalidArgument, match=r"^invalid call 'model\(Tensor\)': the model was tuned called as "

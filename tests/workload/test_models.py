@@ -536,6 +536,147 @@ def test_a_callable_called_with_keywords_nesting_and_values_runs_as_its_example(
                                   if builder == "keywords" else "model(x=tensor, extra={'bias': tensor, 'gain': [tensor]})")
 
 
+CALLS = """
+import dataclasses
+import functools
+import torch
+from torch import nn
+
+
+class Scaled(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x, *, scale=1.0):
+        return self.fc(x) * scale
+
+
+def example():
+    return (torch.randn(1, 4),), {"scale": 3.0}
+
+
+def forward_on_the_object():
+    m = Scaled()
+    m.forward = functools.partial(Scaled.forward, m)  # as accelerate's hooks wrap it
+    return (m, *example())
+
+
+class OwnCall(Scaled):
+    def __call__(self, x, **kw):
+        return super().__call__(x, **kw)
+
+
+def own_call():
+    return (OwnCall(), *example())
+
+
+def hooked():
+    m = Scaled()
+    m.register_forward_pre_hook(lambda mod, args, kwargs: None, with_kwargs=True)
+    return (m, *example())
+
+
+class ScaledPositional(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x, scale: float = 1.0):
+        return self.fc(x) * scale
+
+
+def scripted():
+    return (torch.jit.script(ScaledPositional()), *example())
+
+
+@dataclasses.dataclass
+class Batch:
+    ids: torch.Tensor
+
+
+class TakesBatch(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x, b):
+        return self.fc(x + b.ids)
+
+
+def batch_object():
+    return TakesBatch(), (torch.randn(1, 4), Batch(torch.randn(1, 4)))
+
+
+class Registered(nn.Module):
+    seen = set()
+
+    def __init_subclass__(cls, **kw):
+        if cls.__name__ in Registered.seen:
+            raise ValueError(f"{cls.__name__} registered twice")
+        Registered.seen.add(cls.__name__)
+
+    def forward(self, x, *, scale=1.0):
+        return x * scale
+
+
+class R(Registered):
+    pass
+
+
+def registry():
+    return (R(), *example())
+
+
+class Table(nn.Module):
+    def forward(self, x, *, table):
+        return x @ table.T
+
+
+def table():
+    return Table(), (torch.randn(1, 4),), {"table": torch.randn(16, 4)}
+
+
+class TakesDict(nn.Module):
+    def forward(self, batch):
+        return batch["image"] * 2
+
+
+def dict_argument():
+    return TakesDict(), {"image": torch.randn(1, 4)}
+"""
+
+
+@pytest.mark.parametrize("builder,why", [
+    ("forward_on_the_object", "its forward is set on the object itself (a hook library's wrapper)"),
+    ("own_call", "its class OwnCall defines its own __call__"),
+    ("hooked", "it has forward hooks on itself, which would see its tensors in order rather than the call"),
+    ("scripted", "it is a TorchScript module: give the Python module it was scripted from"),
+    ("batch_object", "its argument b is a Batch holding tensors, which rooftune cannot take apart"),
+    ("registry", "its class R cannot be subclassed (ValueError: R registered twice)"),
+])
+def test_a_call_rooftune_cannot_take_apart_is_refused_by_name(user_module: Callable[[str], str], builder: str,
+                                                             why: str) -> None:
+    """Where the model's call would not go through its class's forward with the call's arguments,
+    or an argument hides tensors, the model is refused, not run otherwise than the user runs it."""
+    mod = user_module(CALLS)
+    with pytest.raises(WorkloadError) as info:
+        load_workload(f"{mod}:{builder}")
+    assert str(info.value).startswith(f"model '{mod}:{builder}' is called with keywords or nested inputs, and {why}")
+
+
+def test_a_dict_example_whose_keys_forward_does_not_take_is_its_one_argument(user_module: Callable[[str], str]) -> None:
+    mod = user_module(CALLS)
+    wl = load_workload(f"{mod}:dict_argument")
+    assert wl.call.names == ("batch['image']",) and run_once(wl).shape == (1, 4)
+
+
+def test_batch_resizes_the_inputs_batched_like_the_first_only(user_module: Callable[[str], str]) -> None:
+    mod = user_module(CALLS)
+    wl = load_workload(f"{mod}:table", batch=3)
+    assert wl.input_shapes == [(3, 4), (16, 4)] and run_once(wl).shape == (3, 16)
+
+
 def test_missing_pt2_is_invalid_argument(tmp_path: Path) -> None:
     missing = tmp_path / "missing.pt2"
     with pytest.raises(InvalidArgument) as info:

@@ -68,7 +68,7 @@ class TunedModel:
             inputs = self._call.tensors(args, kwargs)
         elif kwargs:
             raise InvalidArgument("inputs", f"keyword {next(iter(kwargs))!r}",
-                                  f"the model takes its tensors in order ({len(self.signature)})")
+                                  f"the model takes {len(self.signature)} tensor(s), positionally")
         else:
             inputs = args
         self._check_inputs(inputs)

@@ -147,9 +147,10 @@ def _reshape_inputs(
     if batch is None:
         return given
     out = []
+    lead = next((x.shape[0] for x in given if x.dim()), None)
     for x in given:
         reps = [1] * x.dim()
-        if x.dim() == 0:
+        if x.dim() == 0 or x.shape[0] != lead:  # not batched like the first input (a table, a bias, a scalar)
             out.append(x)
             continue
         check_elements(with_batch(tuple(x.shape), batch), "input shape with --batch")
@@ -195,8 +196,9 @@ def _load_callable(spec: str, options: dict[str, Any]) -> tuple[nn.Module, tuple
                                     f"got {type(kwargs).__name__}")
             args = tuple(raw) if isinstance(raw, (tuple, list)) else (raw,)
         else:  # (module, inputs): a tensor, the positional arguments, or a dict of keyword arguments
+            # (a dict whose keys forward does not take is its one positional argument)
             result, raw = result
-            if isinstance(raw, dict) and all(isinstance(k, str) for k in raw):
+            if isinstance(raw, dict) and all(isinstance(k, str) for k in raw) and _takes_keywords(result, raw):
                 kwargs = dict(raw)
             else:
                 args = tuple(raw) if isinstance(raw, (tuple, list)) else (raw,)
@@ -208,15 +210,31 @@ def _load_callable(spec: str, options: dict[str, Any]) -> tuple[nn.Module, tuple
     return result, args, kwargs
 
 
-def _structured(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
+def _takes_keywords(module: nn.Module, names: Any) -> bool:
+    """Whether ``module(**{name: ...})`` names forward's parameters (else a dict example is the one
+    positional argument of a forward that takes a dict: ``forward(self, batch)``)."""
+    import inspect
+
+    try:
+        params = inspect.signature(module.forward).parameters
+    except (TypeError, ValueError):
+        return True
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return True
+    return set(names) <= {n for n, p in params.items() if p.kind is not inspect.Parameter.POSITIONAL_ONLY}
+
+
+def _structured(spec: str, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
                 ) -> tuple[nn.Module, tuple[torch.Tensor, ...], CallStructure | None]:
     """The module and its input tensors in order: the model itself where it takes its tensors in
     order, else the model called as its example was (:mod:`rooftune.workload.calls`)."""
     if not needs_structure(args, kwargs):
         return module, tuple(args), None
-    call = CallStructure.of(args, kwargs, positional_names(module))
-    tensors = call.tensors(args, kwargs)
-    return flat_module(module, call), tensors, call
+    try:
+        call = CallStructure.of(args, kwargs, positional_names(module))
+        return flat_module(module, call), call.tensors(args, kwargs), call
+    except ValueError as exc:
+        raise WorkloadError(f"model {spec!r} is called with keywords or nested inputs, and {exc}") from None
 
 
 def load_workload(
@@ -253,7 +271,7 @@ def _load(
             raise WorkloadError(
                 f"model {model!r} returned a module without example inputs; give their shapes, e.g. --input 1x3x224x224"
             )
-        module, examples, call = _structured(module.eval(), args, kwargs)
+        module, examples, call = _structured(model, module.eval(), args, kwargs)
         wl = Workload(model, "callable", module, _reshape_inputs(examples, inputs, batch), options, call=call)
     elif model in BUILTINS:
         b = BUILTINS[model]
@@ -325,19 +343,25 @@ def _load_exported(
     # a program exported with keyword or nested tensor inputs: its module called as exported,
     # exported again taking its tensors in order (what the runtimes and the analysis read)
     unflat = ep.module()
-    call = CallStructure.of(args, kwargs, positional_names(unflat))
+    try:
+        call = CallStructure.of(args, kwargs, positional_names(unflat))
+    except ValueError as exc:
+        raise WorkloadError(f"model {model!r} was exported with keywords or nested inputs, and {exc}") from None
     fixed = [f"{name} = {value!r}"[:60] for name, value in call.constants()]
     if fixed:  # its program takes them as inputs, and does not export again around them
         raise WorkloadError(f"model {model!r} was exported with arguments that are not tensors ({'; '.join(fixed)}); "
                             "export it with tensor inputs only, those values fixed inside the model")
-    module = flat_module(unflat, call)
+    caller = flat_module(unflat, call)
     xs = _reshape_inputs(call.tensors(args, kwargs), inputs, batch)
+    run_once(Workload(path.name, "torch.export", caller, xs, call=call))  # the program's own shapes, as a plain one's
     try:
-        flat = torch.export.export(module, xs)
+        flat = torch.export.export(caller, xs)
     except Exception as exc:
         raise WorkloadError(f"model {model!r}: its program, called with its tensors in order, does not export again: "
                             f"{type(exc).__name__}: {one_line(exc, 200)}") from exc
-    return Workload(path.name, "torch.export", module, xs, {}, exported=flat, call=call)
+    # the program exported again takes the tensors in order: its module is a plain graph module (it
+    # copies and moves to a device as one), its layers named as the program's
+    return Workload(path.name, "torch.export", flat.module(), xs, {}, exported=flat, call=call)
 
 
 @contextlib.contextmanager
@@ -360,7 +384,10 @@ def run_once(wl: Workload) -> Any:
         with torch.no_grad():
             out = wl()
     except Exception as exc:
-        shapes = ", ".join(format_shape(s) for s in wl.input_shapes)
+        shapes = [format_shape(s) or "scalar" for s in wl.input_shapes]
+        if wl.call is not None:
+            shapes = [f"{n} {s}" for n, s in zip(wl.call.names, shapes, strict=True)]
+        shapes = ", ".join(shapes)
         raise WorkloadError(
             f"model {wl.name!r} fails on input {shapes}: {type(exc).__name__}: {one_line(exc, 200)}"
         ) from exc
