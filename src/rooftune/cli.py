@@ -332,10 +332,12 @@ def _seconds(t: float) -> str:
 
 
 def _print_analysis(a: Any, top: int) -> None:
+    from rooftune.workload.shapes import format_shape
+
     where = f"on {a.device}, " if a.device != "cpu" else ""
     out.print(
         f"[bold]{a.model}[/bold] ({a.workload_kind}), batch {a.batch}, {where}{a.threads} thread{'s' if a.threads > 1 else ''}, "
-        f"input {', '.join('x'.join(map(str, s)) or 'scalar' for s in a.input_shapes)}; {len(a.ops)} ops captured by {a.capture}"
+        f"input {', '.join(format_shape(tuple(s)) for s in a.input_shapes)}; {len(a.ops)} ops captured by {a.capture}"
     )
     out.print(
         f"end-to-end [bold]{_seconds(a.end_to_end_s)}[/bold] (IQR {_seconds(a.end_to_end_iqr_s)}, {a.runs} runs); "

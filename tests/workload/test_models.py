@@ -532,6 +532,9 @@ def test_a_callable_called_with_keywords_nesting_and_values_runs_as_its_example(
     assert wl.describe().endswith("input x 1x3x16x16, extra['bias'] 1x8, extra['gain'][0] scalar)")
     wide = load_workload("tests.analysis.tiny_models:keywords", inputs=[(1, 3, 8, 8), (1, 8), ()])
     assert wide.inputs[0].shape == (1, 3, 8, 8)
+    # --input shapes with --batch: the batched ones resized, the scalar left as it is
+    two = load_workload("tests.analysis.tiny_models:keywords", inputs=[(1, 3, 8, 8), (1, 8), ()], batch=2)
+    assert two.input_shapes == [(2, 3, 8, 8), (2, 8), ()] and run_once(two).shape == (2, 5)
     assert wl.call.describe() == ("model(tensor, extra={'bias': tensor, 'gain': [tensor]}, scale=0.5)"
                                   if builder == "keywords" else "model(x=tensor, extra={'bias': tensor, 'gain': [tensor]})")
 
@@ -675,6 +678,8 @@ def test_batch_resizes_the_inputs_batched_like_the_first_only(user_module: Calla
     mod = user_module(CALLS)
     wl = load_workload(f"{mod}:table", batch=3)
     assert wl.input_shapes == [(3, 4), (16, 4)] and run_once(wl).shape == (3, 16)
+    given = load_workload(f"{mod}:table", inputs=[(1, 4), (16, 4)], batch=3)
+    assert given.input_shapes == [(3, 4), (16, 4)]
 
 
 def test_missing_pt2_is_invalid_argument(tmp_path: Path) -> None:

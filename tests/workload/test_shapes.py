@@ -49,6 +49,10 @@ def test_malformed_shape_is_refused_with_the_example(text: str) -> None:
     assert info.value.value == text
 
 
+def test_a_0d_input_is_written_scalar() -> None:
+    assert parse_shape("scalar") == () == parse_shape(" () ") and parse_shape(format_shape(())) == ()
+
+
 def test_zero_dimension_is_refused() -> None:
     with pytest.raises(InvalidArgument) as info:
         parse_shape("1x0x3")
@@ -81,7 +85,7 @@ def test_invalid_argument_is_a_rooftune_error_and_value_error() -> None:
 
 @pytest.mark.parametrize(
     "shape,text",
-    [((1, 3, 224, 224), "1x3x224x224"), ((5,), "5"), ((), "")],
+    [((1, 3, 224, 224), "1x3x224x224"), ((5,), "5"), ((), "scalar")],
 )
 def test_format_shape(shape: tuple[int, ...], text: str) -> None:
     assert format_shape(shape) == text

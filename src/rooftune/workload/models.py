@@ -64,7 +64,7 @@ class Workload:
         return [tuple(int(d) for d in x.shape) for x in self.inputs]
 
     def describe(self) -> str:
-        shapes = [format_shape(s) or "scalar" for s in self.input_shapes]
+        shapes = [format_shape(s) for s in self.input_shapes]
         if self.call is not None:
             shapes = [f"{n} {s}" for n, s in zip(self.call.names, shapes, strict=True)]
         return f"{self.name} ({self.kind}; input {', '.join(shapes)})"
@@ -133,8 +133,10 @@ def _reshape_inputs(
             raise InvalidArgument(
                 "number of --input shapes", len(base), f"this model takes {len(given)} input(s)"
             )
-        if batch is not None:
-            base = [check_elements(with_batch(s, batch), "input shape with --batch") for s in base]
+        if batch is not None:  # the shapes batched like the first (not a table's, a bias's, a scalar's)
+            lead = next((s[0] for s in base if s), None)
+            base = [check_elements(with_batch(s, batch), "input shape with --batch") if s and s[0] == lead else s
+                    for s in base]
         dtypes = [x.dtype for x in given] or [torch.float32] * len(base)
         gen = torch.Generator().manual_seed(INPUT_SEED)
         out = []
@@ -384,7 +386,7 @@ def run_once(wl: Workload) -> Any:
         with torch.no_grad():
             out = wl()
     except Exception as exc:
-        shapes = [format_shape(s) or "scalar" for s in wl.input_shapes]
+        shapes = [format_shape(s) for s in wl.input_shapes]
         if wl.call is not None:
             shapes = [f"{n} {s}" for n, s in zip(wl.call.names, shapes, strict=True)]
         shapes = ", ".join(shapes)

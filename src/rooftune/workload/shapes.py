@@ -12,11 +12,14 @@ MAX_ELEMENTS = 2**30
 
 
 def parse_shape(text: str) -> tuple[int, ...]:
-    """``"1x3x224x224"`` -> ``(1, 3, 224, 224)``; every dimension a positive integer."""
+    """``"1x3x224x224"`` -> ``(1, 3, 224, 224)``; every dimension a positive integer; ``scalar``
+    (or ``()``) a 0-d tensor's."""
     s = text.strip().lower().replace("×", "x").replace(",", "x")
+    if s in ("scalar", "()"):
+        return ()
     if not _SHAPE.match(s):
         raise InvalidArgument(
-            "input shape", text, "allowed: positive integers joined by 'x', e.g. 1x3x224x224"
+            "input shape", text, "allowed: positive integers joined by 'x', e.g. 1x3x224x224, or scalar"
         )
     dims = tuple(int(d) for d in s.split("x"))
     if any(d < 1 for d in dims):
@@ -37,7 +40,8 @@ def check_elements(shape: tuple[int, ...], name: str = "input shape", shown: obj
 
 
 def format_shape(shape: tuple[int, ...]) -> str:
-    return "x".join(str(d) for d in shape)
+    """``(1, 3, 224, 224)`` -> ``1x3x224x224``; a 0-d tensor's ``()`` -> ``scalar``."""
+    return "x".join(str(d) for d in shape) or "scalar"
 
 
 def with_batch(shape: tuple[int, ...], batch: int) -> tuple[int, ...]:
