@@ -141,16 +141,30 @@ def _check_out(out: str | Path) -> Path:
     return output_dir(out, "--out")
 
 
-def _export(module: Any, example_inputs: Sequence[Any] | None, out: Path) -> str:
-    """A module object becomes a .pt2 file in the output folder, so trial subprocesses can load it."""
+def _export(module: Any, example_inputs: Sequence[Any] | None, out: Path,
+            example_kwargs: dict[str, Any] | None = None) -> str:
+    """A module object becomes a .pt2 file in the output folder, so trial subprocesses can load it
+    (called with ``example_inputs`` and ``example_kwargs``: tensors, or tuples, lists and dicts of them)."""
     import torch
+    from torch.utils._pytree import tree_flatten_with_path
+
+    from rooftune.workload.calls import argument_name, positional_names
 
     if not isinstance(module, torch.nn.Module):
         raise InvalidArgument("model", type(module).__name__, "allowed a model name (as rooftune analyze takes it) or an nn.Module")
-    if not example_inputs:
+    if not example_inputs and not example_kwargs:
         raise InvalidArgument("example_inputs", None, "an nn.Module needs its example inputs (a tuple of tensors)")
+    if example_kwargs is not None and (not isinstance(example_kwargs, dict) or not all(isinstance(k, str) for k in example_kwargs)):
+        raise InvalidArgument("example_kwargs", type(example_kwargs).__name__, "a dict of keyword arguments by name")
+    args, kwargs = tuple(example_inputs or ()), dict(example_kwargs or {})
+    params = positional_names(module)
+    fixed = [argument_name(path, params) for path, v in tree_flatten_with_path((args, kwargs))[0]
+             if not isinstance(v, torch.Tensor)]
+    if fixed:  # torch.export would fix their values inside the program
+        raise InvalidArgument("example inputs", ", ".join(fixed)[:120], "tensors only, in tuples, lists or dicts, to "
+                              "export the module; for other values pass module:callable returning (module, args, kwargs)")
     try:
-        ep = torch.export.export(module.eval(), tuple(example_inputs))
+        ep = torch.export.export(module.eval(), args, kwargs)
     except Exception as exc:  # export refuses dynamic Python control flow and the like
         first = (str(exc).strip().splitlines() or [""])[0][:200]
         raise InvalidArgument("model", type(module).__name__, f"torch.export cannot export it ({first}); "
@@ -169,6 +183,7 @@ def optimize(
     budget_s: float = DEFAULT_BUDGET_S,
     out: str | Path = "rooftune-out",
     example_inputs: Sequence[Any] | None = None,
+    example_kwargs: dict[str, Any] | None = None,
     db: str | None = None,
     runtimes: Sequence[str] | None = None,
     trials: int | None = None,
@@ -182,7 +197,8 @@ def optimize(
     """Measure, explain and speed up ``model`` on this machine; write the report to ``out``.
 
     ``model`` is a name as ``rooftune analyze`` takes it, or an ``nn.Module`` with
-    ``example_inputs`` (exported with torch.export into ``out``). ``budget_s`` bounds the whole
+    ``example_inputs`` (and ``example_kwargs``: tensors, or tuples, lists and dicts of them),
+    exported with torch.export into ``out``. ``budget_s`` bounds the whole
     run: analysis and selection get small shares, tuning the rest. ``steps`` may leave out
     ``tune`` or ``select``. ``precisions`` may add ``int8`` (each runtime's quantizer, calibrated on
     ``calibration_size`` inputs and guarded) and ``bf16`` (native bf16 CPUs) to the tuning's
@@ -216,7 +232,7 @@ def optimize(
     # the caller's module, which select rewrites (the .pt2 file's graph has no nn.Conv2d to rewrite)
     given = None if isinstance(model, str) else model
     if given is not None:
-        name = _export(model, example_inputs, out_dir)
+        name = _export(model, example_inputs, out_dir, example_kwargs)
     else:
         name = model
     wl = load_workload(name, batch=batch)  # a model that cannot load fails here, before anything runs
@@ -333,7 +349,8 @@ def optimize(
             n_cmp = 4 + 0.5 * len(groups)
             measure_s = max(2.0, min(10.0, (min(select_reserve, left() - REPORT_RESERVE_S) - 10.0) / n_cmp))
             say("select: a primitive per convolution", 0, 1)
-            target = {"model": name, "batch": wl.batch} if given is None else {"model": given, "inputs": list(example_inputs)}
+            target = ({"model": name, "batch": wl.batch} if given is None
+                      else {"model": given, "inputs": list(example_inputs or ()), "kwargs": example_kwargs})
             r = select(**target, threads=threads, perfmodel=perf, store=store, measure_s=measure_s,
                        progress=lambda m: say(f"select: {m}", 0, 1))
             r.notes.append(f"performance model: {source}")

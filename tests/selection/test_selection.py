@@ -233,6 +233,37 @@ def test_select_takes_a_module_with_its_inputs_and_saves_a_loader_for_it(tmp_pat
             select(bad.pop("model"), db=str(tmp_path / "r.db"), measure_s=None, **bad)
 
 
+def test_select_takes_a_module_called_with_keywords_and_its_loader_rewrites_the_users_module(tmp_path: Path) -> None:
+    from tests.analysis.tiny_models import keywords
+
+    m, args, kwargs = keywords()
+    m.eval()
+    r = select(m, inputs=args, kwargs=kwargs, db=str(tmp_path / "r.db"), measure_s=None)
+    assert r.verification.ok and [c.layer for c in r.selection.choices] == ["conv"]
+    save_selection(r, tmp_path / "sel")
+    again = load_selected(tmp_path / "sel" / "selection.json", m)
+    with torch.no_grad():
+        assert torch.allclose(again(*args, **kwargs), m(*args, **kwargs), atol=1e-5)
+    with pytest.raises(InvalidArgument, match="needs its example inputs, tensors"):
+        select(m, inputs=[1.0], db=str(tmp_path / "r.db"), measure_s=None)
+
+
+def test_optimize_exports_a_module_called_with_keywords(tmp_path: Path) -> None:
+    from rooftune.pipeline import _export
+    from rooftune.workload import load_workload, run_once
+    from tests.analysis.tiny_models import keywords
+
+    m, args, kwargs = keywords()
+    kwargs.pop("scale")
+    path = _export(m, args, tmp_path, kwargs)
+    wl = load_workload(path)
+    assert wl.call.names == ("x", "extra['bias']", "extra['gain'][0]")
+    with torch.no_grad():
+        assert torch.allclose(run_once(wl), m.eval()(*args, **kwargs))
+    with pytest.raises(InvalidArgument, match=r"^invalid example inputs 'scale': tensors only"):
+        _export(m, args, tmp_path, {**kwargs, "scale": 0.5})
+
+
 def test_a_network_that_fails_end_to_end_falls_back_layer_by_layer(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every layer passes its own check but the whole output disagrees: the lossy primitives fall
     back first, then, if it still disagrees, every layer; a tiny output (~1e-10) is no failure."""

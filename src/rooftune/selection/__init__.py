@@ -150,13 +150,15 @@ def _candidate(name: str, module: torch.nn.Module, sel: Selection, inputs: Seque
     return Candidate(name, sel, new, v)
 
 
-def select(model: str | torch.nn.Module, *, inputs: Sequence[torch.Tensor] | None = None, batch: int = 1,
+def select(model: str | torch.nn.Module, *, inputs: Sequence[Any] | None = None, kwargs: dict[str, Any] | None = None,
+           batch: int = 1,
            threads: int | None = None, model_path: str | None = None,
            perfmodel: Any = None, db: str | None = None, store: Any = None, precisions: Sequence[str] = ("fp32",),
            strategy: str = "layout-aware", measure_s: float | None = SELECT_POLICY_BUDGET_S,
            progress: Callable[[str], None] | None = None, promote: bool = True) -> SelectResult:
     """Select a primitive per convolution of ``model`` (a name as `rooftune analyze` takes, or a
-    module with its example ``inputs``), rewrite it, verify it and (unless
+    module with its example ``inputs``, and ``kwargs`` for a model called with keywords), rewrite it,
+    verify it and (unless
     ``measure_s`` is None) measure it against vanilla, the best uniform primitive and the oracle;
     with ``promote``, one of those that runs faster than the predicted selection with its whole CI
     replaces it (without, the predicted selection is returned as it measured: how the
@@ -180,15 +182,25 @@ def select(model: str | torch.nn.Module, *, inputs: Sequence[torch.Tensor] | Non
 
         perfmodel = load_model(model_path) if model_path else load_base_model()
     if isinstance(model, str):
-        if inputs is not None:
+        if inputs is not None or kwargs is not None:
             raise InvalidArgument("inputs", "given with a model name", "allowed only with a module (a name builds its own)")
         wl = load_workload(model, batch=batch)
         module, inputs = wl.module, list(wl.inputs)
     elif isinstance(model, torch.nn.Module):
-        if not inputs or not all(isinstance(t, torch.Tensor) for t in inputs):
+        from rooftune.workload.calls import take_apart
+
+        if not inputs and not kwargs:
             raise InvalidArgument("inputs", inputs if inputs is None else type(inputs).__name__,
                                   "a module needs its example inputs: select(module, inputs=[tensor, ...])")
-        module, inputs = model.eval(), list(inputs)
+        try:  # a call of keywords or nested inputs: the module takes its tensors in order, and makes that call
+            module, tensors, _ = take_apart(model.eval(), tuple(inputs or ()), dict(kwargs or {}))
+        except ValueError as exc:
+            raise InvalidArgument("inputs", type(model).__name__, f"the module is called with keywords or nested "
+                                  f"inputs, and {exc}") from None
+        if not tensors:
+            raise InvalidArgument("inputs", type(inputs).__name__, "a module needs its example inputs, tensors: "
+                                  "select(module, inputs=[tensor, ...])")
+        inputs = list(tensors)
     else:
         raise InvalidArgument("model", type(model).__name__, "allowed a model name or a torch.nn.Module")
     name = model if isinstance(model, str) else type(model).__name__

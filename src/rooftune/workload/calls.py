@@ -48,11 +48,11 @@ class CallStructure:
         for path, v in paths:
             if not isinstance(v, torch.Tensor) and _holds_tensor(v):
                 # its tensors would be fixed inside every artifact, and --batch would not reach them
-                raise ValueError(f"its argument {_name(path, params)} is a {type(v).__name__} holding tensors, which "
+                raise ValueError(f"its argument {argument_name(path, params)} is a {type(v).__name__} holding tensors, which "
                                  "rooftune cannot take apart: pass them in a tuple, list or dict, or register the type "
                                  "with torch.utils._pytree")
         return cls(spec, tuple(None if i in slots else v for i, v in enumerate(leaves)), slots,
-                   tuple(_name(paths[i][0], params) for i in slots), tuple(params))
+                   tuple(argument_name(paths[i][0], params) for i in slots), tuple(params))
 
     def tensors(self, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[torch.Tensor, ...]:
         """The input tensors of a call made like the example (the same arguments, nested alike,
@@ -68,8 +68,8 @@ class CallStructure:
             if (not isinstance(v, torch.Tensor)) if i in slots else not _same(v, self.leaves[i]):
                 path = tree_flatten_with_path(call)[0][i][0]
                 if i in slots:
-                    raise InvalidArgument(f"input {_name(path, self.params)}", type(v).__name__, "a torch tensor")
-                raise InvalidArgument(f"argument {_name(path, self.params)}", repr(v)[:80],
+                    raise InvalidArgument(f"input {argument_name(path, self.params)}", type(v).__name__, "a torch tensor")
+                raise InvalidArgument(f"argument {argument_name(path, self.params)}", repr(v)[:80],
                                       f"the value it was tuned with, {self.leaves[i]!r}"[:120])
         return tuple(leaves[i] for i in self.slots)
 
@@ -86,7 +86,7 @@ class CallStructure:
     def constants(self) -> list[tuple[str, Any]]:
         """The arguments that are not tensors (None aside), by name, with their values."""
         paths, _ = tree_flatten_with_path(tree_unflatten(list(self.leaves), self.spec))
-        return [(_name(path, self.params), v) for i, (path, v) in enumerate(paths)
+        return [(argument_name(path, self.params), v) for i, (path, v) in enumerate(paths)
                 if i not in self.slots and v is not None]
 
     def call(self, tensors: Sequence[Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -98,7 +98,7 @@ class CallStructure:
         return tuple(args), dict(kwargs)
 
 
-def _name(path: Sequence[Any], params: Sequence[str]) -> str:
+def argument_name(path: Sequence[Any], params: Sequence[str]) -> str:
     """A leaf's path in ``(args, kwargs)`` as the call reads: ``x`` or ``xs[1]`` for a positional
     argument (``args[0]`` where forward's parameters are not known), ``extra['bias']`` for a
     keyword one."""
@@ -211,3 +211,14 @@ def positional_names(model: nn.Module) -> tuple[str, ...]:
         return ()
     kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     return tuple(p.name for p in sig.parameters.values() if p.kind in kinds)
+
+
+def take_apart(module: nn.Module, args: Sequence[Any], kwargs: dict[str, Any]
+               ) -> tuple[nn.Module, tuple[torch.Tensor, ...], CallStructure | None]:
+    """The module and its input tensors in order for ``module(*args, **kwargs)``: the model itself
+    where it takes its tensors in order, else the model called as the example was. ValueError,
+    saying why, for a call that cannot be taken apart (see :func:`flat_module`)."""
+    if not needs_structure(args, kwargs):
+        return module, tuple(args), None
+    call = CallStructure.of(args, kwargs, positional_names(module))
+    return flat_module(module, call), call.tensors(args, kwargs), call

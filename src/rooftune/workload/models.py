@@ -22,7 +22,7 @@ from torch import nn
 
 from rooftune.errors import InvalidArgument, WorkloadError, one_line
 from rooftune.workload.builtin import BUILTINS
-from rooftune.workload.calls import CallStructure, flat_module, needs_structure, positional_names
+from rooftune.workload.calls import CallStructure, flat_module, needs_structure, positional_names, take_apart
 from rooftune.workload.shapes import check_elements, format_shape, with_batch
 
 #: Seed of the example inputs: the same workload always gets the same numbers.
@@ -230,11 +230,8 @@ def _structured(spec: str, module: nn.Module, args: tuple[Any, ...], kwargs: dic
                 ) -> tuple[nn.Module, tuple[torch.Tensor, ...], CallStructure | None]:
     """The module and its input tensors in order: the model itself where it takes its tensors in
     order, else the model called as its example was (:mod:`rooftune.workload.calls`)."""
-    if not needs_structure(args, kwargs):
-        return module, tuple(args), None
     try:
-        call = CallStructure.of(args, kwargs, positional_names(module))
-        return flat_module(module, call), call.tensors(args, kwargs), call
+        return take_apart(module, args, kwargs)
     except ValueError as exc:
         raise WorkloadError(f"model {spec!r} is called with keywords or nested inputs, and {exc}") from None
 
