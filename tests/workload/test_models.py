@@ -512,6 +512,12 @@ def test_pt2_with_an_argument_that_is_not_a_tensor_is_refused_by_name(tmp_path: 
     with pytest.raises(WorkloadError, match=r"was exported with arguments that are not tensors \(scale = 0.5\); "
                                             r"export it with tensor inputs only"):
         load_workload(str(path))
+    # a None among them is one too: the program holds it as an input and does not export again around it
+    kwargs.pop("scale")
+    kwargs["extra"]["none"] = None
+    torch.export.save(torch.export.export(module.eval(), args, kwargs), str(path))
+    with pytest.raises(WorkloadError, match=r"arguments that are not tensors \(extra\['none'\] = None\)"):
+        load_workload(str(path))
 
 
 @pytest.mark.parametrize("builder", ["keywords", "keywords_only"])

@@ -84,10 +84,10 @@ class CallStructure:
         return "model(" + ", ".join([repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()]) + ")"
 
     def constants(self) -> list[tuple[str, Any]]:
-        """The arguments that are not tensors (None aside), by name, with their values."""
+        """The arguments that are not tensors (None too), by name, with their values: what an
+        exported program holds as inputs of its own and does not export again around."""
         paths, _ = tree_flatten_with_path(tree_unflatten(list(self.leaves), self.spec))
-        return [(argument_name(path, self.params), v) for i, (path, v) in enumerate(paths)
-                if i not in self.slots and v is not None]
+        return [(argument_name(path, self.params), v) for i, (path, v) in enumerate(paths) if i not in self.slots]
 
     def call(self, tensors: Sequence[Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """``(args, kwargs)`` of the example call with ``tensors`` in the tensors' places."""
