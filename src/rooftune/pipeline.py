@@ -146,9 +146,7 @@ def _export(module: Any, example_inputs: Sequence[Any] | None, out: Path,
     """A module object becomes a .pt2 file in the output folder, so trial subprocesses can load it
     (called with ``example_inputs`` and ``example_kwargs``: tensors, or tuples, lists and dicts of them)."""
     import torch
-    from torch.utils._pytree import tree_flatten_with_path
-
-    from rooftune.workload.calls import argument_name, positional_names
+    from rooftune.workload.calls import CallStructure, positional_names
 
     if not isinstance(module, torch.nn.Module):
         raise InvalidArgument("model", type(module).__name__, "allowed a model name (as rooftune analyze takes it) or an nn.Module")
@@ -157,9 +155,10 @@ def _export(module: Any, example_inputs: Sequence[Any] | None, out: Path,
     if example_kwargs is not None and (not isinstance(example_kwargs, dict) or not all(isinstance(k, str) for k in example_kwargs)):
         raise InvalidArgument("example_kwargs", type(example_kwargs).__name__, "a dict of keyword arguments by name")
     args, kwargs = tuple(example_inputs or ()), dict(example_kwargs or {})
-    params = positional_names(module)
-    fixed = [argument_name(path, params) for path, v in tree_flatten_with_path((args, kwargs))[0]
-             if not isinstance(v, torch.Tensor)]
+    try:
+        fixed = [name for name, _ in CallStructure.of(args, kwargs, positional_names(module)).constants()]
+    except ValueError as exc:  # an argument hiding tensors in an object
+        raise InvalidArgument("example inputs", type(module).__name__, str(exc)) from None
     if fixed:  # torch.export would fix their values inside the program
         raise InvalidArgument("example inputs", ", ".join(fixed)[:120], "tensors only, in tuples, lists or dicts, to "
                               "export the module; for other values pass module:callable returning (module, args, kwargs)")

@@ -198,6 +198,10 @@ def _selection(r: OptimizeResult, figs: dict[str, Path]) -> str:
     )
 
 
+def _several_outputs(n: int) -> str:
+    return f"; each of its {n} output tensors on its own scale, the figures the worst of them"
+
+
 def _verification(r: OptimizeResult) -> str:
     rows = []
     if r.tune is not None and r.tune.best.ok:
@@ -207,17 +211,15 @@ def _verification(r: OptimizeResult) -> str:
             rule += (f" over {v['inputs']} calibration inputs: mean cosine {v.get('cosine', math.nan):.4f} "
                      f"(worst {v.get('min_cosine', math.nan):.4f}), top-1 agreement {v.get('top1', math.nan):.1%}")
         if v.get("outputs", 1) > 1:
-            rule += (f"; each of its {v['outputs']} output tensors on its own scale, the figures the worst of them"
-                     + (", top-1 agreement the first's" if "inputs" in v else ""))
+            rule += _several_outputs(v["outputs"]) + (", top-1 agreement the first's" if "inputs" in v else "")
         rows.append(["tuned configuration", r.tune.best.describe(), "ok" if v.get("ok") else "FAILED",
                      f"{v.get('max_rel', math.nan):.2e}", f"{v.get('cosine', math.nan):.6f}", rule])
     if r.select is not None:
         v = r.select.verification
         rows.append(["selected primitives", f"{len(v.fallbacks)} layer(s) fell back to the default path",
                      "ok" if v.ok else "FAILED", f"{v.max_rel:.2e}", f"{v.cosine:.6f}",
-                     f"max error <= {v.tolerance:g} of the output's scale" + (
-                         f"; each of its {v.outputs} output tensors on its own scale, the figures the worst of them"
-                         if v.outputs > 1 else "")])
+                     f"max error <= {v.tolerance:g} of the output's scale"
+                     + (_several_outputs(v.outputs) if v.outputs > 1 else "")])
     if not rows:
         return "<p class=dim>Nothing faster was found, so nothing needed verifying.</p>"
     return ("<p>Every faster variant was checked against the fp32 eager output of the same inputs before it could "

@@ -137,12 +137,16 @@ def _as_compared(t: torch.Tensor) -> torch.Tensor:
     return t.float() if t.is_floating_point() else t
 
 
+def _is_number(leaf: Any) -> bool:
+    return isinstance(leaf, (bool, int, float, np.generic)) and not isinstance(leaf, (np.str_, np.bytes_, np.void))
+
+
 def _leaf_tensor(leaf: Any) -> torch.Tensor | None:
     if isinstance(leaf, torch.Tensor):
         return _as_compared(leaf.detach())
     if isinstance(leaf, np.ndarray):
         return _as_compared(torch.from_numpy(np.ascontiguousarray(leaf)))
-    if isinstance(leaf, (bool, int, float, np.generic)) and not isinstance(leaf, (np.str_, np.bytes_, np.void)):
+    if _is_number(leaf):
         return _as_compared(torch.as_tensor(np.asarray(leaf)))
     return None
 
@@ -185,9 +189,12 @@ def like_output(template: Any, tensors: Sequence[torch.Tensor]) -> Any:
     are returned as a tuple."""
     if isinstance(template, torch.Tensor) and len(tensors) == 1:
         return _like(template, tensors[0])
-    if len(_tensors_of(template)) != len(tensors):
+    left = iter(tensors)
+    try:
+        out = _put(template, left)
+    except StopIteration:  # fewer tensors than the template holds
         return tuple(tensors)
-    return _put(template, iter(tensors))
+    return tuple(tensors) if next(left, None) is not None else out
 
 
 def _put(template: Any, tensors: Iterator[torch.Tensor]) -> Any:
@@ -198,7 +205,7 @@ def _put(template: Any, tensors: Iterator[torch.Tensor]) -> Any:
 
     leaves, spec = tree_flatten(template)
     for i, leaf in enumerate(leaves):
-        if _leaf_tensor(leaf) is not None:
+        if isinstance(leaf, (torch.Tensor, np.ndarray)) or _is_number(leaf):
             leaves[i] = _like(leaf, next(tensors))
         elif _opened(leaf) is None:
             continue

@@ -271,6 +271,8 @@ class Setup:
     int8: bool = False
     calibration_size: int = 0
     validate: str | None = None
+    #: How many output tensors the model returns (known once a reference is made).
+    outputs: int = 0
     _files: dict[int, tuple[Path, Path | None]] = field(default_factory=dict)
 
     def files(self, batch: int) -> tuple[Path, Path | None]:
@@ -284,7 +286,9 @@ class Setup:
             reference = self.workdir / f"reference-b{batch}.pt"
             torch.save(tuple(wl.inputs), self.workdir / f"inputs-b{batch}.pt")
             with torch.no_grad():
-                torch.save(output_tensors(wl.module(*wl.inputs)), reference)
+                ref = output_tensors(wl.module(*wl.inputs))
+            torch.save(ref, reference)
+            self.outputs = len(ref)
             calibration = None
             if self.int8:
                 xs = calibration_inputs(wl.inputs, self.calibration_size)
@@ -542,10 +546,7 @@ def tune(
     graph = capture(wl)
     workdir = Path(tempfile.mkdtemp(prefix="rooftune-tune-"))
     setup = Setup(workload, workdir, int8="int8" in precisions, calibration_size=calibration_size, validate=validate_spec)
-    reference, _ = setup.files(wl.batch)
-    # a study of a model of several outputs checks every one of them since this count entered the
-    # key: trials stored before, which checked the first alone, are not resumed as checked
-    n_outputs = len(torch.load(reference))
+    setup.files(wl.batch)
     if "int8" in precisions:
         without = sorted(rn for rn, rt in available.items() if rt.unsupported(RunConfig(runtime=rn, precision="int8")))
         for rn in without:
@@ -558,7 +559,10 @@ def tune(
     key = study_key(model, objective, wl.batch, platform.id,
                     {**space, "inputs": workload["inputs"], "options": workload["options"],
                      "calibration": calibration_size if setup.int8 else 0, "validate": validate_spec,
-                     **({"outputs": n_outputs} if n_outputs > 1 else {})})
+                     # a study of a model of several outputs checks every one of them since this
+                     # count entered the key: trials stored before, which checked the first
+                     # alone, are not resumed as checked
+                     **({"outputs": setup.outputs} if setup.outputs > 1 else {})})
     own_store = store is None
     store = store if store is not None else Store(db)
     results: list[TrialResult] = []

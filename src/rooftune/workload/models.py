@@ -63,11 +63,15 @@ class Workload:
     def input_shapes(self) -> list[tuple[int, ...]]:
         return [tuple(int(d) for d in x.shape) for x in self.inputs]
 
-    def describe(self) -> str:
+    def inputs_text(self) -> str:
+        """``1x3x224x224``, or with the call's names: ``x 1x3x16x16, extra['bias'] 1x8, scale scalar``."""
         shapes = [format_shape(s) for s in self.input_shapes]
         if self.call is not None:
             shapes = [f"{n} {s}" for n, s in zip(self.call.names, shapes, strict=True)]
-        return f"{self.name} ({self.kind}; input {', '.join(shapes)})"
+        return ", ".join(shapes)
+
+    def describe(self) -> str:
+        return f"{self.name} ({self.kind}; input {self.inputs_text()})"
 
     def __call__(self) -> Any:
         return self.module(*self.inputs)
@@ -383,12 +387,8 @@ def run_once(wl: Workload) -> Any:
         with torch.no_grad():
             out = wl()
     except Exception as exc:
-        shapes = [format_shape(s) for s in wl.input_shapes]
-        if wl.call is not None:
-            shapes = [f"{n} {s}" for n, s in zip(wl.call.names, shapes, strict=True)]
-        shapes = ", ".join(shapes)
         raise WorkloadError(
-            f"model {wl.name!r} fails on input {shapes}: {type(exc).__name__}: {one_line(exc, 200)}"
+            f"model {wl.name!r} fails on input {wl.inputs_text()}: {type(exc).__name__}: {one_line(exc, 200)}"
         ) from exc
     try:
         output_tensors(out)
