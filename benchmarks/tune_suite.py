@@ -11,6 +11,11 @@ Targets (issue "Black-box tuning of the runtime configuration"):
     agreement >= 99 % on the calibration inputs): geometric mean >= 1.5x over the best fp32 peer,
     with the guard figures reported per model.
 
+--bf16 also searches bf16 where the CPU computes it natively (AVX512-BF16 or AMX), its trials
+verified against the fp32 reference with bf16's tolerance and the same guard; alone or with
+--int8, the summary gives the geometric mean over the best fp32 peer with reduced precisions
+allowed, as the int8 target is stated.
+
 Every speedup is the interleaved (A B B A) comparison `rooftune tune` makes at its end, in two live
 subprocesses, with the harness's 95 % CI (`stats.comparison_ci`). "guideline/best" is the interleaved comparison of the
 guideline with the best that the study makes too (1.00 when the guideline is the best).
@@ -48,7 +53,9 @@ def main() -> int:
     ap.add_argument("--db", default=None)
     ap.add_argument("--json", default=None)
     ap.add_argument("--int8", action="store_true", help="also search int8 (each runtime's quantizer)")
+    ap.add_argument("--bf16", action="store_true", help="also search bf16 (where the ISA has it natively)")
     args = ap.parse_args()
+    reduced = tuple(p for p in ("int8", "bf16") if getattr(args, p))
 
     from rooftune.platform import current_platform
     from rooftune.tuning import tune
@@ -60,7 +67,7 @@ def main() -> int:
     rows = []
     for name in args.models.split(","):
         t0 = time.perf_counter()
-        precisions = ("fp32", "int8") if args.int8 else ("fp32",)
+        precisions = ("fp32", *(("int8",) if args.int8 else ()), *(("bf16",) if args.bf16 else ()))
         r = tune(name, options=options.get(name, {}), budget_s=args.budget, db=args.db, precisions=precisions)
         wall = time.perf_counter() - t0
         sp = r.speedup
@@ -76,8 +83,9 @@ def main() -> int:
             "precision": r.best.config.precision,
             "guard": {k: r.best.verify.get(k) for k in ("cosine", "min_cosine", "top1", "inputs")},
             "int8_trials": [{"config": t.config.describe(), "ok": t.ok, "latency_s": t.latency_s,
-                             "cosine": t.verify.get("cosine"), "top1": t.verify.get("top1"), "error": t.error[:120]}
-                            for t in r.trials if t.config.precision == "int8"],
+                             "cosine": t.verify.get("cosine"), "top1": t.verify.get("top1"),
+                             "error": t.error[:120], "precision": t.config.precision}
+                            for t in r.trials if t.config.precision in reduced],
         }
         rows.append(row)
 
@@ -97,7 +105,7 @@ def main() -> int:
             cos = f"{t['cosine']:.4f}" if t["cosine"] is not None else "-"
             top = f"{t['top1']:.1%}" if t["top1"] is not None else "-"
             state = f"{t['latency_s'] * 1e3:.2f} ms" if t["ok"] else "refused" if t["cosine"] is not None else "failed"
-            print(f"  int8 trial: {state}, cosine {cos}, top-1 {top}: {t['config']}")
+            print(f"  {t['precision']} trial: {state}, cosine {cos}, top-1 {top}: {t['config']}")
         lo, hi = row["guideline_ci"]
         print(f"  guideline {r.guideline.latency_s * 1e3:.2f} ms = {row['guideline_vs_best']:.2f} ({lo:.2f}-{hi:.2f})x "
               f"the best ({r.guideline.config.describe()})", flush=True)
@@ -115,32 +123,33 @@ def main() -> int:
     g_peer = geomean([r["vs_best_peer"] for r in rows])
     worst_peer = min((r["vs_best_peer"] for r in rows if math.isfinite(r["vs_best_peer"])), default=math.nan)
     worst_guide = max((r["guideline_vs_best"] for r in rows if math.isfinite(r["guideline_vs_best"])), default=math.nan)
-    # the first four targets are the fp32 suite's; with int8 allowed the best may be int8
-    of = " of the fp32 suite" if args.int8 else ""
+    # the first four targets are the fp32 suite's; with int8 or bf16 allowed the best may be either
+    of = " of the fp32 suite" if reduced else ""
     print("\n# summary")
     print(f"geomean speedup over vanilla          {g_vanilla:.2f}x (target{of} >= 2.3)")
     print(f"geomean speedup over pytorch-launcher {g_launcher:.2f}x (target{of} >= 2.0)")
     print(f"geomean speedup over the best peer    {g_peer:.2f}x (target{of} >= 1.05); "
           f"worst model {worst_peer:.2f}x (target >= 1.0)")
     print(f"guideline / best, worst model         {worst_guide:.2f} (target{of} <= 1.15"
-          f"{'; the guideline is fp32' if args.int8 else ''})")
-    if args.int8:
-        int8_best = [r for r in rows if r["precision"] == "int8"]
-        print(f"int8 allowed: geomean over the best fp32 peer {g_peer:.2f}x (target >= 1.5); "
-              f"best is int8 on {len(int8_best)} of {len(rows)} models")
+          f"{'; the guideline is fp32' if reduced else ''})")
+    if reduced:
+        allowed = " and ".join(reduced)
+        counts = ", ".join(f"{p} on {sum(r['precision'] == p for r in rows)}" for p in reduced)
+        print(f"{allowed} allowed: geomean over the best fp32 peer {g_peer:.2f}x (the int8 target >= 1.5); "
+              f"best is {counts} of {len(rows)} models")
         for r in rows:
             g = r["guard"]
-            if r["precision"] == "int8":
+            if r["precision"] in reduced:
                 print(f"  {r['model']:14s} guard: mean cosine {g['cosine']:.4f} (min {g['min_cosine']:.4f}), "
                       f"top-1 {g['top1']:.1%} over {g['inputs']} calibration inputs")
             else:
-                print(f"  {r['model']:14s} best is {r['precision']}; int8 trials: "
+                print(f"  {r['model']:14s} best is {r['precision']}; {allowed} trials: "
                       + ("; ".join(f"{'ok' if t['ok'] else 'refused' if t['cosine'] is not None else 'failed'} "
                                    f"{t['config'].split(',')[0]}" for t in r["int8_trials"]) or "none"))
     if args.json:
         Path(args.json).write_text(json.dumps({"rows": rows, "geomean_vanilla": g_vanilla, "geomean_launcher": g_launcher,
                                                "geomean_peer": g_peer}, indent=2, default=str))
-    if args.int8:
+    if reduced:
         ok = g_peer >= 1.5
     else:
         ok = g_vanilla >= 2.3 and g_launcher >= 2.0 and g_peer >= 1.05 and worst_peer >= 1.0 and worst_guide <= 1.15
