@@ -83,7 +83,7 @@ def main() -> int:
             "failed": sum(1 for t in r.trials if not t.ok), "wall_s": wall,
             "precision": r.best.config.precision,
             "guard": {k: r.best.verify.get(k) for k in ("cosine", "min_cosine", "top1", "inputs")},
-            "int8_trials": [{"config": t.config.describe(), "ok": t.ok, "latency_s": t.latency_s,
+            "reduced_trials": [{"config": t.config.describe(), "ok": t.ok, "latency_s": t.latency_s,
                              "cosine": t.verify.get("cosine"), "top1": t.verify.get("top1"),
                              "error": t.error[:120], "precision": t.config.precision}
                             for t in r.trials if t.config.precision in reduced],
@@ -102,7 +102,7 @@ def main() -> int:
             pair = r.interleaved(k)  # both sides' medians in the interleaved comparison
             both = f"  (interleaved {pair[0] * 1e3:.2f} against {pair[1] * 1e3:.2f} ms)" if pair else ""
             print(f"  {k:20s} {lat}  best is {fmt(k)}x faster{both}")
-        for t in row["int8_trials"]:
+        for t in row["reduced_trials"]:
             cos = f"{t['cosine']:.4f}" if t["cosine"] is not None else "-"
             top = f"{t['top1']:.1%}" if t["top1"] is not None else "-"
             state = f"{t['latency_s'] * 1e3:.2f} ms" if t["ok"] else "refused" if t["cosine"] is not None else "failed"
@@ -152,7 +152,7 @@ def main() -> int:
             else:
                 print(f"  {r['model']:14s} best is {r['precision']}; {allowed} trials: "
                       + ("; ".join(f"{'ok' if t['ok'] else 'refused' if t['cosine'] is not None else 'failed'} "
-                                   f"{t['config'].split(',')[0]}" for t in r["int8_trials"]) or "none"))
+                                   f"{t['config'].split(',')[0]}" for t in r["reduced_trials"]) or "none"))
     if reduced:
         ok = g_peer >= 1.5
     else:

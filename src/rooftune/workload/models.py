@@ -23,7 +23,7 @@ from torch import nn
 from rooftune.errors import InvalidArgument, WorkloadError, one_line
 from rooftune.workload.builtin import BUILTINS
 from rooftune.workload.calls import CallStructure, flat_module, needs_structure, positional_names, take_apart
-from rooftune.workload.shapes import check_elements, format_shape, with_batch
+from rooftune.workload.shapes import batched_like_first, check_elements, format_shape, with_batch
 
 #: Seed of the example inputs: the same workload always gets the same numbers.
 INPUT_SEED = 0
@@ -137,10 +137,9 @@ def _reshape_inputs(
             raise InvalidArgument(
                 "number of --input shapes", len(base), f"this model takes {len(given)} input(s)"
             )
-        if batch is not None:  # the shapes batched like the first (not a table's, a bias's, a scalar's)
-            lead = next((s[0] for s in base if s), None)
-            base = [check_elements(with_batch(s, batch), "input shape with --batch") if s and s[0] == lead else s
-                    for s in base]
+        if batch is not None:
+            base = [check_elements(with_batch(s, batch), "input shape with --batch") if batched else s
+                    for s, batched in zip(base, batched_like_first(base), strict=True)]
         dtypes = [x.dtype for x in given] or [torch.float32] * len(base)
         gen = torch.Generator().manual_seed(INPUT_SEED)
         out = []
@@ -153,10 +152,9 @@ def _reshape_inputs(
     if batch is None:
         return given
     out = []
-    lead = next((x.shape[0] for x in given if x.dim()), None)
-    for x in given:
+    for x, batched in zip(given, batched_like_first([tuple(x.shape) for x in given]), strict=True):
         reps = [1] * x.dim()
-        if x.dim() == 0 or x.shape[0] != lead:  # not batched like the first input (a table, a bias, a scalar)
+        if not batched:
             out.append(x)
             continue
         check_elements(with_batch(tuple(x.shape), batch), "input shape with --batch")

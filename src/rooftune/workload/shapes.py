@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from rooftune.errors import InvalidArgument
 
@@ -47,3 +48,10 @@ def format_shape(shape: tuple[int, ...]) -> str:
 def with_batch(shape: tuple[int, ...], batch: int) -> tuple[int, ...]:
     """The shape with its leading (batch) dimension replaced."""
     return (batch, *shape[1:]) if shape else shape
+
+
+def batched_like_first(shapes: Sequence[tuple[int, ...]]) -> list[bool]:
+    """Which of a call's input shapes --batch resizes: those whose leading dimension is the first
+    non-scalar input's (not a lookup table's, a bias's or a scalar's)."""
+    lead = next((s[0] for s in shapes if s), None)
+    return [bool(s) and s[0] == lead for s in shapes]
