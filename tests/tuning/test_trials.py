@@ -658,3 +658,29 @@ def test_a_study_of_a_model_of_several_outputs_has_its_own_key(tmp_path: Path, m
     for model in (CNN, "tests.analysis.tiny_models:two_heads"):
         tune(model, runtimes=["eager"], trials=1, db=str(tmp_path / "t.db"))
     assert "outputs" not in spaces[0] and spaces[1]["outputs"] == 2
+
+
+@pytest.mark.parametrize("source", ["pytorch", "onnx"])
+def test_openvino_bf16_runs_the_fp32_model_at_bf16_and_passes_bf16s_rule(tmp_path: Path, source: str) -> None:
+    """bf16 on OpenVINO is the plugin's precision hint over the fp32 IR. A model converted from
+    bf16 weights took bf16 inputs, fed float32 arrays, and answered wrongly under either hint."""
+    from rooftune.runtimes import get_runtime
+    from rooftune.tuning.verify import compare_outputs
+
+    rt = get_runtime("openvino")
+    if rt.available():
+        pytest.skip(rt.available())
+    wl = load_workload(CNN)
+    with torch.no_grad():
+        ref = output_tensors(wl())
+    fp32 = RunConfig(runtime="openvino", intra_threads=1, runtime_options={"source": source})
+    bf16 = RunConfig(runtime="openvino", intra_threads=1, precision="bf16", runtime_options={"source": source})
+    assert rt.artifact_file(bf16, tmp_path) == rt.artifact_file(fp32, tmp_path)  # one IR, converted once
+    prepared = rt.prepare(wl, bf16, tmp_path)
+    check = compare_outputs(prepared.output(), ref, "bf16")
+    assert check["ok"], check
+    assert check["cosine"] > 0.999
+    import openvino as ov
+
+    ir = ov.Core().read_model(str(prepared.artifact))
+    assert [str(i.get_element_type()) for i in ir.inputs] == ["<Type: 'float32'>"]
