@@ -24,6 +24,7 @@ def test_missing_allocator_is_a_clear_error() -> None:
     if allocator_library("jemalloc"):
         env = RunConfig(allocator="jemalloc").environment()
         assert env["LD_PRELOAD"].endswith("libjemalloc.so.2") and "MALLOC_CONF" not in env  # jemalloc defaults
+        assert env["TBB_ENABLE_SANITIZERS"] == "1"  # OpenVINO under a preloaded allocator
     else:
         with pytest.raises(InvalidArgument, match="allocator 'jemalloc'.*not installed"):
             RunConfig(allocator="jemalloc").environment()

@@ -111,6 +111,13 @@ def test_environment_notes_name_what_a_process_sets_at_its_start(monkeypatch: py
         assert environment_notes(config, "best.json") == []
         monkeypatch.setenv("LD_PRELOAD", "/other.so")
         assert environment_notes(config, "best.json")[0].startswith(f"LD_PRELOAD={lib} is not set in this process ('/other.so')")
+        # OpenVINO's oneTBB needs its switch under a preloaded allocator; no other runtime reads it
+        monkeypatch.setenv("LD_PRELOAD", lib)
+        monkeypatch.delenv("TBB_ENABLE_SANITIZERS", raising=False)
+        ov = RunConfig(runtime="openvino", intra_threads=1, allocator="tcmalloc")
+        assert [n.split(" ")[0] for n in environment_notes(ov, "best.json")] == ["TBB_ENABLE_SANITIZERS=1"]
+        monkeypatch.setenv("TBB_ENABLE_SANITIZERS", "1")
+        assert environment_notes(ov, "best.json") == []
 
 
 def refuse_all(outputs: list, refs: list) -> tuple[bool, str]:

@@ -684,3 +684,20 @@ def test_openvino_bf16_runs_the_fp32_model_at_bf16_and_passes_bf16s_rule(tmp_pat
 
     ir = ov.Core().read_model(str(prepared.artifact))
     assert [str(i.get_element_type()) for i in ir.inputs] == ["<Type: 'float32'>"]
+
+
+@pytest.mark.parametrize("allocator", ["tcmalloc", "jemalloc"])
+def test_openvino_runs_under_a_preloaded_allocator(tmp_path: Path, allocator: str) -> None:
+    """oneTBB's hwloc binding, loaded with RTLD_DEEPBIND, aborted every OpenVINO process under a
+    preloaded malloc ("free(): invalid pointer"); the configuration's environment turns that off."""
+    from rooftune.runtimes import get_runtime
+    from rooftune.tuning.config import allocator_library
+
+    if get_runtime("openvino").available() or not allocator_library(allocator):
+        pytest.skip(f"needs OpenVINO and {allocator}")
+    ref = reference(tmp_path, CNN)
+    cfg = RunConfig(runtime="openvino", intra_threads=1, allocator=allocator)
+    assert cfg.environment()["TBB_ENABLE_SANITIZERS"] == "1"
+    with Worker(cfg, spec(CNN), ref, tmp_path) as w:
+        assert w.info["verify"]["ok"]
+        assert w.sample(2) > 0

@@ -147,6 +147,11 @@ class RunConfig:
             if lib is None:
                 raise InvalidArgument("allocator", self.allocator, "its library is not installed (apt-get install libjemalloc2 / libtcmalloc-minimal4)")
             env["LD_PRELOAD"] = lib
+            # oneTBB (OpenVINO's threading) loads its hwloc binding with RTLD_DEEPBIND: hwloc then
+            # frees with glibc's free what glibc's own functions allocated with the preloaded
+            # malloc, and the process aborts ("free(): invalid pointer", uxlfoundation/oneTBB#1636).
+            # oneTBB's documented switch loads it without RTLD_DEEPBIND, and changes nothing else.
+            env["TBB_ENABLE_SANITIZERS"] = "1"
             if self.allocator == "jemalloc" and JEMALLOC_CONF:
                 env["MALLOC_CONF"] = JEMALLOC_CONF
         return env

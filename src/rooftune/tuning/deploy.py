@@ -241,6 +241,8 @@ def environment_notes(config: Any, path: str | Path) -> list[str]:
     for key, value in env.items():
         if key in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
             continue
+        if key == "TBB_ENABLE_SANITIZERS" and config.runtime != "openvino":  # only oneTBB reads it
+            continue
         have = os.environ.get(key)
         present = value in (have or "").replace(" ", ":").split(":") if key == "LD_PRELOAD" else have == value
         if not present:

@@ -347,8 +347,10 @@ def _crashed_under_preload(trial: TrialResult, config: RunConfig) -> bool:
     pointer", "munmap_chunk(): invalid pointer", "double free or corruption"), about one trial in
     ten of those searches, while every other runtime ran under both; across the stores of later
     sessions on that VM, the 25 trial processes that a signal ended were all OpenVINO's under a
-    preloaded allocator: 22 heap aborts, two silent SIGSEGVs and one silent SIGBUS. The study runs
-    such a pair once. Other crashes (a signal with a message of its own, the out-of-memory killer's
+    preloaded allocator: 22 heap aborts, two silent SIGSEGVs and one silent SIGBUS. Those aborts
+    came from oneTBB loading hwloc with RTLD_DEEPBIND, which a configuration's environment now turns
+    off (``TBB_ENABLE_SANITIZERS``, :meth:`RunConfig.environment`); the rule stays for a library
+    that binds otherwise. The study runs such a pair once. Other crashes (a signal with a message of its own, the out-of-memory killer's
     SIGKILL) are the configuration's own."""
     error = trial.error or ""
     same_pair = (config.allocator != "glibc" and trial.config.allocator == config.allocator
@@ -681,7 +683,7 @@ def tune(
                         break
                 # A failed configuration is told as a bad value (not Optuna's FAIL, which TPE ignores),
                 # so the sampler learns to avoid its region: OpenVINO under a preloaded allocator
-                # aborts on every trial here, and was proposed again and again.
+                # aborted on every trial (before TBB_ENABLE_SANITIZERS), and was proposed again and again.
                 ok_scores = [x.score(objective) for x in results if x.ok]
                 score = r.score(objective) if r.ok else FAILED_PENALTY * max(ok_scores, default=1.0)
                 study.tell(t, score)
