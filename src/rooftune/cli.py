@@ -963,7 +963,8 @@ def select(
     out.print(t)
     v = r.verification
     out.print(f"verification: {'ok' if v.ok else 'FAILED'}: max error {v.max_rel:.2e} of the output's scale "
-              f"(bound {v.tolerance:g}), cosine {v.cosine:.6f}; {len(v.fallbacks)} layer(s) fell back", highlight=False)
+              f"(bound {v.tolerance:g}), cosine {v.cosine:.6f}; {len(v.fallbacks)} layer(s) fell back"
+              + (f"; {v.why}" if v.why else ""), highlight=False)
     for label, c in r.comparisons.items():
         out.print(f"selected vs {label}: {c['speedup']:.3f}x ({ci_text(*c['ci'], 3, '95 % CI ')}), "
                   f"{_seconds(c['selected_s'])} vs {_seconds(c['other_s'])}", highlight=False)

@@ -549,3 +549,31 @@ def test_a_thread_pool_of_its_own_is_kept_only_if_the_network_runs_faster(
     unmeasured = select("resnet18", perfmodel=fit, db=str(tmp_path / "r.db"), measure_s=None)
     assert "nnpack" in {c.primitive for c in unmeasured.selection.choices}
     assert any("not measured inside the network" in n for n in unmeasured.notes)
+
+
+def test_a_rewritten_models_integer_output_is_held_to_agreement_as_a_tuned_configurations_is() -> None:
+    """The end-to-end check is the tuning's (rooftune.tuning.verify.compare_outputs) with the
+    rewrite's bounds: an integer output agrees on >= 99 % of its elements or fails, with the reason."""
+    from tests.analysis.tiny_models import small_cnn
+
+    m, x = small_cnn()
+    m.eval()
+
+    class WithClasses(torch.nn.Module):
+        def __init__(self, inner: torch.nn.Module, flip: bool = False) -> None:
+            super().__init__()
+            self.inner, self.flip = inner, flip
+
+        def forward(self, t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            y = self.inner(t)
+            classes = y.flatten(1).argmax(-1)
+            return y, (classes + 1 if self.flip else classes)
+
+    g = conv_graph(m, (x,))
+    sel = Selection("cls", [Choice(n, s, "im2col-gemm", 1.0) for n, s in zip(g.names, g.specs, strict=True)])
+    new = rewrite(m, sel)
+    v = verify(WithClasses(m), WithClasses(new), (x,))
+    assert v.ok and v.outputs == 2 and v.why == ""
+    wrong = verify(WithClasses(m), WithClasses(new, flip=True), (x,))
+    assert not wrong.ok and "integer values agree on 0.0% of the elements" in wrong.why
+    assert wrong.to_dict()["why"] == wrong.why

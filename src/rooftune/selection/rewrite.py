@@ -18,6 +18,7 @@ from rooftune.primitives.check import output_error, tolerance_for
 from rooftune.primitives.spec import ConvSpec, explicit_padding
 from rooftune.runtimes.base import output_tensors
 from rooftune.selection.solve import Selection
+from rooftune.tuning.verify import compare_outputs
 
 
 class SelectedConv(torch.nn.Module):
@@ -72,10 +73,12 @@ class Verification:
     fallbacks: list[dict[str, Any]] = field(default_factory=list)
     #: How many output tensors were compared, each on its own scale (the figures are the worst).
     outputs: int = 1
+    #: Why the check failed, in a line ("" when it passed).
+    why: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {"ok": self.ok, "max_rel": self.max_rel, "cosine": self.cosine, "tolerance": self.tolerance,
-                "fallbacks": self.fallbacks, "outputs": self.outputs}
+                "fallbacks": self.fallbacks, "outputs": self.outputs, "why": self.why}
 
 
 def rewrite(model: torch.nn.Module, selection: Selection) -> torch.nn.Module:
@@ -124,10 +127,10 @@ def verify(original: torch.nn.Module, rewritten: torch.nn.Module, inputs: Sequen
         outs = output_tensors(rewritten(*inputs))
     lossy = any(m.primitive.startswith(("winograd", "fft")) for _, m in layers if not m.fallback)
     tol = END_TO_END_TOLERANCE["lossy" if lossy else "exact"]
-    if len(outs) != len(refs) or any(o.shape != r.shape for o, r in zip(outs, refs, strict=False)):
-        return Verification(False, math.inf, 0.0, tol, fallbacks, len(refs))
-    # each output on its own scale: a small second output's error would hide under a large first's
-    errors = [output_error(o.double(), r.double()) for o, r in zip(outs, refs, strict=True) if r.numel()]
-    rel, cos = max((e[1] for e in errors), default=0.0), min((e[2] for e in errors), default=1.0)
-    ok = math.isfinite(rel) and rel <= tol and cos >= MIN_COSINE
-    return Verification(ok, rel, cos, tol, fallbacks, len(refs))
+    # the check a tuned configuration passes, with the rewrite's bounds: each output on its own
+    # scale (a small second output's error would not hide under a large first's), integer outputs
+    # by their agreement
+    check = compare_outputs(outs, refs, "fp32", tolerance=tol, min_cosine=MIN_COSINE)
+    if "cosine" not in check:  # another number of outputs, or another shape
+        return Verification(False, math.inf, 0.0, tol, fallbacks, len(refs), check["why"])
+    return Verification(check["ok"], check["max_rel"], check["cosine"], tol, fallbacks, len(refs), check["why"])

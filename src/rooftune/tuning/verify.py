@@ -46,22 +46,26 @@ def _compare_one(out: torch.Tensor, ref: torch.Tensor) -> dict[str, Any]:
     return {"max_abs": max_abs, "max_rel": rel, "cosine": cos, "top1": top1, "finite": bool(torch.isfinite(out).all())}
 
 
-def _rule(precision: str) -> tuple[str, Callable[[dict[str, Any]], bool]]:
+def _rule(precision: str, tolerance: float | None = None,
+          min_cosine: float | None = None) -> tuple[str, Callable[[dict[str, Any]], bool]]:
     def agrees(e: dict[str, Any]) -> bool:  # integer outputs, where the model has any
         return e.get("agreement", 1.0) >= INT8_MIN_TOP1
 
     if precision == "int8":
         return (f"cosine >= {INT8_MIN_COSINE} and top-1 agreement >= {INT8_MIN_TOP1:.0%}",
                 lambda e: e["finite"] and e["cosine"] >= INT8_MIN_COSINE and e["top1"] >= INT8_MIN_TOP1 and agrees(e))
-    tol = BF16_TOLERANCE if precision == "bf16" else FP32_TOLERANCE
-    min_cos = INT8_MIN_COSINE if precision == "bf16" else FP32_MIN_COSINE
+    tol = tolerance if tolerance is not None else BF16_TOLERANCE if precision == "bf16" else FP32_TOLERANCE
+    min_cos = min_cosine if min_cosine is not None else INT8_MIN_COSINE if precision == "bf16" else FP32_MIN_COSINE
     return (f"max error <= {tol:g} of the output's scale and cosine >= {min_cos}",
             lambda e: e["finite"] and e["max_rel"] <= tol and e["cosine"] >= min_cos and agrees(e))
 
 
-def compare_outputs(out: Outputs, ref: Outputs, precision: str) -> dict[str, Any]:
+def compare_outputs(out: Outputs, ref: Outputs, precision: str, *, tolerance: float | None = None,
+                    min_cosine: float | None = None) -> dict[str, Any]:
     """Max abs error, error relative to the reference's scale, cosine similarity, top-1 agreement
-    (rows of the last dimension), and whether the precision's guard passes.
+    (rows of the last dimension), and whether the precision's guard passes. ``tolerance`` and
+    ``min_cosine``, when given, replace an fp32 or bf16 rule's bounds (a rewritten model's own,
+    :func:`rooftune.selection.rewrite.verify`).
 
     ``out`` and ``ref`` are a tensor or every output tensor of the model in order
     (:func:`rooftune.runtimes.output_tensors`): each output is compared with its own reference, on
@@ -78,7 +82,7 @@ def compare_outputs(out: Outputs, ref: Outputs, precision: str) -> dict[str, Any
     for i, e in enumerate(each):
         if "cosine" not in e:
             return {"ok": False, "why": f"output {i + 1} of {len(refs)}: {e['why']}" if several else f"output {e['why']}"}
-    rule, passes = _rule(precision)
+    rule, passes = _rule(precision, tolerance, min_cosine)
     figures = {"max_abs": max(e["max_abs"] for e in each), "max_rel": max(e["max_rel"] for e in each),
                "cosine": min(e["cosine"] for e in each), "top1": each[0]["top1"],
                "finite": all(e["finite"] for e in each)}
