@@ -501,7 +501,7 @@ def tune(
     batch: Annotated[int | None, typer.Option("--batch", help="Batch size.")] = None,
     input_shape: Annotated[list[str] | None, typer.Option("--input", help="Input shape; repeatable.")] = None,
     option: Annotated[list[str] | None, typer.Option("--option", "-o", help="Model option KEY=VALUE.")] = None,
-    guidelines_only: Annotated[bool, typer.Option("--guidelines-only", help="No search: guideline and baselines only.")] = False,
+    guidelines_only: Annotated[bool, typer.Option("--guidelines-only", help="No search: the guideline (in each precision allowed) and the baselines only.")] = False,
     runtime: Annotated[str | None, typer.Option("--runtime", help="Restrict the search to these runtimes, e.g. eager,onnxruntime.")] = None,
     bf16: Annotated[bool, typer.Option("--bf16", help="Also search bf16 (native bf16 CPUs only).")] = False,
     int8: Annotated[bool, typer.Option("--int8", help="Also search int8 (post-training static quantization; guard: cosine >= 0.99, top-1 >= 99%).")] = False,

@@ -687,6 +687,14 @@ def tune(
                 ok_scores = [x.score(objective) for x in results if x.ok]
                 score = r.score(objective) if r.ok else FAILED_PENALTY * max(ok_scores, default=1.0)
                 study.tell(t, score)
+        else:
+            # No search; but the guideline's threads and layout in each reduced precision the
+            # caller allowed are guideline configurations too, measured and checked like the rest
+            # (with --bf16 on an AVX512-BF16 VM the fp32 guideline ran 1.5-2.0x OpenVINO's bf16).
+            seeds = precision_seeds(guide_cfg, available, precisions)
+            for i, cfg in enumerate(seeds):
+                step(f"guideline seeds: {cfg.name}", i, len(seeds))
+                results.append(evaluate(cfg))
         phase_s["search"] = time.perf_counter() - started - phase_s["fixed"]
         cost = FinalCost(pair_start_s(results, platform.usable_cores), compare_policy)
         verified = [r for r in results if r.ok]
