@@ -46,7 +46,7 @@ def test_a_worker_prepares_verifies_measures_and_samples(tmp_path: Path) -> None
 
 
 @pytest.mark.parametrize(("runtime", "options"), [("onnxruntime", {}), ("openvino", {}),
-                                                  ("openvino", {"source": "onnx"})])
+                                                  ("openvino", {"source": "onnx"}), ("ncnn", {})])
 def test_a_process_running_a_prepared_artifact_does_not_build_the_model(tmp_path: Path, runtime: str,
                                                                          options: dict[str, str]) -> None:
     from rooftune.runtimes import get_runtime
@@ -625,7 +625,7 @@ def test_every_runtime_prepares_an_exported_program(tmp_path: Path) -> None:
     torch.export.save(torch.export.export(module.eval(), (x,)), tmp_path / "cnn.pt2")
     with torch.no_grad():
         want = module(x)
-    for runtime in ("eager", "torchscript", "onnxruntime", "openvino"):
+    for runtime in ("eager", "torchscript", "onnxruntime", "openvino", "ncnn"):
         rt = get_runtime(runtime)
         if rt.available():
             continue

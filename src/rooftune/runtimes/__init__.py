@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from rooftune.errors import InvalidArgument
 from rooftune.runtimes.base import Prepared, Runtime, like_output, output_tensors
+from rooftune.runtimes.ncnn_runtime import Ncnn
 from rooftune.runtimes.onnx_runtime import OnnxRuntime
 from rooftune.runtimes.openvino_runtime import OpenVINO
 from rooftune.runtimes.torch_runtimes import Compile, Eager, TorchScript
@@ -19,6 +20,7 @@ RUNTIMES: dict[str, type[Runtime]] = {
     "compile": Compile,
     "onnxruntime": OnnxRuntime,
     "openvino": OpenVINO,
+    "ncnn": Ncnn,
 }
 
 

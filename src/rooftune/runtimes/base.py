@@ -234,6 +234,16 @@ def _like(leaf: Any, t: torch.Tensor) -> Any:
     return t
 
 
+#: Artifact files whose weights lie beside them in a .bin of the same name: an OpenVINO IR and
+#: an ncnn model.
+WEIGHTS_BESIDE = (".xml", ".param")
+
+
+def weights_of(artifact: Path) -> Path | None:
+    """The weights file that goes with ``artifact`` (copied and placed with it), or None."""
+    return artifact.with_suffix(".bin") if artifact.suffix in WEIGHTS_BESIDE else None
+
+
 def missing(package: str) -> str | None:
     """None when ``package`` imports, else the note that removes a runtime from the space."""
     import importlib.util

@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from rooftune.errors import InvalidArgument, RooftuneError
-from rooftune.runtimes.base import like_output
+from rooftune.runtimes.base import like_output, weights_of
 
 
 @dataclass(eq=False)
@@ -204,17 +204,18 @@ def _load(path: str | Path, *, check: bool = True, validate: str | Callable[...,
 def _place_artifact(target: Path | None, saved: dict[str, Any], path: str | Path) -> bool:
     """Copy the artifact the study ran (ONNX or OpenVINO IR: a Winograd rewrite is the one
     measured then, not measured again; an int8 model the one quantized then) to where the runtime
-    loads it from; an OpenVINO IR with its weights. It is looked for beside the configuration file
+    loads it from; an OpenVINO IR or an ncnn model with its weights. It is looked for beside the configuration file
     first (a folder copied elsewhere), then where the file says. False when the file names one and
     it is in neither place: the runtime then prepares the artifact again."""
     if target is None or not saved.get("artifact"):
         return True
     stored = Path(saved["artifact"])
     for art in (Path(path).parent / stored.name, stored):
-        whole = target.suffix != ".xml" or art.with_suffix(".bin").is_file()
+        weights = weights_of(art)
+        whole = weights is None or weights.is_file()
         if art.is_file() and art.name.endswith(target.name) and whole:  # the file this configuration runs
-            if target.suffix == ".xml":
-                shutil.copy2(art.with_suffix(".bin"), target.with_suffix(".bin"))
+            if weights is not None:
+                shutil.copy2(weights, target.with_suffix(".bin"))
             shutil.copy2(art, target)
             return True
     return False

@@ -133,10 +133,18 @@ def guideline(platform: Platform, graph: OpGraph, available: dict[str, Any], *, 
     # measured on a 2-core Zen 4 VM: transformer-encoder 1.18x, vit_b_32 1.08x, convnext_tiny
     # 1.08x, swin_t 1.21x, maxvit_t (63 % of its FLOPs in products) 1.64x (resnet50: 1.02x); per
     # sample at batch 8 in two instances 1.04-1.08x (BENCHMARKS.md).
+    # ncnn's Winograd kernels (F(6x6,3x3) and smaller, tiles transformed in registers) ran the
+    # networks whose 3x3 stride-1 convolutions carry a quarter or more of the FLOPs 1.08-2.10x as
+    # fast as OpenVINO's fp32 LATENCY default on a 2-core Zen 4 VM at batch 1 (vgg16 2.10x,
+    # squeezenet1_0 1.60x, googlenet 1.54x, resnet50 1.16x, inception_v3 1.08x; mobilenet_v2,
+    # whose 3x3 layers are depthwise, 0.94x; BENCHMARKS.md). ncnn runs batch 1 only.
     share3d = conv3d_share(graph, costs)
     products = product_share(costs)
+    wino = winograd_share(graph, costs)
     ov = available.get("openvino")
+    nc = available.get("ncnn")
     hint = "LATENCY" if objective == "latency" else "THROUGHPUT"
+    batch = batch or (THROUGHPUT_BATCH if objective == "throughput" else 1)
     if share3d > 0.5 and "openvino" in available:
         runtime, options = "openvino", {"hint": hint, "streams": 1}
         why.append(f"OpenVINO: 3-D convolutions carry {share3d:.0%} of the FLOPs (direct 3-D kernels; "
@@ -146,14 +154,18 @@ def guideline(platform: Platform, graph: OpGraph, available: dict[str, Any], *, 
         runtime, options = "openvino", {"hint": hint, "streams": 1, "source": "onnx"}
         why.append(f"OpenVINO reading the ONNX export: matrix products carry {products:.0%} of the FLOPs "
                    "(it ran such models 1.08-1.64x as fast as ONNX Runtime)")
+    elif wino >= WINOGRAD_MIN_SHARE and nc is not None and nc.unsupported(RunConfig(runtime="ncnn", batch=batch)) is None:
+        runtime, options = "ncnn", {"conv": "winograd"}
+        pools, intra = 1, cores  # one network, its threads over every core: ncnn has no inter-op pools
+        why.append(f"ncnn with its Winograd kernels: {wino:.0%} of the FLOPs are in 3x3 stride-1 convolutions "
+                   "(it ran such networks 1.08-2.10x as fast as OpenVINO at batch 1)")
     elif "onnxruntime" in available:
         runtime, options = "onnxruntime", {"execution_mode": "parallel" if pools > 1 else "sequential",
                                            "graph_optimization": "all", "spinning": True}
         why.append("ONNX Runtime with all graph optimizations (folds batch norm, fuses activations)")
-        share = winograd_share(graph, costs)
-        if share >= WINOGRAD_MIN_SHARE:
+        if wino >= WINOGRAD_MIN_SHARE:
             options["conv"] = "winograd"
-            why.append(f"Winograd F(4x4,3x3) on each 3x3 convolution it measures faster on ({share:.0%} of the "
+            why.append(f"Winograd F(4x4,3x3) on each 3x3 convolution it measures faster on ({wino:.0%} of the "
                        "FLOPs are in eligible ones)")
     elif "openvino" in available:
         runtime, options = "openvino", {"hint": hint, "streams": 1}
@@ -174,8 +186,34 @@ def guideline(platform: Platform, graph: OpGraph, available: dict[str, Any], *, 
     allocator = "glibc"
     cfg = RunConfig(runtime=runtime, intra_threads=intra, inter_threads=pools, memory_format=layout,
                     allocator=allocator, omp=omp, runtime_options=options, name="guideline",
-                    batch=batch or (THROUGHPUT_BATCH if objective == "throughput" else 1), instances=instances)
+                    batch=batch, instances=instances)
     return cfg, why
+
+
+def runtime_seeds(platform: Platform, graph: OpGraph, available: dict[str, Any], guide: RunConfig, *,
+                  objective: str = "latency", batch: int | None = None) -> list[RunConfig]:
+    """The guideline's other runtime, evaluated before the search: where the guideline is ncnn,
+    the configuration the guideline would be without it (a model ncnn's converter cannot take
+    still has the graph runtime's answer measured at once); elsewhere, for a convolutional model
+    at batch 1, the guideline's cores on ncnn with its Winograd kernels, a choice a short search
+    could otherwise miss."""
+    from dataclasses import replace
+
+    from rooftune.costs import costs_of
+
+    nc = available.get("ncnn")
+    if nc is None:
+        return []
+    if guide.runtime == "ncnn":
+        other, _ = guideline(platform, graph, {k: v for k, v in available.items() if k != "ncnn"},
+                             objective=objective, batch=batch)
+        return [replace(other, name=f"guideline ({other.runtime})")]
+    cores = max(1, physical_usable(platform) // max(1, guide.instances))
+    cfg = nc.normalize(replace(guide, runtime="ncnn", intra_threads=cores, inter_threads=1, omp={},
+                               memory_format="contiguous", runtime_options={"conv": "winograd"},
+                               name="guideline (ncnn)"))
+    convolutional = any(c.kind == "conv" for c in costs_of(graph))
+    return [cfg] if convolutional and nc.unsupported(cfg) is None else []
 
 
 #: Runtimes whose own quantizer the reduced-precision seeds use, in the guideline's order of

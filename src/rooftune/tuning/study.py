@@ -32,8 +32,16 @@ import torch
 from rooftune.bench import Measurement, Policy, compare, stats
 from rooftune.bench.canary import Steal, steal_warning
 from rooftune.errors import InvalidArgument
+from rooftune.runtimes.base import weights_of
 from rooftune.tuning.config import ALLOCATORS, RunConfig, allocator_library
-from rooftune.tuning.guidelines import baselines, guideline, precision_seeds, source_seeds, winograd_share
+from rooftune.tuning.guidelines import (
+    baselines,
+    guideline,
+    precision_seeds,
+    runtime_seeds,
+    source_seeds,
+    winograd_share,
+)
 from rooftune.tuning.trial import PREPARE_TIMEOUT_S, Group, TrialFailed, VirtualClock
 
 OBJECTIVES = ("latency", "throughput")
@@ -639,6 +647,7 @@ def tune(
                 fastest[r.config.runtime] = min(fastest.get(r.config.runtime, math.inf), r.score(objective))
             seeds.sort(key=lambda c: fastest.get(c.runtime, math.inf))
             seeds += source_seeds(guide_cfg, available, objective)
+            seeds += runtime_seeds(platform, graph, available, guide_cfg, objective=objective, batch=batch)
             start_s = pair_start_s(results, platform.usable_cores)
             compared = len({b.config.key() for b in base.values() if b.ok})  # twins are compared once
             runners = RUNNERS_UP if limit > 0 or seeds else 0
@@ -692,6 +701,8 @@ def tune(
             # caller allowed are guideline configurations too, measured and checked like the rest
             # (with --bf16 on an AVX512-BF16 VM the fp32 guideline ran 1.5-2.0x OpenVINO's bf16).
             seeds = precision_seeds(guide_cfg, available, precisions)
+            if not guide.ok and guide_cfg.runtime == "ncnn":  # its converter refused the model
+                seeds += runtime_seeds(platform, graph, available, guide_cfg, objective=objective, batch=batch)
             for i, cfg in enumerate(seeds):
                 step(f"guideline seeds: {cfg.name}", i, len(seeds))
                 results.append(evaluate(cfg))
@@ -1057,8 +1068,9 @@ def save_config(trial: TrialResult, path: Path, workload: dict[str, Any] | None 
         src = Path(trial.artifact)
         dst = path.with_name(path.stem + "_" + src.name)
         shutil.copy2(src, dst)
-        if src.suffix == ".xml" and src.with_suffix(".bin").exists():
-            shutil.copy2(src.with_suffix(".bin"), dst.with_suffix(".bin"))
+        weights = weights_of(src)
+        if weights is not None and weights.exists():
+            shutil.copy2(weights, dst.with_suffix(".bin"))
         if src.with_suffix(".json").exists():  # what the Winograd rewrite measured per layer
             shutil.copy2(src.with_suffix(".json"), dst.with_suffix(".json"))
         data["artifact"] = str(dst)
