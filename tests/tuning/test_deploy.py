@@ -183,7 +183,7 @@ def test_int8_is_checked_by_the_guard_over_its_calibration_set_or_the_callers_va
     assert accepted.check["ok"] and accepted.check["rule"].endswith("<lambda>")
 
 
-@pytest.mark.parametrize("runtime", ["onnxruntime", "openvino"])
+@pytest.mark.parametrize("runtime", ["onnxruntime", "openvino", "ncnn"])
 def test_an_output_is_the_callers_and_not_overwritten_by_the_next_call(tmp_path: Path, runtime: str) -> None:
     from rooftune.runtimes import get_runtime
 

@@ -55,7 +55,7 @@ def test_ncnn_runs_batch_one_only() -> None:
                                   memory_format="channels_last")) == RunConfig(runtime="ncnn")
 
 
-def test_a_model_pnnx_cannot_trace_is_a_clear_error(tmp_path: Path) -> None:
+def test_inputs_ncnn_cannot_take_are_a_clear_error_and_nothing_is_written(tmp_path: Path) -> None:
     from rooftune.runtimes.ncnn_runtime import convert
 
     _ncnn()
@@ -102,3 +102,29 @@ def test_the_guideline_takes_ncnn_where_3x3_convolutions_carry_the_work_at_batch
     assert thr.runtime == "onnxruntime" and thr.batch > 1
     assert runtime_seeds(fake_platform, threes, available, thr, objective="throughput") == []
     assert runtime_seeds(fake_platform, threes, {"onnxruntime": get_runtime("onnxruntime")}, ort) == []
+
+
+def test_a_saved_ncnn_configuration_loads_its_model_and_weights_from_beside_the_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    import rooftune
+    import rooftune.runtimes.ncnn_runtime as nr
+
+    _ncnn()
+    config = RunConfig(runtime="ncnn", intra_threads=1)
+    wl = load_workload(WINOGRAD_CNN)
+    nr.convert(wl.module.eval(), wl.inputs, tmp_path / "c_model.ncnn.param")
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"config": config.to_dict(), "artifact": "/gone/c_model.ncnn.param",
+                                "workload": {"model": WINOGRAD_CNN, "inputs": None, "options": {}}}))
+
+    def no_convert(*args: object) -> None:
+        raise AssertionError("converted again")
+
+    monkeypatch.setattr(nr, "convert", no_convert)
+    m = rooftune.load_tuned(path)  # the .param and its .bin were placed where the runtime loads them
+    assert m.check["ok"] and m.notes == ()
+    with torch.no_grad():
+        want = wl.module.eval()(*m.example_inputs)
+    assert torch.allclose(m(*m.example_inputs), want, atol=1e-5)

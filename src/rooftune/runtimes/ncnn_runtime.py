@@ -2,12 +2,13 @@
 
 ncnn picks a convolution kernel per layer at load: Winograd F(6x6,3x3), F(4x4,3x3) or F(2x2,3x3)
 for 3x3 stride-1 layers where its rules say so, packed GEMM (im2col or 1x1) elsewhere, in its
-blocked (packed) layout. Its Winograd kernels transform input and output tiles in registers, where
-the ONNX-graph form (:mod:`rooftune.runtimes.winograd_onnx`) pays for whole tensors of tiles in
-memory. On a 2-core Zen 4 VM, 2 threads, batch 1, fp32 weights, interleaved in one process against
-OpenVINO's fp32 LATENCY default: vgg16 2.10x, googlenet 1.54x, squeezenet1_0 1.60x, resnet50
-1.16x, inception_v3 1.08x as fast, mobilenet_v2 0.94x; with Winograd off, vgg16 2.37x slower than
-with it (BENCHMARKS.md).
+blocked (packed) layout, where the ONNX-graph form (:mod:`rooftune.runtimes.winograd_onnx`) pays
+for whole tensors of tiles in memory. On a 2-core Zen 4 VM, 2 threads, batch 1, fp32, in the
+study's interleaved comparisons of separate processes: vgg16 72.9 ms, 2.05x as fast as ONNX
+Runtime's default (whose best with the ONNX-graph Winograd read 120.5 ms in an earlier suite);
+googlenet 1.17x as fast as ONNX Runtime's default (BENCHMARKS.md). With Winograd off, vgg16 ran
+2.4x slower. Its times moved with the host more than ONNX Runtime's: resnet50 read 35-38 ms in
+most processes and 49-51 ms in others, for stretches of a process's life.
 
 ``conv=winograd`` (ncnn's default) lets ncnn use its Winograd kernels, ``conv=direct`` forbids
 them. ncnn runs one sample per inference (its tensors have no batch dimension): batch 1 only.

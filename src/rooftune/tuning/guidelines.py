@@ -89,6 +89,8 @@ def winograd_share(graph: OpGraph, costs: Sequence[OpCost] | None = None) -> flo
 #: Runtime: vgg16 (99 % eligible) 1.33x as fast with the layers chosen so; resnet50 and
 #: inception_v3 (37 %, 36 %) within 1 %, googlenet (67 %) 1.02x (BENCHMARKS.md).
 WINOGRAD_MIN_SHARE = 0.25
+#: The share of the FLOPs in such convolutions from which the guideline runs ncnn (see guideline).
+NCNN_MIN_SHARE = 0.6
 
 #: Batch the throughput guideline runs when the user fixes none: large enough to fill the GEMMs'
 #: blocking on CNNs at 224x224, small enough to stay within the last-level cache's reach per layer.
@@ -133,11 +135,14 @@ def guideline(platform: Platform, graph: OpGraph, available: dict[str, Any], *, 
     # measured on a 2-core Zen 4 VM: transformer-encoder 1.18x, vit_b_32 1.08x, convnext_tiny
     # 1.08x, swin_t 1.21x, maxvit_t (63 % of its FLOPs in products) 1.64x (resnet50: 1.02x); per
     # sample at batch 8 in two instances 1.04-1.08x (BENCHMARKS.md).
-    # ncnn's Winograd kernels (F(6x6,3x3) and smaller, tiles transformed in registers) ran the
-    # networks whose 3x3 stride-1 convolutions carry a quarter or more of the FLOPs 1.08-2.10x as
-    # fast as OpenVINO's fp32 LATENCY default on a 2-core Zen 4 VM at batch 1 (vgg16 2.10x,
-    # squeezenet1_0 1.60x, googlenet 1.54x, resnet50 1.16x, inception_v3 1.08x; mobilenet_v2,
-    # whose 3x3 layers are depthwise, 0.94x; BENCHMARKS.md). ncnn runs batch 1 only.
+    # ncnn's Winograd kernels (F(6x6,3x3) and smaller) where 3x3 stride-1 convolutions carry most
+    # of the FLOPs: on a 2-core Zen 4 VM at batch 1, interleaved in separate processes, vgg16 (99 %
+    # of its FLOPs in them) ran 2.05x and googlenet (67 %) 1.17x as fast as the best of ONNX
+    # Runtime's and OpenVINO's defaults. Below that its lead was small and unsteady: resnet50 (37 %)
+    # 35.5 ms against ONNX Runtime's 38.1 ms on a quiet stretch, but 49-51 ms in some processes
+    # and stretches (a whole process at once), 0.85x in the study's interleaved comparison;
+    # squeezenet1_0 (54 %) 1.10x in one study, 0.84x in the next (BENCHMARKS.md). There the
+    # guideline keeps ONNX Runtime and measures ncnn as a seed beside it. ncnn runs batch 1 only.
     share3d = conv3d_share(graph, costs)
     products = product_share(costs)
     wino = winograd_share(graph, costs)
@@ -154,11 +159,11 @@ def guideline(platform: Platform, graph: OpGraph, available: dict[str, Any], *, 
         runtime, options = "openvino", {"hint": hint, "streams": 1, "source": "onnx"}
         why.append(f"OpenVINO reading the ONNX export: matrix products carry {products:.0%} of the FLOPs "
                    "(it ran such models 1.08-1.64x as fast as ONNX Runtime)")
-    elif wino >= WINOGRAD_MIN_SHARE and nc is not None and nc.unsupported(RunConfig(runtime="ncnn", batch=batch)) is None:
+    elif wino >= NCNN_MIN_SHARE and nc is not None and nc.unsupported(RunConfig(runtime="ncnn", batch=batch)) is None:
         runtime, options = "ncnn", {"conv": "winograd"}
         pools, intra = 1, cores  # one network, its threads over every core: ncnn has no inter-op pools
         why.append(f"ncnn with its Winograd kernels: {wino:.0%} of the FLOPs are in 3x3 stride-1 convolutions "
-                   "(it ran such networks 1.08-2.10x as fast as OpenVINO at batch 1)")
+                   "(it ran such networks 1.17-2.05x as fast as ONNX Runtime and OpenVINO at batch 1)")
     elif "onnxruntime" in available:
         runtime, options = "onnxruntime", {"execution_mode": "parallel" if pools > 1 else "sequential",
                                            "graph_optimization": "all", "spinning": True}
