@@ -46,6 +46,38 @@ def test_ncnn_runs_the_model_in_fp32_with_and_without_winograd(tmp_path: Path, m
     assert not [p.name for p in tmp_path.rglob(".*")]
 
 
+def test_the_inputs_ncnn_reads_outlive_the_tensors_they_came_from(tmp_path: Path) -> None:
+    """An ncnn.Mat made from a numpy array points into that array's memory: the prepared model
+    keeps the arrays (and so the input tensors) alive. A trial process that dropped its
+    workload's inputs after preparing read freed memory, and crashed on inception_v3's 1 MB input."""
+    import subprocess
+    import sys
+
+    _ncnn()
+    code = f"""
+import gc, json, torch
+from pathlib import Path
+from rooftune.runtimes import get_runtime, output_tensors
+from rooftune.tuning import RunConfig
+from rooftune.tuning.verify import compare_outputs
+from rooftune.workload import load_workload
+wl = load_workload({WINOGRAD_CNN!r}, inputs=[(1, 3, 160, 160)])
+with torch.no_grad():
+    ref = output_tensors(wl())
+from dataclasses import replace
+copy = replace(wl, inputs=tuple(x.clone() for x in wl.inputs))
+prepared = get_runtime("ncnn").prepare(copy, RunConfig(runtime="ncnn", intra_threads=1), Path({str(tmp_path)!r}))
+del copy  # the tensors it was prepared with go (300 KB: their memory is unmapped when freed)
+gc.collect()
+junk = [torch.full((3 * 160 * 160,), 1e30) for _ in range(50)]
+print(json.dumps(compare_outputs(prepared.output(), ref, "fp32")["ok"]))
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().splitlines()[-1] == "true"
+
+
 def test_ncnn_runs_batch_one_only() -> None:
     rt = get_runtime("ncnn")
     assert rt.unsupported(RunConfig(runtime="ncnn", batch=4)) == \

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from rooftune.tuning import TuneResult
 
 RUNTIME_COLOURS = {"eager": "#1f77b4", "torchscript": "#ff7f0e", "compile": "#2ca02c", "onnxruntime": "#d62728",
-                   "openvino": "#9467bd"}
+                   "openvino": "#9467bd", "ncnn": "#8c564b"}
 PRIMITIVE_CMAP = "tab20"
 
 

@@ -80,14 +80,17 @@ class Ncnn(Runtime):
             raise RuntimeError(f"ncnn could not load {path}")
         inputs, outputs = _blobs(net.input_names()), _blobs(net.output_names())
 
-        def mats(xs: Sequence[torch.Tensor]) -> list[Any]:
+        def mats(xs: Sequence[torch.Tensor]) -> list[tuple[np.ndarray, Any]]:
             if len(xs) != len(inputs):
                 raise ValueError(f"ncnn model takes {len(inputs)} input(s), given {len(xs)}")
-            return [ncnn.Mat(np.ascontiguousarray(_unbatched(x).float().numpy())) for x in xs]
+            # an ncnn.Mat made from an array points into the array's memory: the array is kept
+            # beside it (a Mat outliving its array read freed memory, and crashed some processes)
+            arrays = [np.ascontiguousarray(_unbatched(x).float().numpy()) for x in xs]
+            return [(a, ncnn.Mat(a)) for a in arrays]
 
-        def infer(ms: list[Any]) -> list[np.ndarray]:
+        def infer(ms: list[tuple[np.ndarray, Any]]) -> list[np.ndarray]:
             ex = net.create_extractor()
-            for name, m in zip(inputs, ms, strict=True):
+            for name, (_, m) in zip(inputs, ms, strict=True):
                 ex.input(name, m)
             out = []
             for name in outputs:
