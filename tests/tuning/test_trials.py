@@ -227,10 +227,14 @@ def test_a_comparison_over_two_pairs_of_processes_spans_what_each_pair_found() -
     assert 1.0 < c["ratio"] < 1.2
 
 
-def test_a_baseline_faster_with_its_whole_ci_becomes_the_best(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("ci", [(0.93, 0.97), (0.91, 1.04)], ids=["whole-ci-below-1", "ci-holds-1"])
+def test_a_baseline_that_measured_faster_becomes_the_best(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          ci: tuple[float, float]) -> None:
     """The study's last phase with stand-ins for the trial processes: the trial medians rank a
     searched configuration first and onnxruntime-default third; the interleaved comparison against
-    the baselines finds onnxruntime-default faster. Baselines are not also taken as runners-up."""
+    the baselines finds onnxruntime-default faster by the medians, with its whole CI below 1 or
+    with an interval that holds 1 (the searched one not measurably faster: the baseline, which a
+    user could pick by hand, is handed back). Baselines are not also taken as runners-up."""
     import rooftune.tuning.study as study
     from rooftune.tuning.study import TrialResult
 
@@ -249,7 +253,7 @@ def test_a_baseline_faster_with_its_whole_ci_becomes_the_best(tmp_path: Path, mo
         if a.key() == b.key():
             return {"ratio": 1.0, "ci_low": 1.0, "ci_high": 1.0, "pairs": 0}
         if b.name == "onnxruntime-default":  # the baseline is 5 % faster, its whole CI below 1
-            return {"ratio": 0.95, "ci_low": 0.93, "ci_high": 0.97, "pairs": 40}
+            return {"ratio": 0.95, "ci_low": ci[0], "ci_high": ci[1], "pairs": 40}
         if a.name == "onnxruntime-default" and b.name == "openvino-latency":
             return {"ratio": 1.08, "ci_low": 1.05, "ci_high": 1.10, "pairs": 40}
         return {"ratio": 2.0, "ci_low": 1.9, "ci_high": 2.1, "pairs": 40}
@@ -275,10 +279,52 @@ def test_a_baseline_faster_with_its_whole_ci_becomes_the_best(tmp_path: Path, mo
     after = compared[won + 1:]
     assert ("onnxruntime-default", "openvino-latency") in after  # compared again with the new best
     assert after and all(a == "onnxruntime-default" for a, _ in after)
-    assert any("onnxruntime-default is the best" in n for n in r.notes), r.notes
+    note = next(n for n in r.notes if "onnxruntime-default is the best" in n)
+    assert "1.05x by the medians" in note and f"{ci[0]:.2f}-{ci[1]:.2f}" in note
+    assert ("as fast as, or faster than" in note) == (ci[1] >= 1.0), note
     assert after[-1] == ("onnxruntime-default", "guideline")  # the guideline against the new best
     assert len(compared) == len(set(compared))  # no pair measured twice
     assert r.guideline_gap()[0] == 2.0
+
+
+def test_the_baselines_are_handed_back_by_the_medians_once_each(monkeypatch: pytest.MonkeyPatch) -> None:
+    """_against_baselines alone: a baseline the best beat by the medians stays a baseline however
+    wide its interval; one that read faster by the medians takes the best's place even with an
+    interval that holds 1; two baselines each faster than the other in turn are handed back once
+    each, so the comparisons end."""
+    import rooftune.tuning.study as study
+    from rooftune.tuning.study import TrialResult
+
+    def trial(name: str, runtime: str, latency: float) -> TrialResult:
+        return TrialResult(RunConfig(runtime=runtime, name=name), True, latency_s=latency, throughput=1 / latency)
+
+    # median(b) / median(a) for each (a, b) compared: ort and ov tie, each reading faster than the other
+    table = {("searched", "ort"): (0.98, 0.94, 1.03), ("searched", "ov"): (1.02, 0.96, 1.09),
+             ("searched", "vanilla"): (2.5, 2.4, 2.6),
+             ("ort", "ov"): (0.99, 0.95, 1.04), ("ort", "vanilla"): (2.4, 2.3, 2.5),
+             ("ov", "ort"): (0.99, 0.96, 1.02), ("ov", "vanilla"): (2.4, 2.3, 2.5)}
+    compared: list[tuple[str, str]] = []
+
+    def fake_interleaved(a, b, setup, objective, policy, pairs=None):  # type: ignore[no-untyped-def]
+        compared.append((a.name, b.name))
+        r, lo, hi = table[(a.name, b.name)]
+        return {"ratio": r, "ci_low": lo, "ci_high": hi, "pairs": 40}
+
+    monkeypatch.setattr(study, "_interleaved", fake_interleaved)
+    base = {"vanilla": trial("vanilla", "eager", 0.010), "ort": trial("ort", "onnxruntime", 0.0046),
+            "ov": trial("ov", "openvino", 0.0045)}
+    notes: list[str] = []
+    best, speedup = study._against_baselines(trial("searched", "openvino", 0.0044), base, None, "latency",
+                                             Policy(), 1, notes, lambda *a: None)
+    # ov first (its trial was faster), kept: 1.02 by the medians; then ort, faster by the medians
+    assert compared[:2] == [("searched", "ov"), ("searched", "ort")]
+    # ort is handed back and compared with ov and vanilla; ov reads faster than ort and is handed
+    # back in turn; ort, compared with ov, reads faster again but was handed back once already
+    assert best.config.name == "ov"
+    assert compared[2:] == [("ort", "ov"), ("ov", "ort"), ("ov", "vanilla")]
+    assert speedup["ov"]["ratio"] == 1.0 and speedup["ort"]["ratio"] == 0.99 and speedup["vanilla"]["ratio"] == 2.4
+    assert [n.split(": ")[-1] for n in notes] == ["ort is the best", "ov is the best"]
+    assert all("as fast as, or faster than" in n for n in notes)
 
 
 def test_the_table_shows_the_interleaved_medians_and_says_when_they_reverse_the_trials() -> None:

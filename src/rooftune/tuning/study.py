@@ -8,7 +8,7 @@ the best re-measured interleaved against every baseline.
     best = fastest verified trial, confirmed against the runners-up interleaved
     compare(best, guideline) interleaved -> how far the instant configuration is from the best
     for each baseline, fastest first: compare(best, baseline) interleaved -> ratio, CI
-        (a baseline faster with its whole CI becomes the best; the others are compared again)
+        (a baseline faster by the medians becomes the best, once; the others are compared again)
 
 evaluate(config) = start a worker with the config's environment; prepare; compare its output with
 the reference (a wrong output is a failed trial, never a best); measure with the harness; store.
@@ -850,9 +850,13 @@ def _against_baselines(best: TrialResult, base: dict[str, TrialResult], setup: S
     """The best re-measured interleaved against every baseline, fastest baseline first; returns
     the best (perhaps a baseline) and each baseline's comparison, in ``base``'s order.
 
-    A baseline that is faster with its whole CI becomes the best (a user never gets a slower
-    configuration than one they could have picked by hand), once per baseline at most; the
-    baselines already compared with the one it replaces are compared again with it. Two
+    A baseline that measured faster than the best, by the medians of the comparison, becomes
+    the best (a user never gets a slower configuration than one they could have picked by
+    hand), once per baseline at most; the baselines already compared with the one it replaces
+    are compared again with it. Where the interval still holds 1, the search's configuration is
+    not measurably faster either, and the configuration the user could have picked needs no
+    tuning to reproduce (run 35: mobilenet_v2's searched best read 0.96x, 0.94-1.12, against
+    ONNX Runtime's default, and was kept until this rule). Two
     baselines that are the same configuration are compared once. Where a comparison over
     ``pairs`` pairs of processes and the rest over one each would not fit before ``deadline``
     (``perf_counter`` seconds; ``cost(pairs)`` seconds a comparison), it is spread over one pair
@@ -884,10 +888,12 @@ def _against_baselines(best: TrialResult, base: dict[str, TrialResult], setup: S
 
         sp = cost.timed(run) if cost is not None else run()
         results[name] = sp
-        if sp.get("ci_high", math.inf) < 1.0 and name not in promoted:  # median(baseline) / median(best) < 1
-            notes.append(f"the baseline {name} was {1 / sp['ratio']:.2f}x faster than {best.config.describe()} in "
-                         f"the interleaved comparison (95 % CI of best/baseline {sp['ci_low']:.2f}-{sp['ci_high']:.2f}); "
-                         f"the search's trial medians ranked it lower: {name} is the best")
+        if sp.get("ratio", math.inf) < 1.0 and name not in promoted:  # median(baseline) / median(best) < 1
+            how = ("faster than" if sp.get("ci_high", math.inf) < 1.0
+                   else "as fast as, or faster than,")  # the interval holds 1: not measurably slower
+            notes.append(f"the baseline {name} was {how} {best.config.describe()} in the interleaved comparison "
+                         f"({1 / sp['ratio']:.2f}x by the medians; 95 % CI of best/baseline "
+                         f"{sp['ci_low']:.2f}-{sp['ci_high']:.2f}): {name} is the best")
             best = base[name]
             promoted.add(name)
             results[name] = {"ratio": 1.0, "ci_low": 1.0, "ci_high": 1.0, "pairs": 0}
