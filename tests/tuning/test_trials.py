@@ -327,6 +327,101 @@ def test_the_baselines_are_handed_back_by_the_medians_once_each(monkeypatch: pyt
     assert all("as fast as, or faster than" in n for n in notes)
 
 
+def _sampled(best: RunConfig, other: RunConfig, groups: list[tuple[int, float, float]]) -> dict:
+    """What _interleaved returns for pairs of processes given as (samples, best's time, other's time)."""
+    from rooftune.tuning.study import _summary
+
+    g_best = [[t_best] * n for n, t_best, _ in groups]
+    g_other = [[t_other] * n for n, _, t_other in groups]
+    return {**_summary(g_other, g_best, "latency"), "process_pairs": len(groups),
+            "groups": {best.key(): g_best, other.key(): g_other}}
+
+
+def test_comparisons_of_the_same_two_configurations_pool_their_pairs_of_processes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second comparison of two configurations, either way round, counts the first one's pairs
+    of processes too; a comparison of two others does not; nothing of the samples is handed out."""
+    import rooftune.tuning.study as study
+
+    a, b, c = RunConfig(runtime="eager", name="a"), RunConfig(runtime="onnxruntime", name="b"), \
+        RunConfig(runtime="openvino", name="c")
+    runs = {("a", "b"): [(10, 0.010, 0.012), (10, 0.010, 0.012)], ("b", "a"): [(30, 0.012, 0.009)],
+            ("a", "c"): [(10, 0.010, 0.020)]}
+    monkeypatch.setattr(study, "_interleaved", lambda x, y, setup, objective, policy, pairs=None:
+                        _sampled(x, y, runs[(x.name, y.name)]))
+    cmp = study.Comparisons(None, "latency", Policy())
+    first = cmp(a, b, 2)
+    assert first["ratio"] == pytest.approx(1.2) and "earlier_process_pairs" not in first and "groups" not in first
+    again = cmp(b, a, 1)  # b the best now: median(a) / median(b) over all three pairs of processes
+    assert again["earlier_process_pairs"] == 2 and again["process_pairs"] == 1 and again["pairs"] == 50
+    assert again["ratio"] == pytest.approx(0.009 / 0.012)  # 30 of a's 50 samples read 9 ms
+    assert again["this_comparison"]["ratio"] == pytest.approx(0.75) and "groups" not in again
+    assert len(again["process_pair_ratios"]) == 3
+    assert study._pooled_text(again) == ", over 3 pairs of processes, 2 from an earlier comparison of the two"
+    other = cmp(a, c, 1)
+    assert "earlier_process_pairs" not in other and other["ratio"] == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize("last_pair", [40, 10], ids=["pooled-guideline-faster", "pooled-baseline-faster"])
+def test_a_guideline_that_lost_its_place_is_compared_again_with_every_pair_of_processes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, last_pair: int) -> None:
+    """The guideline is the best; openvino-latency reads faster than it over two pairs of processes
+    and is handed back; compared again over one more pair, the guideline reads faster. With every
+    pair pooled: where the guideline is faster by the medians it is the best again (once), the
+    baselines compared with it; where it is not, the baseline stays and the guideline's gap is the
+    pooled figure (a guideline slower than the best never reads faster than it in the report)."""
+    import rooftune.tuning.study as study
+    from rooftune.runtimes import get_runtime
+    from rooftune.tuning.study import TrialResult
+
+    if get_runtime("openvino").available():
+        pytest.skip("needs OpenVINO")
+    medians = {"vanilla": 0.010, "pytorch-launcher": 0.009, "intel-recommended": 0.009,
+               "onnxruntime-default": 0.0046, "openvino-latency": 0.0045, "guideline": 0.0035}
+
+    def fake_evaluate(cfg, setup, policy, prepare_timeout_s):  # type: ignore[no-untyped-def]
+        return TrialResult(cfg, True, latency_s=medians.get(cfg.name, 0.005), throughput=1.0, verify={"ok": True})
+
+    compared: list[tuple[str, str]] = []
+
+    def fake_interleaved(a, b, setup, objective, policy, pairs=None):  # type: ignore[no-untyped-def]
+        compared.append((a.name, b.name))
+        if a.key() == b.key():
+            return {"ratio": 1.0, "ci_low": 1.0, "ci_high": 1.0, "pairs": 0}
+        if (a.name, b.name) == ("guideline", "openvino-latency"):
+            # two pairs where openvino-latency is faster; compared again later (with the guideline
+            # the best again), the same
+            return _sampled(a, b, [(10, 0.0047, 0.0040)] * (pairs or 1))
+        if (a.name, b.name) == ("openvino-latency", "guideline"):
+            return _sampled(a, b, [(last_pair, 0.0040, 0.0030)])
+        return _sampled(a, b, [(10, 0.004, 0.008)] * (pairs or 1))  # the best is 2x faster
+
+    monkeypatch.setattr(study, "_evaluate", fake_evaluate)
+    monkeypatch.setattr(study, "_interleaved", fake_interleaved)
+    r = tune(CNN, runtimes=["eager", "openvino"], trials=1, budget_s=600, db=str(tmp_path / "t.db"))
+    handed_back = next(n for n in r.notes if "openvino-latency is the best" in n)
+    assert "1.18x by the medians" in handed_back and "earlier comparison" not in handed_back
+    back_to_ov = compared.index(("openvino-latency", "guideline"))
+    if last_pair == 40:  # the guideline's 40 samples at 3.0 ms outnumber its 20 at 4.7 ms
+        assert r.best.config.name == "guideline"
+        note = next(n for n in r.notes if n.endswith("it is the best again"))
+        assert "1.33x faster by the medians, over 3 pairs of processes, 2 from an earlier comparison" in note
+        assert r.guideline_gap()[:3] == (1.0, 1.0, 1.0)
+        # the baselines compared with the guideline again; openvino-latency (handed back once) is
+        # not handed back a second time, whatever it reads: pooled over 5 pairs of processes the
+        # guideline's samples are half at 3.0 ms, half at 4.7 ms, openvino-latency's all at 4.0 ms
+        assert ("guideline", "openvino-latency") in compared[back_to_ov + 1:]
+        ov = r.speedup["openvino-latency"]
+        assert ov["earlier_process_pairs"] == 3 and ov["process_pairs"] == 2
+        assert ov["ratio"] == pytest.approx(0.0040 / ((0.0030 + 0.0047) / 2))
+        assert len([n for n in r.notes if n.endswith("openvino-latency is the best")]) == 1
+    else:  # 10 at 3.0 ms against 20 at 4.7 ms: the guideline is slower over the three pairs
+        assert r.best.config.name == "openvino-latency"
+        assert not [n for n in r.notes if n.endswith("it is the best again")]
+        ratio, lo, hi, interleaved = r.guideline_gap()
+        assert interleaved and ratio == pytest.approx(0.0047 / 0.0040) and ratio > 1
+        assert compared[back_to_ov + 1:] == []  # nothing after the guideline's comparison
+
+
 def test_the_table_shows_the_interleaved_medians_and_says_when_they_reverse_the_trials() -> None:
     """A baseline whose one-process trial read faster than the best's, where the interleaved pairs
     found the best faster: the table gives both sides' interleaved medians and one line on why."""

@@ -9,6 +9,7 @@ the best re-measured interleaved against every baseline.
     compare(best, guideline) interleaved -> how far the instant configuration is from the best
     for each baseline, fastest first: compare(best, baseline) interleaved -> ratio, CI
         (a baseline faster by the medians becomes the best, once; the others are compared again)
+    two configurations compared twice: both comparisons' pairs of processes pooled (Comparisons)
 
 evaluate(config) = start a worker with the config's environment; prepare; compare its output with
 the reference (a wrong output is a failed trial, never a best); measure with the harness; store.
@@ -708,6 +709,7 @@ def tune(
                 results.append(evaluate(cfg))
         phase_s["search"] = time.perf_counter() - started - phase_s["fixed"]
         cost = FinalCost(pair_start_s(results, platform.usable_cores), compare_policy)
+        comparisons = Comparisons(setup, objective, compare_policy)
         verified = [r for r in results if r.ok]
         if not verified:
             raise TrialFailed("no configuration ran and verified; see the failures in the trials")
@@ -727,8 +729,10 @@ def tune(
                                  "against the best, interleaved")
                     break
                 step("confirming the best against the runners-up, interleaved", i, len(runners_up))
-                c = cost.timed(lambda o=other: _interleaved(best.config, o.config, setup, objective, compare_policy,
-                                                            pairs=1))
+                def again(b: RunConfig = best.config, o: RunConfig = other.config) -> dict[str, Any]:
+                    return comparisons(b, o, 1)
+
+                c = cost.timed(again)
                 pairs_run += c.get("process_pairs", 0)
                 if c.get("ci_high", math.inf) < 1.0:  # median(other) / median(best), all of it below 1
                     notes.append(f"re-measured interleaved, {other.config.describe()} was {1 / c['ratio']:.2f}x faster "
@@ -740,8 +744,7 @@ def tune(
             # The guideline's distance from the best is a reported figure: interleaved, like the
             # speedups (two trial medians taken minutes apart differ by 30 % on a shared machine).
             step("the guideline against the best, interleaved", 0, 1)
-            guide_vs_best = cost.timed(lambda: _interleaved(best.config, guide.config, setup, objective,
-                                                            compare_policy, pairs=1))
+            guide_vs_best = cost.timed(lambda: comparisons(best.config, guide.config, 1))
             pairs_run += guide_vs_best.get("process_pairs", 0)
             if guide_vs_best.get("ci_high", math.inf) < 1.0:  # median(guideline) / median(best), all below 1
                 notes.append(f"re-measured interleaved, the guideline was {1 / guide_vs_best['ratio']:.2f}x faster than "
@@ -751,13 +754,32 @@ def tune(
             elif "error" in guide_vs_best:
                 notes.append(f"the guideline could not be compared with the best: {guide_vs_best['error']}")
         compared_with = best.config.key()
+        promoted: set[str] = set()
         best, speedup = _against_baselines(best, base, setup, objective, compare_policy, compare_pairs, notes, step,
-                                           deadline=started + budget_s, cost=cost)
+                                           deadline=started + budget_s, cost=cost, compare=comparisons,
+                                           promoted=promoted)
         if guide_vs_best is not None and best.config.key() != compared_with:
-            # a baseline took the best's place: the guideline is measured against it
+            # a baseline took the best's place: the guideline is measured against it (pooled with
+            # the comparison that handed it back where the guideline was the best then)
             step("the guideline against the new best, interleaved", 0, 1)
-            guide_vs_best = _interleaved(best.config, guide.config, setup, objective, compare_policy, pairs=1)
+            guide_vs_best = comparisons(best.config, guide.config, 1)
             pairs_run += guide_vs_best.get("process_pairs", 0)
+            if guide_vs_best.get("ratio", math.inf) < 1.0 and guide_vs_best.get("earlier_process_pairs"):
+                # every pair of processes of the two together reads the guideline faster: it is
+                # the best again (once), and the baselines are compared with it
+                notes.append(f"the guideline, compared again with {best.config.name or best.config.describe()}, read "
+                             f"{1 / guide_vs_best['ratio']:.2f}x faster by the medians{_pooled_text(guide_vs_best)} "
+                             f"(95 % CI of guideline/best {guide_vs_best['ci_low']:.2f}-{guide_vs_best['ci_high']:.2f}): "
+                             "it is the best again")
+                pairs_run += sum(c.get("process_pairs", 0) for c in {id(c): c for c in speedup.values()}.values())
+                best = guide
+                guide_vs_best = {"ratio": 1.0, "ci_low": 1.0, "ci_high": 1.0, "pairs": 0}
+                best, speedup = _against_baselines(best, base, setup, objective, compare_policy, compare_pairs, notes,
+                                                   step, deadline=started + budget_s, cost=cost, compare=comparisons,
+                                                   promoted=promoted)
+                if best.config.key() != guide.config.key():  # a baseline not handed back before took its place
+                    guide_vs_best = comparisons(best.config, guide.config, 1)
+                    pairs_run += guide_vs_best.get("process_pairs", 0)
         # (twin baselines share one comparison)
         pairs_run += sum(c.get("process_pairs", 0) for c in {id(c): c for c in speedup.values()}.values())
         phase_s["final"] = time.perf_counter() - started - phase_s["fixed"] - phase_s["search"]
@@ -846,7 +868,8 @@ def top1_only_note(trials: Sequence[TrialResult], validated: bool) -> str:
 def _against_baselines(best: TrialResult, base: dict[str, TrialResult], setup: Setup, objective: str,
                        policy: Policy, pairs: int, notes: list[str],
                        step: Callable[[str, int, int], None], deadline: float | None = None,
-                       cost: FinalCost | None = None) -> tuple[TrialResult, dict[str, Any]]:
+                       cost: FinalCost | None = None, compare: Comparisons | None = None,
+                       promoted: set[str] | None = None) -> tuple[TrialResult, dict[str, Any]]:
     """The best re-measured interleaved against every baseline, fastest baseline first; returns
     the best (perhaps a baseline) and each baseline's comparison, in ``base``'s order.
 
@@ -860,12 +883,15 @@ def _against_baselines(best: TrialResult, base: dict[str, TrialResult], setup: S
     baselines that are the same configuration are compared once. Where a comparison over
     ``pairs`` pairs of processes and the rest over one each would not fit before ``deadline``
     (``perf_counter`` seconds; ``cost(pairs)`` seconds a comparison), it is spread over one pair
-    instead, with a note; ``cost`` counts the comparisons' seconds as they run.
+    instead, with a note; ``cost`` counts the comparisons' seconds as they run. ``compare`` pools
+    a comparison with earlier ones of the same two configurations (:class:`Comparisons`);
+    ``promoted`` names the baselines handed back already, and is added to.
     """
+    compare = compare if compare is not None else Comparisons(setup, objective, policy)
+    promoted = promoted if promoted is not None else set()
     ok = [n for n, b in base.items() if b.ok]
     queue = sorted(ok, key=lambda n: base[n].score(objective))  # the likeliest to beat the best first
     results: dict[str, dict[str, Any]] = {}
-    promoted: set[str] = set()
     short: list[str] = []
     while queue:
         name = queue.pop(0)
@@ -883,8 +909,8 @@ def _against_baselines(best: TrialResult, base: dict[str, TrialResult], setup: S
                 n_pairs = 1
                 short.append(name)
 
-        def run(b: RunConfig = base[name].config, n: int = n_pairs) -> dict[str, Any]:
-            return _interleaved(best.config, b, setup, objective, policy, pairs=n)
+        def run(a: RunConfig = best.config, b: RunConfig = base[name].config, n: int = n_pairs) -> dict[str, Any]:
+            return compare(a, b, n)
 
         sp = cost.timed(run) if cost is not None else run()
         results[name] = sp
@@ -892,7 +918,7 @@ def _against_baselines(best: TrialResult, base: dict[str, TrialResult], setup: S
             how = ("faster than" if sp.get("ci_high", math.inf) < 1.0
                    else "as fast as, or faster than,")  # the interval holds 1: not measurably slower
             notes.append(f"the baseline {name} was {how} {best.config.describe()} in the interleaved comparison "
-                         f"({1 / sp['ratio']:.2f}x by the medians; 95 % CI of best/baseline "
+                         f"({1 / sp['ratio']:.2f}x by the medians{_pooled_text(sp)}; 95 % CI of best/baseline "
                          f"{sp['ci_low']:.2f}-{sp['ci_high']:.2f}): {name} is the best")
             best = base[name]
             promoted.add(name)
@@ -907,6 +933,16 @@ def _against_baselines(best: TrialResult, base: dict[str, TrialResult], setup: S
                      f"{', '.join(dict.fromkeys(short))} over one (their intervals leave out how far one "
                      f"process runs from the next)")
     return best, {n: results[n] for n in ok if n in results}
+
+
+def _pooled_text(c: dict[str, Any]) -> str:
+    """', over N pairs of processes, K from an earlier comparison of the two' for a pooled
+    comparison (:class:`Comparisons`); '' for one that was not."""
+    k = int(c.get("earlier_process_pairs") or 0)
+    if not k:
+        return ""
+    return (f", over {k + int(c.get('process_pairs') or 0)} pairs of processes, {k} from an earlier comparison "
+            "of the two")
 
 
 class FinalCost:
@@ -1012,15 +1048,62 @@ def _interleaved(a: RunConfig, b: RunConfig, setup: Setup, objective: str = "lat
             warnings += list(c.warnings)
     except TrialFailed as exc:
         return {"ratio": math.nan, "ci_low": math.nan, "ci_high": math.nan, "error": str(exc)}
+    out = _summary(groups_a, groups_b, objective)
+    out["process_pairs"] = pairs
+    out["groups"] = {a.key(): groups_b, b.key(): groups_a}  # each side's samples, by process pair
+    return out
+
+
+def _summary(groups_a: list[list[float]], groups_b: list[list[float]], objective: str) -> dict[str, Any]:
+    """median(a) / median(b) over samples that came in groups (one per pair of processes), with
+    the grouped 95 % CI; ``a`` is the baseline's side, ``b`` the best's."""
     unit = "item" if objective == "throughput" else "latency"
     xa = [x for g in groups_a for x in g]
     xb = [x for g in groups_b for x in g]
     pooled = stats.comparison_ci(xa, xb)
     lo, hi = stats.grouped_ratio_ci(groups_a, groups_b, pooled=pooled)
     return {"ratio": stats.median(xa) / stats.median(xb), "ci_low": lo, "ci_high": hi, "pairs": len(xa),
-            "process_pairs": pairs, f"baseline_{unit}_s": stats.median(xa), f"best_{unit}_s": stats.median(xb),
-            "process_pair_ratios": [stats.median(ga) / stats.median(gb) for ga, gb in zip(groups_a, groups_b) if ga],
+            f"baseline_{unit}_s": stats.median(xa), f"best_{unit}_s": stats.median(xb),
+            "process_pair_ratios": [stats.median(ga) / stats.median(gb) for ga, gb in zip(groups_a, groups_b, strict=True) if ga],
             "pooled_ci": list(pooled)}
+
+
+class Comparisons:
+    """The interleaved comparisons of one study's last phase. Two configurations compared again
+    pool their pairs of processes with the earlier comparisons': one process can run up to a
+    quarter slower than the next for its whole life, and a comparison over one or two pairs can
+    land on the slow side of it. googlenet's ncnn best read 1.18x slower than OpenVINO's default
+    over two pairs of processes (95 % CI of best/baseline 0.84-0.86), which was then made the
+    best, and 1.20x faster than it over the next pair (0.82-0.85): reported apart, the guideline
+    read 0.83x the best it had just lost to. The pooled figure counts every pair of processes
+    once and states how many came from earlier comparisons (``earlier_process_pairs``);
+    ``process_pairs`` counts those run this time."""
+
+    def __init__(self, setup: Setup, objective: str, policy: Policy) -> None:
+        self.setup = setup
+        self.objective = objective
+        self.policy = policy
+        #: per unordered pair of configuration keys, each side's sample groups so far
+        self.seen: dict[frozenset[str], dict[str, list[list[float]]]] = {}
+
+    def __call__(self, best: RunConfig, other: RunConfig, pairs: int) -> dict[str, Any]:
+        """median(other) / median(best) over this comparison's pairs of processes and every
+        earlier one's between the same two configurations."""
+        c = _interleaved(best, other, self.setup, self.objective, self.policy, pairs=pairs)
+        groups = c.pop("groups", None)
+        if not groups or "error" in c:
+            return c
+        key = frozenset((best.key(), other.key()))
+        earlier = self.seen.get(key)
+        if earlier is None:
+            self.seen[key] = {k: list(g) for k, g in groups.items()}
+            return c
+        before = len(earlier[best.key()])
+        for k, g in groups.items():
+            earlier[k] += g
+        pooled = _summary(earlier[other.key()], earlier[best.key()], self.objective)
+        return {**pooled, "process_pairs": c.get("process_pairs", 0), "earlier_process_pairs": before,
+                "this_comparison": {k: c[k] for k in ("ratio", "ci_low", "ci_high", "pairs") if k in c}}
 
 
 def _validation_spec(validate: str | Callable[..., Any] | None) -> str | None:
