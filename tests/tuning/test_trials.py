@@ -359,6 +359,7 @@ def test_comparisons_of_the_same_two_configurations_pool_their_pairs_of_processe
     assert study._pooled_text(again) == ", over 3 pairs of processes, 2 from an earlier comparison of the two"
     other = cmp(a, c, 1)
     assert "earlier_process_pairs" not in other and other["ratio"] == pytest.approx(2.0)
+    assert cmp.pairs_run == 4  # every pair of processes run, once
 
 
 @pytest.mark.parametrize("last_pair", [40, 10], ids=["pooled-guideline-faster", "pooled-baseline-faster"])

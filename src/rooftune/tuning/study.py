@@ -631,7 +631,6 @@ def tune(
                          f"OpenVINO's PyTorch frontend could not convert the model ({why_onnx})")
         guide, base = results[0], {r.config.name: r for r in results[1:]}
         phase_s: dict[str, float] = {"fixed": time.perf_counter() - started}
-        pairs_run = 0
 
         if not guidelines_only:
             sampler = optuna.samplers.TPESampler(seed=SEED)
@@ -733,7 +732,6 @@ def tune(
                     return comparisons(b, o, 1)
 
                 c = cost.timed(again)
-                pairs_run += c.get("process_pairs", 0)
                 if c.get("ci_high", math.inf) < 1.0:  # median(other) / median(best), all of it below 1
                     notes.append(f"re-measured interleaved, {other.config.describe()} was {1 / c['ratio']:.2f}x faster "
                                  f"than {best.config.describe()} (trial medians said otherwise): it is the best")
@@ -745,45 +743,38 @@ def tune(
             # speedups (two trial medians taken minutes apart differ by 30 % on a shared machine).
             step("the guideline against the best, interleaved", 0, 1)
             guide_vs_best = cost.timed(lambda: comparisons(best.config, guide.config, 1))
-            pairs_run += guide_vs_best.get("process_pairs", 0)
             if guide_vs_best.get("ci_high", math.inf) < 1.0:  # median(guideline) / median(best), all below 1
                 notes.append(f"re-measured interleaved, the guideline was {1 / guide_vs_best['ratio']:.2f}x faster than "
                              f"{best.config.describe()} (trial medians said otherwise): it is the best")
                 best = guide
-                guide_vs_best = {"ratio": 1.0, "ci_low": 1.0, "ci_high": 1.0, "pairs": 0}
+                guide_vs_best = _itself()
             elif "error" in guide_vs_best:
                 notes.append(f"the guideline could not be compared with the best: {guide_vs_best['error']}")
-        compared_with = best.config.key()
         promoted: set[str] = set()
-        best, speedup = _against_baselines(best, base, setup, objective, compare_policy, compare_pairs, notes, step,
-                                           deadline=started + budget_s, cost=cost, compare=comparisons,
-                                           promoted=promoted)
-        if guide_vs_best is not None and best.config.key() != compared_with:
+        retaken = False
+        while True:
+            compared_with = best.config.key()
+            best, speedup = _against_baselines(best, base, setup, objective, compare_policy, compare_pairs, notes,
+                                               step, deadline=started + budget_s, cost=cost, compare=comparisons,
+                                               promoted=promoted)
+            if guide_vs_best is None or best.config.key() == compared_with:
+                break
             # a baseline took the best's place: the guideline is measured against it (pooled with
             # the comparison that handed it back where the guideline was the best then)
             step("the guideline against the new best, interleaved", 0, 1)
             guide_vs_best = comparisons(best.config, guide.config, 1)
-            pairs_run += guide_vs_best.get("process_pairs", 0)
-            if guide_vs_best.get("ratio", math.inf) < 1.0 and guide_vs_best.get("earlier_process_pairs"):
-                # every pair of processes of the two together reads the guideline faster: it is
-                # the best again (once), and the baselines are compared with it
-                notes.append(f"the guideline, compared again with {best.config.name or best.config.describe()}, read "
-                             f"{1 / guide_vs_best['ratio']:.2f}x faster by the medians{_pooled_text(guide_vs_best)} "
-                             f"(95 % CI of guideline/best {guide_vs_best['ci_low']:.2f}-{guide_vs_best['ci_high']:.2f}): "
-                             "it is the best again")
-                pairs_run += sum(c.get("process_pairs", 0) for c in {id(c): c for c in speedup.values()}.values())
-                best = guide
-                guide_vs_best = {"ratio": 1.0, "ci_low": 1.0, "ci_high": 1.0, "pairs": 0}
-                best, speedup = _against_baselines(best, base, setup, objective, compare_policy, compare_pairs, notes,
-                                                   step, deadline=started + budget_s, cost=cost, compare=comparisons,
-                                                   promoted=promoted)
-                if best.config.key() != guide.config.key():  # a baseline not handed back before took its place
-                    guide_vs_best = comparisons(best.config, guide.config, 1)
-                    pairs_run += guide_vs_best.get("process_pairs", 0)
-        # (twin baselines share one comparison)
-        pairs_run += sum(c.get("process_pairs", 0) for c in {id(c): c for c in speedup.values()}.values())
+            if retaken or not (guide_vs_best.get("ratio", math.inf) < 1.0
+                               and guide_vs_best.get("earlier_process_pairs")):
+                break
+            # every pair of processes of the two together reads the guideline faster: it is the
+            # best again (once), and the baselines are compared with it
+            notes.append(f"the guideline, compared again with {best.config.name or best.config.describe()}, read "
+                         f"{1 / guide_vs_best['ratio']:.2f}x faster by the medians{_pooled_text(guide_vs_best)} "
+                         f"(95 % CI of guideline/best {guide_vs_best['ci_low']:.2f}-{guide_vs_best['ci_high']:.2f}): "
+                         "it is the best again")
+            best, guide_vs_best, retaken = guide, _itself(), True
         phase_s["final"] = time.perf_counter() - started - phase_s["fixed"] - phase_s["search"]
-        phase_s["pairs"] = pairs_run
+        phase_s["pairs"] = comparisons.pairs_run
         rewritten = winograd_note(best)
         if rewritten:
             notes.append(rewritten)
@@ -922,7 +913,7 @@ def _against_baselines(best: TrialResult, base: dict[str, TrialResult], setup: S
                          f"{sp['ci_low']:.2f}-{sp['ci_high']:.2f}): {name} is the best")
             best = base[name]
             promoted.add(name)
-            results[name] = {"ratio": 1.0, "ci_low": 1.0, "ci_high": 1.0, "pairs": 0}
+            results[name] = _itself()
             again = [n for n in results if n != name]  # compared with the configuration it replaces
             for n in again:
                 del results[n]
@@ -933,6 +924,11 @@ def _against_baselines(best: TrialResult, base: dict[str, TrialResult], setup: S
                      f"{', '.join(dict.fromkeys(short))} over one (their intervals leave out how far one "
                      f"process runs from the next)")
     return best, {n: results[n] for n in ok if n in results}
+
+
+def _itself() -> dict[str, Any]:
+    """The comparison of a configuration with itself (none is run)."""
+    return {"ratio": 1.0, "ci_low": 1.0, "ci_high": 1.0, "pairs": 0}
 
 
 def _pooled_text(c: dict[str, Any]) -> str:
@@ -1025,7 +1021,7 @@ def _interleaved(a: RunConfig, b: RunConfig, setup: Setup, objective: str = "lat
     own ratio, ``pooled_ci`` the samples' interval.
     """
     if a.key() == b.key():
-        return {"ratio": 1.0, "ci_low": 1.0, "ci_high": 1.0, "pairs": 0}
+        return _itself()
     pairs = COMPARE_PROCESS_PAIRS if pairs is None else pairs
     each = replace(policy, budget_s=policy.budget_s / pairs, max_samples=max(policy.min_samples, policy.max_samples // pairs))
     groups_a: list[list[float]] = []
@@ -1077,12 +1073,13 @@ class Comparisons:
     best, and 1.20x faster than it over the next pair (0.82-0.85): reported apart, the guideline
     read 0.83x the best it had just lost to. The pooled figure counts every pair of processes
     once and states how many came from earlier comparisons (``earlier_process_pairs``);
-    ``process_pairs`` counts those run this time."""
+    ``process_pairs`` counts those run this time, ``pairs_run`` all this object ran."""
 
     def __init__(self, setup: Setup, objective: str, policy: Policy) -> None:
         self.setup = setup
         self.objective = objective
         self.policy = policy
+        self.pairs_run = 0
         #: per unordered pair of configuration keys, each side's sample groups so far
         self.seen: dict[frozenset[str], dict[str, list[list[float]]]] = {}
 
@@ -1090,8 +1087,9 @@ class Comparisons:
         """median(other) / median(best) over this comparison's pairs of processes and every
         earlier one's between the same two configurations."""
         c = _interleaved(best, other, self.setup, self.objective, self.policy, pairs=pairs)
+        self.pairs_run += int(c.get("process_pairs") or 0)
         groups = c.pop("groups", None)
-        if not groups or "error" in c:
+        if not groups:  # a configuration against itself, a failed comparison
             return c
         key = frozenset((best.key(), other.key()))
         earlier = self.seen.get(key)
