@@ -423,6 +423,58 @@ def test_a_guideline_that_lost_its_place_is_compared_again_with_every_pair_of_pr
         assert compared[back_to_ov + 1:] == []  # nothing after the guideline's comparison
 
 
+def test_a_guideline_that_lost_its_place_down_a_chain_of_baselines_takes_it_back(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The guideline is the best; onnxruntime-default reads 1.04x faster by the medians and is
+    handed back; openvino-latency reads faster than it and is handed back in turn; the guideline,
+    never compared with openvino-latency before (onnxruntime-default's trial was the faster, so it
+    was compared first), reads 0.81x its time: it is the best again and
+    the baselines are compared with it (each handed back once only), so no report gives the
+    guideline as faster than the best."""
+    import rooftune.tuning.study as study
+    from rooftune.runtimes import get_runtime
+    from rooftune.tuning.study import TrialResult
+
+    if get_runtime("openvino").available() or get_runtime("onnxruntime").available():
+        pytest.skip("needs ONNX Runtime and OpenVINO")
+    medians = {"vanilla": 0.010, "pytorch-launcher": 0.009, "intel-recommended": 0.009,
+               "onnxruntime-default": 0.0044, "openvino-latency": 0.0045, "guideline": 0.0035}
+
+    def fake_evaluate(cfg, setup, policy, prepare_timeout_s):  # type: ignore[no-untyped-def]
+        return TrialResult(cfg, True, latency_s=medians.get(cfg.name, 0.005), throughput=1.0, verify={"ok": True})
+
+    # (best, other) -> (the best's time, the other's) in every pair of processes
+    times = {("guideline", "onnxruntime-default"): (0.0050, 0.0048),
+             ("onnxruntime-default", "openvino-latency"): (0.0048, 0.00466),
+             ("openvino-latency", "guideline"): (0.00466, 0.00378),
+             ("guideline", "openvino-latency"): (0.00378, 0.00466)}
+    compared: list[tuple[str, str]] = []
+
+    def fake_interleaved(a, b, setup, objective, policy, pairs=None):  # type: ignore[no-untyped-def]
+        compared.append((a.name, b.name))
+        if a.key() == b.key():
+            return {"ratio": 1.0, "ci_low": 1.0, "ci_high": 1.0, "pairs": 0}
+        t_best, t_other = times.get((a.name, b.name), (0.004, 0.008))
+        return _sampled(a, b, [(10, t_best, t_other)] * (pairs or 1))
+
+    monkeypatch.setattr(study, "_evaluate", fake_evaluate)
+    monkeypatch.setattr(study, "_interleaved", fake_interleaved)
+    r = tune(CNN, runtimes=["eager", "onnxruntime", "openvino"], trials=1, budget_s=600, db=str(tmp_path / "t.db"))
+    assert [n.split(": ")[-1] for n in r.notes if n.split(": ")[-1].startswith(("onnxruntime-default is",
+                                                                                 "openvino-latency is", "it is"))] == [
+        "onnxruntime-default is the best", "openvino-latency is the best", "it is the best again"]
+    note = next(n for n in r.notes if n.endswith("it is the best again"))
+    assert note.startswith("the guideline, measured against openvino-latency, read 1.23x faster by the medians (")
+    assert r.best.config.name == "guideline" and r.guideline_gap()[:3] == (1.0, 1.0, 1.0)
+    back = compared.index(("openvino-latency", "guideline"))
+    assert ("guideline", "openvino-latency") not in compared[:back]  # not pooled: never compared before
+    assert {("guideline", "onnxruntime-default"), ("guideline", "openvino-latency")} <= set(compared[back + 1:])
+    # compared with the guideline again, each pooled with its earlier pairs; neither handed back twice
+    assert r.speedup["openvino-latency"]["ratio"] == pytest.approx(0.00466 / 0.00378)
+    assert r.speedup["onnxruntime-default"]["ratio"] == pytest.approx(0.96)
+    assert r.speedup["onnxruntime-default"]["earlier_process_pairs"] >= 1
+
+
 def test_the_table_shows_the_interleaved_medians_and_says_when_they_reverse_the_trials() -> None:
     """A baseline whose one-process trial read faster than the best's, where the interleaved pairs
     found the best faster: the table gives both sides' interleaved medians and one line on why."""
