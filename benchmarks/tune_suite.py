@@ -79,6 +79,8 @@ def main() -> int:
             "model": name, "best": r.best.config.describe(), "best_latency_s": r.best.latency_s,
             "speedup": sp, "vs_best_peer": best_peer,
             "guideline_vs_best": gap, "guideline_ci": (gap_lo, gap_hi),
+            # the whole comparison, with how many pairs of processes it ran and pooled from earlier
+            "guideline_comparison": r.guideline_vs_best,
             "guideline": r.guideline.config.describe(), "trials": len(r.trials),
             "failed": sum(1 for t in r.trials if not t.ok), "wall_s": wall,
             "precision": r.best.config.precision,
