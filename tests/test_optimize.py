@@ -186,7 +186,10 @@ def test_exec_replays_the_saved_best_and_vanilla(run: OptimizeResult) -> None:
                               capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stderr
         r = json.loads(proc.stdout.strip().splitlines()[-1])
-        assert r["verify"]["ok"] and r["median_s"] > 0 and r["samples"] >= 6
+        assert r["verify"]["ok"] and r["median_s"] > 0 and r["samples"] >= 1
+        # the harness's floor of samples, or its word that the budget cut the measurement short
+        # (half a second, on a machine the suite's other worker keeps busy: 4 samples were seen)
+        assert r["samples"] >= 6 or any("stopped by budget" in w for w in r["warnings"]), r
         saved = json.loads(cfg.read_text())["config"]
         if saved["set_threads"]:
             assert r["threads"] == saved["intra_threads"]
