@@ -58,8 +58,8 @@ def conv_share(graph: OpGraph, takes: Callable[[OpNode, TensorMeta], bool],
 def product_share(costs: Sequence[OpCost]) -> float:
     """The share of the heavy-op FLOPs in matrix products: linear layers, matmuls, attention."""
     heavy = [c for c in costs if c.kind in HEAVY_KINDS and c.flops]
-    total = sum(c.flops for c in heavy)
-    return sum(c.flops for c in heavy if c.kind in ("linear", "matmul", "attention")) / total if total else 0.0
+    total = sum(c.flops or 0.0 for c in heavy)
+    return sum(c.flops or 0.0 for c in heavy if c.kind in ("linear", "matmul", "attention")) / total if total else 0.0
 
 
 def conv3d_share(graph: OpGraph, costs: Sequence[OpCost] | None = None) -> float:

@@ -32,7 +32,7 @@ def replay(path: str | Path, seconds: float = 5.0) -> dict[str, Any]:
     result: dict[str, Any] = {"config": config.describe(), "name": config.name, "verify": check,
                               "threads": torch.get_num_threads()}
     try:
-        if not check["ok"]:
+        if check is None or not check["ok"]:  # loaded with its check: never None here
             return result
         m = measure(tuned.run, label=f"replay.{config.runtime}", policy=Policy(budget_s=seconds, warmup_s=min(0.5, seconds / 5)))
     finally:
