@@ -1,5 +1,5 @@
 """Do the tuning study's final comparisons hold when measured again? Each comparison of the best
-against a baseline (``rooftune.tuning.study._interleaved``) runs both sides in fresh processes,
+against a baseline (``rooftune.tuning.compare.interleaved``) runs both sides in fresh processes,
 timed in turn, spread over a few pairs of processes; a process can run slower than the next for
 its whole life, so the interval must cover what another set of processes would find.
 
@@ -61,8 +61,9 @@ def main() -> int:
     if args.reps < 2 or min(pair_counts) < 1:
         raise SystemExit("error: --reps must be at least 2 and every --pairs entry at least 1")
     from rooftune.errors import RooftuneError
+    from rooftune.tuning.compare import interleaved
     from rooftune.tuning.config import RunConfig
-    from rooftune.tuning.study import Setup, _interleaved
+    from rooftune.tuning.study import Setup
     from rooftune.workload import load_workload
 
     try:
@@ -79,7 +80,7 @@ def main() -> int:
     for rep in range(args.reps):
         for p in pair_counts:
             for kind, (a, b) in kinds.items():
-                d = _interleaved(a, b, setup, pairs=p)
+                d = interleaved(a, b, setup, pairs=p)
                 if "error" in d:
                     raise SystemExit(f"error: {kind} comparison failed: {d['error']}")
                 row = {"ratio": d["ratio"], "grouped": (d["ci_low"], d["ci_high"]), "pooled": tuple(d["pooled_ci"]),

@@ -35,9 +35,9 @@ def run(model: str, pair_counts: list[int], workdir: Path) -> int:
     import rooftune.tuning.trial as trial
     from rooftune.platform import current_platform
     from rooftune.runtimes import chosen_runtimes
+    from rooftune.tuning.compare import COMPARE_POLICY, comparison_s, interleaved, pair_start_s
     from rooftune.tuning.guidelines import baselines
-    from rooftune.tuning.study import (COMPARE_POLICY, TRIAL_POLICY, Setup, _evaluate, _interleaved, comparison_s,
-                                       pair_start_s)
+    from rooftune.tuning.study import TRIAL_POLICY, Setup, _evaluate
 
     platform = current_platform()
     available, _ = chosen_runtimes(None)
@@ -73,7 +73,7 @@ def run(model: str, pair_counts: list[int], workdir: Path) -> int:
             continue
         for pairs in pair_counts:
             t0 = time.perf_counter()
-            c = _interleaved(best.config, other.config, setup, pairs=pairs)
+            c = interleaved(best.config, other.config, setup, pairs=pairs)
             took = time.perf_counter() - t0
             print(f"{best.config.name} against {other.config.name} over {pairs} pair(s): {took:.1f} s "
                   f"(model {comparison_s(pairs, start, COMPARE_POLICY):.1f} s), ratio {c['ratio']:.2f}", flush=True)

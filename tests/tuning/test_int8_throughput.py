@@ -9,12 +9,14 @@ from pathlib import Path
 import pytest
 import torch
 
+import rooftune.tuning.compare as final
 from rooftune.bench import Policy
 from rooftune.errors import InvalidArgument
 from rooftune.runtimes import get_runtime
 from rooftune.runtimes.quantize import calibration_inputs, int8_missing
 from rooftune.tuning import RunConfig, tune
-from rooftune.tuning.study import Setup, _evaluate, _interleaved, _validation_spec
+from rooftune.tuning.compare import interleaved
+from rooftune.tuning.study import Setup, _evaluate, _validation_spec
 from rooftune.tuning.trial import Group
 
 CNN = "tests.analysis.tiny_models:small_cnn"
@@ -175,7 +177,7 @@ def test_two_instances_run_side_by_side_and_count_both(tmp_path: Path) -> None:
         assert len(m["samples"]) >= 5 and all(x > 0 for x in m["samples"])
     r = _evaluate(cfg, setup, FAST)
     assert r.ok and r.throughput == pytest.approx(8 / r.latency_s)
-    one = _interleaved(cfg, RunConfig(runtime="eager", intra_threads=1, batch=1, name="b1"), setup, "throughput", FAST)
+    one = interleaved(cfg, RunConfig(runtime="eager", intra_threads=1, batch=1, name="b1"), setup, "throughput", FAST)
     assert one["pairs"] >= 6 and one["ratio"] > 0 and "baseline_item_s" in one
 
 
@@ -326,7 +328,7 @@ def _int8_stand_in(monkeypatch, ran: list[RunConfig]):
                            verify={"ok": True, "cosine": 1.0, "top1": 1.0, "inputs": 8})
 
     monkeypatch.setattr(study, "_evaluate", fake_evaluate)
-    monkeypatch.setattr(study, "_interleaved", lambda *a, **k: {"ratio": 2.0, "ci_low": 1.9, "ci_high": 2.1})
+    monkeypatch.setattr(final, "interleaved", lambda *a, **k: {"ratio": 2.0, "ci_low": 1.9, "ci_high": 2.1})
     runtimes = [n for n in ("onnxruntime", "openvino") if not get_runtime(n).available() and not int8_missing(n)]
     if not runtimes:
         pytest.skip("neither ONNX Runtime nor OpenVINO can run int8 here")

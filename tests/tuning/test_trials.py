@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import rooftune.tuning.compare as final
 from rooftune.bench import Policy
 from rooftune.runtimes import output_tensors
 from rooftune.store import Store
@@ -148,7 +149,7 @@ def test_a_paused_worker_uses_no_cpu_and_resumes(tmp_path: Path) -> None:
 
 
 class StandIn:
-    """A set of trial processes for ``_interleaved``, without processes: each sample reports
+    """A set of trial processes for ``interleaved``, without processes: each sample reports
     ``seconds`` (times the next ``jitter`` factor, in turn) after ``delay_s`` of real time, as the
     pauses and pipes around a call take."""
 
@@ -185,7 +186,7 @@ def test_a_final_comparison_spends_its_budget_on_the_wall_clock(objective: str) 
     import time
     import types
 
-    from rooftune.tuning.study import _interleaved
+    from rooftune.tuning.compare import interleaved
 
     made: list[StandIn] = []
 
@@ -195,7 +196,7 @@ def test_a_final_comparison_spends_its_budget_on_the_wall_clock(objective: str) 
 
     policy = Policy(number=1, warmup_s=0.02, budget_s=0.2, min_samples=6, max_samples=2000, target_rel_ci=0.0)
     t0 = time.perf_counter()
-    c = _interleaved(RunConfig(runtime="eager", name="batched", batch=16), RunConfig(runtime="onnxruntime"),
+    c = interleaved(RunConfig(runtime="eager", name="batched", batch=16), RunConfig(runtime="onnxruntime"),
                      types.SimpleNamespace(group=group), objective, policy, pairs=1)
     took = time.perf_counter() - t0
     # the old metering: 2000 pairs of 4 ms at least (8 s); the wall budget: about 50 pairs
@@ -208,7 +209,7 @@ def test_a_comparison_over_two_pairs_of_processes_spans_what_each_pair_found() -
     life (as a process can). The interval reaches both pairs' ratios and holds the pooled samples'."""
     import types
 
-    from rooftune.tuning.study import _interleaved
+    from rooftune.tuning.compare import interleaved
 
     made: list[str] = []
 
@@ -218,7 +219,7 @@ def test_a_comparison_over_two_pairs_of_processes_spans_what_each_pair_found() -
         return StandIn(1.2e-3 if slow else 1e-3, jitter=(0.99, 1.0, 1.01, 1.005, 0.995))
 
     policy = Policy(number=1, warmup_s=0.0, budget_s=0.4, min_samples=10, max_samples=40, target_rel_ci=0.0)
-    c = _interleaved(RunConfig(runtime="eager", name="best"), RunConfig(runtime="onnxruntime", name="baseline"),
+    c = interleaved(RunConfig(runtime="eager", name="best"), RunConfig(runtime="onnxruntime", name="baseline"),
                      types.SimpleNamespace(group=group), "latency", policy, pairs=2)
     assert made == ["best", "baseline"] * 2 and c["process_pairs"] == 2
     assert c["process_pair_ratios"] == [pytest.approx(1.0, abs=0.02), pytest.approx(1.2, abs=0.02)]
@@ -259,7 +260,7 @@ def test_a_baseline_that_measured_faster_becomes_the_best(tmp_path: Path, monkey
         return {"ratio": 2.0, "ci_low": 1.9, "ci_high": 2.1, "pairs": 40}
 
     monkeypatch.setattr(study, "_evaluate", fake_evaluate)
-    monkeypatch.setattr(study, "_interleaved", fake_interleaved)
+    monkeypatch.setattr(final, "interleaved", fake_interleaved)
     runtimes = [n for n in ("eager", "onnxruntime", "openvino")]
     from rooftune.runtimes import get_runtime
 
@@ -288,11 +289,10 @@ def test_a_baseline_that_measured_faster_becomes_the_best(tmp_path: Path, monkey
 
 
 def test_the_baselines_are_handed_back_by_the_medians_once_each(monkeypatch: pytest.MonkeyPatch) -> None:
-    """_against_baselines alone: a baseline the best beat by the medians stays a baseline however
+    """against_baselines alone: a baseline the best beat by the medians stays a baseline however
     wide its interval; one that read faster by the medians takes the best's place even with an
     interval that holds 1; two baselines each faster than the other in turn are handed back once
     each, so the comparisons end."""
-    import rooftune.tuning.study as study
     from rooftune.tuning.study import TrialResult
 
     def trial(name: str, runtime: str, latency: float) -> TrialResult:
@@ -310,11 +310,11 @@ def test_the_baselines_are_handed_back_by_the_medians_once_each(monkeypatch: pyt
         r, lo, hi = table[(a.name, b.name)]
         return {"ratio": r, "ci_low": lo, "ci_high": hi, "pairs": 40}
 
-    monkeypatch.setattr(study, "_interleaved", fake_interleaved)
+    monkeypatch.setattr(final, "interleaved", fake_interleaved)
     base = {"vanilla": trial("vanilla", "eager", 0.010), "ort": trial("ort", "onnxruntime", 0.0046),
             "ov": trial("ov", "openvino", 0.0045)}
     notes: list[str] = []
-    best, speedup = study._against_baselines(trial("searched", "openvino", 0.0044), base, None, "latency",
+    best, speedup = final.against_baselines(trial("searched", "openvino", 0.0044), base, None, "latency",
                                              Policy(), 1, notes, lambda *a: None)
     # ov first (its trial was faster), kept: 1.02 by the medians; then ort, faster by the medians
     assert compared[:2] == [("searched", "ov"), ("searched", "ort")]
@@ -328,27 +328,26 @@ def test_the_baselines_are_handed_back_by_the_medians_once_each(monkeypatch: pyt
 
 
 def _sampled(best: RunConfig, other: RunConfig, groups: list[tuple[int, float, float]]) -> dict:
-    """What _interleaved returns for pairs of processes given as (samples, best's time, other's time)."""
-    from rooftune.tuning.study import _summary
+    """What interleaved returns for pairs of processes given as (samples, best's time, other's time)."""
+    from rooftune.tuning.compare import summary
 
     g_best = [[t_best] * n for n, t_best, _ in groups]
     g_other = [[t_other] * n for n, _, t_other in groups]
-    return {**_summary(g_other, g_best, "latency"), "process_pairs": len(groups),
+    return {**summary(g_other, g_best, "latency"), "process_pairs": len(groups),
             "groups": {best.key(): g_best, other.key(): g_other}}
 
 
 def test_comparisons_of_the_same_two_configurations_pool_their_pairs_of_processes(monkeypatch: pytest.MonkeyPatch) -> None:
     """A second comparison of two configurations, either way round, counts the first one's pairs
     of processes too; a comparison of two others does not; nothing of the samples is handed out."""
-    import rooftune.tuning.study as study
 
     a, b, c = RunConfig(runtime="eager", name="a"), RunConfig(runtime="onnxruntime", name="b"), \
         RunConfig(runtime="openvino", name="c")
     runs = {("a", "b"): [(10, 0.010, 0.012), (10, 0.010, 0.012)], ("b", "a"): [(30, 0.012, 0.009)],
             ("a", "c"): [(10, 0.010, 0.020)]}
-    monkeypatch.setattr(study, "_interleaved", lambda x, y, setup, objective, policy, pairs=None:
+    monkeypatch.setattr(final, "interleaved", lambda x, y, setup, objective, policy, pairs=None:
                         _sampled(x, y, runs[(x.name, y.name)]))
-    cmp = study.Comparisons(None, "latency", Policy())
+    cmp = final.Comparisons(None, "latency", Policy())
     first = cmp(a, b, 2)
     assert first["ratio"] == pytest.approx(1.2) and "earlier_process_pairs" not in first and "groups" not in first
     again = cmp(b, a, 1)  # b the best now: median(a) / median(b) over all three pairs of processes
@@ -356,7 +355,7 @@ def test_comparisons_of_the_same_two_configurations_pool_their_pairs_of_processe
     assert again["ratio"] == pytest.approx(0.009 / 0.012)  # 30 of a's 50 samples read 9 ms
     assert again["this_comparison"]["ratio"] == pytest.approx(0.75) and "groups" not in again
     assert len(again["process_pair_ratios"]) == 3
-    assert study._pooled_text(again) == ", over 3 pairs of processes, 2 from an earlier comparison of the two"
+    assert final.pooled_text(again) == ", over 3 pairs of processes, 2 from an earlier comparison of the two"
     other = cmp(a, c, 1)
     assert "earlier_process_pairs" not in other and other["ratio"] == pytest.approx(2.0)
     assert cmp.pairs_run == 4  # every pair of processes run, once
@@ -397,7 +396,7 @@ def test_a_guideline_that_lost_its_place_is_compared_again_with_every_pair_of_pr
         return _sampled(a, b, [(10, 0.004, 0.008)] * (pairs or 1))  # the best is 2x faster
 
     monkeypatch.setattr(study, "_evaluate", fake_evaluate)
-    monkeypatch.setattr(study, "_interleaved", fake_interleaved)
+    monkeypatch.setattr(final, "interleaved", fake_interleaved)
     r = tune(CNN, runtimes=["eager", "openvino"], trials=1, budget_s=600, db=str(tmp_path / "t.db"))
     handed_back = next(n for n in r.notes if "openvino-latency is the best" in n)
     assert "1.18x by the medians" in handed_back and "earlier comparison" not in handed_back
@@ -458,7 +457,7 @@ def test_a_guideline_that_lost_its_place_down_a_chain_of_baselines_takes_it_back
         return _sampled(a, b, [(10, t_best, t_other)] * (pairs or 1))
 
     monkeypatch.setattr(study, "_evaluate", fake_evaluate)
-    monkeypatch.setattr(study, "_interleaved", fake_interleaved)
+    monkeypatch.setattr(final, "interleaved", fake_interleaved)
     r = tune(CNN, runtimes=["eager", "onnxruntime", "openvino"], trials=1, budget_s=600, db=str(tmp_path / "t.db"))
     assert [n.split(": ")[-1] for n in r.notes if n.split(": ")[-1].startswith(("onnxruntime-default is",
                                                                                  "openvino-latency is", "it is"))] == [
@@ -535,7 +534,7 @@ def test_the_guideline_is_measured_interleaved_against_the_best(tmp_path: Path, 
                 return dict(zip(("ratio", "ci_low", "ci_high"), guide_ratio, strict=True), pairs=40)
             return {"ratio": 2.0, "ci_low": 1.9, "ci_high": 2.1, "pairs": 40}
 
-        monkeypatch.setattr(study, "_interleaved", fake_interleaved)
+        monkeypatch.setattr(final, "interleaved", fake_interleaved)
         return tune(CNN, runtimes=["eager"], trials=1, budget_s=600, db=str(path)), compared
 
     class Steal:  # the hypervisor's share of the CPU time over the study
@@ -578,7 +577,8 @@ def test_the_final_comparisons_cost_what_was_measured_and_keep_to_the_budget(
     import rooftune.tuning.config as config
     import rooftune.tuning.study as study
     from rooftune.platform import current_platform
-    from rooftune.tuning.study import COMPARE_POLICY, TrialResult, comparison_s, pair_start_s
+    from rooftune.tuning.compare import COMPARE_POLICY, comparison_s, pair_start_s
+    from rooftune.tuning.study import TrialResult
 
     if not allocators:  # as where apt-get was not available: pytorch-launcher is intel-recommended's twin
         monkeypatch.setattr(config, "_LIB_DIRS", ())
@@ -586,6 +586,7 @@ def test_the_final_comparisons_cost_what_was_measured_and_keep_to_the_budget(
         pytest.skip("jemalloc and tcmalloc are not installed (the README's test command installs them)")
     now = [0.0]
     monkeypatch.setattr(study, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
+    monkeypatch.setattr(final, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
 
     search_s = [10.0]
 
@@ -603,10 +604,10 @@ def test_the_final_comparisons_cost_what_was_measured_and_keep_to_the_budget(
         return {"ratio": 1.3, "ci_low": 1.2, "ci_high": 1.4, "pairs": 40, "process_pairs": pairs}
 
     monkeypatch.setattr(study, "_evaluate", fake_evaluate)
-    monkeypatch.setattr(study, "_interleaved", fake_interleaved)
+    monkeypatch.setattr(final, "interleaved", fake_interleaved)
     # with no search and a generous budget: no runner-up is kept for, every baseline gets two pairs
     r = tune(CNN, runtimes=["eager"], trials=0, budget_s=600, db=str(tmp_path / "a.db"))
-    assert r.phase_s["pair_start"] == start >= 2.0 + study.CACHED_START_S
+    assert r.phase_s["pair_start"] == start >= 2.0 + final.CACHED_START_S
     distinct = len({b.config.key() for b in r.baselines.values()})
     one, two = comparison_s(1, start, COMPARE_POLICY), comparison_s(2, start, COMPARE_POLICY)
     assert one < two < 2 * one
@@ -653,7 +654,7 @@ def test_a_runtime_that_crashed_under_a_preloaded_allocator_is_not_run_under_it_
                            verify={"ok": True})
 
     monkeypatch.setattr(study, "_evaluate", fake_evaluate)
-    monkeypatch.setattr(study, "_interleaved", lambda *a, **k: {"ratio": 1.0, "ci_low": 0.9, "ci_high": 1.1})
+    monkeypatch.setattr(final, "interleaved", lambda *a, **k: {"ratio": 1.0, "ci_low": 0.9, "ci_high": 1.1})
     r = tune(CNN, runtimes=["eager", "torchscript"], trials=40, budget_s=600, db=str(tmp_path / "c.db"))
     crashed = [c for c in ran if c.runtime == "torchscript" and c.allocator != "glibc"]
     assert crashed, "the search never proposed torchscript under a preloaded allocator"
@@ -712,7 +713,7 @@ def test_a_model_openvinos_pytorch_frontend_cannot_convert_is_read_from_onnx(
                            verify={"ok": True})
 
     monkeypatch.setattr(study, "_evaluate", fake_evaluate)
-    monkeypatch.setattr(study, "_interleaved", lambda *a, **k: {"ratio": 1.0, "ci_low": 0.9, "ci_high": 1.1})
+    monkeypatch.setattr(final, "interleaved", lambda *a, **k: {"ratio": 1.0, "ci_low": 0.9, "ci_high": 1.1})
     r = tune(CNN, runtimes=["eager", "openvino"], trials=30, budget_s=600, db=str(tmp_path / "f.db"))
     ov = r.baselines["openvino-latency"]
     assert ov.ok and ov.config.runtime_options == {"hint": "LATENCY", "source": "onnx"} and ov.config.vendor_defaults
@@ -760,7 +761,7 @@ def test_int8_on_a_runtime_whose_quantizer_quantized_nothing_is_not_tried_again(
         return TrialResult(cfg, True, latency_s=0.003, throughput=1.0, verify={"ok": True})
 
     monkeypatch.setattr(study, "_evaluate", fake_evaluate)
-    monkeypatch.setattr(study, "_interleaved", lambda *a, **k: {"ratio": 1.0, "ci_low": 0.9, "ci_high": 1.1})
+    monkeypatch.setattr(final, "interleaved", lambda *a, **k: {"ratio": 1.0, "ci_low": 0.9, "ci_high": 1.1})
     r = tune(CNN, runtimes=["eager", "onnxruntime"], precisions=("fp32", "int8"), trials=30, budget_s=600,
              db=str(tmp_path / "q.db"))
     assert len([c for c in ran if c.runtime == "onnxruntime" and c.precision == "int8"]) == 1
@@ -794,7 +795,7 @@ def test_the_result_names_the_batch_the_search_chose(tmp_path: Path, monkeypatch
         return {"ratio": 1.0 if a.key() == b.key() else 2.0, "ci_low": 1.0, "ci_high": 2.0, "pairs": 1}
 
     monkeypatch.setattr(study, "_evaluate", fake_evaluate)
-    monkeypatch.setattr(study, "_interleaved", fake_interleaved)
+    monkeypatch.setattr(final, "interleaved", fake_interleaved)
     r = tune(CNN, runtimes=["eager"], trials=3, objective=objective, db=str(tmp_path / "t.db"))
     assert r.batch == 1
     if objective == "latency":
@@ -847,7 +848,7 @@ def test_a_study_of_a_model_of_several_outputs_has_its_own_key(tmp_path: Path, m
     monkeypatch.setattr(study, "study_key", key)
     monkeypatch.setattr(study, "_evaluate", lambda cfg, setup, policy, prepare_timeout_s: TrialResult(
         cfg, True, latency_s=0.004, throughput=250.0, verify={"ok": True}))
-    monkeypatch.setattr(study, "_interleaved", lambda a, b, setup, objective, policy, pairs=None: {
+    monkeypatch.setattr(final, "interleaved", lambda a, b, setup, objective, policy, pairs=None: {
         "ratio": 1.0, "ci_low": 1.0, "ci_high": 1.0, "pairs": 1})
     for model in (CNN, "tests.analysis.tiny_models:two_heads"):
         tune(model, runtimes=["eager"], trials=1, db=str(tmp_path / "t.db"))

@@ -3,9 +3,8 @@ computes the same function, how layers are chosen, and ONNX Runtime's `conv=wino
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import json
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 

@@ -30,10 +30,22 @@ from typing import Any
 
 import torch
 
-from rooftune.bench import Measurement, Policy, compare, stats
+from rooftune.bench import Measurement, Policy, stats
 from rooftune.bench.canary import Steal, steal_warning
 from rooftune.errors import InvalidArgument
 from rooftune.runtimes.base import weights_of
+from rooftune.tuning.compare import (
+    COMPARE_POLICY,
+    COMPARE_PROCESS_PAIRS,
+    Comparisons,
+    FinalCost,
+    against_baselines,
+    comparison_s,
+    guideline_wins,
+    itself,
+    pair_start_s,
+    pooled_text,
+)
 from rooftune.tuning.config import ALLOCATORS, RunConfig, allocator_library
 from rooftune.tuning.guidelines import (
     baselines,
@@ -43,37 +55,15 @@ from rooftune.tuning.guidelines import (
     source_seeds,
     winograd_share,
 )
-from rooftune.tuning.trial import PREPARE_TIMEOUT_S, Group, TrialFailed, VirtualClock
+from rooftune.tuning.trial import PREPARE_TIMEOUT_S, Group, TrialFailed
 
 OBJECTIVES = ("latency", "throughput")
 #: Default budget of a whole study (the issue's suite allows 5 minutes per model).
 DEFAULT_BUDGET_S = 240.0
 #: Timing of one trial: latency samples are single inferences, so p90/p99 are per inference.
 TRIAL_POLICY = Policy(number=1, warmup_s=0.3, budget_s=2.0, min_samples=10, target_rel_ci=0.02)
-#: The final interleaved comparison of the best against each baseline.
-#: Untimed calls before each timed one in the interleaved comparisons, after the worker resumes.
-RESUME_WARMUP_CALLS = 1
-#: Fresh pairs of processes each interleaved comparison is spread over (see _interleaved).
-COMPARE_PROCESS_PAIRS = 2
-#: Its warm-up and budget are seconds of the comparison's wall clock (the timed calls, the untimed
-#: ones after each resume, the pauses and the pipes between), whatever the model's size or batch.
-COMPARE_POLICY = Policy(number=1, warmup_s=0.3, budget_s=8.0, min_samples=10, target_rel_ci=0.02)
 #: Seed of the TPE sampler: the same study on the same machine asks the same questions.
 SEED = 0
-#: Seconds to start a pair of processes for a final comparison when no trial of the study measured
-#: its own start (all resumed from rows stored without it). Otherwise the study measures it
-#: (pair_start_s): the median of its trials' starts (interpreter, imports, workload, output check;
-#: what their preparation took apart), doubled where there are fewer than two cores, plus
-#: CACHED_START_S.
-PAIR_START_S = 6.0
-#: Seconds a final comparison's pair adds to a lone trial's start: the prepared artifact loaded
-#: from the cache and the two processes starting side by side. resnet50 on a 2-core VM, while
-#: every process built the model: trials started in 3.7-4.9 s apart from their preparation, pairs
-#: in 4.3-5.6 s (1.0 s was added). Since a process that runs a prepared ONNX Runtime or OpenVINO
-#: artifact skips building the model, the same trials start in 3.3-4.0 s and the pairs of the
-#: final comparisons (those processes, and eager ones that build the model) are ready in 1.8-3.7 s:
-#: a one-pair comparison took 9.1-11.9 s, against 12.2 s modelled with nothing added.
-CACHED_START_S = 0.0
 #: Runners-up re-measured interleaved against the best before it is reported.
 RUNNERS_UP = 2
 #: A failed trial is told to the sampler as this many times the slowest verified one.
@@ -747,14 +737,14 @@ def tune(
                 notes.append(f"re-measured interleaved, the guideline was {1 / guide_vs_best['ratio']:.2f}x faster than "
                              f"{best.config.describe()} (trial medians said otherwise): it is the best")
                 best = guide
-                guide_vs_best = _itself()
+                guide_vs_best = itself()
             elif "error" in guide_vs_best:
                 notes.append(f"the guideline could not be compared with the best: {guide_vs_best['error']}")
         promoted: set[str] = set()
         retaken = False
         while True:
             compared_with = best.config.key()
-            best, speedup = _against_baselines(best, base, setup, objective, compare_policy, compare_pairs, notes,
+            best, speedup = against_baselines(best, base, setup, objective, compare_policy, compare_pairs, notes,
                                                step, deadline=started + budget_s, cost=cost, compare=comparisons,
                                                promoted=promoted)
             if guide_vs_best is None or best.config.key() == compared_with:
@@ -764,13 +754,13 @@ def tune(
             step("the guideline against the new best, interleaved", 0, 1)
             guide_vs_best = comparisons(best.config, guide.config, 1)
             was_best = compared_with == guide.config.key()
-            if retaken or not _guideline_wins(guide_vs_best, was_best):
+            if retaken or not guideline_wins(guide_vs_best, was_best):
                 break
             notes.append(f"the guideline, measured against {best.config.name or best.config.describe()}, read "
-                         f"{1 / guide_vs_best['ratio']:.2f}x faster by the medians{_pooled_text(guide_vs_best)} "
+                         f"{1 / guide_vs_best['ratio']:.2f}x faster by the medians{pooled_text(guide_vs_best)} "
                          f"(95 % CI of guideline/best {guide_vs_best['ci_low']:.2f}-{guide_vs_best['ci_high']:.2f}): "
                          f"it is the best{' again' if was_best else ''}")
-            best, guide_vs_best, retaken = guide, _itself(), True
+            best, guide_vs_best, retaken = guide, itself(), True
         phase_s["final"] = time.perf_counter() - started - phase_s["fixed"] - phase_s["search"]
         phase_s["pairs"] = comparisons.pairs_run
         rewritten = winograd_note(best)
@@ -854,148 +844,6 @@ def top1_only_note(trials: Sequence[TrialResult], validated: bool) -> str:
             f"features), --validate module:function with the check that matters may accept them")
 
 
-def _against_baselines(best: TrialResult, base: dict[str, TrialResult], setup: Setup, objective: str,
-                       policy: Policy, pairs: int, notes: list[str],
-                       step: Callable[[str, int, int], None], deadline: float | None = None,
-                       cost: FinalCost | None = None, compare: Comparisons | None = None,
-                       promoted: set[str] | None = None) -> tuple[TrialResult, dict[str, Any]]:
-    """The best re-measured interleaved against every baseline, fastest baseline first; returns
-    the best (perhaps a baseline) and each baseline's comparison, in ``base``'s order.
-
-    A baseline that measured faster than the best, by the medians of the comparison, becomes
-    the best (a user never gets a slower configuration than one they could have picked by
-    hand), once per baseline at most; the baselines already compared with the one it replaces
-    are compared again with it. Where the interval still holds 1, the search's configuration is
-    not measurably faster either, and the configuration the user could have picked needs no
-    tuning to reproduce (run 35: mobilenet_v2's searched best read 0.96x, 0.94-1.12, against
-    ONNX Runtime's default, and was kept until this rule). Two
-    baselines that are the same configuration are compared once. Where a comparison over
-    ``pairs`` pairs of processes and the rest over one each would not fit before ``deadline``
-    (``perf_counter`` seconds; ``cost(pairs)`` seconds a comparison), it is spread over one pair
-    instead, with a note; ``cost`` counts the comparisons' seconds as they run. ``compare`` pools
-    a comparison with earlier ones of the same two configurations (:class:`Comparisons`);
-    ``promoted`` names the baselines handed back already, and is added to.
-    """
-    compare = compare if compare is not None else Comparisons(setup, objective, policy)
-    promoted = promoted if promoted is not None else set()
-    ok = [n for n, b in base.items() if b.ok]
-    queue = sorted(ok, key=lambda n: base[n].score(objective))  # the likeliest to beat the best first
-    results: dict[str, dict[str, Any]] = {}
-    short: list[str] = []
-    while queue:
-        name = queue.pop(0)
-        step("best against every baseline, interleaved", len(results), len(ok))
-        twin = next((n for n in results if base[n].config.key() == base[name].config.key()), None)
-        if twin is not None:
-            results[name] = results[twin]
-            continue
-        n_pairs = pairs
-        if deadline is not None and cost is not None and pairs > 1:
-            # the comparisons after this one could still fall back to one pair each: the first
-            # (the fastest baselines, the closest calls) keep their pairs, the last give theirs up
-            after = len({base[n].config.key() for n in queue} - {base[name].config.key()})
-            if deadline - time.perf_counter() < cost(pairs) + after * cost(1):
-                n_pairs = 1
-                short.append(name)
-
-        def run(a: RunConfig = best.config, b: RunConfig = base[name].config, n: int = n_pairs) -> dict[str, Any]:
-            return compare(a, b, n)
-
-        sp = cost.timed(run) if cost is not None else run()
-        results[name] = sp
-        if sp.get("ratio", math.inf) < 1.0 and name not in promoted:  # median(baseline) / median(best) < 1
-            how = ("faster than" if sp.get("ci_high", math.inf) < 1.0
-                   else "as fast as, or faster than,")  # the interval holds 1: not measurably slower
-            notes.append(f"the baseline {name} was {how} {best.config.describe()} in the interleaved comparison "
-                         f"({1 / sp['ratio']:.2f}x by the medians{_pooled_text(sp)}; 95 % CI of best/baseline "
-                         f"{sp['ci_low']:.2f}-{sp['ci_high']:.2f}): {name} is the best")
-            best = base[name]
-            promoted.add(name)
-            results[name] = _itself()
-            again = [n for n in results if n != name]  # compared with the configuration it replaces
-            for n in again:
-                del results[n]
-            short = [n for n in short if n not in again]
-            queue = again + queue
-    if short:
-        notes.append(f"the budget left too little time to spread every comparison over {pairs} pairs of processes: "
-                     f"{', '.join(dict.fromkeys(short))} over one (their intervals leave out how far one "
-                     f"process runs from the next)")
-    return best, {n: results[n] for n in ok if n in results}
-
-
-def _guideline_wins(c: dict[str, Any], was_best: bool) -> bool:
-    """Whether the guideline takes the best's place after the comparison ``c`` (median(guideline)
-    / median(best)): faster with its whole CI, as in its first comparison with the best; or, where
-    a baseline handed back by the medians had taken the place from it, faster by the medians
-    (resnet18's ncnn guideline lost to ONNX Runtime's default by 1.04x, CI 0.92-1.29, which lost
-    to OpenVINO's by 1.03x, and then read 0.81x, 0.80-0.82, OpenVINO's time; reported as the
-    guideline's distance from that best). Once per study: the caller keeps count."""
-    ratio = c.get("ratio", math.inf)
-    return c.get("ci_high", math.inf) < 1.0 or (was_best and ratio < 1.0)
-
-
-def _itself() -> dict[str, Any]:
-    """The comparison of a configuration with itself (none is run)."""
-    return {"ratio": 1.0, "ci_low": 1.0, "ci_high": 1.0, "pairs": 0}
-
-
-def _pooled_text(c: dict[str, Any]) -> str:
-    """', over N pairs of processes, K from an earlier comparison of the two' for a pooled
-    comparison (:class:`Comparisons`); '' for one that was not."""
-    k = int(c.get("earlier_process_pairs") or 0)
-    if not k:
-        return ""
-    return (f", over {k + int(c.get('process_pairs') or 0)} pairs of processes, {k} from an earlier comparison "
-            "of the two")
-
-
-class FinalCost:
-    """Seconds the final comparisons take: :func:`comparison_s` at the measured start of a pair,
-    scaled by how long this study's comparisons so far took against it (the parent's own work
-    between samples, a chosen configuration slower to load than the trials' median)."""
-
-    def __init__(self, start_s: float, policy: Policy) -> None:
-        self.start_s = start_s
-        self.policy = policy
-        self.took = 0.0
-        self.modelled = 0.0
-
-    def __call__(self, pairs: int) -> float:
-        scale = self.took / self.modelled if self.modelled > 0 else 1.0
-        return comparison_s(pairs, self.start_s, self.policy) * scale
-
-    def timed(self, run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-        """``run()``, an interleaved comparison, with its seconds counted."""
-        t0 = time.perf_counter()
-        c = run()
-        if c.get("process_pairs"):
-            self.took += time.perf_counter() - t0
-            self.modelled += comparison_s(int(c["process_pairs"]), self.start_s, self.policy)
-        return c
-
-
-def pair_start_s(trials: Sequence[TrialResult], cores: int) -> float:
-    """Seconds to start a pair of processes for a final comparison, from the study's own trials
-    (the median of their starts apart from preparation, plus CACHED_START_S); PAIR_START_S when
-    none measured its start. A throughput configuration with several instances starts more
-    processes at once than this counts; FinalCost's scaling takes that up in the final phase."""
-    xs = [t.start_s for t in trials if math.isfinite(t.start_s)]
-    if not xs:
-        return PAIR_START_S
-    # the two processes start at once: with fewer cores than processes they take turns
-    return stats.median(xs) * max(1.0, 2.0 / max(1, cores)) + CACHED_START_S
-
-
-def comparison_s(pairs: int, start_s: float, policy: Policy) -> float:
-    """Seconds an interleaved comparison takes spread over ``pairs`` fresh pairs of processes
-    starting in ``start_s``: each pair's start and warm-up, then the budget (both on the wall clock).
-    resnet50 on a 2-core VM with 5 s starts: 13.3-14.0 s over one pair, 18.1-19.6 s over two; this
-    model says 13.3 and 18.6. With 3.6 s starts: 9.1-11.9 s and 15.2-15.5 s against 11.9 and 15.8
-    (a comparison stops early when its CI is tight)."""
-    return pairs * (start_s + policy.warmup_s) + policy.budget_s
-
-
 def check_precisions(precisions: Sequence[str], calibration_size: int | None, platform: Any) -> int:
     """Refuse an unknown precision, bf16 on a CPU without native bf16, and an impossible
     calibration size; returns the calibration size to use."""
@@ -1009,108 +857,6 @@ def check_precisions(precisions: Sequence[str], calibration_size: int | None, pl
     if calibration_size is not None and "int8" not in precisions:
         raise InvalidArgument("--calibration", calibration_size, "allowed only with --int8 (the int8 calibration set)")
     return check_calibration_size(calibration_size)
-
-
-def _interleaved(a: RunConfig, b: RunConfig, setup: Setup, objective: str = "latency",
-                 policy: Policy = COMPARE_POLICY, pairs: int | None = None) -> dict[str, Any]:
-    """median(b) / median(a) from A B B A ... samples of two live sets of subprocesses (the one not
-    being timed is paused), with the 95 % CI: time per call for latency, per item for throughput.
-    The policy's warm-up and budget are spent on the wall clock. Metered by the samples' clock,
-    which leaves out the pauses, resumes and pipes around each call and counts a batch's sample
-    per item, the comparisons of a 33-58 us model took about 35 s each and those of mobilenet_v2's
-    batch of 8 in two instances 36-74 s, where about 8 s of wall clock had been allowed for them.
-
-    The budget is split over ``pairs`` fresh pairs of processes and their samples pooled: one
-    process can run a few percent to 25 % slower than the next for its whole life (where its
-    memory landed), which more samples from the same process cannot average out. The interval
-    resamples the pairs of processes as well as the samples (``stats.grouped_ratio_ci``): the
-    samples' own interval, taken as if every sample were independent, covered the ratio that
-    other processes found in 16 of 24 comparisons over two pairs, this one in 20
-    (``benchmarks/compare_coverage.py``, BENCHMARKS.md). ``process_pair_ratios`` gives each pair's
-    own ratio, ``pooled_ci`` the samples' interval.
-    """
-    if a.key() == b.key():
-        return _itself()
-    pairs = COMPARE_PROCESS_PAIRS if pairs is None else pairs
-    each = replace(policy, budget_s=policy.budget_s / pairs, max_samples=max(policy.min_samples, policy.max_samples // pairs))
-    groups_a: list[list[float]] = []
-    groups_b: list[list[float]] = []
-    warnings: list[str] = []
-    try:
-        for _ in range(pairs):
-            # Both sides start and prepare side by side, then are timed in turn.
-            with setup.group(a, wait=False) as ga, setup.group(b, wait=False) as gb:
-                ga.ready()
-                gb.ready()
-                clock = VirtualClock(warmup=RESUME_WARMUP_CALLS)
-                per_a = ga.items_per_call if objective == "throughput" else 1
-                per_b = gb.items_per_call if objective == "throughput" else 1
-                c = compare(clock.timed(gb, idle=(ga,), per=per_b), clock.timed(ga, idle=(gb,), per=per_a),
-                            label_a=b.name, label_b=a.name or "best", policy=each, clock=clock, elapsed=time.perf_counter)
-            n = min(len(c.a.samples), len(c.b.samples))
-            groups_a.append(list(c.a.samples[:n]))
-            groups_b.append(list(c.b.samples[:n]))
-            warnings += list(c.warnings)
-    except TrialFailed as exc:
-        return {"ratio": math.nan, "ci_low": math.nan, "ci_high": math.nan, "error": str(exc)}
-    out = _summary(groups_a, groups_b, objective)
-    out["process_pairs"] = pairs
-    out["groups"] = {a.key(): groups_b, b.key(): groups_a}  # each side's samples, by process pair
-    return out
-
-
-def _summary(groups_a: list[list[float]], groups_b: list[list[float]], objective: str) -> dict[str, Any]:
-    """median(a) / median(b) over samples that came in groups (one per pair of processes), with
-    the grouped 95 % CI; ``a`` is the baseline's side, ``b`` the best's."""
-    unit = "item" if objective == "throughput" else "latency"
-    xa = [x for g in groups_a for x in g]
-    xb = [x for g in groups_b for x in g]
-    pooled = stats.comparison_ci(xa, xb)
-    lo, hi = stats.grouped_ratio_ci(groups_a, groups_b, pooled=pooled)
-    return {"ratio": stats.median(xa) / stats.median(xb), "ci_low": lo, "ci_high": hi, "pairs": len(xa),
-            f"baseline_{unit}_s": stats.median(xa), f"best_{unit}_s": stats.median(xb),
-            "process_pair_ratios": [stats.median(ga) / stats.median(gb) for ga, gb in zip(groups_a, groups_b, strict=True) if ga],
-            "pooled_ci": list(pooled)}
-
-
-class Comparisons:
-    """The interleaved comparisons of one study's last phase. Two configurations compared again
-    pool their pairs of processes with the earlier comparisons': one process can run up to a
-    quarter slower than the next for its whole life, and a comparison over one or two pairs can
-    land on the slow side of it. googlenet's ncnn best read 1.18x slower than OpenVINO's default
-    over two pairs of processes (95 % CI of best/baseline 0.84-0.86), which was then made the
-    best, and 1.20x faster than it over the next pair (0.82-0.85): reported apart, the guideline
-    read 0.83x the best it had just lost to. The pooled figure counts every pair of processes
-    once and states how many came from earlier comparisons (``earlier_process_pairs``);
-    ``process_pairs`` counts those run this time, ``pairs_run`` all this object ran."""
-
-    def __init__(self, setup: Setup, objective: str, policy: Policy) -> None:
-        self.setup = setup
-        self.objective = objective
-        self.policy = policy
-        self.pairs_run = 0
-        #: per unordered pair of configuration keys, each side's sample groups so far
-        self.seen: dict[frozenset[str], dict[str, list[list[float]]]] = {}
-
-    def __call__(self, best: RunConfig, other: RunConfig, pairs: int) -> dict[str, Any]:
-        """median(other) / median(best) over this comparison's pairs of processes and every
-        earlier one's between the same two configurations."""
-        c = _interleaved(best, other, self.setup, self.objective, self.policy, pairs=pairs)
-        self.pairs_run += int(c.get("process_pairs") or 0)
-        groups = c.pop("groups", None)
-        if not groups:  # a configuration against itself, a failed comparison
-            return c
-        key = frozenset((best.key(), other.key()))
-        earlier = self.seen.get(key)
-        if earlier is None:
-            self.seen[key] = {k: list(g) for k, g in groups.items()}
-            return c
-        before = len(earlier[best.key()])
-        for k, g in groups.items():
-            earlier[k] += g
-        pooled = _summary(earlier[other.key()], earlier[best.key()], self.objective)
-        return {**pooled, "process_pairs": c.get("process_pairs", 0), "earlier_process_pairs": before,
-                "this_comparison": {k: c[k] for k in ("ratio", "ci_low", "ci_high", "pairs") if k in c}}
 
 
 def _validation_spec(validate: str | Callable[..., Any] | None) -> str | None:
