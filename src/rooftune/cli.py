@@ -11,7 +11,7 @@ import sys
 import time
 from collections.abc import Callable
 from datetime import datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -20,6 +20,10 @@ from rich.table import Table as _RichTable
 from rooftune.errors import InvalidArgument, RooftuneError
 from rooftune.paths import output_dir, output_file
 from rooftune.units import ci_text, fmt_rate, fmt_size, interleaved_text, speedup_text, threads_of
+
+if TYPE_CHECKING:
+    from rooftune.machine import Ceilings
+    from rooftune.machine.gpu import GpuCeilings
 
 app = typer.Typer(
     add_completion=False,
@@ -302,6 +306,7 @@ def machine(
 
         check_cuda(index or 0, device)
     progress, update = _progress()
+    c: Ceilings | GpuCeilings
     with progress:
         if kind == "cuda":
             c = get_gpu_ceilings(index or 0, precisions=precisions, quick=quick, refresh=refresh, db=db,
@@ -965,9 +970,10 @@ def select(
     out.print(f"verification: {'ok' if v.ok else 'FAILED'}: max error {v.max_rel:.2e} of the output's scale "
               f"(bound {v.tolerance:g}), cosine {v.cosine:.6f}; {len(v.fallbacks)} layer(s) fell back"
               + (f"; {v.why}" if v.why else ""), highlight=False)
-    for label, c in r.comparisons.items():
-        out.print(f"selected vs {label}: {c['speedup']:.3f}x ({ci_text(*c['ci'], 3, '95 % CI ')}), "
-                  f"{_seconds(c['selected_s'])} vs {_seconds(c['other_s'])}", highlight=False)
+    for label, cmp in r.comparisons.items():
+        ci = ci_text(cmp["ci"][0], cmp["ci"][1], 3, "95 % CI ")
+        out.print(f"selected vs {label}: {cmp['speedup']:.3f}x ({ci}), "
+                  f"{_seconds(cmp['selected_s'])} vs {_seconds(cmp['other_s'])}", highlight=False)
     for n in r.notes:
         out.print(f"note: {n}", highlight=False)
     if save:
@@ -1019,7 +1025,7 @@ def optimize(
         if r.select is not None and "vanilla" in r.select.comparisons:
             c = r.select.comparisons["vanilla"]
             out.print(f"selected primitives (PyTorch eager) vs vanilla: {c['speedup']:.2f}x "
-                      f"({ci_text(*c['ci'], label='95 % CI ')})", highlight=False)
+                      f"({ci_text(c['ci'][0], c['ci'][1], label='95 % CI ')})", highlight=False)
         out.print(f"report: {r.out / 'report.html'}", highlight=False)
         if "best configuration" in r.files:
             _print_load_hint(r.out / "best.json")

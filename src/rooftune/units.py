@@ -4,7 +4,7 @@ command line, the figures and the report."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, TypeGuard
 
 
 def fmt_time(t: float) -> str:
@@ -32,7 +32,7 @@ def fmt_size(b: float) -> str:
     return f"{b:.0f} B"
 
 
-def finite(v: float | None) -> bool:
+def finite(v: float | None) -> TypeGuard[float]:
     return isinstance(v, (int, float)) and math.isfinite(v)
 
 

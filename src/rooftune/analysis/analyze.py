@@ -311,8 +311,7 @@ def analyze_workload(
     waits for it and each op by events on its stream (:class:`rooftune.workload.graph.DeviceTimes`)."""
     from rooftune.machine.gpu import GpuCeilings, cuda_clock
 
-    on_gpu = isinstance(ceilings, GpuCeilings)
-    if on_gpu:
+    if isinstance(ceilings, GpuCeilings):
         from rooftune.machine.gpu import on_device
 
         with on_device(ceilings.platform.index):  # the events' stream and every launch: that device's
@@ -448,15 +447,20 @@ def analyze(
 
     budget_s = check_budget(budget_s)
     kind, index = parse_device(device)
+    # cuda ceilings past the first test are GpuCeilings: the second isinstance only narrows the type
     if ceilings is not None and (isinstance(ceilings, GpuCeilings) != (kind == "cuda") or (
-            kind == "cuda" and ceilings.platform.index != (index or 0))):
+            kind == "cuda" and isinstance(ceilings, GpuCeilings)
+            and ceilings.platform.index != (index or 0))):
         raise InvalidArgument("ceilings", ceilings.describe(), f"are not {device or 'cpu'}'s: pass the ceilings of "
                               "the device the model runs on, or none")
     if kind == "cuda":
         check_cuda(index or 0, device)
-    host = current_platform() if kind == "cuda" or ceilings is None else ceilings.platform
+    # cpu ceilings are never GpuCeilings here (refused above): the isinstance only narrows the type
+    host = (current_platform() if kind == "cuda" or ceilings is None or isinstance(ceilings, GpuCeilings)
+            else ceilings.platform)
     thread_list = check_threads([threads] if isinstance(threads, int) else threads, host.usable_cores)
     batches: list[int | None] = [batch] if batch is None or isinstance(batch, int) else list(batch) or [None]
+    loaded: dict[int | None, Any]
     if isinstance(model, Workload):
         if len(batches) > 1 or batches[0] is not None:
             raise InvalidArgument("batch", batch, "a loaded Workload has its batch; pass the model name instead")

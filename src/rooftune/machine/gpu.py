@@ -20,6 +20,7 @@ Ceilings are upper bounds, so each rate comes from its fastest sample, as on the
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -470,14 +471,15 @@ def _measure(device: GpuDevice, precisions: tuple[str, ...], quick: bool, progre
                     if no_triton:
                         skipped[roof] = no_triton
                         continue
-                    rate, ms = timed(label + (" again" if again else ""), lambda r=roof: fma_peak(r, device, effort, clock))
+                    rate, ms = timed(label + (" again" if again else ""),
+                                     functools.partial(fma_peak, roof, device, effort, clock))
                 else:
                     precision = roof[5:]
                     if precision == "fp8" and device.capability < (8, 9):
                         skipped[roof] = f"no fp8 matrix units before compute capability 8.9 (this device: {device.arch})"
                         continue
                     rate, m, error = timed(label + (" again" if again else ""),
-                                           lambda p=precision: gemm_roof(p, device, effort, clock))
+                                           functools.partial(gemm_roof, precision, device, effort, clock))
                     details["gemm_relative_error"][precision] = error
                     ms = [m]
             except Exception as e:  # one roof that cannot run is skipped with its reason; the rest go on

@@ -93,7 +93,9 @@ def fma_kernel(dtype: str, lanes: int, chains: int) -> Any:
 
     @njit(nogil=True)
     def kernel(iters: int, state: np.ndarray) -> None:  # pragma: no cover - compiled
-        fma_chains(iters, state)
+        # numba's stubs give an @intrinsic's call its definition's parameters, the typing context
+        # first; a call from jitted code leaves that out
+        fma_chains(iters, state)  # type: ignore[call-arg]
 
     return kernel
 
@@ -173,6 +175,6 @@ def stream_kernel(kind: str, lanes: int) -> Any:
 
     @njit(nogil=True)
     def kernel(a: np.ndarray, b: np.ndarray, c: np.ndarray, s: float, reps: int) -> float:  # pragma: no cover
-        return sweep(a, b, c, s, reps)
+        return sweep(a, b, c, s, reps)  # type: ignore[call-arg]  # as fma_chains: no typing context
 
     return kernel

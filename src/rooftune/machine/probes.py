@@ -7,6 +7,7 @@ they came from. Ceilings are upper bounds, so a probe's rate comes from its fast
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import time
@@ -191,7 +192,7 @@ def fma_peak(
         kernel = fma_kernel(dtype, lanes, chains)
         states = team.run(lambda i: fma_state(dtype, lanes, chains))
 
-        def call(iters: int) -> Callable[[], None]:
+        def call(iters: int) -> Callable[[], Any]:
             return lambda: team.run(lambda i: kernel(iters, states[i]))
 
         iters = units_for_call_time(call)
@@ -220,7 +221,7 @@ def fma_peak(
             flops[1] = best_rate
             continue
         with ThreadTeam(cpus[:t]) as team:
-            flops[t], taken = with_retries(lambda team=team: run_on(team, best_chains), t, best_rate)
+            flops[t], taken = with_retries(functools.partial(run_on, team, best_chains), t, best_rate)
             measurements += taken
     return PeakResult(flops=flops, chains=best_chains, lanes=lanes, measurements=tuple(measurements))
 
@@ -294,7 +295,7 @@ def bandwidth_sweep(
                 views = [tuple(arr[:n] for arr in d) for d in data]
                 bytes_per_rep = n * 4 * n_arrays * team_size
 
-                def call(reps: int, views: list[Any] = views, kernel: Any = kernel) -> Callable[[], None]:
+                def call(reps: int, views: list[Any] = views, kernel: Any = kernel) -> Callable[[], Any]:
                     s = np.float32(0.5)
                     return lambda: team.run(lambda i: kernel(views[i][0], views[i][1], views[i][2], s, reps))
 
@@ -316,7 +317,7 @@ def bandwidth_sweep(
                 seen.append((size, point.bandwidth))
                 start = stop(seen) if first and stop is not None and size < sizes[-1] else None
                 ended = start is not None
-                if ended:
+                if start is not None:
                     sizes = sizes[: sizes.index(size) + 1]
                     dram_from = start
                     later = sum(1 for s in sizes if not effort.late_dram_pass or s < start)

@@ -175,7 +175,7 @@ def evaluate(data: ProfileData, estimators: Sequence[str] = REGRESSORS, held_out
             trues.append(test.times)
             spreads.append(test.spread if test.spread is not None else np.full(test.times.shape, np.nan))
             per_net[net] = regression_metrics(pred, test.times)
-        pooled = regression_metrics(np.vstack(preds), np.vstack(trues))
+        pooled: dict[str, Any] = regression_metrics(np.vstack(preds), np.vstack(trues))
         pooled.update(steady_share(np.vstack(preds), np.vstack(trues), np.vstack(spreads)))
         pooled["fit_s"] = fit_s / len(fs)
         pooled["by_network"] = per_net
@@ -199,7 +199,8 @@ def evaluate(data: ProfileData, estimators: Sequence[str] = REGRESSORS, held_out
 
 def _concat(parts: Sequence[ProfileData]) -> ProfileData:
     first = parts[0]
-    spread = None if any(p.spread is None for p in parts) else np.vstack([p.spread for p in parts])
+    spreads = [p.spread for p in parts if p.spread is not None]
+    spread = np.vstack(spreads) if len(spreads) == len(parts) else None  # None where any part has none
     return ProfileData(first.platform_id, first.threads, [s for p in parts for s in p.specs], first.primitives,
                        np.vstack([p.times for p in parts]), [s for p in parts for s in p.sources], first.transforms,
                        first.fingerprint, spread)

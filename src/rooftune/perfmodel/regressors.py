@@ -152,7 +152,7 @@ class MLP:
         for p in self.trunk.parameters():
             p.requires_grad_(True)
 
-    def shift_outputs(self, d: np.ndarray) -> None:
+    def shift_outputs(self, d: np.ndarray | Sequence[float]) -> None:
         """Add ``d`` (one value per primitive, in the units of Y) to every prediction: through the
         heads' biases (for the roofline net, both parts scaled alike)."""
         import torch
@@ -161,7 +161,9 @@ class MLP:
         if self.roofline:
             d = np.concatenate([d, d]) / self.roofline[2]
         with torch.no_grad():
-            self.heads.bias += torch.as_tensor(d, dtype=torch.float32)
+            # in place: torch's stubs type Tensor.__iadd__ as giving a Tensor, where it gives the
+            # Parameter itself back
+            self.heads.bias += torch.as_tensor(d, dtype=torch.float32)  # type: ignore[misc]
 
     def predict(self, X: np.ndarray, lf: np.ndarray | None = None) -> np.ndarray:
         import torch

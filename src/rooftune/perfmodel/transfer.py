@@ -170,10 +170,11 @@ class TransferModel(BaseEstimator):
             self.model_ = PerfModel("gbr", n_estimators=200, max_depth=3, random_state=self.random_state)
             self.model_.fit(F, Y, self.primitives_)
         elif self.method == "finetune":
-            if self.base.estimator != "mlp":
-                raise InvalidArgument("base model", self.base.estimator, "fine-tuning needs an mlp base model")
-            self.model_ = copy.deepcopy(self.base)
-            Yb = self._align(Y, self.primitives_, self.base.primitives_)
+            base = self._fitted_base()
+            if base.estimator != "mlp":
+                raise InvalidArgument("base model", base.estimator, "fine-tuning needs an mlp base model")
+            self.model_ = copy.deepcopy(base)
+            Yb = self._align(Y, self.primitives_, base.primitives_)
             Fb = self.model_.features_of(F)  # the base's own schema
             X, lf = self.model_.net_input(Fb), self.model_._log_flops(Fb)
             logY = (np.log(Yb) - self.model_._offset(Fb)[:, None] - self.model_.y_mean_) / self.model_.y_std_
@@ -200,6 +201,13 @@ class TransferModel(BaseEstimator):
                                                         sample_weight=w[known])
         return self
 
+    def _fitted_base(self) -> PerfModel:
+        """``base``: fit() refuses to go on without one for every method but scratch, which never
+        reads it."""
+        if self.base is None:
+            raise InvalidArgument("base model", None, "a fitted PerfModel is needed for " + self.method)
+        return self.base
+
     def _align(self, Y: np.ndarray, names: Sequence[str], into: Sequence[str] | None = None) -> np.ndarray:
         into = list(into if into is not None else self.primitives_)
         out = np.full((len(Y), len(into)), np.nan)
@@ -209,8 +217,9 @@ class TransferModel(BaseEstimator):
         return out
 
     def _base_log(self, F: np.ndarray) -> np.ndarray:
-        b = self.base.predict_log(F)
-        return self._align(b, self.base.primitives_)
+        base = self._fitted_base()
+        b = base.predict_log(F)
+        return self._align(b, base.primitives_)
 
     def _residual_rows(self, F: np.ndarray, base_log: np.ndarray) -> np.ndarray:
         n, P = base_log.shape
@@ -225,7 +234,7 @@ class TransferModel(BaseEstimator):
         if self.method == "scratch":
             return self.model_.predict_log(F)
         if self.method == "finetune":
-            return self._align(self.model_.predict_log(F), self.base.primitives_)
+            return self._align(self.model_.predict_log(F), self._fitted_base().primitives_)
         base_log = self._base_log(F)
         if self.method == "base":
             return base_log
@@ -333,9 +342,11 @@ class TransferEnsemble(BaseEstimator):
     @property
     def provenance_(self) -> dict[str, Any]:
         prov = dict(self._first().provenance_)
-        prov.update(method="ensemble", bases=[{"adapted": m.method, **{k: (m.base.provenance_ or {}).get(k) for k in
-                                               ("platforms", "cpu_model", "microarchitecture", "specs", "networks")}}
-                                              for m in self.members],
+        keys = ("platforms", "cpu_model", "microarchitecture", "specs", "networks")
+        prov.update(method="ensemble",
+                    bases=[{"adapted": m.method,
+                            **{k: (m._fitted_base().provenance_ or {}).get(k) for k in keys}}
+                           for m in self.members],
                     weights=[float(w) for w in self._weights()])
         if self.local is not None:
             prov["local_correction"] = {"samples": len(self.local.points_), "neighbours": LOCAL_NEIGHBOURS,
@@ -396,15 +407,16 @@ def fit_transfer(bases: Sequence[PerfModel | None], method: str, X: Any, Y: np.n
     (:func:`stack_weights`; each base must be an mlp)."""
     if method not in METHODS:
         raise InvalidArgument("method", method, f"allowed {', '.join(METHODS)}")
-    kw = dict(provenance=provenance, conversions=conversions, threads=threads, weights=weights)
+    kw: dict[str, Any] = dict(provenance=provenance, conversions=conversions, threads=threads,
+                              weights=weights)
     if method != "ensemble":
         return TransferModel(bases[0] if bases else None, method, random_state=random_state).fit(X, Y, primitives, **kw)
-    bases = [b for b in bases if b is not None]
-    if not bases:
+    fitted = [b for b in bases if b is not None]
+    if not fitted:
         raise InvalidArgument("base model", None, "ensemble needs at least one fitted base model")
-    for b in bases:
+    for b in fitted:
         check_base(b, "ensemble", "base model")
-    return fit_ensemble(bases, X, Y, primitives, random_state=random_state, **kw)
+    return fit_ensemble(fitted, X, Y, primitives, random_state=random_state, **kw)
 
 
 def fit_ensemble(bases: Sequence[PerfModel], X: Any, Y: np.ndarray, primitives: Sequence[str], random_state: int = 0,

@@ -161,11 +161,11 @@ def read_caches(root: Path = Path("/")) -> tuple[CacheLevel, ...]:
         )
         entry["instances"].add(parse_cpu_list(shared))  # type: ignore[attr-defined]
     levels = []
-    for (level, kind), e in sorted(found.items()):
+    for (lvl, kind), e in sorted(found.items()):
         line = e["line"]
         levels.append(
             CacheLevel(
-                level=level,
+                level=lvl,
                 kind=kind,
                 size_bytes=int(e["size"]),  # type: ignore[call-overload]
                 instances=tuple(sorted(e["instances"])),  # type: ignore[call-overload]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rooftune.errors import InvalidArgument
 
@@ -43,6 +43,15 @@ class ConvSpec:
     dilation: tuple[int, int] = (1, 1)
     groups: int = 1
     dtype: str = "fp32"
+
+    if TYPE_CHECKING:
+        # stride, padding and dilation are read as pairs but may be given as one int for both
+        # (__post_init__ makes the pair): the signature the type checker is to see. At run time
+        # the dataclass's own __init__ is the one there.
+        def __init__(self, N: int, C: int, H: int, W: int, K: int, R: int, S: int,
+                     stride: int | tuple[int, int] = (1, 1), padding: int | tuple[int, int] = (0, 0),
+                     dilation: int | tuple[int, int] = (1, 1), groups: int = 1,
+                     dtype: str = "fp32") -> None: ...
 
     def __post_init__(self) -> None:
         for key in ("stride", "padding", "dilation"):
@@ -106,7 +115,8 @@ class ConvSpec:
         unknown = set(d) - known
         if unknown:
             raise InvalidArgument("ConvSpec field", sorted(unknown)[0], f"allowed {', '.join(sorted(known))}")
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
+        values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in d.items()}
+        return cls(**values)
 
     def key(self) -> str:
         """Stable identity (hash of every field)."""

@@ -68,7 +68,8 @@ class OneDNNPrepacked(Primitive):
 
     def prepare(self, spec: ConvSpec, weight: torch.Tensor, bias: torch.Tensor | None) -> Kernel:
         st, pd, dl, g = list(spec.stride), list(spec.padding), list(spec.dilation), spec.groups
-        packed = torch._C._nn.mkldnn_reorder_conv2d_weight(
+        # torch's stub leaves out the op's last parameter, input_size (the aten schema has it)
+        packed = torch._C._nn.mkldnn_reorder_conv2d_weight(  # type: ignore[call-arg]
             weight.contiguous().to_mkldnn(), pd, st, dl, g, list(spec.input_shape))
         op = torch.ops.mkldnn._convolution_pointwise.default
 

@@ -16,7 +16,7 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -138,8 +138,10 @@ def profile_spec(spec: ConvSpec, primitives: Sequence[Primitive], threads: int, 
             rows.append(_row(spec, p.name, threads, "failed", sources, reason=verdict.reason))
             continue
         xin = to_layout(x, p.in_layout)
-        timed.append((p.name, f"conv.{p.name}", (lambda k=kernel, xi=xin: k.run(xi)),
-                      {"spec": spec.key(), "threads": threads}))
+        # cast: mypy cannot type a lambda with defaults where a Callable[[], Any] is expected; still a
+        # lambda, not a functools.partial, so the call timed is the one it was (the transforms' too)
+        run = cast(Callable[[], Any], lambda k=kernel, xi=xin: k.run(xi))
+        timed.append((p.name, f"conv.{p.name}", run, {"spec": spec.key(), "threads": threads}))
     if transforms:
         for t in TRANSFORMS.values():
             name = f"transform:{t.name}"
@@ -147,7 +149,8 @@ def profile_spec(spec: ConvSpec, primitives: Sequence[Primitive], threads: int, 
                 continue
             xt = t.example(spec.input_shape)
             fn = t.prepare(spec.input_shape)
-            timed.append((name, f"transform.{t.name}", (lambda f=fn, xx=xt: f(xx)), {"shape": list(spec.input_shape)}))
+            apply = cast(Callable[[], Any], lambda f=fn, xx=xt: f(xx))
+            timed.append((name, f"transform.{t.name}", apply, {"shape": list(spec.input_shape)}))
     before = canary.read() if canary is not None and timed else None
     steal = Steal()
     for name, label, call, params in timed:

@@ -186,7 +186,8 @@ def _check_row(line: int, r: dict[str, Any], p: Path) -> dict[str, Any]:
         raise bad(f"created_at {created!r} is not a finite time >= 0")
     if r["status"] == "ok" and (median is None or not math.isfinite(median) or median <= 0):
         raise bad("an ok row needs a positive finite median_s")
-    if passes and (r["status"] != "ok" or abs(min(passes) - median) > 1e-12 * median):
+    # (median is never None here: an ok row without one was refused just above)
+    if passes and (r["status"] != "ok" or median is None or abs(min(passes) - median) > 1e-12 * median):
         raise bad("median_s is not the fastest of pass_medians")
     fastest = None if r.get("fastest_s") in ("", None) else number("fastest_s", math.nan)
     if fastest is not None and not (r["status"] == "ok" and median is not None and math.isfinite(fastest)

@@ -209,7 +209,8 @@ def _put(template: Any, tensors: Iterator[torch.Tensor]) -> Any:
             leaves[i] = _like(leaf, next(tensors))
         elif _opened(leaf) is None:
             continue
-        elif dataclasses.is_dataclass(leaf):
+        # (a dataclass class itself, never an instance, has no parts: _opened gave None for it)
+        elif dataclasses.is_dataclass(leaf) and not isinstance(leaf, type):
             leaves[i] = dataclasses.replace(leaf, **{f.name: _put(getattr(leaf, f.name), tensors)
                                                      for f in dataclasses.fields(leaf) if f.init})
         elif isinstance(leaf, Mapping):

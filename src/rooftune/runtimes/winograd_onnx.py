@@ -31,7 +31,7 @@ import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -124,10 +124,10 @@ def candidates(model: Any) -> list[Candidate]:
             continue
         if _attr(node, "auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
             continue
-        dims = shapes.get(node.input[0])
-        if not dims or len(dims) != 4 or any(d is None or d < 1 for d in dims):
+        in_dims = shapes.get(node.input[0])
+        if not in_dims or len(in_dims) != 4 or any(d is None or d < 1 for d in in_dims):
             continue
-        n, c, h, wd = dims
+        n, c, h, wd = cast(list[int], in_dims)  # every one known (not None), as checked just above
         pads = list(_attr(node, "pads", [0, 0, 0, 0]))
         top, left, bottom, right = pads[0], pads[1], pads[2], pads[3]
         if h + top + bottom < 3 or wd + left + right < 3 or w.dims[1] != c:
@@ -344,7 +344,11 @@ def choose(cands: list[Candidate], session: Callable[[bytes], Any],
             x = np.random.default_rng(1).standard_normal((cand.N, cand.C, cand.H, cand.W)).astype(np.float32)
             ref, got = direct.run(None, {"x": x})[0], wino.run(None, {"x": x})[0]
             agrees = bool(np.abs(got - ref).max() <= 1e-3 * max(float(np.abs(ref).max()), 1e-30))
-            c = compare(lambda d=direct, x=x: d.run(None, {"x": x}), lambda s=wino, x=x: s.run(None, {"x": x}))
+            # cast: mypy cannot type a lambda with defaults where a Callable[[], Any] is expected;
+            # lambdas still, not functools.partial, so the calls compared are the ones they were
+            run_direct = cast(Callable[[], Any], lambda d=direct, x=x: d.run(None, {"x": x}))
+            run_wino = cast(Callable[[], Any], lambda s=wino, x=x: s.run(None, {"x": x}))
+            c = compare(run_direct, run_wino)
             measured[cand.key] = (float(c.ratio), (float(c.ci[0]), float(c.ci[1])), agrees)
         ratio, ci, agrees = measured[cand.key]
         out.append(Choice(cand, ratio, ci, agrees and ci[0] >= min_speedup))

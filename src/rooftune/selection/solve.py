@@ -168,7 +168,8 @@ def _milp(table: CostTable) -> list[int]:
             c.append(float(table.convert_s[v]))
     nvar = len(c)
     A = lil_matrix((n + len(zi), nvar))
-    lo, hi = [], []
+    lo: list[float] = []
+    hi: list[float] = []
     for i in range(n):
         for p in ok[i]:
             A[i, xi[(i, p)]] = 1

@@ -15,9 +15,9 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import Engine, create_engine, event, inspect, select
+from sqlalchemy import Engine, Table, create_engine, event, inspect, select
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import Session
@@ -182,10 +182,11 @@ class Store:
                 for version in range(current + 1, SCHEMA_VERSION + 1):
                     MIGRATIONS[version](conn)
                 if current < SCHEMA_VERSION:
-                    conn.execute(SchemaInfo.__table__.delete().where(SchemaInfo.key == "schema_version"))
-                    conn.execute(
-                        SchemaInfo.__table__.insert().values(key="schema_version", value=str(SCHEMA_VERSION))
-                    )
+                    # a mapped class's __table__ is its Table; SQLAlchemy types it as the FromClause
+                    # any declarative class may have
+                    info = cast(Table, SchemaInfo.__table__)
+                    conn.execute(info.delete().where(SchemaInfo.key == "schema_version"))
+                    conn.execute(info.insert().values(key="schema_version", value=str(SCHEMA_VERSION)))
         except SQLAlchemyError as exc:
             raise self._wrap(exc) from None
         if self._sqlite:

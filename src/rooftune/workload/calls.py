@@ -98,7 +98,7 @@ class CallStructure:
         return tuple(args), dict(kwargs)
 
 
-def argument_name(path: Sequence[Any], params: Sequence[str]) -> str:
+def argument_name(path: tuple[Any, ...], params: Sequence[str]) -> str:
     """A leaf's path in ``(args, kwargs)`` as the call reads: ``x`` or ``xs[1]`` for a positional
     argument (``args[0]`` where forward's parameters are not known), ``extra['bias']`` for a
     keyword one."""

@@ -205,8 +205,9 @@ class DeviceTimes:
             self.pairs[i] = (self._event(), None)
 
     def stop(self, i: int) -> None:
-        if i < len(self.pairs) and self.pairs[i] is not None:
-            self.pairs[i] = (self.pairs[i][0], self._event())
+        pair = self.pairs[i] if i < len(self.pairs) else None
+        if pair is not None:
+            self.pairs[i] = (pair[0], self._event())
 
     def begin(self) -> Any:
         """A start event now, for an op whose number is known only when it ends (module hooks
