@@ -46,10 +46,10 @@ CACHED_START_S = 0.0
 
 
 def against_baselines(best: TrialResult, base: dict[str, TrialResult], setup: Setup, objective: str,
-                       policy: Policy, pairs: int, notes: list[str],
-                       step: Callable[[str, int, int], None], deadline: float | None = None,
-                       cost: FinalCost | None = None, compare: Comparisons | None = None,
-                       promoted: set[str] | None = None) -> tuple[TrialResult, dict[str, Any]]:
+                      policy: Policy, pairs: int, notes: list[str],
+                      step: Callable[[str, int, int], None], deadline: float | None = None,
+                      cost: FinalCost | None = None, comparisons: Comparisons | None = None,
+                      promoted: set[str] | None = None) -> tuple[TrialResult, dict[str, Any]]:
     """The best re-measured interleaved against every baseline, fastest baseline first; returns
     the best (perhaps a baseline) and each baseline's comparison, in ``base``'s order.
 
@@ -63,11 +63,11 @@ def against_baselines(best: TrialResult, base: dict[str, TrialResult], setup: Se
     baselines that are the same configuration are compared once. Where a comparison over
     ``pairs`` pairs of processes and the rest over one each would not fit before ``deadline``
     (``perf_counter`` seconds; ``cost(pairs)`` seconds a comparison), it is spread over one pair
-    instead, with a note; ``cost`` counts the comparisons' seconds as they run. ``compare`` pools
+    instead, with a note; ``cost`` counts the comparisons' seconds as they run. ``comparisons`` pools
     a comparison with earlier ones of the same two configurations (:class:`Comparisons`);
     ``promoted`` names the baselines handed back already, and is added to.
     """
-    compare = compare if compare is not None else Comparisons(setup, objective, policy)
+    comparisons = comparisons if comparisons is not None else Comparisons(setup, objective, policy)
     promoted = promoted if promoted is not None else set()
     ok = [n for n, b in base.items() if b.ok]
     queue = sorted(ok, key=lambda n: base[n].score(objective))  # the likeliest to beat the best first
@@ -90,7 +90,7 @@ def against_baselines(best: TrialResult, base: dict[str, TrialResult], setup: Se
                 short.append(name)
 
         def run(a: RunConfig = best.config, b: RunConfig = base[name].config, n: int = n_pairs) -> dict[str, Any]:
-            return compare(a, b, n)
+            return comparisons(a, b, n)
 
         sp = cost.timed(run) if cost is not None else run()
         results[name] = sp
@@ -211,7 +211,6 @@ def interleaved(a: RunConfig, b: RunConfig, setup: Setup, objective: str = "late
     each = replace(policy, budget_s=policy.budget_s / pairs, max_samples=max(policy.min_samples, policy.max_samples // pairs))
     groups_a: list[list[float]] = []
     groups_b: list[list[float]] = []
-    warnings: list[str] = []
     try:
         for _ in range(pairs):
             # Both sides start and prepare side by side, then are timed in turn.
@@ -226,7 +225,6 @@ def interleaved(a: RunConfig, b: RunConfig, setup: Setup, objective: str = "late
             n = min(len(c.a.samples), len(c.b.samples))
             groups_a.append(list(c.a.samples[:n]))
             groups_b.append(list(c.b.samples[:n]))
-            warnings += list(c.warnings)
     except TrialFailed as exc:
         return {"ratio": math.nan, "ci_low": math.nan, "ci_high": math.nan, "error": str(exc)}
     out = summary(groups_a, groups_b, objective)

@@ -745,7 +745,7 @@ def tune(
         while True:
             compared_with = best.config.key()
             best, speedup = against_baselines(best, base, setup, objective, compare_policy, compare_pairs, notes,
-                                               step, deadline=started + budget_s, cost=cost, compare=comparisons,
+                                               step, deadline=started + budget_s, cost=cost, comparisons=comparisons,
                                                promoted=promoted)
             if guide_vs_best is None or best.config.key() == compared_with:
                 break
