@@ -118,6 +118,26 @@ def test_unwritable_database_location(tmp_path: Path) -> None:
     assert_one_line_error(proc, "database directory")
 
 
+def test_a_database_directory_that_does_not_exist_is_refused_not_made(tmp_path: Path) -> None:
+    proc = rooftune_in_process("machine", "--quick", db=tmp_path / "mistyped" / "r.db")
+    assert_one_line_error(proc, f"database directory '{tmp_path / 'mistyped'}' does not exist")
+    assert not (tmp_path / "mistyped").exists()
+
+
+def test_h_is_help_at_every_level() -> None:
+    for args in (["-h"], ["data", "-h"], ["tune", "-h"]):
+        proc = rooftune_in_process(*args)
+        assert proc.returncode == 0 and proc.stderr == ""
+        assert f"Usage: rooftune {' '.join(args[:-1])}".strip() in proc.stdout
+
+
+def test_a_group_without_its_command_prints_its_help_and_one_error_line() -> None:
+    for args in ([], ["data"]):
+        proc = rooftune_in_process(*args)
+        assert_one_line_error(proc, "give a command, one of those listed above")
+        assert "Commands" in proc.stdout
+
+
 def test_quick_json_figures_and_reuse(tmp_path: Path) -> None:
     db = tmp_path / "r.db"
     roof, sweep = tmp_path / "roof.png", tmp_path / "sweep.svg"

@@ -35,6 +35,8 @@ CASES = [
     (["analyze", "resnet18", "-o", "num_classes=-1", "--quick"], ["model 'resnet18': bad option: RuntimeError"]),
     (["analyze", "vgg11", "-o", "dropout=2", "--quick"], ["model 'vgg11': bad option: ValueError"]),
     (["analyze", "{PT2}", "--quick"], ["not a torch.export file"]),
+    (["analyze", "resnet18", "-o", "hidden=3", "--quick"],
+     ["model 'resnet18': no option 'hidden'; allowed num_classes, zero_init_residual, groups"]),
     # output files that cannot be written, refused before any work
     (["analyze", "resnet18", "--quick", "--csv", "{TMP}"], ["--csv", "is a directory"]),
     (["analyze", "resnet18", "--quick", "--csv", "/proc/x.csv"], ["--csv '/proc/x.csv'", "cannot write in /proc"]),
@@ -69,6 +71,15 @@ CASES = [
     (["tune", "resnet18", "--calibration", "8"], ["--calibration 8", "allowed only with --int8"]),
     (["transfer", "--method", "base"], ["--method 'base'", "allowed residual, finetune, ensemble, scratch"]),
     (["transfer", "--method", "ensemble", "--base", "m.pkl"], ["--method 'ensemble'", "leave out --base"]),
+    (["transfer", "--method", "scratch", "--base", "m.pkl"], ["--method 'scratch'", "leave out --base"]),
+    (["tune", "resnet18", "--guidelines-only", "--trials", "3"], ["trials 3", "allowed only without guidelines-only"]),
+    # more samples than the candidate pool holds (checked before any is profiled)
+    (["transfer", "--models", "squeezenet1_0", "--samples", "100000"], ["samples 100000", "allowed 5..",
+                                                                         "distinct convolutions of squeezenet1_0"]),
+    # seeds outside what the samplers take
+    (["profile", "--models", "squeezenet1_0", "--seed", "18446744073709551616"],
+     ["'--seed' '18446744073709551616'", "less than or equal to 4294967295"]),
+    (["transfer", "--seed", "-1"], ["'--seed' '-1'", "greater than or equal to 0"]),
     # a store that only commands which read it would have created empty
     (["train"], ["no store at", "nothing was measured there yet"]),
     (["transfer", "--eval"], ["no store at"]),

@@ -30,6 +30,7 @@ app = typer.Typer(
     no_args_is_help=True,
     help="Why does my deep-learning model run this fast on this machine, and how do I make it faster?",
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 #: Columns of what is written to a file or a pipe, where there is no terminal to fit (Rich would
 #: take 80 and cut table cells short); COLUMNS, when set, still decides.
@@ -620,7 +621,7 @@ def profile(
     budget: Annotated[float, typer.Option("--budget", help="Seconds; the campaign stops between specs and resumes when run again.")] = 3600.0,
     passes: Annotated[int, typer.Option("--passes", help="Time every row in this many passes over the whole campaign; each row keeps its fastest (1..10).")] = 3,
     extra_passes: Annotated[int, typer.Option("--extra-passes", help="Then time again, in up to this many more passes, the rows whose fastest pass no pass timed on a quiet machine confirmed within 3 %, each once the machine reads quiet (0..10).")] = 3,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the sampled specs.")] = 0,
+    seed: Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1, help="Seed of the sampled specs.")] = 0,
     isa_variant: Annotated[str | None, typer.Option("--isa-variant", help="Run capped to an ISA (avx, avx2, avx512): an emulated platform of its own.")] = None,
     summary: Annotated[bool, typer.Option("--summary", help="Print per-model winners and the per-layer best against F.conv2d.")] = False,
     check: Annotated[bool, typer.Option("--check", help="Only verify every primitive against F.conv2d on the shipped check specs.")] = False,
@@ -841,7 +842,7 @@ def transfer(
     target: Annotated[str | None, typer.Option("--target", help="With --eval: the target platform id (default: this machine).")] = None,
     curve: Annotated[str | None, typer.Option("--curve", help="With --eval: write the learning curve to this PNG/SVG.")] = None,
     save: Annotated[str | None, typer.Option("--save", help="Where to write the adapted model (default: next to the store).")] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the sampler (and of the candidate pool's sampled specs).")] = 0,
+    seed: Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1, help="Seed of the sampler (and of the candidate pool's sampled specs).")] = 0,
     json_out: Annotated[bool, typer.Option("--json", help="Print the result as one JSON object.")] = False,
     db: Annotated[str | None, typer.Option("--db", help="Store: a file path or SQLAlchemy URL.")] = None,
 ) -> None:
@@ -879,6 +880,8 @@ def transfer(
         check_figure_path(curve, "--curve")
     if method == "ensemble" and base is not None:
         raise InvalidArgument("--method", method, "averages the shipped base models: leave out --base, or use finetune")
+    if method == "scratch" and base is not None:
+        raise InvalidArgument("--method", method, "trains on the samples alone: leave out --base, or use finetune")
     base_model = load_model(base) if base is not None else None
     if base_model is not None:
         check_base(base_model, method)
@@ -1183,6 +1186,8 @@ def _usage_line(exc: Any, argv: list[str]) -> str:
     """A usage error (click's) in one line: what was wrong, the value given for the option when
     there was one, and where the options are listed."""
     msg = str(exc.format_message()).strip().rstrip(".")
+    if not msg:  # a group run without its command: click printed the group's help, and says nothing
+        msg = "give a command, one of those listed above"
     # click's versions word this "No such option: --x" or "No such option '--x'": one form.
     msg = re.sub(r"^No such option: (\S+)", r"No such option '\1'", msg)
     param = getattr(exc, "param", None)

@@ -366,6 +366,17 @@ def test_a_corrupt_or_foreign_file_imports_nothing(tmp_path: Path) -> None:
             w = csv.DictWriter(f, fieldnames=list(rows[0]))
             w.writeheader()
             w.writerows(rows)
+    with (tmp_path / "short-row.csv").open("w", newline="") as f:  # a row cut short, one too long
+        w = csv.writer(f)
+        w.writerow(list(lines[0]))
+        w.writerow(list(lines[0].values())[:3])
+    cases["short-row.csv"] = (None, "row 2: 3 fields where the header has")
+    with (tmp_path / "long-row.csv").open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(list(lines[0]))
+        w.writerows([list(r.values()) for r in lines[:2]])
+        w.writerow([*lines[2].values(), "extra"])
+    cases["long-row.csv"] = (None, f"row 4: {len(lines[0]) + 1} fields where the header has {len(lines[0])}")
     (tmp_path / "foreign.csv").write_text("a,b\n1,2\n")
     cases["foreign.csv"] = (None, "missing column")
     (tmp_path / "x.txt").write_text("")

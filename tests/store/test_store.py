@@ -60,7 +60,7 @@ def other_platform(fake_root, collect_on) -> Platform:
 
 
 def test_new_store_has_current_schema(tmp_path: Path) -> None:
-    path = tmp_path / "sub" / "dir" / "r.db"  # missing directories are created
+    path = tmp_path / "r.db"
     with Store(path) as s:
         assert s.schema_version() == SCHEMA_VERSION == 8
         assert s.url == f"sqlite:///{path}"

@@ -165,12 +165,31 @@ def test_parent_is_a_file(tmp_path: Path) -> None:
     assert blocker.read_text() == "x"
 
 
-def test_directory_cannot_be_created_under_a_file(tmp_path: Path) -> None:
+def test_a_chosen_directory_that_does_not_exist_is_refused_not_created(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    missing = tmp_path / "mistyped" / "dir"
+    with pytest.raises(StoreError, match=re.escape(f"database directory '{missing}' does not exist")):
+        Store(missing / "x.db")
+    monkeypatch.setenv("ROOFTUNE_DB", str(missing / "env.db"))
+    with pytest.raises(StoreError, match=re.escape(f"database directory '{missing}' does not exist")):
+        Store()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_default_directory_is_created_or_refused_in_one_line(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ROOFTUNE_DB", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    with Store() as s:
+        assert s.schema_version() == SCHEMA_VERSION
+    assert (tmp_path / "data" / "rooftune" / "rooftune.db").is_file()
     blocker = tmp_path / "afile"
     blocker.write_text("x")
-    expected = f"cannot create the database directory '{blocker / 'sub'}'"
+    monkeypatch.setenv("XDG_DATA_HOME", str(blocker / "sub"))
+    expected = f"cannot create the database directory '{blocker / 'sub' / 'rooftune'}'"
     with pytest.raises(StoreError, match=re.escape(expected)):
-        Store(blocker / "sub" / "x.db")
+        Store()
+    assert blocker.read_text() == "x"
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root ignores directory permissions")

@@ -41,6 +41,9 @@ def test_missing_allocator_is_a_clear_error() -> None:
         ({"memory_format": "nhwc"}, "memory_format 'nhwc'"),
         ({"precision": "fp8"}, "precision 'fp8'"),
         ({"omp": {"PATH": "/x"}}, "OMP_*"),
+        ({"omp": {"OMP_A=B": "1"}}, "omp variable 'OMP_A=B'"),  # would set OMP_A to 'B=1'
+        ({"omp": {"OMP_": "1"}}, "omp variable 'OMP_'"),
+        ({"omp": {"OMP_X": "a\0b"}}, "without NUL"),
         ({"runtime": ["eager"]}, "runtime ['eager']"),
         ({"precision": {"a": 1}}, "precision {'a': 1}"),
         ({"runtime": "onnxruntime", "runtime_options": {"turbo": True}}, "onnxruntime option 'turbo': allowed execution_mode"),
@@ -78,6 +81,16 @@ def test_load_config_reads_saved_files_and_refuses_bad_ones(tmp_path: Path) -> N
         load_config(unknown)
     with pytest.raises(InvalidArgument, match="a directory"):
         load_config(tmp_path)
+    with pytest.raises(InvalidArgument, match="'/dev/null': not a regular file"):
+        load_config("/dev/null")
+    unreadable = tmp_path / "unreadable.json"
+    unreadable.write_text("{}")
+    with pytest.MonkeyPatch.context() as mp:
+        def fail(*_a: object, **_k: object) -> str:
+            raise OSError(5, "Input/output error")
+        mp.setattr(Path, "read_text", fail)
+        with pytest.raises(InvalidArgument, match="unreadable.json': cannot read it \\(Input/output error\\)"):
+            load_config(unreadable)
     deep = tmp_path / "deep.json"
     deep.write_text("[" * 100_000 + "]" * 100_000)
     with pytest.raises(InvalidArgument, match="not a configuration"):

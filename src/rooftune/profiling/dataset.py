@@ -111,6 +111,13 @@ def read_profiles(path: str | Path) -> list[dict[str, Any]]:
     missing = [c for c in COLUMNS if c not in header]
     if missing:
         raise InvalidArgument("dataset file", str(p), f"not a rooftune dataset: missing column(s) {', '.join(missing)}")
+    if fmt == ".csv":
+        for i, r in enumerate(raw):
+            # csv.DictReader gives a short row None for its missing fields, a long one a None key
+            fields = len(header) - sum(v is None for k, v in r.items() if k is not None) + len(r.get(None) or ())
+            if fields != len(header):
+                raise InvalidArgument("dataset file", str(p), f"row {i + 2}: {fields} fields where the header has "
+                                      f"{len(header)}; nothing imported")
     return [_check_row(i + 2 if fmt == ".csv" else i + 1, r, p) for i, r in enumerate(raw)]
 
 

@@ -59,12 +59,21 @@ def resolve_url(db: str | os.PathLike[str] | None = None) -> str:
     return f"sqlite:///{Path(value).expanduser().absolute()}"
 
 
-def _check_sqlite_file(path: Path) -> None:
+def _check_sqlite_file(path: Path, chosen: bool = True) -> None:
+    """Refuses a SQLite file path the store cannot live at. ``chosen``: the path came from --db or
+    $ROOFTUNE_DB, where a directory that does not exist is refused (a mistyped directory would
+    otherwise be created and an empty store opened in it, as other outputs refuse one); the
+    default path's directory is created."""
     directory = path.parent
     if directory.exists() and not directory.is_dir():
         raise StoreError(
             f"database directory '{directory}' is a file, not a directory; pass --db with a writable "
             f"path or set {DB_ENV}"
+        )
+    if not directory.exists() and chosen:
+        raise StoreError(
+            f"database directory '{directory}' does not exist; create it, or pass --db with a path "
+            f"in an existing directory"
         )
     if not directory.exists():
         try:
@@ -115,7 +124,7 @@ class Store:
                 origin = "" if db is not None or not os.environ.get(DB_ENV) else f" (from ${DB_ENV})"
                 raise StoreError(f"no store at '{url.database}'{origin}: nothing was measured there yet; "
                                  f"pass --db with the store's path, or measure first (rooftune profile)")
-            _check_sqlite_file(Path(url.database))
+            _check_sqlite_file(Path(url.database), chosen=db is not None or bool(os.environ.get(DB_ENV)))
         try:
             self.engine: Engine = create_engine(self.url)
         except ImportError as exc:

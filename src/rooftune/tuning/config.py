@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,9 @@ from rooftune.errors import InvalidArgument
 MEMORY_FORMATS = ("contiguous", "channels_last")
 PRECISIONS = ("fp32", "bf16", "int8")
 ALLOCATORS = ("glibc", "jemalloc", "tcmalloc")
+#: An OpenMP variable name a configuration may set (an environment variable name, no = or NUL).
+_OMP_NAME = re.compile(r"(OMP|GOMP|KMP)_[A-Za-z0-9_]+")
+
 #: Where Debian/Ubuntu put the allocators (packages libjemalloc2, libtcmalloc-minimal4).
 ALLOCATOR_LIBRARIES = {
     "jemalloc": ("libjemalloc.so.2",),
@@ -100,10 +104,10 @@ class RunConfig:
         if not isinstance(self.omp, dict):
             raise InvalidArgument("omp", self.omp, "allowed a mapping of OMP_*, GOMP_* or KMP_* variables to strings")
         for k, v in self.omp.items():
-            if not (isinstance(k, str) and k.startswith(("OMP_", "GOMP_", "KMP_"))):
-                raise InvalidArgument("omp variable", k, "allowed OMP_*, GOMP_* or KMP_* names")
-            if not isinstance(v, str):
-                raise InvalidArgument(f"omp {k}", v, "allowed a string (an environment variable's value)")
+            if not (isinstance(k, str) and _OMP_NAME.fullmatch(k)):
+                raise InvalidArgument("omp variable", k, "allowed OMP_*, GOMP_* or KMP_* names of letters, digits and _")
+            if not isinstance(v, str) or "\0" in v:
+                raise InvalidArgument(f"omp {k}", v, "allowed a string without NUL (an environment variable's value)")
         if not isinstance(self.runtime_options, dict):
             raise InvalidArgument("runtime_options", self.runtime_options, "allowed a mapping of option names to values")
         known = RUNTIMES[self.runtime].options
@@ -186,10 +190,16 @@ def load_config(path: str | Path, usable_cores: int | None = None, name: str = "
     p = Path(path)
     if p.is_dir():
         raise InvalidArgument(name, str(path), "a directory, not a file; write one with rooftune tune --save FILE")
-    if not p.is_file():
+    if not p.exists():
         raise InvalidArgument(name, str(path), "no such file; write one with rooftune tune --save FILE")
+    if not p.is_file():
+        raise InvalidArgument(name, str(path), "not a regular file; write one with rooftune tune --save FILE")
     try:
-        data = json.loads(p.read_text())
+        text = p.read_text()
+    except OSError as exc:
+        raise InvalidArgument(name, str(path), f"cannot read it ({exc.strerror or exc})") from None
+    try:
+        data = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise InvalidArgument(name, str(path), f"not JSON ({exc.__class__.__name__})") from None
     except (RecursionError, ValueError) as exc:  # nested too deep, or an integer of thousands of digits

@@ -528,6 +528,8 @@ def tune(
         raise InvalidArgument("compare pairs", compare_pairs, "allowed an integer >= 1")
     if trials is not None and (isinstance(trials, bool) or not isinstance(trials, int) or trials < 0):
         raise InvalidArgument("trials", trials, "allowed an integer >= 0")
+    if guidelines_only and trials:
+        raise InvalidArgument("trials", trials, "allowed only without guidelines-only (no search runs)")
     platform = current_platform()
     calibration_size = check_precisions(precisions, calibration_size, platform)
     validate_spec = _validation_spec(validate)

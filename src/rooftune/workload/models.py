@@ -10,6 +10,7 @@ import difflib
 import importlib
 import logging
 import os
+import re
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
@@ -301,12 +302,32 @@ def _load(
                 warnings.simplefilter("ignore")
                 module = tvm.get_model(model, weights=None, **kwargs)
         except (TypeError, ValueError, RuntimeError, MemoryError) as exc:  # a builder refusing or failing on an option
+            unknown = re.search(r"unexpected keyword argument '([^']+)'", str(exc))
+            if isinstance(exc, TypeError) and unknown:
+                raise WorkloadError(f"model {model!r}: no option {unknown.group(1)!r}; allowed "
+                                    f"{_zoo_options(model) or 'none'}") from exc
             raise WorkloadError(f"model {model!r}: bad option: {type(exc).__name__}: {one_line(exc, 200)}") from exc
         shape = with_batch(_zoo_shape(model, zoo[model]), batch or 1)
         wl = Workload(model, f"torchvision {zoo[model]}", module.eval(), _reshape_inputs(_random_inputs([shape]), inputs, batch), options)
     if check:
         run_once(wl)
     return wl
+
+
+def _zoo_options(model: str) -> str:
+    """The options a torchvision model takes (``-o KEY=VALUE``): its class's keyword parameters
+    that have defaults (those without, such as ResNet's block and layers, its builder sets)."""
+    import inspect
+
+    import torchvision.models as tvm
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        module = tvm.get_model(model, weights=None, **{**_FAMILY_KWARGS.get(zoo_names()[model], {}),
+                                                       **_ZOO_KWARGS.get(model, {})})
+    params = inspect.signature(type(module).__init__).parameters.values()
+    return ", ".join(p.name for p in params if p.default is not inspect.Parameter.empty
+                     and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
 
 
 def eval_mode(module: torch.nn.Module) -> torch.nn.Module:
