@@ -49,3 +49,29 @@ def one_line(error: BaseException | str, limit: int = 300) -> str:
     if len(lines) > 1 and (line.endswith(":") or line.startswith("Check '")):
         line = lines[-1].removeprefix("-- ")
     return line if len(line) <= limit else line[:limit - 3] + "..."
+
+
+def as_names(value: object, name: str) -> tuple[str, ...] | None:
+    """A list-of-names argument of the Python API as a tuple: a lone string is one name (not its
+    characters, which would each be refused as an unknown name); None stays None (the default)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, (list, tuple, set, frozenset)) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise InvalidArgument(name, value, "allowed a name or a list of names")
+
+
+def as_ints(value: object, name: str) -> tuple[int, ...] | None:
+    """A list-of-integers argument (thread counts, batches): a lone integer is one; numpy's
+    integers count as integers; None stays None."""
+    import numbers
+
+    if value is None:
+        return None
+    items = [value] if isinstance(value, numbers.Integral) else value
+    if isinstance(items, (list, tuple, set, frozenset)) and all(
+            isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in items):
+        return tuple(int(v) for v in items)  # type: ignore[call-overload]
+    raise InvalidArgument(name, value, "allowed an integer or a list of integers")

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rooftune.errors import InvalidArgument, RooftuneError
+from rooftune.errors import InvalidArgument, RooftuneError, as_names
 from rooftune.units import ci_text
 
 #: The embedded default: what ``rooftune optimize`` runs with no model.
@@ -150,7 +150,9 @@ def _export(module: Any, example_inputs: Sequence[Any] | None, out: Path,
 
     if not isinstance(module, torch.nn.Module):
         raise InvalidArgument("model", type(module).__name__, "allowed a model name (as rooftune analyze takes it) or an nn.Module")
-    if not example_inputs and not example_kwargs:
+    if isinstance(example_inputs, torch.Tensor):  # one input given as itself, not in a tuple
+        example_inputs = (example_inputs,)
+    if example_inputs is None and not example_kwargs:
         raise InvalidArgument("example_inputs", None, "an nn.Module needs its example inputs (a tuple of tensors)")
     if example_kwargs is not None and (not isinstance(example_kwargs, dict) or not all(isinstance(k, str) for k in example_kwargs)):
         raise InvalidArgument("example_kwargs", type(example_kwargs).__name__, "a dict of keyword arguments by name")
@@ -216,9 +218,19 @@ def optimize(
         raise InvalidArgument("budget", budget_s, f"allowed a number of seconds >= {MIN_BUDGET_S:g}")
     if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
         raise InvalidArgument("batch", batch, "allowed an integer >= 1")
+    steps = as_names(steps, "steps") or ()
     for s in steps:
         if s not in STEPS:
             raise InvalidArgument("step", s, f"allowed {', '.join(STEPS)}")
+    if not steps:
+        raise InvalidArgument("steps", steps, f"allowed one or more of {', '.join(STEPS)}")
+    runtimes = as_names(runtimes, "runtimes")
+    precisions = as_names(precisions, "precisions") or ()
+    from rooftune.bench import Policy
+
+    for name, policy in (("trial_policy", trial_policy), ("compare_policy", compare_policy)):
+        if policy is not None and not isinstance(policy, Policy):
+            raise InvalidArgument(name, policy, "allowed a rooftune.bench.Policy, or None for the tuner's")
     if runtimes:
         from rooftune.runtimes import chosen_runtimes
 

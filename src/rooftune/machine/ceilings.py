@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from rooftune.errors import InvalidArgument
+from rooftune.errors import InvalidArgument, as_ints, as_names
 from rooftune.machine.plateaus import (
     DRAM_MIN_FACTOR,
     LEVELS,
@@ -588,8 +588,8 @@ def get_ceilings(
     from rooftune.store import Store
 
     platform = platform or current_platform()
-    th = validate_threads(threads, platform.usable_cores)
-    prec = validate_precisions(precisions)
+    th = validate_threads(as_ints(threads, "threads"), platform.usable_cores)
+    prec = validate_precisions(as_names(precisions, "precisions"))
     own_store = store is None
     store = store if store is not None else Store(db)
     wanted = {"fp32": "fp32", "fp64": "fp64", "bf16": "gemm_bf16", "int8": "gemm_int8"}

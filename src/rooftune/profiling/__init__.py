@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from rooftune.errors import InvalidArgument
+from rooftune.errors import InvalidArgument, as_ints, as_names
 from rooftune.profiling.campaign import (
     EXTRA_PASSES,
     PROFILE_PASSES,
@@ -76,6 +76,11 @@ def profile(models: Sequence[str] = (), *, sample: int = 0, batches: Sequence[in
     from rooftune.platform import current_platform
     from rooftune.store import Store
 
+    models = as_names(models, "models") or ()
+    precisions = as_names(precisions, "precisions") or ()
+    primitives = as_names(primitives, "primitives")
+    batches = as_ints(batches, "batches") or ()
+    threads = as_ints(threads, "threads")
     if not models and not sample:
         raise InvalidArgument("campaign", "empty", "give --models and/or --sample N")
     check_passes(passes)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -18,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from rooftune.errors import InvalidArgument
+from rooftune.errors import InvalidArgument, as_names
 from rooftune.primitives import get_primitive
 from rooftune.selection.graph import ConvGraph, conv_graph
 from rooftune.selection.pools import OPENMP, GroupCheck, check_group, solve_checking_groups
@@ -177,10 +178,19 @@ def select(model: str | torch.nn.Module, *, inputs: Sequence[Any] | None = None,
     threads = platform.usable_cores if threads is None else threads
     if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= platform.usable_cores:
         raise InvalidArgument("threads", threads, f"allowed 1..{platform.usable_cores}")
+    precisions = as_names(precisions, "precisions") or ()
+    if not precisions or any(p not in ("fp32", "int8") for p in precisions):
+        raise InvalidArgument("precisions", precisions, "allowed fp32 and/or int8 (the primitives' precisions)")
+    if measure_s is not None and (isinstance(measure_s, bool) or not isinstance(measure_s, numbers.Real)
+                                  or not math.isfinite(measure_s) or measure_s <= 0):
+        raise InvalidArgument("measure_s", measure_s, "allowed a positive number of seconds, or None to measure nothing")
     if perfmodel is None:
         from rooftune.perfmodel.persist import load_model
 
         perfmodel = load_model(model_path) if model_path else load_base_model()
+    elif not callable(getattr(perfmodel, "predict", None)) or not hasattr(perfmodel, "primitives_"):
+        raise InvalidArgument("perfmodel", perfmodel, "allowed a fitted rooftune PerfModel (rooftune.perfmodel), "
+                              "or None for the one transferred to this machine, else the shipped one")
     if isinstance(model, str):
         if inputs is not None or kwargs is not None:
             raise InvalidArgument("inputs", "given with a model name", "allowed only with a module (a name builds its own)")

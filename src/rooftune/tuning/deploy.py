@@ -127,6 +127,14 @@ def load_tuned(path: str | Path, *, check: bool = True, validate: str | Callable
     output is wrong."""
     if validate is not None and not check:
         raise InvalidArgument("validate", validate, "a check; give check=True (the default) with it")
+    if not isinstance(path, (str, os.PathLike)):
+        raise InvalidArgument("path", path, "allowed a file path written by rooftune tune --save or rooftune optimize")
+    if isinstance(validate, str):  # one that cannot be imported is named now, not from deep in the check
+        from rooftune.tuning.study import _validation_spec
+
+        _validation_spec(validate)
+    elif validate is not None and not callable(validate):
+        raise InvalidArgument("validate", validate, "allowed module:function or a function(outputs, references)")
     model = _load(path, check=check, validate=validate)
     if model.check is not None and not model.check["ok"]:
         why = model.check.get("why", "")

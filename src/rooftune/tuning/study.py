@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import numbers
 import shutil
 import tempfile
 import time
@@ -32,7 +33,7 @@ import torch
 
 from rooftune.bench import Measurement, Policy, stats
 from rooftune.bench.canary import Steal, steal_warning
-from rooftune.errors import InvalidArgument
+from rooftune.errors import InvalidArgument, as_names
 from rooftune.runtimes.base import weights_of
 from rooftune.tuning.compare import (
     COMPARE_POLICY,
@@ -522,20 +523,37 @@ def tune(
     step = progress or (lambda *_: None)
     if objective not in OBJECTIVES:
         raise InvalidArgument("objective", objective, f"allowed {', '.join(OBJECTIVES)}")
-    if not (isinstance(budget_s, (int, float)) and math.isfinite(budget_s) and budget_s > 0):
+    if isinstance(budget_s, bool) or not (isinstance(budget_s, numbers.Real) and math.isfinite(budget_s)
+                                          and budget_s > 0):
         raise InvalidArgument("budget", budget_s, "allowed a positive number of seconds")
-    if isinstance(compare_pairs, bool) or not isinstance(compare_pairs, int) or compare_pairs < 1:
+    if isinstance(compare_pairs, bool) or not isinstance(compare_pairs, numbers.Integral) or compare_pairs < 1:
         raise InvalidArgument("compare pairs", compare_pairs, "allowed an integer >= 1")
-    if trials is not None and (isinstance(trials, bool) or not isinstance(trials, int) or trials < 0):
+    if trials is not None and (isinstance(trials, bool) or not isinstance(trials, numbers.Integral) or trials < 0):
         raise InvalidArgument("trials", trials, "allowed an integer >= 0")
     if guidelines_only and trials:
         raise InvalidArgument("trials", trials, "allowed only without guidelines-only (no search runs)")
+    precisions = as_names(precisions, "precisions") or ()
+    if not precisions:
+        raise InvalidArgument("precisions", precisions, "allowed at least one of fp32, bf16, int8")
+    runtimes = as_names(runtimes, "runtimes")
+    if runtimes is not None and not runtimes:
+        raise InvalidArgument("runtimes", runtimes, "allowed at least one runtime, or None for every installed one")
+    for name, policy in (("trial_policy", trial_policy), ("compare_policy", compare_policy)):
+        if not isinstance(policy, Policy):
+            raise InvalidArgument(name, policy, "allowed a rooftune.bench.Policy")
+    if save is not None:
+        from rooftune.paths import output_file
+
+        output_file(save, "save", parents=True)  # before anything is measured, not after the whole budget
     platform = current_platform()
     calibration_size = check_precisions(precisions, calibration_size, platform)
     validate_spec = _validation_spec(validate)
     available, notes_by_rt = chosen_runtimes(runtimes)
-    if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
+    if batch is not None and (isinstance(batch, bool) or not isinstance(batch, numbers.Integral) or batch < 1):
         raise InvalidArgument("batch", batch, "allowed an integer >= 1")
+    trials = None if trials is None else int(trials)
+    batch = None if batch is None else int(batch)
+    compare_pairs = int(compare_pairs)
     wl = load_workload(model, batch=batch, inputs=inputs, options=options)
     workload = {"model": model, "inputs": [list(s) for s in inputs] if inputs else None, "options": options or {}}
     notes = [f"{k}: {v}" for k, v in notes_by_rt.items()]
@@ -548,26 +566,31 @@ def tune(
     step("capture and reference output", 0, 1)
     graph = capture(wl)
     workdir = Path(tempfile.mkdtemp(prefix="rooftune-tune-"))
-    setup = Setup(workload, workdir, int8="int8" in precisions, calibration_size=calibration_size, validate=validate_spec)
-    setup.files(wl.batch)
-    if "int8" in precisions:
-        without = sorted(rn for rn, rt in available.items() if rt.unsupported(RunConfig(runtime=rn, precision="int8")))
-        for rn in without:
-            notes.append(f"int8 not on {rn}: {get_runtime(rn).unsupported(RunConfig(runtime=rn, precision='int8'))}")
+    try:  # until the study's own try below removes it
+        setup = Setup(workload, workdir, int8="int8" in precisions, calibration_size=calibration_size,
+                      validate=validate_spec)
+        setup.files(wl.batch)
+        if "int8" in precisions:
+            without = sorted(rn for rn, rt in available.items() if rt.unsupported(RunConfig(runtime=rn, precision="int8")))
+            for rn in without:
+                notes.append(f"int8 not on {rn}: {get_runtime(rn).unsupported(RunConfig(runtime=rn, precision='int8'))}")
 
-    space = search_space(platform, available, precisions, objective=objective, batch=batch,
-                         winograd=winograd_share(graph) > 0)
-    if not space["runtime"]:
-        raise InvalidArgument("precision", ",".join(precisions), "no installed runtime runs it")
-    key = study_key(model, objective, wl.batch, platform.id,
-                    {**space, "inputs": workload["inputs"], "options": workload["options"],
-                     "calibration": calibration_size if setup.int8 else 0, "validate": validate_spec,
-                     # a study of a model of several outputs checks every one of them since this
-                     # count entered the key: trials stored before, which checked the first
-                     # alone, are not resumed as checked
-                     **({"outputs": setup.outputs} if setup.outputs > 1 else {})})
-    own_store = store is None
-    store = store if store is not None else Store(db)
+        space = search_space(platform, available, precisions, objective=objective, batch=batch,
+                             winograd=winograd_share(graph) > 0)
+        if not space["runtime"]:
+            raise InvalidArgument("precision", ",".join(precisions), "no installed runtime runs it")
+        key = study_key(model, objective, wl.batch, platform.id,
+                        {**space, "inputs": workload["inputs"], "options": workload["options"],
+                         "calibration": calibration_size if setup.int8 else 0, "validate": validate_spec,
+                         # a study of a model of several outputs checks every one of them since this
+                         # count entered the key: trials stored before, which checked the first
+                         # alone, are not resumed as checked
+                         **({"outputs": setup.outputs} if setup.outputs > 1 else {})})
+        own_store = store is None
+        store = store if store is not None else Store(db)
+    except BaseException:
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
     results: list[TrialResult] = []
     done: dict[str, TrialResult] = {}
     resumed = 0

@@ -9,6 +9,7 @@ import contextlib
 import difflib
 import importlib
 import logging
+import numbers
 import os
 import re
 import sys
@@ -239,6 +240,22 @@ def _structured(spec: str, module: nn.Module, args: tuple[Any, ...], kwargs: dic
         raise WorkloadError(f"model {spec!r} is called with keywords or nested inputs, and {exc}") from None
 
 
+def _check_shapes(inputs: Any) -> list[tuple[int, ...]] | None:
+    """The user's input shapes as tuples: a list of shapes, each of integers >= 1."""
+    if inputs is None:
+        return None
+    how = "allowed a list of shapes, each a tuple of integers >= 1 (() for a scalar), e.g. [(1, 3, 224, 224)]"
+    if isinstance(inputs, (str, bytes)) or not isinstance(inputs, Sequence):
+        raise InvalidArgument("inputs", inputs, how)
+    out = []
+    for shape in inputs:
+        if (isinstance(shape, (str, bytes)) or not isinstance(shape, Sequence)  # () is a scalar's
+                or not all(isinstance(d, numbers.Integral) and not isinstance(d, bool) and int(d) >= 1 for d in shape)):
+            raise InvalidArgument("input shape", shape, how)
+        out.append(tuple(int(d) for d in shape))
+    return out
+
+
 def load_workload(
     model: str,
     *,
@@ -252,7 +269,12 @@ def load_workload(
     ``model`` is a torchvision name (``resnet50``), a built-in (``lstm``, ``gru``,
     ``transformer-encoder``), ``package.module:callable`` or a ``.pt2`` file saved by torch.export.
     """
+    if not isinstance(model, str):
+        raise InvalidArgument("model", f"a {type(model).__name__}", "allowed a torchvision name, a built-in, "
+                              "module:callable or a .pt2 file; a module object with its inputs goes to "
+                              "rooftune.optimize(module, example_inputs=(...))")
     _check_batch(batch)
+    inputs = _check_shapes(inputs)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(WEIGHT_SEED)
         return _load(model, batch, inputs, dict(options or {}), check)
