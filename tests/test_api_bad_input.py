@@ -114,3 +114,15 @@ def test_optimize_takes_one_example_tensor_as_the_inputs(tmp_path: Path) -> None
 
     name = _export(torch.nn.Linear(4, 2), torch.randn(1, 4), tmp_path)
     assert Path(name).is_file() and name.endswith(".pt2")
+
+
+def test_verify_takes_a_primitive_by_name_and_refuses_what_is_not_one() -> None:
+    from rooftune.primitives.check import verify
+    from rooftune.primitives.spec import ConvSpec
+
+    spec = ConvSpec(1, 8, 12, 12, 8, 3, 3, padding=1)
+    assert verify("winograd-f4x4", spec).status == "ok"
+    with pytest.raises(InvalidArgument, match="invalid primitive 'nope': allowed pytorch-default"):
+        verify("nope", spec)
+    with pytest.raises(InvalidArgument, match="invalid spec \\(1, 8, 12, 12\\): allowed a rooftune.primitives.ConvSpec"):
+        verify("fft", (1, 8, 12, 12))  # type: ignore[arg-type]

@@ -93,6 +93,26 @@ def test_a_model_of_the_previous_schema_still_loads_and_predicts(tmp_path: Path)
     assert np.allclose(back.predict(data.specs[:5]), m.predict(F2[:5]))
 
 
+def test_fit_and_predict_refuse_what_they_cannot_learn_from_or_read() -> None:
+    data = synthetic()
+    specs, times, prims = data.specs[:20], data.times[:20], data.primitives
+    for make, kwargs, fragment in (
+        (lambda: PerfModel("gbr"), {"Y": -np.abs(np.nan_to_num(times, nan=1e-3))}, "training data 'no time > 0'"),
+        (lambda: PerfModel("gbr"), {"threads": 0}, "invalid threads 0"),
+        (lambda: PerfModel("mlp", hidden=0), {}, "invalid hidden 0"),
+        (lambda: PerfModel("mlp", epochs=-1), {}, "invalid epochs -1"),
+        (lambda: PerfModel("gbr"), {"caches": {"L1": -1}}, "allowed a mapping of L1d, L2, L3"),
+        (lambda: PerfModel("gbr"), {"X": np.zeros((20, 3))}, "an array of shape (20, 3)"),
+        (lambda: PerfModel("gbr"), {"X": None}, "invalid specs None"),
+    ):
+        args = {"X": specs, "Y": times, "primitives": prims, **kwargs}
+        with pytest.raises(InvalidArgument) as exc:
+            make().fit(**args)
+        assert fragment in str(exc.value)
+    m = PerfModel("gbr", n_estimators=5).fit(specs, times, prims)
+    assert m.predict(specs[0]).shape == (1, len(prims))  # one spec, as itself
+
+
 def test_regressor_follows_sklearn_conventions_and_learns() -> None:
     data = synthetic()
     m = PerfModel("gbr", n_estimators=150)

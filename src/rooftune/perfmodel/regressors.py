@@ -35,6 +35,7 @@ Run 10), so it is the mlp's default target.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -43,7 +44,7 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 
 from rooftune.errors import InvalidArgument
-from rooftune.perfmodel.features import DEFAULT_CACHES, FEATURES, featurize
+from rooftune.perfmodel.features import DEFAULT_CACHES, FEATURES, SCHEMA_FEATURES, featurize
 from rooftune.primitives.spec import ConvSpec
 
 ESTIMATORS = ("gbr", "rf", "mlp")
@@ -64,9 +65,16 @@ _LOG_FLOPS = FEATURES.index("log_flops")
 
 
 def as_features(X: Any, caches: Mapping[str, int] | None, threads: int | None = None) -> np.ndarray:
-    """Feature matrix from a list of ConvSpec or an array already featurized."""
+    """Feature matrix from a list of ConvSpec (or one) or an array already featurized."""
+    if isinstance(X, ConvSpec):
+        X = [X]
     if isinstance(X, np.ndarray):
+        if X.ndim != 2 or X.shape[1] not in {len(f) for f in SCHEMA_FEATURES.values()}:
+            raise InvalidArgument("features", f"an array of shape {X.shape}", "allowed ConvSpecs, or rows of "
+                                  f"{len(FEATURES)} features (rooftune.perfmodel.features.FEATURES)")
         return X.astype(np.float64, copy=False)
+    if X is None or isinstance(X, (str, bytes)) or not hasattr(X, "__iter__"):
+        raise InvalidArgument("specs", X, "allowed a list of ConvSpec, or a feature matrix")
     X = list(X)
     if X and isinstance(X[0], ConvSpec):
         return featurize(X, caches, threads)
@@ -233,14 +241,27 @@ class PerfModel(BaseEstimator):
         target = resolve_target(self.estimator, self.target)
         if isinstance(self.n_nets, bool) or not isinstance(self.n_nets, int) or self.n_nets < 1:
             raise InvalidArgument("n_nets", self.n_nets, "allowed an integer >= 1 (the mlp's ensemble size)")
+        for name in ("hidden", "epochs"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
+                raise InvalidArgument(name, v, "allowed an integer >= 1")
+        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, numbers.Integral)
+                                    or threads < 1):
+            raise InvalidArgument("threads", threads, "allowed an integer >= 1 (the threads the times were "
+                                  "measured at), or None for more than one")
+        if caches is not None and not (isinstance(caches, Mapping) and all(
+                isinstance(caches.get(k), numbers.Integral) and not isinstance(caches.get(k), bool)
+                and caches[k] > 0 for k in DEFAULT_CACHES)):
+            raise InvalidArgument("caches", caches, f"allowed a mapping of {', '.join(DEFAULT_CACHES)} to sizes in "
+                                  "bytes (rooftune.perfmodel.features.cache_sizes(fingerprint))")
         self.caches_ = dict(caches or DEFAULT_CACHES)
         self.threads_ = threads
         F = as_features(X, self.caches_, threads)
         Y = np.asarray(Y, dtype=np.float64)
         if Y.ndim != 2 or Y.shape != (len(F), len(primitives)):
             raise InvalidArgument("times", Y.shape, f"allowed shape ({len(F)}, {len(primitives)}): specs x primitives")
-        if len(F) == 0 or np.all(np.isnan(Y)):
-            raise InvalidArgument("training data", "empty", "needs profiled times; run `rooftune profile` first")
+        if len(F) == 0 or not np.any(Y > 0):  # NaN and times <= 0 are no data
+            raise InvalidArgument("training data", "empty" if len(F) == 0 or np.all(np.isnan(Y)) else "no time > 0", "needs profiled times; run `rooftune profile` first")
         self.target_ = target
         logY = np.log(np.where(Y > 0, Y, np.nan)) - self._offset(F)[:, None]
         self.primitives_ = list(primitives)

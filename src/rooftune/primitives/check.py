@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from rooftune.errors import one_line
+from rooftune.errors import InvalidArgument, one_line
 from rooftune.primitives.base import Kernel, Primitive, in_layout, to_layout
 from rooftune.primitives.spec import ConvSpec
 
@@ -88,8 +88,15 @@ def reference(spec: ConvSpec, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor 
                     spec.stride, spec.padding, spec.dilation, spec.groups)
 
 
-def verify(primitive: Primitive, spec: ConvSpec, seed: int = 0) -> Verdict:
-    """Run ``primitive`` on a seeded example of ``spec`` and compare with fp64 ``F.conv2d``."""
+def verify(primitive: Primitive | str, spec: ConvSpec, seed: int = 0) -> Verdict:
+    """Run ``primitive`` (one, or its name) on a seeded example of ``spec`` and compare with fp64
+    ``F.conv2d``."""
+    if isinstance(primitive, str):
+        from rooftune.primitives import get_primitive
+
+        primitive = get_primitive(primitive)
+    if not isinstance(spec, ConvSpec):
+        raise InvalidArgument("spec", spec, "allowed a rooftune.primitives.ConvSpec")
     ok = primitive.supports(spec)
     if ok is not True:
         return Verdict(primitive.name, spec, "unsupported", str(ok))

@@ -191,6 +191,7 @@ def select(model: str | torch.nn.Module, *, inputs: Sequence[Any] | None = None,
     elif not callable(getattr(perfmodel, "predict", None)) or not hasattr(perfmodel, "primitives_"):
         raise InvalidArgument("perfmodel", perfmodel, "allowed a fitted rooftune PerfModel (rooftune.perfmodel), "
                               "or None for the one transferred to this machine, else the shipped one")
+    was_training = isinstance(model, torch.nn.Module) and model.training  # select runs it in eval mode
     if isinstance(model, str):
         if inputs is not None or kwargs is not None:
             raise InvalidArgument("inputs", "given with a model name", "allowed only with a module (a name builds its own)")
@@ -306,6 +307,8 @@ def select(model: str | torch.nn.Module, *, inputs: Sequence[Any] | None = None,
         return result
     finally:
         torch.set_num_threads(previous)
+        if was_training and isinstance(model, torch.nn.Module):  # the caller's module as it came (r.module: a copy)
+            model.train()
 
 
 def _promote_faster(result: SelectResult, main: Candidate, others: Sequence[Candidate],
