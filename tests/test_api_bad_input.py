@@ -79,6 +79,8 @@ def own_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (lambda db: rooftune.optimize("lstm", steps=(), out=str(db.parent / "o")), "invalid steps ()"),
     (lambda db: rooftune.optimize("lstm", steps="tune,select", out=str(db.parent / "o")), "invalid step 'tune,select'"),
     (lambda db: rooftune.optimize("lstm", compare_policy={"a": 1}, out=str(db.parent / "o")), "invalid compare_policy"),
+    (lambda db: rooftune.analyze("lstm", threads=1.5, db=db), "invalid threads 1.5"),
+    (lambda db: rooftune.analyze("lstm", ceilings={"fp32": 1}, db=db), "invalid ceilings 'dict'"),
     (lambda db: rooftune.load_tuned(None), "invalid path None"),
     (lambda db: rooftune.load_tuned(db.parent / "x.json", validate="nomod_xyz:f"), "cannot import 'nomod_xyz'"),
 ])

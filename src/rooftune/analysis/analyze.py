@@ -34,7 +34,7 @@ from rooftune.analysis.findings import lower_precisions, opportunity_groups, rea
 from rooftune.analysis.placement import Roofs, place
 from rooftune.bench import Policy, measure_parts, stats
 from rooftune.costs import cost_of
-from rooftune.errors import InvalidArgument
+from rooftune.errors import InvalidArgument, as_ints
 from rooftune.units import threads_of
 
 if TYPE_CHECKING:
@@ -447,6 +447,11 @@ def analyze(
 
     budget_s = check_budget(budget_s)
     kind, index = parse_device(device)
+    from rooftune.machine.ceilings import Ceilings
+
+    if ceilings is not None and not isinstance(ceilings, (Ceilings, GpuCeilings)):
+        raise InvalidArgument("ceilings", type(ceilings).__name__, "allowed the Ceilings rooftune.machine.get_ceilings "
+                              "returns, or None for the stored ones")
     # cuda ceilings past the first test are GpuCeilings: the second isinstance only narrows the type
     if ceilings is not None and (isinstance(ceilings, GpuCeilings) != (kind == "cuda") or (
             kind == "cuda" and isinstance(ceilings, GpuCeilings)
@@ -458,7 +463,7 @@ def analyze(
     # cpu ceilings are never GpuCeilings here (refused above): the isinstance only narrows the type
     host = (current_platform() if kind == "cuda" or ceilings is None or isinstance(ceilings, GpuCeilings)
             else ceilings.platform)
-    thread_list = check_threads([threads] if isinstance(threads, int) else threads, host.usable_cores)
+    thread_list = check_threads(as_ints(threads, "threads"), host.usable_cores)
     batches: list[int | None] = [batch] if batch is None or isinstance(batch, int) else list(batch) or [None]
     loaded: dict[int | None, Any]
     if isinstance(model, Workload):
