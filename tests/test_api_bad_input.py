@@ -4,6 +4,8 @@ caller naturally writes (a lone name, a numpy integer, one tensor) taken as mean
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import tempfile
 from pathlib import Path
 
@@ -36,7 +38,10 @@ def test_a_policy_the_timer_cannot_follow_is_refused(kwargs: dict, fragment: str
 
 def test_the_policies_in_use_stay_valid() -> None:
     Policy(number=1, warmup_s=0.0, budget_s=0.0, min_samples=3, max_samples=3, target_rel_ci=0.0)
-    Policy(budget_s=float("inf"), number=np.int64(2))
+    p = Policy(budget_s=np.float64(1.5), number=np.int64(2))
+    assert type(p.number) is int and type(p.budget_s) is float  # written to JSON with every trial
+    json.dumps(dataclasses.asdict(p))
+    Policy(budget_s=float("inf"))
     m = measure(lambda: None, label="noop", policy=Policy(number=np.int64(5), warmup_s=0, budget_s=0.05))
     assert m.number == 5 and m.median > 0
 
@@ -112,10 +117,12 @@ def test_select_and_transfer_refuse_what_they_cannot_use(tmp_path: Path) -> None
 
 
 def test_optimize_takes_one_example_tensor_as_the_inputs(tmp_path: Path) -> None:
-    from rooftune.pipeline import _export
-
-    name = _export(torch.nn.Linear(4, 2), torch.randn(1, 4), tmp_path)
-    assert Path(name).is_file() and name.endswith(".pt2")
+    """Exported and selected alike: the select step once failed on the tensor's truth value."""
+    m = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(8, 8, 3, padding=1))
+    r = rooftune.optimize(m.eval(), example_inputs=torch.randn(1, 3, 16, 16), steps=["select"], budget_s=60,
+                          out=tmp_path / "out", db=str(tmp_path / "r.db"))
+    assert r.steps["select"].status == "ok", r.steps["select"].message
+    assert list((tmp_path / "out").glob("*.pt2"))
 
 
 def test_verify_takes_a_primitive_by_name_and_refuses_what_is_not_one() -> None:

@@ -141,6 +141,12 @@ def _check_out(out: str | Path) -> Path:
     return output_dir(out, "--out")
 
 
+def _is_tensor(value: Any) -> bool:
+    import torch
+
+    return isinstance(value, torch.Tensor)
+
+
 def _export(module: Any, example_inputs: Sequence[Any] | None, out: Path,
             example_kwargs: dict[str, Any] | None = None) -> str:
     """A module object becomes a .pt2 file in the output folder, so trial subprocesses can load it
@@ -150,9 +156,9 @@ def _export(module: Any, example_inputs: Sequence[Any] | None, out: Path,
 
     if not isinstance(module, torch.nn.Module):
         raise InvalidArgument("model", type(module).__name__, "allowed a model name (as rooftune analyze takes it) or an nn.Module")
-    if isinstance(example_inputs, torch.Tensor):  # one input given as itself, not in a tuple
+    if _is_tensor(example_inputs):
         example_inputs = (example_inputs,)
-    if example_inputs is None and not example_kwargs:
+    if not example_inputs and not example_kwargs:
         raise InvalidArgument("example_inputs", None, "an nn.Module needs its example inputs (a tuple of tensors)")
     if example_kwargs is not None and (not isinstance(example_kwargs, dict) or not all(isinstance(k, str) for k in example_kwargs)):
         raise InvalidArgument("example_kwargs", type(example_kwargs).__name__, "a dict of keyword arguments by name")
@@ -218,6 +224,8 @@ def optimize(
         raise InvalidArgument("budget", budget_s, f"allowed a number of seconds >= {MIN_BUDGET_S:g}")
     if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
         raise InvalidArgument("batch", batch, "allowed an integer >= 1")
+    if _is_tensor(example_inputs):  # one input given as itself, not in a tuple
+        example_inputs = (example_inputs,)
     steps = as_names(steps, "steps") or ()
     for s in steps:
         if s not in STEPS:
@@ -225,7 +233,11 @@ def optimize(
     if not steps:
         raise InvalidArgument("steps", steps, f"allowed one or more of {', '.join(STEPS)}")
     runtimes = as_names(runtimes, "runtimes")
+    if runtimes is not None and not runtimes:
+        raise InvalidArgument("runtimes", runtimes, "allowed at least one runtime, or None for every installed one")
     precisions = as_names(precisions, "precisions") or ()
+    if not precisions:
+        raise InvalidArgument("precisions", precisions, "allowed at least one of fp32, bf16, int8")
     from rooftune.bench import Policy
 
     for name, policy in (("trial_policy", trial_policy), ("compare_policy", compare_policy)):

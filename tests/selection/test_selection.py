@@ -224,10 +224,18 @@ def test_select_takes_a_module_with_its_inputs_and_saves_a_loader_for_it(tmp_pat
     again = namespace["load"](m)  # type: ignore[operator]
     with torch.no_grad():
         assert torch.allclose(again(*x), m(*x), atol=1e-5)
-    m.train()  # the caller's module keeps its mode (the selection runs a copy in eval mode)
+    # the caller's module keeps each submodule's mode (the selection runs a copy in eval mode), a
+    # frozen part of a model in training too; also when the selection is refused
+    m.train()
+    frozen = list(m.children())[0].eval()
+    modes = {n: sub.training for n, sub in m.named_modules()}
+    assert not frozen.training and m.training
     r = select(m, inputs=x, db=str(tmp_path / "r.db"), measure_s=None)
-    assert m.training and all(sub.training for sub in m.modules())
+    assert {n: sub.training for n, sub in m.named_modules()} == modes
     assert r.module is not None and not r.module.training
+    with pytest.raises(InvalidArgument):
+        select(m, inputs=[1.0], db=str(tmp_path / "r.db"), measure_s=None)
+    assert {n: sub.training for n, sub in m.named_modules()} == modes
     m.eval()
     up = torch.nn.Sequential(torch.nn.ConvTranspose2d(3, 4, 2, stride=2)).eval()
     with pytest.raises(InvalidArgument, match=r"no 2-D convolution .* \(it has 1: ConvTranspose2d; `rooftune tune`"):

@@ -451,7 +451,7 @@ def analyze(
 
     if ceilings is not None and not isinstance(ceilings, (Ceilings, GpuCeilings)):
         raise InvalidArgument("ceilings", type(ceilings).__name__, "allowed the Ceilings rooftune.machine.get_ceilings "
-                              "returns, or None for the stored ones")
+                              "returns (GpuCeilings for a CUDA device), or None for the stored ones")
     # cuda ceilings past the first test are GpuCeilings: the second isinstance only narrows the type
     if ceilings is not None and (isinstance(ceilings, GpuCeilings) != (kind == "cuda") or (
             kind == "cuda" and isinstance(ceilings, GpuCeilings)

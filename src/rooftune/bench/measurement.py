@@ -45,6 +45,8 @@ class Policy:
                     or (math.isinf(v) and name != "budget_s")):
                 allowed = "a number >= 0" + (" (inf: no limit)" if name == "budget_s" else ", finite")
                 raise InvalidArgument(f"policy {name}", v, f"allowed {allowed}")
+            if type(v) not in (int, float):  # numpy's (float64 is a float): the policy is written to JSON
+                object.__setattr__(self, name, float(v))
         for name in ("min_samples", "max_samples", "number"):
             v = getattr(self, name)
             if v is None and name == "number":
@@ -52,6 +54,7 @@ class Policy:
             if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
                 raise InvalidArgument(f"policy {name}", v, "allowed an integer >= 1"
                                       + (", or None to calibrate it" if name == "number" else ""))
+            object.__setattr__(self, name, int(v))
         if self.max_samples < self.min_samples:
             raise InvalidArgument("policy max_samples", self.max_samples,
                                   f"allowed an integer >= min_samples ({self.min_samples})")

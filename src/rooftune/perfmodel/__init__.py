@@ -248,8 +248,9 @@ def transfer(base: Any, *, samples: int = 50, sampler: str = "cluster", method: 
     models = as_names(models, "models") or ()
     specs, _layers = collect_specs(list(models), pool, [1], seed)
     if samples > len(specs):
-        raise InvalidArgument("samples", samples, f"allowed 5..{len(specs)}: the candidate pool holds {len(specs)} specs "
-                              f"(the distinct convolutions of {', '.join(models)} and {pool} sampled ones)")
+        held = (f"the distinct convolutions of {', '.join(models)} and " if models else "") + f"{pool} sampled ones"
+        allowed = f"allowed 5..{len(specs)}" if len(specs) >= 5 else "the pool is too small; add --models"
+        raise InvalidArgument("samples", samples, f"{allowed}: the candidate pool holds {len(specs)} specs ({held})")
     idx = choose_samples([s for s, _ in specs], samples, sampler, seed)
     chosen = [specs[i] for i in idx]
     weight = dict(zip((s.key() for s, _ in chosen), sample_weights([s for s, _ in specs], idx), strict=True))

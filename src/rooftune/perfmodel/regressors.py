@@ -71,7 +71,8 @@ def as_features(X: Any, caches: Mapping[str, int] | None, threads: int | None = 
     if isinstance(X, np.ndarray):
         if X.ndim != 2 or X.shape[1] not in {len(f) for f in SCHEMA_FEATURES.values()}:
             raise InvalidArgument("features", f"an array of shape {X.shape}", "allowed ConvSpecs, or rows of "
-                                  f"{len(FEATURES)} features (rooftune.perfmodel.features.FEATURES)")
+                                  f"{' or '.join(str(len(f)) for f in SCHEMA_FEATURES.values())} features "
+                                  "(rooftune.perfmodel.features.SCHEMA_FEATURES)")
         return X.astype(np.float64, copy=False)
     if X is None or isinstance(X, (str, bytes)) or not hasattr(X, "__iter__"):
         raise InvalidArgument("specs", X, "allowed a list of ConvSpec, or a feature matrix")

@@ -164,14 +164,9 @@ def select(model: str | torch.nn.Module, *, inputs: Sequence[Any] | None = None,
     with ``promote``, one of those that runs faster than the predicted selection with its whole CI
     replaces it (without, the predicted selection is returned as it measured: how the
     performance model's choice itself compares)."""
-    from rooftune.bench import compare
     from rooftune.perfmodel import load_base_model
-    from rooftune.perfmodel.data import load_profile_data
     from rooftune.platform import current_platform
-    from rooftune.store import Store
-    from rooftune.workload import load_workload
 
-    say = progress or (lambda _m: None)
     if strategy not in ("layout-aware", "per-layer"):
         raise InvalidArgument("strategy", strategy, "allowed layout-aware, per-layer")
     platform = current_platform()
@@ -191,7 +186,27 @@ def select(model: str | torch.nn.Module, *, inputs: Sequence[Any] | None = None,
     elif not callable(getattr(perfmodel, "predict", None)) or not hasattr(perfmodel, "primitives_"):
         raise InvalidArgument("perfmodel", perfmodel, "allowed a fitted rooftune PerfModel (rooftune.perfmodel), "
                               "or None for the one transferred to this machine, else the shipped one")
-    was_training = isinstance(model, torch.nn.Module) and model.training  # select runs it in eval mode
+    # select runs the caller's module in eval mode; each submodule's own mode is put back after
+    # (a fine-tuned model in training keeps its frozen batch norms in eval)
+    modes = {m: m.training for m in model.modules()} if isinstance(model, torch.nn.Module) else {}
+    try:
+        return _select(model, inputs=inputs, kwargs=kwargs, batch=batch, threads=threads, model_path=model_path,
+                       perfmodel=perfmodel, db=db, store=store, precisions=precisions, strategy=strategy,
+                       measure_s=measure_s, progress=progress, platform=platform, promote=promote)
+    finally:
+        for m, training in modes.items():
+            m.training = training
+
+
+def _select(model: Any, *, inputs: Any, kwargs: Any, batch: int, threads: int, model_path: Any, perfmodel: Any,
+            db: Any, store: Any, precisions: Sequence[str], strategy: str, measure_s: float | None,
+            progress: Any, platform: Any, promote: bool) -> SelectResult:
+    from rooftune.bench import compare
+    from rooftune.perfmodel.data import load_profile_data
+    from rooftune.store import Store
+    from rooftune.workload import load_workload
+
+    say = progress or (lambda _m: None)
     if isinstance(model, str):
         if inputs is not None or kwargs is not None:
             raise InvalidArgument("inputs", "given with a model name", "allowed only with a module (a name builds its own)")
@@ -307,8 +322,6 @@ def select(model: str | torch.nn.Module, *, inputs: Sequence[Any] | None = None,
         return result
     finally:
         torch.set_num_threads(previous)
-        if was_training and isinstance(model, torch.nn.Module):  # the caller's module as it came (r.module: a copy)
-            model.train()
 
 
 def _promote_faster(result: SelectResult, main: Candidate, others: Sequence[Candidate],

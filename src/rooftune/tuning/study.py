@@ -555,7 +555,8 @@ def tune(
     batch = None if batch is None else int(batch)
     compare_pairs = int(compare_pairs)
     wl = load_workload(model, batch=batch, inputs=inputs, options=options)
-    workload = {"model": model, "inputs": [list(s) for s in inputs] if inputs else None, "options": options or {}}
+    workload = {"model": model, "inputs": [[int(d) for d in s] for s in inputs] if inputs else None,
+                "options": options or {}}
     notes = [f"{k}: {v}" for k, v in notes_by_rt.items()]
     if "openvino" in available:
         notes.append("openvino-latency keeps OpenVINO's defaults except the precision, pinned to the study's "

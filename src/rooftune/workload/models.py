@@ -347,9 +347,12 @@ def _zoo_options(model: str) -> str:
         warnings.simplefilter("ignore")
         module = tvm.get_model(model, weights=None, **{**_FAMILY_KWARGS.get(zoo_names()[model], {}),
                                                        **_ZOO_KWARGS.get(model, {})})
-    params = inspect.signature(type(module).__init__).parameters.values()
-    return ", ".join(p.name for p in params if p.default is not inspect.Parameter.empty
-                     and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+    # the builder's own keywords (mobilenet_v3's width_mult, dilated), then the class's
+    params = [*inspect.signature(tvm.get_model_builder(model)).parameters.values(),
+              *inspect.signature(type(module).__init__).parameters.values()]
+    names = [p.name for p in params if p.default is not inspect.Parameter.empty
+             and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name not in ("weights", "progress")]
+    return ", ".join(dict.fromkeys(names))
 
 
 def eval_mode(module: torch.nn.Module) -> torch.nn.Module:
