@@ -37,6 +37,10 @@ CASES = [
     (["analyze", "{PT2}", "--quick"], ["not a torch.export file"]),
     (["analyze", "resnet18", "-o", "hidden=3", "--quick"],
      ["model 'resnet18': no option 'hidden'; allowed num_classes, zero_init_residual, groups"]),
+    # classes that take **kwargs and would drop the mistyped option without a word
+    (["analyze", "mobilenet_v3_small", "-o", "width_mul=0.5", "--quick"],
+     ["model 'mobilenet_v3_small': no option 'width_mul'", "width_mult, reduced_tail, dilated"]),
+    (["analyze", "convnext_tiny", "-o", "layer_scal=1", "--quick"], ["no option 'layer_scal'", "layer_scale"]),
     # output files that cannot be written, refused before any work
     (["analyze", "resnet18", "--quick", "--csv", "{TMP}"], ["--csv", "is a directory"]),
     (["analyze", "resnet18", "--quick", "--csv", "/proc/x.csv"], ["--csv '/proc/x.csv'", "cannot write in /proc"]),

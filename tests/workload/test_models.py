@@ -35,6 +35,13 @@ def test_resnet18_defaults() -> None:
     assert tuple(out.shape) == (1, 1000)
 
 
+def test_options_a_builder_takes_out_of_kwargs_still_build() -> None:
+    small = load_workload("mobilenet_v3_small", options={"width_mult": 0.5}, check=False)
+    full = load_workload("mobilenet_v3_small", check=False)
+    assert sum(p.numel() for p in small.module.parameters()) < sum(p.numel() for p in full.module.parameters())
+    assert load_workload("convnext_tiny", options={"layer_scale": 0.5}, check=False).options == {"layer_scale": 0.5}
+
+
 def test_resnet18_batch_4() -> None:
     wl = load_workload("resnet18", batch=4)
     assert wl.input_shapes == [(4, 3, 224, 224)]

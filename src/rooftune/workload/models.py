@@ -329,6 +329,11 @@ def _load(
                 raise WorkloadError(f"model {model!r}: no option {unknown.group(1)!r}; allowed "
                                     f"{_zoo_options(model) or 'none'}") from exc
             raise WorkloadError(f"model {model!r}: bad option: {type(exc).__name__}: {one_line(exc, 200)}") from exc
+        if type(module).__name__ in _DROPS_UNKNOWN_OPTIONS:  # its class takes **kwargs and drops what it does not know
+            allowed = _zoo_option_names(model, module) + list(_DROPS_UNKNOWN_OPTIONS[type(module).__name__])
+            dropped = [k for k in options if k not in allowed]
+            if dropped:
+                raise WorkloadError(f"model {model!r}: no option {dropped[0]!r}; allowed {', '.join(allowed)}")
         shape = with_batch(_zoo_shape(model, zoo[model]), batch or 1)
         wl = Workload(model, f"torchvision {zoo[model]}", module.eval(), _reshape_inputs(_random_inputs([shape]), inputs, batch), options)
     if check:
@@ -336,23 +341,39 @@ def _load(
     return wl
 
 
-def _zoo_options(model: str) -> str:
-    """The options a torchvision model takes (``-o KEY=VALUE``): its class's keyword parameters
-    that have defaults (those without, such as ResNet's block and layers, its builder sets)."""
+#: torchvision classes whose constructor takes ``**kwargs`` and drops the keywords it does not
+#: know (an option mistyped for them would build the default model without a word), with the
+#: options their builders take out of those keywords first (``_mobilenet_v3_conf``'s).
+_DROPS_UNKNOWN_OPTIONS: dict[str, tuple[str, ...]] = {
+    "MobileNetV3": ("width_mult", "reduced_tail", "dilated"),
+    "ConvNeXt": (),
+}
+
+
+def _zoo_option_names(model: str, module: nn.Module | None = None) -> list[str]:
+    """The options a torchvision model takes (``-o KEY=VALUE``): its builder's and its class's
+    keyword parameters that have defaults (those without, such as ResNet's block and layers, its
+    builder sets). ``module``: the model built with no option (built here when not given)."""
     import inspect
 
     import torchvision.models as tvm
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        module = tvm.get_model(model, weights=None, **{**_FAMILY_KWARGS.get(zoo_names()[model], {}),
-                                                       **_ZOO_KWARGS.get(model, {})})
-    # the builder's own keywords (mobilenet_v3's width_mult, dilated), then the class's
+    if module is None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            module = tvm.get_model(model, weights=None, **{**_FAMILY_KWARGS.get(zoo_names()[model], {}),
+                                                           **_ZOO_KWARGS.get(model, {})})
     params = [*inspect.signature(tvm.get_model_builder(model)).parameters.values(),
               *inspect.signature(type(module).__init__).parameters.values()]
     names = [p.name for p in params if p.default is not inspect.Parameter.empty
              and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name not in ("weights", "progress")]
-    return ", ".join(dict.fromkeys(names))
+    return list(dict.fromkeys(names))
+
+
+def _zoo_options(model: str) -> str:
+    names = _zoo_option_names(model)
+    extra = next((v for k, v in _DROPS_UNKNOWN_OPTIONS.items() if k.lower() in model.replace("_", "").lower()), ())
+    return ", ".join(dict.fromkeys([*names, *extra]))
 
 
 def eval_mode(module: torch.nn.Module) -> torch.nn.Module:
