@@ -6,6 +6,8 @@ one-line message. Every message names the offending value, says what is allowed 
 
 from __future__ import annotations
 
+import numbers
+
 
 class RooftuneError(Exception):
     """Base of every error rooftune raises on purpose."""
@@ -51,6 +53,16 @@ def one_line(error: BaseException | str, limit: int = 300) -> str:
     return line if len(line) <= limit else line[:limit - 3] + "..."
 
 
+def is_int(value: object) -> bool:
+    """An integer, numpy's included, and not a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def is_real(value: object) -> bool:
+    """A real number, numpy's included, and not a bool (NaN and infinities are real numbers)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
 def as_names(value: object, name: str) -> tuple[str, ...] | None:
     """A list-of-names argument of the Python API as a tuple: a lone string is one name (not its
     characters, which would each be refused as an unknown name); None stays None (the default)."""
@@ -66,12 +78,9 @@ def as_names(value: object, name: str) -> tuple[str, ...] | None:
 def as_ints(value: object, name: str) -> tuple[int, ...] | None:
     """A list-of-integers argument (thread counts, batches): a lone integer is one; numpy's
     integers count as integers; None stays None."""
-    import numbers
-
     if value is None:
         return None
     items = [value] if isinstance(value, numbers.Integral) else value
-    if isinstance(items, (list, tuple, set, frozenset)) and all(
-            isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in items):
+    if isinstance(items, (list, tuple, set, frozenset)) and all(is_int(v) for v in items):
         return tuple(int(v) for v in items)  # type: ignore[call-overload]
     raise InvalidArgument(name, value, "allowed an integer or a list of integers")

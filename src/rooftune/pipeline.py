@@ -141,12 +141,6 @@ def _check_out(out: str | Path) -> Path:
     return output_dir(out, "--out")
 
 
-def _is_tensor(value: Any) -> bool:
-    import torch
-
-    return isinstance(value, torch.Tensor)
-
-
 def _export(module: Any, example_inputs: Sequence[Any] | None, out: Path,
             example_kwargs: dict[str, Any] | None = None) -> str:
     """A module object becomes a .pt2 file in the output folder, so trial subprocesses can load it
@@ -156,8 +150,6 @@ def _export(module: Any, example_inputs: Sequence[Any] | None, out: Path,
 
     if not isinstance(module, torch.nn.Module):
         raise InvalidArgument("model", type(module).__name__, "allowed a model name (as rooftune analyze takes it) or an nn.Module")
-    if _is_tensor(example_inputs):
-        example_inputs = (example_inputs,)
     if not example_inputs and not example_kwargs:
         raise InvalidArgument("example_inputs", None, "an nn.Module needs its example inputs (a tuple of tensors)")
     if example_kwargs is not None and (not isinstance(example_kwargs, dict) or not all(isinstance(k, str) for k in example_kwargs)):
@@ -224,7 +216,9 @@ def optimize(
         raise InvalidArgument("budget", budget_s, f"allowed a number of seconds >= {MIN_BUDGET_S:g}")
     if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
         raise InvalidArgument("batch", batch, "allowed an integer >= 1")
-    if _is_tensor(example_inputs):  # one input given as itself, not in a tuple
+    import torch
+
+    if isinstance(example_inputs, torch.Tensor):  # one input given as itself, not in a tuple
         example_inputs = (example_inputs,)
     steps = as_names(steps, "steps") or ()
     for s in steps:
@@ -302,8 +296,6 @@ def optimize(
         return budget_s - (time.perf_counter() - started)
 
     try:
-        import torch
-
         from rooftune.platform import current_platform
 
         result.platform = current_platform()

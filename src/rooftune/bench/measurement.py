@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from typing import Any
@@ -37,11 +36,11 @@ class Policy:
         """Refuses a policy the timer could not follow (``number=0`` divided by zero, a negative one
         gave negative times): seconds are real numbers >= 0 (the budget may be infinite), counts
         integers >= 1, and max_samples at least min_samples."""
-        from rooftune.errors import InvalidArgument
+        from rooftune.errors import InvalidArgument, is_int, is_real
 
         for name in ("min_sample_time_s", "warmup_s", "target_rel_ci", "budget_s"):
             v = getattr(self, name)
-            if (isinstance(v, bool) or not isinstance(v, numbers.Real) or math.isnan(v) or v < 0
+            if (not is_real(v) or math.isnan(v) or v < 0
                     or (math.isinf(v) and name != "budget_s")):
                 allowed = "a number >= 0" + (" (inf: no limit)" if name == "budget_s" else ", finite")
                 raise InvalidArgument(f"policy {name}", v, f"allowed {allowed}")
@@ -51,7 +50,7 @@ class Policy:
             v = getattr(self, name)
             if v is None and name == "number":
                 continue
-            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
+            if not is_int(v) or v < 1:
                 raise InvalidArgument(f"policy {name}", v, "allowed an integer >= 1"
                                       + (", or None to calibrate it" if name == "number" else ""))
             object.__setattr__(self, name, int(v))

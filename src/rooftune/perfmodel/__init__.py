@@ -10,14 +10,13 @@ new platform, and a base model shipped with the package.
 from __future__ import annotations
 
 import functools
-import numbers
 from collections.abc import Mapping
 from importlib import resources
 from typing import Any
 
 import numpy as np
 
-from rooftune.errors import InvalidArgument, as_names
+from rooftune.errors import InvalidArgument, as_names, is_int
 from rooftune.perfmodel.classifiers import (
     BASELINES,
     CLASSIFIERS,
@@ -240,8 +239,7 @@ def transfer(base: Any, *, samples: int = 50, sampler: str = "cluster", method: 
         for b in bases if method == "ensemble" else bases[:1]:
             check_base(b, method)
     platform = current_platform()
-    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, numbers.Integral)
-                                or not 1 <= threads <= platform.usable_cores):
+    if threads is not None and (not is_int(threads) or not 1 <= threads <= platform.usable_cores):
         raise InvalidArgument("threads", threads, f"allowed 1..{platform.usable_cores} (the usable cores of this "
                               "machine), or None for all of them")
     threads = int(threads or platform.usable_cores)

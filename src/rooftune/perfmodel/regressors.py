@@ -35,7 +35,6 @@ Run 10), so it is the mlp's default target.
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -43,7 +42,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 
-from rooftune.errors import InvalidArgument
+from rooftune.errors import InvalidArgument, is_int
 from rooftune.perfmodel.features import DEFAULT_CACHES, FEATURES, SCHEMA_FEATURES, featurize
 from rooftune.primitives.spec import ConvSpec
 
@@ -244,15 +243,13 @@ class PerfModel(BaseEstimator):
             raise InvalidArgument("n_nets", self.n_nets, "allowed an integer >= 1 (the mlp's ensemble size)")
         for name in ("hidden", "epochs"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
+            if not is_int(v) or v < 1:
                 raise InvalidArgument(name, v, "allowed an integer >= 1")
-        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, numbers.Integral)
-                                    or threads < 1):
+        if threads is not None and (not is_int(threads) or threads < 1):
             raise InvalidArgument("threads", threads, "allowed an integer >= 1 (the threads the times were "
                                   "measured at), or None for more than one")
         if caches is not None and not (isinstance(caches, Mapping) and all(
-                isinstance(caches.get(k), numbers.Integral) and not isinstance(caches.get(k), bool)
-                and caches[k] > 0 for k in DEFAULT_CACHES)):
+                is_int(caches.get(k)) and caches[k] > 0 for k in DEFAULT_CACHES)):
             raise InvalidArgument("caches", caches, f"allowed a mapping of {', '.join(DEFAULT_CACHES)} to sizes in "
                                   "bytes (rooftune.perfmodel.features.cache_sizes(fingerprint))")
         self.caches_ = dict(caches or DEFAULT_CACHES)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import numbers
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -19,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from rooftune.errors import InvalidArgument, as_names
+from rooftune.errors import InvalidArgument, as_names, is_real
 from rooftune.primitives import get_primitive
 from rooftune.selection.graph import ConvGraph, conv_graph
 from rooftune.selection.pools import OPENMP, GroupCheck, check_group, solve_checking_groups
@@ -176,8 +175,7 @@ def select(model: str | torch.nn.Module, *, inputs: Sequence[Any] | None = None,
     precisions = as_names(precisions, "precisions") or ()
     if not precisions or any(p not in ("fp32", "int8") for p in precisions):
         raise InvalidArgument("precisions", precisions, "allowed fp32 and/or int8 (the primitives' precisions)")
-    if measure_s is not None and (isinstance(measure_s, bool) or not isinstance(measure_s, numbers.Real)
-                                  or not math.isfinite(measure_s) or measure_s <= 0):
+    if measure_s is not None and (not is_real(measure_s) or not math.isfinite(measure_s) or measure_s <= 0):
         raise InvalidArgument("measure_s", measure_s, "allowed a positive number of seconds, or None to measure nothing")
     if perfmodel is None:
         from rooftune.perfmodel.persist import load_model

@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import numbers
 import shutil
 import tempfile
 import time
@@ -33,7 +32,7 @@ import torch
 
 from rooftune.bench import Measurement, Policy, stats
 from rooftune.bench.canary import Steal, steal_warning
-from rooftune.errors import InvalidArgument, as_names
+from rooftune.errors import InvalidArgument, as_names, is_int, is_real
 from rooftune.runtimes.base import weights_of
 from rooftune.tuning.compare import (
     COMPARE_POLICY,
@@ -517,18 +516,18 @@ def tune(
     from rooftune.runtimes import chosen_runtimes, get_runtime
     from rooftune.store import Store
     from rooftune.workload import capture, load_workload
+    from rooftune.workload.models import check_shapes
 
     started = time.perf_counter()
     steal = Steal()
     step = progress or (lambda *_: None)
     if objective not in OBJECTIVES:
         raise InvalidArgument("objective", objective, f"allowed {', '.join(OBJECTIVES)}")
-    if isinstance(budget_s, bool) or not (isinstance(budget_s, numbers.Real) and math.isfinite(budget_s)
-                                          and budget_s > 0):
+    if not (is_real(budget_s) and math.isfinite(budget_s) and budget_s > 0):
         raise InvalidArgument("budget", budget_s, "allowed a positive number of seconds")
-    if isinstance(compare_pairs, bool) or not isinstance(compare_pairs, numbers.Integral) or compare_pairs < 1:
+    if not is_int(compare_pairs) or compare_pairs < 1:
         raise InvalidArgument("compare pairs", compare_pairs, "allowed an integer >= 1")
-    if trials is not None and (isinstance(trials, bool) or not isinstance(trials, numbers.Integral) or trials < 0):
+    if trials is not None and (not is_int(trials) or trials < 0):
         raise InvalidArgument("trials", trials, "allowed an integer >= 0")
     if guidelines_only and trials:
         raise InvalidArgument("trials", trials, "allowed only without guidelines-only (no search runs)")
@@ -549,14 +548,14 @@ def tune(
     calibration_size = check_precisions(precisions, calibration_size, platform)
     validate_spec = _validation_spec(validate)
     available, notes_by_rt = chosen_runtimes(runtimes)
-    if batch is not None and (isinstance(batch, bool) or not isinstance(batch, numbers.Integral) or batch < 1):
+    if batch is not None and (not is_int(batch) or batch < 1):
         raise InvalidArgument("batch", batch, "allowed an integer >= 1")
     trials = None if trials is None else int(trials)
     batch = None if batch is None else int(batch)
     compare_pairs = int(compare_pairs)
+    inputs = check_shapes(inputs)  # as Python integers: the trials' processes read them from JSON
     wl = load_workload(model, batch=batch, inputs=inputs, options=options)
-    workload = {"model": model, "inputs": [[int(d) for d in s] for s in inputs] if inputs else None,
-                "options": options or {}}
+    workload = {"model": model, "inputs": [list(s) for s in inputs] if inputs else None, "options": options or {}}
     notes = [f"{k}: {v}" for k, v in notes_by_rt.items()]
     if "openvino" in available:
         notes.append("openvino-latency keeps OpenVINO's defaults except the precision, pinned to the study's "

@@ -9,7 +9,6 @@ import contextlib
 import difflib
 import importlib
 import logging
-import numbers
 import os
 import re
 import sys
@@ -22,7 +21,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from rooftune.errors import InvalidArgument, WorkloadError, one_line
+from rooftune.errors import InvalidArgument, WorkloadError, is_int, one_line
 from rooftune.workload.builtin import BUILTINS
 from rooftune.workload.calls import CallStructure, flat_module, needs_structure, positional_names, take_apart
 from rooftune.workload.shapes import batched_like_first, check_elements, format_shape, with_batch
@@ -240,7 +239,7 @@ def _structured(spec: str, module: nn.Module, args: tuple[Any, ...], kwargs: dic
         raise WorkloadError(f"model {spec!r} is called with keywords or nested inputs, and {exc}") from None
 
 
-def _check_shapes(inputs: Any) -> list[tuple[int, ...]] | None:
+def check_shapes(inputs: Any) -> list[tuple[int, ...]] | None:
     """The user's input shapes as tuples: a list of shapes, each of integers >= 1."""
     if inputs is None:
         return None
@@ -250,7 +249,7 @@ def _check_shapes(inputs: Any) -> list[tuple[int, ...]] | None:
     out = []
     for shape in inputs:
         if (isinstance(shape, (str, bytes)) or not isinstance(shape, Sequence)  # () is a scalar's
-                or not all(isinstance(d, numbers.Integral) and not isinstance(d, bool) and int(d) >= 1 for d in shape)):
+                or not all(is_int(d) and int(d) >= 1 for d in shape)):
             raise InvalidArgument("input shape", shape, how)
         out.append(tuple(int(d) for d in shape))
     return out
@@ -274,7 +273,7 @@ def load_workload(
                               "module:callable or a .pt2 file; a module object with its inputs goes to "
                               "rooftune.optimize(module, example_inputs=(...))")
     _check_batch(batch)
-    inputs = _check_shapes(inputs)
+    inputs = check_shapes(inputs)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(WEIGHT_SEED)
         return _load(model, batch, inputs, dict(options or {}), check)
@@ -327,7 +326,7 @@ def _load(
             unknown = re.search(r"unexpected keyword argument '([^']+)'", str(exc))
             if isinstance(exc, TypeError) and unknown:
                 raise WorkloadError(f"model {model!r}: no option {unknown.group(1)!r}; allowed "
-                                    f"{_zoo_options(model) or 'none'}") from exc
+                                    f"{', '.join(_zoo_option_names(model)) or 'none'}") from exc
             raise WorkloadError(f"model {model!r}: bad option: {type(exc).__name__}: {one_line(exc, 200)}") from exc
         if type(module).__name__ in _DROPS_UNKNOWN_OPTIONS:  # its class takes **kwargs and drops what it does not know
             allowed = _zoo_option_names(model, module) + list(_DROPS_UNKNOWN_OPTIONS[type(module).__name__])
@@ -370,10 +369,6 @@ def _zoo_option_names(model: str, module: nn.Module | None = None) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _zoo_options(model: str) -> str:
-    names = _zoo_option_names(model)
-    extra = next((v for k, v in _DROPS_UNKNOWN_OPTIONS.items() if k.lower() in model.replace("_", "").lower()), ())
-    return ", ".join(dict.fromkeys([*names, *extra]))
 
 
 def eval_mode(module: torch.nn.Module) -> torch.nn.Module:
