@@ -83,6 +83,7 @@ def main() -> int:
             "guideline_comparison": r.guideline_vs_best,
             "guideline": r.guideline.config.describe(), "trials": len(r.trials),
             "failed": sum(1 for t in r.trials if not t.ok), "wall_s": wall,
+            "unsteady": r.unsteady(),  # comparisons whose pairs of processes disagreed by > 10 %
             "precision": r.best.config.precision,
             "guard": {k: r.best.verify.get(k) for k in ("cosine", "min_cosine", "top1", "inputs")},
             "reduced_trials": [{"config": t.config.describe(), "ok": t.ok, "latency_s": t.latency_s,
@@ -112,8 +113,9 @@ def main() -> int:
         lo, hi = row["guideline_ci"]
         print(f"  guideline {r.guideline.latency_s * 1e3:.2f} ms = {row['guideline_vs_best']:.2f} ({lo:.2f}-{hi:.2f})x "
               f"the best ({r.guideline.config.describe()})", flush=True)
-        if r.time_line():
-            print(f"  {r.time_line()}", flush=True)
+        for line in (r.time_line(), r.unsteady_line()):
+            if line:
+                print(f"  {line}", flush=True)
         for n in r.notes:  # what the budget cut short, a best the interleaved comparisons replaced, the best's Winograd layers
             if n.startswith(("no time left", "the budget left", "re-measured interleaved", "the baseline ", "conv=winograd")) \
                     or "refused on top-1 agreement alone" in n:

@@ -480,9 +480,9 @@ def _print_tune(r: Any) -> None:
         t.add_row(name, tr.describe(), _fmt_latency(tr.latency_s), _fmt_latency(tr.p90_s),
                   _fmt_latency(tr.p99_s), f"{tr.throughput:.1f}", interleaved_text(r.interleaved(name), r.objective), speed)
     out.print(t)
-    reversal = r.reversal_line()
-    if reversal:
-        out.print(reversal, highlight=False)
+    for line in (r.reversal_line(), r.unsteady_line()):
+        if line:
+            out.print(line, highlight=False)
     v = r.best.verify
     if r.best.config.precision != "fp32" and "cosine" in v:
         out.print(f"best runs {r.best.config.precision}: mean cosine {v['cosine']:.4f}, top-1 agreement {v['top1']:.1%}"

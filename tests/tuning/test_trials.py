@@ -512,6 +512,42 @@ def test_the_table_shows_the_interleaved_medians_and_says_when_they_reverse_the_
     assert agree.reversed_by_interleaving() == [] and agree.reversal_line() == ""
 
 
+def test_a_comparison_whose_pairs_of_processes_disagree_is_named_unsteady() -> None:
+    """The main job's vanilla comparison once read 1.48 and 1.79 in its two pairs of processes:
+    the result, the command's table line, the report and the JSON name it; pairs that agree
+    within 10 %, a lone pair and a comparison with none are not named."""
+    from types import SimpleNamespace
+
+    from rooftune.report.html import _e, _tuning
+    from rooftune.tuning.study import UNSTEADY_PAIR_SPREAD, TrialResult, TuneResult
+
+    def trial(name: str, latency: float) -> TrialResult:
+        return TrialResult(RunConfig(runtime="eager", name=name), True, latency_s=latency, p90_s=latency,
+                           p99_s=latency, throughput=1 / latency, verify={"ok": True})
+
+    best = trial("trial 3", 0.0135)
+    base = {n: trial(n, 0.03) for n in ("vanilla", "pytorch-launcher", "intel-recommended", "openvino-latency")}
+    speedup = {"vanilla": {"ratio": 1.62, "ci_low": 1.47, "ci_high": 2.01, "process_pair_ratios": [1.48, 1.79]},
+               "pytorch-launcher": {"ratio": 1.5, "ci_low": 1.45, "ci_high": 1.55, "process_pair_ratios": [1.45, 1.55]},
+               "intel-recommended": {"ratio": 1.5, "ci_low": 1.4, "ci_high": 1.6, "process_pair_ratios": [1.5]},
+               "openvino-latency": {"ratio": 1.0, "ci_low": 1.0, "ci_high": 1.0}}
+    guide = {"ratio": 1.1, "ci_low": 0.8, "ci_high": 1.3, "process_pair_ratios": [0.83, 1.21, 1.2]}
+    r = TuneResult("m", "latency", 1, best, trial("guideline", 0.014), (), base, speedup, (best,), (), 1.0,
+                   guideline_vs_best=guide)
+    assert UNSTEADY_PAIR_SPREAD == pytest.approx(1.10)
+    # 1.55 / 1.45 = 1.069 agrees; 1.79 / 1.48 = 1.21 and 1.21 / 0.83 do not
+    assert r.unsteady() == {"guideline": [0.83, 1.21, 1.2], "vanilla": [1.48, 1.79]}
+    line = r.unsteady_line()
+    assert line.startswith("unsteady comparisons, each pair of processes' own ratio (guideline: 0.83, 1.21, 1.20; "
+                           "vanilla: 1.48, 1.79)") and "more than 10%" in line
+    assert r.to_dict()["unsteady"] == {"guideline": [0.83, 1.21, 1.2], "vanilla": [1.48, 1.79]}
+    assert f"<p class=warn>{_e(line)}</p>" in _tuning(SimpleNamespace(tune=r), {})
+    steady = TuneResult("m", "latency", 1, best, trial("guideline", 0.014), (), base,
+                        {k: v for k, v in speedup.items() if k != "vanilla"}, (best,), (), 1.0)
+    assert steady.unsteady() == {} and steady.unsteady_line() == "" and steady.to_dict()["unsteady"] == {}
+    assert "unsteady" not in _tuning(SimpleNamespace(tune=steady), {})
+
+
 def test_the_guideline_is_measured_interleaved_against_the_best(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The guideline's distance from the best is an interleaved comparison, not the ratio of two
     trial medians taken at different times; a guideline faster with its whole CI becomes the best."""

@@ -169,6 +169,7 @@ def _tuning(r: OptimizeResult, figs: dict[str, Path]) -> str:
         + _table(["name", "configuration", "p50", "p90", "p99", "samples/s", "interleaved: it / best",
                   "best is (95 % CI)"], rows, {2, 3, 4, 5, 6, 7})
         + (f"<p class=dim>{_e(reversal)}</p>" if reversal else "")
+        + (f"<p class=warn>{_e(t.unsteady_line())}</p>" if t.unsteady_line() else "")
         + (f"<p>The instant guideline configuration is {gap:.2f}x the best's time{how}: "
            + _e("; ".join(t.guideline_reasons)) + "</p>" if gap == gap else "")
         + _figure(figs.get("trials"), "Every trial of the search, in order")

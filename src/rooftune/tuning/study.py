@@ -58,6 +58,12 @@ from rooftune.tuning.guidelines import (
 from rooftune.tuning.trial import PREPARE_TIMEOUT_S, Group, TrialFailed
 
 OBJECTIVES = ("latency", "throughput")
+#: A final comparison whose pairs of processes' own ratios differ by more than this factor is
+#: named as unsteady in the result. The harness stops a comparison at a +-2 % interval, and
+#: two processes of the same configuration differ by a few percent for their whole lives on a
+#: quiet host; ncnn's googlenet ran 1.7x slower in some stretches of the Zen 4 VM (BENCHMARKS.md,
+#: "ncnn's slow stretches"), and the main job's vanilla comparison once read 1.48 and 1.79.
+UNSTEADY_PAIR_SPREAD = 1.10
 #: Default budget of a whole study (the issue's suite allows 5 minutes per model).
 DEFAULT_BUDGET_S = 240.0
 #: Timing of one trial: latency samples are single inferences, so p90/p99 are per inference.
@@ -229,6 +235,32 @@ class TuneResult:
                 f"process can run some percent faster or slower than the next for its whole life: the "
                 f"interleaved figures (fresh pairs of processes, timed in turn) are the ones reported.")
 
+    def unsteady(self) -> dict[str, list[float]]:
+        """The guideline and baselines whose interleaved comparison with the best came out
+        differently in its pairs of processes: each pair's own ratio, where the largest is more
+        than :data:`UNSTEADY_PAIR_SPREAD` times the smallest. The reported ratio pools every pair
+        and its interval resamples them; where the pairs disagree this much, the host's speed (or
+        a process's lot in it) changed during the comparison, and a re-measurement may land
+        anywhere in that interval."""
+        out: dict[str, list[float]] = {}
+        for name in ("guideline", *self.baselines):
+            c = self._comparison(name) or {}
+            ratios = [float(x) for x in c.get("process_pair_ratios") or () if math.isfinite(x) and x > 0]
+            if len(ratios) >= 2 and max(ratios) > UNSTEADY_PAIR_SPREAD * min(ratios):
+                out[name] = ratios
+        return out
+
+    def unsteady_line(self) -> str:
+        """One line for the table's reader where :meth:`unsteady` names any comparison (empty
+        otherwise)."""
+        found = self.unsteady()
+        if not found:
+            return ""
+        each = "; ".join(f"{name}: {', '.join(f'{x:.2f}' for x in ratios)}" for name, ratios in found.items())
+        return (f"unsteady comparisons, each pair of processes' own ratio ({each}): the pairs disagree by more "
+                f"than {UNSTEADY_PAIR_SPREAD - 1:.0%}, so the host's speed changed while they ran; the figure "
+                f"reported pools them, and a re-measurement may land anywhere in its interval.")
+
     def _gap_dict(self) -> dict[str, Any]:
         ratio, lo, hi, interleaved = self.guideline_gap()
         if not math.isfinite(ratio):
@@ -250,6 +282,7 @@ class TuneResult:
                        "failures": [{"config": t.config.describe(), "error": t.error} for t in failed],
                        "all": [t.to_dict() for t in self.trials]},
             "notes": list(self.notes), "duration_s": self.duration_s, "phase_s": self.phase_s,
+            "unsteady": self.unsteady(),
         }
 
 
