@@ -109,6 +109,9 @@ def test_select_and_transfer_refuse_what_they_cannot_use(tmp_path: Path) -> None
         (lambda: select("squeezenet1_0", measure_s=-1, db=db), "invalid measure_s -1"),
         (lambda: transfer(load_base_model(), threads=0, db=db), "invalid threads 0: allowed 1.."),
         (lambda: transfer(load_base_model(), threads=2.0, db=db), "invalid threads 2.0"),
+        (lambda: select("squeezenet1_0", threads=0, measure_s=None, db=db), "invalid threads 0: allowed 1.."),
+        (lambda: select("squeezenet1_0", threads=True, measure_s=None, db=db), "invalid threads True"),
+        (lambda: select("squeezenet1_0", threads=[1], measure_s=None, db=db), "invalid threads [1]"),
     ):
         with pytest.raises(InvalidArgument, match=None) as exc:
             call()

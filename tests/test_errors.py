@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from rooftune.errors import one_line
+import numpy as np
+import pytest
+
+from rooftune.errors import InvalidArgument, one_line, thread_counts
 
 OPENVINO = """Check 'false' failed at src/frontends/common_translators/src/unconverted_ops_report.cpp:151:
 FrontEnd API failed with OpConversionFailure:
@@ -23,3 +26,17 @@ def test_other_messages_keep_their_first_line() -> None:
     assert one_line("\n\n  one line  \n") == "one line"
     assert one_line(KeyError()) == "" and one_line("") == ""
     assert len(one_line("x" * 500)) == 300
+
+
+def test_thread_counts_take_numpy_integers_keep_their_order_and_refuse_bools_and_counts_out_of_range() -> None:
+    """The one check of thread counts (the ceilings, the analysis and select use it)."""
+    assert thread_counts(None, 4) == () and thread_counts([], 4) == ()
+    assert thread_counts(np.int64(2), 4) == (2,) and type(thread_counts(np.int64(2), 4)[0]) is int
+    assert thread_counts([3, 1, 3], 4) == (3, 1)
+    with pytest.raises(InvalidArgument, match=r"invalid thread count 5: allowed 1\.\.4 \(the usable cores"):
+        thread_counts([1, 5], 4)
+    with pytest.raises(InvalidArgument, match=r"invalid threads 0: allowed 1\.\.4"):
+        thread_counts(0, 4, each="threads")
+    for bad in (True, 1.0, "2", [1, False]):
+        with pytest.raises(InvalidArgument, match="allowed an integer or a list of integers"):
+            thread_counts(bad, 4)

@@ -84,3 +84,16 @@ def as_ints(value: object, name: str) -> tuple[int, ...] | None:
     if isinstance(items, (list, tuple, set, frozenset)) and all(is_int(v) for v in items):
         return tuple(int(v) for v in items)  # type: ignore[call-overload]
     raise InvalidArgument(name, value, "allowed an integer or a list of integers")
+
+
+def thread_counts(value: object, usable: int, name: str = "threads",
+                  each: str = "thread count") -> tuple[int, ...]:
+    """Thread counts given to the Python API or a command: an integer or a list of them (numpy's
+    too, not a bool; else refused as ``name``), each in 1..``usable`` (else refused as ``each``),
+    as a tuple in the order given without repeats; empty where none were given (None, or an
+    empty list: the caller's default)."""
+    counts = as_ints(value, name) or ()
+    for t in counts:
+        if not 1 <= t <= usable:
+            raise InvalidArgument(each, t, f"allowed 1..{usable} (the usable cores of this machine)")
+    return tuple(dict.fromkeys(counts))

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rooftune.errors import InvalidArgument, RooftuneError, as_names
+from rooftune.errors import InvalidArgument, RooftuneError, as_names, is_int, is_real
 from rooftune.units import ci_text
 
 #: The embedded default: what ``rooftune optimize`` runs with no model.
@@ -211,11 +211,12 @@ def optimize(
     say = progress or (lambda *_: None)
     if objective not in OBJECTIVES:
         raise InvalidArgument("objective", objective, f"allowed {', '.join(OBJECTIVES)}")
-    if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)) or not math.isfinite(budget_s) \
-            or budget_s < MIN_BUDGET_S:
+    if not is_real(budget_s) or not math.isfinite(budget_s) or budget_s < MIN_BUDGET_S:
         raise InvalidArgument("budget", budget_s, f"allowed a number of seconds >= {MIN_BUDGET_S:g}")
-    if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
+    if batch is not None and (not is_int(batch) or batch < 1):
         raise InvalidArgument("batch", batch, "allowed an integer >= 1")
+    batch = None if batch is None else int(batch)
+    budget_s = float(budget_s)
     import torch
 
     if isinstance(example_inputs, torch.Tensor):  # one input given as itself, not in a tuple

@@ -34,7 +34,7 @@ from rooftune.analysis.findings import lower_precisions, opportunity_groups, rea
 from rooftune.analysis.placement import Roofs, place
 from rooftune.bench import Policy, measure_parts, stats
 from rooftune.costs import cost_of
-from rooftune.errors import InvalidArgument, as_ints
+from rooftune.errors import InvalidArgument, thread_counts
 from rooftune.units import threads_of
 
 if TYPE_CHECKING:
@@ -283,15 +283,6 @@ def _dtype_of(op: Any) -> str:
     return ts[0].dtype if ts else "float32"
 
 
-def check_threads(threads: Sequence[int] | None, usable: int) -> tuple[int, ...]:
-    if not threads:
-        return (usable,)
-    for t in threads:
-        if isinstance(t, bool) or not isinstance(t, int) or not 1 <= t <= usable:
-            raise InvalidArgument("thread count", t, f"allowed 1..{usable} (the usable cores of this machine)")
-    return tuple(dict.fromkeys(threads))
-
-
 def check_budget(budget_s: float) -> float:
     if not isinstance(budget_s, (int, float)) or not math.isfinite(budget_s) or budget_s <= 0:
         raise InvalidArgument("budget", budget_s, "allowed a positive number of seconds")
@@ -463,7 +454,7 @@ def analyze(
     # cpu ceilings are never GpuCeilings here (refused above): the isinstance only narrows the type
     host = (current_platform() if kind == "cuda" or ceilings is None or isinstance(ceilings, GpuCeilings)
             else ceilings.platform)
-    thread_list = check_threads(as_ints(threads, "threads"), host.usable_cores)
+    thread_list = thread_counts(threads, host.usable_cores) or (host.usable_cores,)
     batches: list[int | None] = [batch] if batch is None or isinstance(batch, int) else list(batch) or [None]
     loaded: dict[int | None, Any]
     if isinstance(model, Workload):

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from rooftune.errors import InvalidArgument, as_ints, as_names
+from rooftune.errors import InvalidArgument, as_names, thread_counts
 from rooftune.machine.plateaus import (
     DRAM_MIN_FACTOR,
     LEVELS,
@@ -166,15 +166,9 @@ def default_threads(usable: int) -> tuple[int, ...]:
 
 
 def validate_threads(threads: Sequence[int] | None, usable: int) -> tuple[int, ...]:
-    """Thread counts to measure: default :func:`default_threads`; each must lie in 1..usable."""
-    if threads is None or len(threads) == 0:
-        return default_threads(usable)
-    for t in threads:
-        if not isinstance(t, int) or t < 1 or t > usable:
-            raise InvalidArgument(
-                "thread count", t, f"allowed 1..{usable} (the usable cores of this machine)"
-            )
-    return tuple(sorted(set(threads)))
+    """Thread counts to measure, in increasing order: default :func:`default_threads`; each must
+    lie in 1..usable (:func:`rooftune.errors.thread_counts`)."""
+    return tuple(sorted(thread_counts(threads, usable))) or default_threads(usable)
 
 
 def validate_precisions(precisions: Sequence[str] | None) -> tuple[str, ...]:
@@ -588,7 +582,7 @@ def get_ceilings(
     from rooftune.store import Store
 
     platform = platform or current_platform()
-    th = validate_threads(as_ints(threads, "threads"), platform.usable_cores)
+    th = validate_threads(threads, platform.usable_cores)
     prec = validate_precisions(as_names(precisions, "precisions"))
     own_store = store is None
     store = store if store is not None else Store(db)

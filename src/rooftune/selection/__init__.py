@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from rooftune.errors import InvalidArgument, as_names, is_real
+from rooftune.errors import InvalidArgument, as_names, is_int, is_real, thread_counts
 from rooftune.primitives import get_primitive
 from rooftune.selection.graph import ConvGraph, conv_graph
 from rooftune.selection.pools import OPENMP, GroupCheck, check_group, solve_checking_groups
@@ -169,9 +169,12 @@ def select(model: str | torch.nn.Module, *, inputs: Sequence[Any] | None = None,
     if strategy not in ("layout-aware", "per-layer"):
         raise InvalidArgument("strategy", strategy, "allowed layout-aware, per-layer")
     platform = current_platform()
-    threads = platform.usable_cores if threads is None else threads
-    if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= platform.usable_cores:
-        raise InvalidArgument("threads", threads, f"allowed 1..{platform.usable_cores}")
+    if threads is None:
+        threads = platform.usable_cores
+    elif not is_int(threads):  # one count: a list is refused here, not taken as its first
+        raise InvalidArgument("threads", threads, f"allowed an integer in 1..{platform.usable_cores}")
+    else:
+        threads = thread_counts(threads, platform.usable_cores, each="threads")[0]
     precisions = as_names(precisions, "precisions") or ()
     if not precisions or any(p not in ("fp32", "int8") for p in precisions):
         raise InvalidArgument("precisions", precisions, "allowed fp32 and/or int8 (the primitives' precisions)")
