@@ -96,7 +96,11 @@ class OptimizeResult:
             return "no tuned configuration was measured against vanilla PyTorch"
         what = "latency" if self.objective == "latency" else "throughput"
         ci = ci_text(sp.get("ci_low", math.nan), sp.get("ci_high", math.nan), label="95 % CI ")
-        return f"{sp['ratio']:.2f}x faster than vanilla PyTorch ({what}, {ci}) with {self.tune.best.describe()}"
+        line = f"{sp['ratio']:.2f}x faster than vanilla PyTorch ({what}, {ci}) with {self.tune.best.describe()}"
+        pairs = self.tune.unsteady().get("vanilla")
+        if pairs:  # the host's speed changed during the comparison: say so where the claim is made
+            line += f"; unsteady: its pairs of processes read {', '.join(f'{x:.2f}x' for x in pairs)}"
+        return line
 
     def usage(self) -> list[str]:
         """How to run what this run wrote in one's own program: the tuned configuration

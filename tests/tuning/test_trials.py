@@ -542,6 +542,11 @@ def test_a_comparison_whose_pairs_of_processes_disagree_is_named_unsteady() -> N
                            "vanilla: 1.48, 1.79)") and "more than 10%" in line
     assert r.to_dict()["unsteady"] == {"guideline": [0.83, 1.21, 1.2], "vanilla": [1.48, 1.79]}
     assert f"<p class=warn>{_e(line)}</p>" in _tuning(SimpleNamespace(tune=r), {})
+    # the main job's headline, which makes the claim over vanilla, says so too
+    from rooftune.pipeline import OptimizeResult
+
+    run = OptimizeResult(model="m", batch=1, objective="latency", budget_s=60.0, out=Path("out"), steps={}, tune=r)
+    assert run.headline().endswith("; unsteady: its pairs of processes read 1.48x, 1.79x")
     steady = TuneResult("m", "latency", 1, best, trial("guideline", 0.014), (), base,
                         {k: v for k, v in speedup.items() if k != "vanilla"}, (best,), (), 1.0)
     assert steady.unsteady() == {} and steady.unsteady_line() == "" and steady.to_dict()["unsteady"] == {}
