@@ -161,6 +161,7 @@ def _tuning(r: OptimizeResult, figs: dict[str, Path]) -> str:
     fails = _table(["configuration", "why it failed"], [[x.config.describe(), x.error[:200]] for x in failed[:15]])
     gap, lo, hi, interleaved = t.guideline_gap()
     reversal = t.reversal_line()
+    unsteady = t.unsteady_line()
     how = f" (95 % CI {lo:.2f}-{hi:.2f}, measured interleaved against it)" if interleaved else " (trial medians)"
     return (
         f"<p>{len(t.trials)} configurations in {t.duration_s:.0f} s ({len(failed)} failed, {t.resumed} from the store); "
@@ -169,7 +170,7 @@ def _tuning(r: OptimizeResult, figs: dict[str, Path]) -> str:
         + _table(["name", "configuration", "p50", "p90", "p99", "samples/s", "interleaved: it / best",
                   "best is (95 % CI)"], rows, {2, 3, 4, 5, 6, 7})
         + (f"<p class=dim>{_e(reversal)}</p>" if reversal else "")
-        + (f"<p class=warn>{_e(t.unsteady_line())}</p>" if t.unsteady_line() else "")
+        + (f"<p class=warn>{_e(unsteady)}</p>" if unsteady else "")
         + (f"<p>The instant guideline configuration is {gap:.2f}x the best's time{how}: "
            + _e("; ".join(t.guideline_reasons)) + "</p>" if gap == gap else "")
         + _figure(figs.get("trials"), "Every trial of the search, in order")

@@ -59,10 +59,10 @@ from rooftune.tuning.trial import PREPARE_TIMEOUT_S, Group, TrialFailed
 
 OBJECTIVES = ("latency", "throughput")
 #: A final comparison whose pairs of processes' own ratios differ by more than this factor is
-#: named as unsteady in the result. The harness stops a comparison at a +-2 % interval, and
-#: two processes of the same configuration differ by a few percent for their whole lives on a
-#: quiet host; ncnn's googlenet ran 1.7x slower in some stretches of the Zen 4 VM (BENCHMARKS.md,
-#: "ncnn's slow stretches"), and the main job's vanilla comparison once read 1.48 and 1.79.
+#: named as unsteady in the result. A chosen line, set in the gap of a measured spread: of the
+#: 33 comparisons over two pairs in tuning run 38 (Zen 5 VM, BENCHMARKS.md), 27 had their pairs
+#: within 1.08x of each other (25 within 1.031x) and the other six 1.13-1.45x apart; the main
+#: job's vanilla comparison once read 1.48 and 1.79.
 UNSTEADY_PAIR_SPREAD = 1.10
 #: Default budget of a whole study (the issue's suite allows 5 minutes per model).
 DEFAULT_BUDGET_S = 240.0
