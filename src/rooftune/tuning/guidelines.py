@@ -143,6 +143,10 @@ def guideline(platform: Platform, graph: OpGraph, available: dict[str, Any], *, 
     # and stretches (a whole process at once), 0.85x in the study's interleaved comparison;
     # squeezenet1_0 (54 %) 1.10x in one study, 0.84x in the next (BENCHMARKS.md). There the
     # guideline keeps ONNX Runtime and measures ncnn as a seed beside it. ncnn runs batch 1 only.
+    # The lead depends on the machine: on a 2-core Zen 5 VM ncnn ran vgg16 1.48x as fast as ONNX
+    # Runtime but googlenet 1.19x, resnet18 1.21x and resnet34 1.12x slower, steadily; neither
+    # the FLOP/byte balance nor anything else measured tells the two machines apart, so the rule
+    # stays and ONNX Runtime's guideline is measured as a seed beside ncnn's (runtime_seeds).
     share3d = conv3d_share(graph, costs)
     products = product_share(costs)
     wino = winograd_share(graph, costs)
@@ -163,7 +167,9 @@ def guideline(platform: Platform, graph: OpGraph, available: dict[str, Any], *, 
         runtime, options = "ncnn", {"conv": "winograd"}
         pools, intra = 1, cores  # one network, its threads over every core: ncnn has no inter-op pools
         why.append(f"ncnn with its Winograd kernels: {wino:.0%} of the FLOPs are in 3x3 stride-1 convolutions "
-                   "(it ran such networks 1.17-2.05x as fast as ONNX Runtime and OpenVINO at batch 1)")
+                   "(at batch 1 on a 2-core Zen 4 VM: vgg16 2.05x, googlenet 1.17x as fast as ONNX Runtime and "
+                   "OpenVINO; on a 2-core Zen 5 VM vgg16 1.48x, but googlenet and resnet18 1.2x slower: "
+                   "the graph runtime's guideline is measured beside it)")
     elif "onnxruntime" in available:
         runtime, options = "onnxruntime", {"execution_mode": "parallel" if pools > 1 else "sequential",
                                            "graph_optimization": "all", "spinning": True}
