@@ -126,7 +126,8 @@ def test_the_report_says_time_between_ops_only_where_the_ops_leave_some() -> Non
 
     gap = analysis(0.9, (0.88, 0.93), 2.5e-3)
     assert gap.between_ops_s == 2.5e-3
-    assert _between_ops(gap) == ("the op times add up to 90% of the end-to-end time (95 % CI 88%-93%): "
+    assert _between_ops(gap) == ("each run's op times add up to 90% of the end-to-end run timed beside it "
+                                 "(the median, 95 % CI 88%-93%): "
                                  "2.5 ms is not in any op (Python and framework between ops)")
     for ratio, ci, rest in ((1.002, (0.99, 1.01), -37.5e-6), (0.995, (0.98, 1.004), 1e-4), (1.01, (-math.inf, math.inf), -1e-5)):
         a = analysis(ratio, ci, rest)

@@ -347,16 +347,19 @@ def _print_analysis(a: Any, top: int) -> None:
     )
     out.print(
         f"end-to-end [bold]{_seconds(a.end_to_end_s)}[/bold] (IQR {_seconds(a.end_to_end_iqr_s)}, {a.runs} runs); "
-        f"sum of op times {_seconds(a.ops_sum_s)} per run = {a.accounting_ratio:.1%} of it "
-        f"(95% CI {a.accounting_ci[0]:.1%}-{a.accounting_ci[1]:.1%}); "
-        + (f"unattributed {_seconds(a.between_ops_s)}" if a.between_ops_s is not None else "no time between ops measurable")
+        f"sum of op times {_seconds(a.ops_sum_s)} per run (median); each run of the ops against the end-to-end run "
+        f"beside it: {a.accounting_ratio:.1%} of it (median, 95% CI {a.accounting_ci[0]:.1%}-{a.accounting_ci[1]:.1%}); "
+        + (f"unattributed {_seconds(a.between_ops_s)}" if a.between_ops_s is not None
+           else "its interval reaches 100%: no time between ops measurable")
     )
     out.print(
         f"roofline lower bound [bold]{_seconds(a.lower_bound_s)}[/bold]: efficiency {a.efficiency:.1%}; "
         f"{_rate(a.flops, 'FLOP')}, {fmt_size(a.bytes)} compulsory, {_rate(a.flops / a.end_to_end_s, 'FLOP/s')} attained"
     )
-    out.print("time by bound: " + ", ".join(f"{k} {v:.0%}" for k, v in a.by_bound().items()))
-    out.print("time by kind:  " + ", ".join(f"{k['kind']} {k['share']:.0%}" for k in a.by_kind() if k["share"] >= 0.005))
+    out.print("time by bound (each op's median time, share of end-to-end): "
+              + ", ".join(f"{k} {v:.0%}" for k, v in a.by_bound().items()))
+    out.print("time by kind (the same):  "
+              + ", ".join(f"{k['kind']} {k['share']:.0%}" for k in a.by_kind() if k["share"] >= 0.005))
     t = Table(title=f"Top {top} ops by time", title_justify="left")
     for col, just in (("op", "left"), ("kind", "left"), ("time", "right"), ("share", "right"),
                       ("GFLOP/s", "right"), ("bound", "left"), ("roof", "right"), ("headroom", "right")):
@@ -472,8 +475,7 @@ def _print_tune(r: Any) -> None:
         t.add_column(col, justify="left" if col in ("name", "configuration") else "right")
     rows = [("best", r.best), ("guideline", r.guideline), *r.baselines.items()]
     for name, tr in rows:
-        sp = r.speedup.get(name)
-        speed = speedup_text(sp)
+        speed = speedup_text(r.comparison(name))
         if not tr.ok:
             t.add_row(name, tr.config.describe(), "failed", "", "", "", "", tr.error[:60])
             continue
@@ -487,11 +489,9 @@ def _print_tune(r: Any) -> None:
     if r.best.config.precision != "fp32" and "cosine" in v:
         out.print(f"best runs {r.best.config.precision}: mean cosine {v['cosine']:.4f}, top-1 agreement {v['top1']:.1%}"
                   f" over {v.get('inputs', 1)} input(s) ({v.get('rule', '')})", highlight=False)
-    gap, lo, hi, interleaved = r.guideline_gap()
-    if gap == gap:
-        how = f" (95% CI {lo:.2f}-{hi:.2f}, interleaved)" if interleaved else " (trial medians)"
-        out.print(f"guideline: {gap:.2f}x the best's {'latency' if r.objective == 'latency' else 'time per sample'}{how}; "
-                  + "; ".join(r.guideline_reasons), highlight=False)
+    standing = r.guideline_text()
+    if standing:
+        out.print(f"guideline: {standing}; " + "; ".join(r.guideline_reasons), highlight=False)
     if r.time_line():
         out.print(r.time_line(), highlight=False)
     for n in r.notes:
@@ -1016,8 +1016,10 @@ def optimize(
     if json_out:
         sys.stdout.write(json.dumps(r.to_dict(), indent=2, default=str) + "\n")
     else:
-        t = Table(title=f"rooftune optimize {r.model} ({r.batch_text()}, {r.objective}) in {r.duration_s:.0f} s",
-                  title_justify="left")
+        # the title as a line of its own: a table's title wraps at the table's (narrow) width
+        out.print(f"rooftune optimize {r.model} ({r.batch_text()}, {r.objective}) in {r.duration_s:.0f} s",
+                  highlight=False)
+        t = Table()
         for col in ("step", "status", "seconds", "message"):
             t.add_column(col, justify="right" if col == "seconds" else "left")
         for s in r.steps.values():

@@ -406,6 +406,7 @@ def _write_outputs(result: OptimizeResult) -> None:
     except Exception as exc:  # the summary is still written
         st.status, st.message = "failed", f"{type(exc).__name__}: {exc}"
     st.seconds = time.perf_counter() - t0
+    result.duration_s += st.seconds  # the summary and the command's table count the report's time too
     result.files["summary"] = "summary.json"
     tmp = result.out / "summary.json.tmp"
     tmp.write_text(json.dumps(result.to_dict(), indent=2, default=str))

@@ -50,9 +50,12 @@ def ci_text(lo: float, hi: float, digits: int = 2, label: str = "") -> str:
 
 
 def speedup_text(sp: dict[str, Any] | None) -> str:
-    """A tuning speedup as '1.23x (1.20-1.26)'; '-' where none was measured."""
+    """A tuning speedup as '1.23x (1.20-1.26)'; '-' where none was measured; 'the best itself'
+    for a baseline that is the best (nothing compared: no pairs)."""
     if not sp or not math.isfinite(sp.get("ratio", math.nan)):
         return "-"
+    if sp.get("pairs") == 0:
+        return "the best itself"
     return f"{sp['ratio']:.2f}x ({ci_text(sp.get('ci_low', math.nan), sp.get('ci_high', math.nan))})"
 
 

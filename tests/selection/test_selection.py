@@ -384,7 +384,7 @@ def test_a_measured_faster_candidate_becomes_the_selection(tmp_path: Path, monke
     assert p["speedup"] == pytest.approx(1 / 0.9) and p["ci"] == pytest.approx([1 / 0.92, 1 / 0.88])
     assert r.others["predicted"]["strategy"] == "layout-aware" and "best-uniform" not in r.others
     assert calls == ["vanilla", "best-uniform", "vanilla"]  # the new selection measured against vanilla
-    assert any("returned and saved" in n for n in r.notes)
+    assert any("it is the selection returned (and the one --save writes)" in n for n in r.notes)
     own = select("resnet18", model_path=str(model_file), db=str(tmp_path / "r.db"), measure_s=1.0, promote=False)
     assert own.selection.strategy == "layout-aware" and "best-uniform" in own.comparisons
     with torch.no_grad():

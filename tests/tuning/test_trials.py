@@ -16,6 +16,7 @@ from rooftune.runtimes import output_tensors
 from rooftune.store import Store
 from rooftune.tuning import RunConfig, TrialFailed, Worker, tune
 from rooftune.workload import load_workload
+from rooftune.units import speedup_text
 
 CNN = "tests.analysis.tiny_models:small_cnn"
 FAST = Policy(number=1, warmup_s=0.05, budget_s=0.3, min_samples=6, max_samples=60)
@@ -103,6 +104,9 @@ def test_a_study_stores_every_trial_and_resumes(tmp_path: Path, monkeypatch: pyt
     assert all(best <= t.score("latency") for t in r.trials) or any("is the best" in n for n in r.notes)
     saved = json.loads((tmp_path / "out" / "best.json").read_text())
     assert saved["config"]["runtime"] == r.best.config.runtime
+    # no path in the result points into the study's removed folder: the best's is its saved copy
+    assert r.best.artifact == saved.get("artifact")
+    assert all(t.artifact is None or Path(t.artifact).exists() for t in (*r.trials, r.guideline, *r.baselines.values()))
     # each trial's start was measured and stored, and the final comparisons' reserve built on it
     assert all(math.isfinite(t.start_s) and t.start_s > 0 for t in r.trials)
     assert r.phase_s["pair_start"] > 0 and "to start a pair" in r.time_line()
@@ -551,6 +555,46 @@ def test_a_comparison_whose_pairs_of_processes_disagree_is_named_unsteady() -> N
                         {k: v for k, v in speedup.items() if k != "vanilla"}, (best,), (), 1.0)
     assert steady.unsteady() == {} and steady.unsteady_line() == "" and steady.to_dict()["unsteady"] == {}
     assert "unsteady" not in _tuning(SimpleNamespace(tune=steady), {})
+
+
+def test_the_guideline_and_a_baseline_that_is_the_best_are_said_so() -> None:
+    """A user saw 'guideline: 0.99x the best's latency' under a best that stayed the best (the
+    guideline's CI held 1), and a baseline that is the best read '1.00x (1.00-1.00)' as if
+    measured: the first is said to be as fast as the best within its CI, the second 'the best
+    itself', in the table, the report and the guideline's own cell."""
+    from types import SimpleNamespace
+
+    from rooftune.report.html import _e, _tuning
+    from rooftune.tuning.compare import itself
+    from rooftune.tuning.study import TrialResult, TuneResult
+
+    def trial(name: str, latency: float) -> TrialResult:
+        return TrialResult(RunConfig(runtime="onnxruntime", name=name), True, latency_s=latency, p90_s=latency,
+                           p99_s=latency, throughput=1 / latency, verify={"ok": True})
+
+    best = trial("onnxruntime-default", 0.0234)
+    base = {"onnxruntime-default": best, "vanilla": trial("vanilla", 0.06)}
+    speedup = {"onnxruntime-default": itself(),
+               "vanilla": {"ratio": 2.5, "ci_low": 2.4, "ci_high": 2.6, "pairs": 40}}
+
+    def result(vs_best: dict) -> TuneResult:
+        return TuneResult("m", "latency", 1, best, trial("guideline", 0.0232), (), base, speedup, (best,), (), 1.0,
+                          guideline_vs_best=vs_best)
+
+    close = result({"ratio": 0.97, "ci_low": 0.94, "ci_high": 1.03, "pairs": 24})
+    assert close.guideline_text() == ("0.97x the best's latency (95 % CI 0.94-1.03, interleaved), as fast as the best "
+                                      "within its CI (it takes the best's place only with its whole CI below 1)")
+    assert speedup_text(close.comparison("onnxruntime-default")) == "the best itself"
+    assert speedup_text(close.comparison("guideline")) == "0.97x (0.94-1.03)"
+    html = _tuning(SimpleNamespace(tune=close), {})
+    assert f"The instant guideline configuration is {_e(close.guideline_text() or '')}: " in html
+    assert "the best itself" in html
+    assert "1.00x (1.00-1.00)" not in html
+    slower = result({"ratio": 1.2, "ci_low": 1.18, "ci_high": 1.22, "pairs": 24})
+    assert slower.guideline_text() == "1.20x the best's latency (95 % CI 1.18-1.22, interleaved)"
+    assert result(itself()).guideline_text() == "the best itself"
+    # no interleaved comparison: the two trials' medians, and nothing said about a CI
+    assert result({}).guideline_text() == f"{0.0232 / 0.0234:.2f}x the best's latency (trial medians)"
 
 
 def test_the_guideline_is_measured_interleaved_against_the_best(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -114,8 +114,9 @@ def _between_ops(a: Any) -> str:
     """What the op times leave out of the end-to-end time (:attr:`Analysis.between_ops_s`): a
     negative remainder is not said as if it were time."""
     lo, hi = a.accounting_ci
-    ci = f" (95 % CI {lo:.0%}-{hi:.0%})" if math.isfinite(lo) and math.isfinite(hi) else ""
-    added = f"the op times add up to {a.accounting_ratio:.0%} of the end-to-end time{ci}"
+    ci = f", 95 % CI {lo:.0%}-{hi:.0%}" if math.isfinite(lo) and math.isfinite(hi) else ""
+    added = (f"each run's op times add up to {a.accounting_ratio:.0%} of the end-to-end run timed beside it "
+             f"(the median{ci})")
     if a.between_ops_s is not None:
         return f"{added}: {_t(a.between_ops_s)} is not in any op (Python and framework between ops)"
     return f"{added}: no time between ops is measurable"
@@ -134,8 +135,10 @@ def _analysis(r: OptimizeResult, figs: dict[str, Path]) -> str:
         f"<p>End to end <b>{_t(a.end_to_end_s)}</b> (IQR {_t(a.end_to_end_iqr_s)}) at batch {a.batch} on {a.threads} "
         f"thread(s); the roofline's lower bound is {_t(a.lower_bound_s)}, so the model runs at "
         f"<b>{a.efficiency:.0%}</b> of what the ceilings allow. {_rate(a.flops, 'FLOP')} and {_rate(a.bytes, 'B')} "
-        f"compulsory traffic. Time by bound: {_e(bounds)}; {_between_ops(a)}.</p>"
-        + "<h3>Where the time goes, by op kind</h3>"
+        f"compulsory traffic. Time by bound (each op's median time, as a share of the end-to-end time): {_e(bounds)}; "
+        f"{_between_ops(a)}. Each op's median leaves out the slow calls that land in one op or another from run to run, "
+        f"so these shares can add up to less than the runs' own sums.</p>"
+        + "<h3>Where the time goes, by op kind (each op's median time)</h3>"
         + _table(["kind", "ops", "time", "share", "FLOPs", "headroom"], kinds, {1, 2, 3, 4, 5})
         + "<h3>Top opportunities</h3>"
         + _table(["op(s)", "module", "time", "headroom", "bound", "why"], opp, {2, 3})
@@ -156,13 +159,12 @@ def _tuning(r: OptimizeResult, figs: dict[str, Path]) -> str:
         else:
             rows.append([name, tr.describe(), _t(tr.latency_s), _t(tr.p90_s), _t(tr.p99_s),
                          f"{tr.throughput:.1f}", interleaved_text(t.interleaved(name), t.objective),
-                         speedup_text(t.speedup.get(name))])
+                         speedup_text(t.comparison(name))])
     failed = [x for x in t.trials if not x.ok]
     fails = _table(["configuration", "why it failed"], [[x.config.describe(), x.error[:200]] for x in failed[:15]])
-    gap, lo, hi, interleaved = t.guideline_gap()
+    standing = t.guideline_text()
     reversal = t.reversal_line()
     unsteady = t.unsteady_line()
-    how = f" (95 % CI {lo:.2f}-{hi:.2f}, measured interleaved against it)" if interleaved else " (trial medians)"
     return (
         f"<p>{len(t.trials)} configurations in {t.duration_s:.0f} s ({len(failed)} failed, {t.resumed} from the store); "
         f"objective {_e(t.objective)}, {_e(t.batch_text())}. Every trial ran in a fresh process and its output was checked "
@@ -171,8 +173,8 @@ def _tuning(r: OptimizeResult, figs: dict[str, Path]) -> str:
                   "best is (95 % CI)"], rows, {2, 3, 4, 5, 6, 7})
         + (f"<p class=dim>{_e(reversal)}</p>" if reversal else "")
         + (f"<p class=warn>{_e(unsteady)}</p>" if unsteady else "")
-        + (f"<p>The instant guideline configuration is {gap:.2f}x the best's time{how}: "
-           + _e("; ".join(t.guideline_reasons)) + "</p>" if gap == gap else "")
+        + (f"<p>The instant guideline configuration is {_e(standing)}: "
+           + _e("; ".join(t.guideline_reasons)) + "</p>" if standing else "")
         + _figure(figs.get("trials"), "Every trial of the search, in order")
         + (f"<details><summary>{len(failed)} failed configurations (never reported as best)</summary>{fails}</details>"
            if failed else "")
@@ -253,7 +255,7 @@ def render(r: OptimizeResult, figs: dict[str, Path]) -> str:
 <title>rooftune: {_e(r.model)}</title><style>{CSS}</style></head>
 <body>
 <h1>rooftune optimize: {_e(r.model)}</h1>
-<p class=dim>{_e(r.batch_text())}, objective {_e(r.objective)}, budget {r.budget_s:.0f} s, ran {r.duration_s:.0f} s;
+<p class=dim>{_e(r.batch_text())}, objective {_e(r.objective)}, budget {r.budget_s:.0f} s, ran {r.duration_s:.0f} s before this report;
 written {_e(datetime.now().strftime('%Y-%m-%d %H:%M'))}</p>
 <p>{plat}</p>
 {banner}

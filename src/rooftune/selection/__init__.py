@@ -349,7 +349,7 @@ def _promote_faster(result: SelectResult, main: Candidate, others: Sequence[Cand
     dropped = [k for k in old if k not in ("vanilla", best.name)]
     result.notes.append(
         f"the {best.name} selection ({best.selection.strategy}) ran {1.0 / was['speedup']:.3f}x as fast as the predicted one "
-        f"(95 % CI {1.0 / was['ci'][1]:.3f}-{1.0 / was['ci'][0]:.3f}, interleaved): it is the selection returned and saved"
+        f"(95 % CI {1.0 / was['ci'][1]:.3f}-{1.0 / was['ci'][0]:.3f}, interleaved): it is the selection returned (and the one --save writes)"
         + (f"; its comparison with {', '.join(dropped)} was not measured" if dropped else ""))
 
 

@@ -195,7 +195,24 @@ class TuneResult:
             return math.nan, math.nan, math.nan, False
         return self.guideline.score(self.objective) / self.best.score(self.objective), math.nan, math.nan, False
 
-    def _comparison(self, name: str) -> dict[str, Any] | None:
+    def guideline_text(self) -> str | None:
+        """What the guideline is beside the best, as the table's line and the report give it:
+        '1.20x the best's latency (95 % CI 1.18-1.22, interleaved)'; 'the best itself'; a
+        guideline faster by the medians but not with its whole CI (so not the best) said to be as
+        fast as the best within its CI. None when the guideline failed."""
+        gap, lo, hi, interleaved = self.guideline_gap()
+        if gap != gap:
+            return None
+        if interleaved and (self.guideline_vs_best or {}).get("pairs") == 0:
+            return "the best itself"
+        what = "latency" if self.objective == "latency" else "time per sample"
+        how = f" (95 % CI {lo:.2f}-{hi:.2f}, interleaved)" if interleaved else " (trial medians)"
+        text = f"{gap:.2f}x the best's {what}{how}"
+        if interleaved and gap < 1.0 <= hi:
+            text += ", as fast as the best within its CI (it takes the best's place only with its whole CI below 1)"
+        return text
+
+    def comparison(self, name: str) -> dict[str, Any] | None:
         """The interleaved comparison of ``name`` (a baseline, or ``guideline``) with the best."""
         return self.guideline_vs_best if name == "guideline" else self.speedup.get(name)
 
@@ -203,7 +220,7 @@ class TuneResult:
         """(``name``'s, the best's) median seconds per call (latency) or per item (throughput) in
         the interleaved comparison of ``name`` (a baseline, or ``guideline``) with the best; None
         where there was none (the best itself, a failed or promoted configuration)."""
-        c = self._comparison(name) or {}
+        c = self.comparison(name) or {}
         unit = "item" if self.objective == "throughput" else "latency"
         a, b = c.get(f"baseline_{unit}_s"), c.get(f"best_{unit}_s")
         if a is None or b is None or not (math.isfinite(a) and math.isfinite(b)):
@@ -217,7 +234,7 @@ class TuneResult:
         faster than the next for its whole life; the interleaved figures are the reported ones."""
         out = []
         for name, tr in [("guideline", self.guideline), *self.baselines.items()]:
-            c = self._comparison(name)
+            c = self.comparison(name)
             if (tr.ok and self.best.ok and c and c.get("ci_low", math.nan) > 1.0
                     and tr.score(self.objective) < self.best.score(self.objective)
                     and tr.config.key() != self.best.config.key()):
@@ -244,7 +261,7 @@ class TuneResult:
         anywhere in that interval."""
         out: dict[str, list[float]] = {}
         for name in ("guideline", *self.baselines):
-            c = self._comparison(name) or {}
+            c = self.comparison(name) or {}
             ratios = [float(x) for x in c.get("process_pair_ratios") or () if math.isfinite(x) and x > 0]
             if len(ratios) >= 2 and max(ratios) > UNSTEADY_PAIR_SPREAD * min(ratios):
                 out[name] = ratios
@@ -836,13 +853,25 @@ def tune(
         if own_store:
             store.close()
         shutil.rmtree(workdir, ignore_errors=True)
+    # the prepared artifacts went with the study's folder: the best's is the copy beside `save`,
+    # the others' paths are dropped rather than left pointing at nothing
+    saved_artifact = json.loads(Path(save).read_text()).get("artifact") if save else None
+
+    def kept(t: TrialResult) -> TrialResult:
+        if not t.artifact or Path(t.artifact).exists():
+            return t
+        return replace(t, artifact=saved_artifact if t.config.key() == best.config.key() else None)
+
+    best, guide = kept(best), kept(guide)
+    base = {k: kept(v) for k, v in base.items()}
+    results = [kept(t) for t in results]
     stolen = steal_warning(steal.share(), "the study")
     if stolen:
         notes.append(stolen + "; the interleaved ratios hold better than the times")
     took = time.perf_counter() - started
     if budget_s is not None and took > 1.1 * budget_s + 5:
         # the guideline, the baselines and one comparison each are measured whatever the budget
-        notes.append(f"the study took {took:.0f} s against a budget of {budget_s:g} s: the guideline, the baselines "
+        notes.append(f"the study took {took:.0f} s against a budget of {budget_s:.0f} s: the guideline, the baselines "
                      f"and their comparisons with the best alone took {phase_s.get('fixed', 0) + phase_s.get('final', 0):.0f} s "
                      f"on this model; a budget below that buys no search")
     return TuneResult(model=model, objective=objective, batch=wl.batch, best=best, guideline=guide,
