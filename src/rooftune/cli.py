@@ -975,7 +975,7 @@ def select(
               + (f"; {v.why}" if v.why else ""), highlight=False)
     for label, cmp in r.comparisons.items():
         ci = ci_text(cmp["ci"][0], cmp["ci"][1], 3, "95 % CI ")
-        out.print(f"selected vs {label}: {cmp['speedup']:.3f}x ({ci}), "
+        out.print(f"selected vs {r.label(label)}: {cmp['speedup']:.3f}x ({ci}), "
                   f"{_seconds(cmp['selected_s'])} vs {_seconds(cmp['other_s'])}", highlight=False)
     for n in r.notes:
         out.print(f"note: {n}", highlight=False)

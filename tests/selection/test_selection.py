@@ -377,6 +377,9 @@ def test_a_measured_faster_candidate_becomes_the_selection(tmp_path: Path, monke
     kept = run_with((0.85, 1.01))
     assert kept.selection.strategy == "layout-aware" and set(kept.comparisons) == {"vanilla", "best-uniform"}
     assert "predicted" not in kept.others and len(calls) == 2
+    # the table names the uniform selection's primitive; the others keep their names
+    uniform = kept.others["best-uniform"]["strategy"].split(":", 1)[1]
+    assert kept.label("best-uniform") == f"best-uniform ({uniform})" and kept.label("vanilla") == "vanilla"
     r = run_with((0.88, 0.92))
     assert r.selection.strategy.startswith("uniform") and r.verification.ok
     assert set(r.comparisons) == {"vanilla", "predicted"} and r.comparisons["vanilla"]["speedup"] == 1.3

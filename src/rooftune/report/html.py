@@ -189,7 +189,7 @@ def _selection(r: OptimizeResult, figs: dict[str, Path]) -> str:
     fell = {f["layer"]: f for f in s.verification.fallbacks}
     rows = [[c.layer, c.spec.describe(), c.primitive + (" -> default (failed verification)" if c.layer in fell else ""),
              _t(c.time_s) + (" (extrapolated)" if c.extrapolated else "")] for c in s.selection.choices]
-    cmp = [[f"selected vs {label}", f"{c['speedup']:.3f}x", ci_text(c["ci"][0], c["ci"][1], 3),
+    cmp = [[f"selected vs {s.label(label)}", f"{c['speedup']:.3f}x", ci_text(c["ci"][0], c["ci"][1], 3),
             _t(c["selected_s"]), _t(c["other_s"])] for label, c in s.comparisons.items()]
     return (
         f"<p>{s.layers} convolutions, primitives chosen in {_t(s.select_time_s)} ({_e(s.selection.strategy)}), "

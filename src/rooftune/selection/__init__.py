@@ -107,6 +107,12 @@ class SelectResult:
     #: Each group the selections were checked for inside the network (its description is in ``notes`` too).
     checks: list[GroupCheck] = field(default_factory=list)
 
+    def label(self, name: str) -> str:
+        """A comparison's name as the table gives it: the best uniform selection names its
+        primitive (``best-uniform (onednn-prepacked-nhwc)``)."""
+        strategy = str((self.others.get(name) or {}).get("strategy", ""))
+        return f"{name} ({strategy.split(':', 1)[1]})" if strategy.startswith("uniform:") else name
+
     def to_dict(self) -> dict[str, Any]:
         return {"model": self.model, "batch": self.batch, "threads": self.threads, "platform_id": self.platform_id,
                 "layers": self.layers, "select_time_s": self.select_time_s, "selection": self.selection.to_dict(),
