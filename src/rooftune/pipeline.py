@@ -351,9 +351,8 @@ def optimize(
             if vanilla is not None and vanilla.ok:
                 save_config(vanilla, out_dir / "vanilla.json", r.workload)
                 result.files["vanilla configuration"] = "vanilla.json"
-            saved = json.loads((out_dir / "best.json").read_text())
-            if saved.get("artifact"):
-                result.files["optimized artifact"] = Path(saved["artifact"]).name
+            if r.best.artifact:  # the copy beside best.json (tune drops paths into its removed folder)
+                result.files["optimized artifact"] = Path(r.best.artifact).name
 
         def select_step() -> None:
             from rooftune.perfmodel import default_model

@@ -144,9 +144,10 @@ def guideline(platform: Platform, graph: OpGraph, available: dict[str, Any], *, 
     # squeezenet1_0 (54 %) 1.10x in one study, 0.84x in the next (BENCHMARKS.md). There the
     # guideline keeps ONNX Runtime and measures ncnn as a seed beside it. ncnn runs batch 1 only.
     # The lead depends on the machine: on a 2-core Zen 5 VM ncnn ran vgg16 1.48x as fast as ONNX
-    # Runtime but googlenet 1.19x, resnet18 1.21x and resnet34 1.12x slower, steadily; neither
-    # the FLOP/byte balance nor anything else measured tells the two machines apart, so the rule
-    # stays and ONNX Runtime's guideline is measured as a seed beside ncnn's (runtime_seeds).
+    # Runtime but googlenet 1.19x, resnet18 1.21x and resnet34 1.12x slower, steadily. Neither
+    # the FLOP/byte balance (fp32 peak over L2: 1.04 there, 1.09 on the Zen 4 VM) nor AVX-512
+    # (ncnn's wheel has zmm kernels) tells the two machines apart, so the rule stays and ONNX
+    # Runtime's guideline is measured as a seed beside ncnn's (runtime_seeds).
     share3d = conv3d_share(graph, costs)
     products = product_share(costs)
     wino = winograd_share(graph, costs)

@@ -858,9 +858,9 @@ def tune(
     saved_artifact = json.loads(Path(save).read_text()).get("artifact") if save else None
 
     def kept(t: TrialResult) -> TrialResult:
-        if not t.artifact or Path(t.artifact).exists():
-            return t
-        return replace(t, artifact=saved_artifact if t.config.key() == best.config.key() else None)
+        if save and t.config.key() == best.config.key():
+            return replace(t, artifact=saved_artifact)
+        return t if not t.artifact or Path(t.artifact).exists() else replace(t, artifact=None)
 
     best, guide = kept(best), kept(guide)
     base = {k: kept(v) for k, v in base.items()}
