@@ -792,7 +792,7 @@ def test_a_model_openvinos_pytorch_frontend_cannot_convert_is_read_from_onnx(
 
     def fake_evaluate(cfg: RunConfig, setup, policy, prepare_timeout_s) -> TrialResult:  # noqa: ANN001
         ran.append(cfg)
-        if cfg.runtime == "openvino" and cfg.option("source", "pytorch") == "pytorch":
+        if cfg.runtime == "openvino" and cfg.option("source") == "pytorch":
             return TrialResult(cfg, False, error=refusal)
         return TrialResult(cfg, True, latency_s=0.002 if cfg.runtime == "openvino" else 0.004, throughput=1.0,
                            verify={"ok": True})
@@ -807,7 +807,7 @@ def test_a_model_openvinos_pytorch_frontend_cannot_convert_is_read_from_onnx(
     assert ("guideline and openvino-latency read the ONNX export: OpenVINO's PyTorch frontend could not convert "
             "the model (No conversion rule found for operations: aten::_nested_tensor_from_mask, "
             "aten::to_padded_tensor)") in r.notes, r.notes
-    from_pytorch = [c for c in ran if c.runtime == "openvino" and c.option("source", "pytorch") == "pytorch"]
+    from_pytorch = [c for c in ran if c.runtime == "openvino" and c.option("source") == "pytorch"]
     assert [c.name for c in from_pytorch] == ["guideline"]  # converted from PyTorch once
     skipped = [t for t in r.trials if (t.error or "").startswith("not run: OpenVINO's PyTorch frontend")]
     assert skipped and all(t.config.runtime == "openvino" for t in skipped)

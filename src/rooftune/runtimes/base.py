@@ -50,6 +50,9 @@ class Runtime(ABC):
     name: str = ""
     #: Options of this runtime's own that the search may set, with their allowed values.
     options: dict[str, tuple[Any, ...]] = {}
+    #: What the runtime runs where a configuration leaves one of its options out (each of
+    #: ``options`` has one, one of its allowed values); ``RunConfig.option`` reads it.
+    absent: dict[str, Any] = {}
     #: Whether the runtime's kernels run on the OpenMP pool (then OMP_* settings and the tensor
     #: layout matter); ONNX Runtime and OpenVINO bring their own thread pools and layouts.
     uses_openmp: bool = True

@@ -42,6 +42,7 @@ CONVERT_TIMEOUT_S = 600
 class Ncnn(Runtime):
     name = "ncnn"
     options = {"conv": ("winograd", "direct")}
+    absent = {"conv": "winograd"}
     # ncnn brings its own OpenMP (bundled with the wheel) and sets its threads per network; its
     # layout is its own packed one
     uses_openmp = False
@@ -72,7 +73,7 @@ class Ncnn(Runtime):
         opt = net.opt
         if config.set_threads:
             opt.num_threads = config.intra_threads
-        opt.use_winograd_convolution = config.option("conv", "winograd") == "winograd"
+        opt.use_winograd_convolution = config.option("conv") == "winograd"
         # fp32 throughout: ncnn stores and computes in fp16 or bf16 where the ISA has them
         opt.use_fp16_storage = opt.use_fp16_packed = opt.use_fp16_arithmetic = False
         opt.use_bf16_storage = opt.use_bf16_packed = False

@@ -45,7 +45,7 @@ def export_onnx(wl: Workload, config: RunConfig, path: Path) -> Path:
 
 
 def winograd(config: RunConfig) -> bool:
-    return config.precision == "fp32" and config.option("conv", "direct") == "winograd"
+    return config.precision == "fp32" and config.option("conv") == "winograd"
 
 
 def model_path(config: RunConfig, workdir: Path) -> Path:
@@ -104,11 +104,12 @@ class OnnxRuntime(Runtime):
         # F(4x4,3x3) in the graph (rooftune.runtimes.winograd_onnx); fp32 only
         "conv": ("direct", "winograd"),
     }
+    absent = {"execution_mode": "sequential", "graph_optimization": "all", "spinning": True, "conv": "direct"}
     uses_openmp = False
     precisions = ("fp32", "int8")
 
     def uses_inter_threads(self, config: RunConfig) -> bool:
-        return config.option("execution_mode", "sequential") == "parallel"
+        return config.option("execution_mode") == "parallel"
 
     def normalize(self, config: RunConfig) -> RunConfig:
         config = super().normalize(config)
@@ -154,15 +155,15 @@ class OnnxRuntime(Runtime):
         if not config.vendor_defaults:  # the onnxruntime-default baseline keeps ORT's own choices
             so.intra_op_num_threads = config.intra_threads
             so.inter_op_num_threads = config.inter_threads
-            mode = config.option("execution_mode", "sequential")
+            mode = config.option("execution_mode")
             so.execution_mode = ort.ExecutionMode.ORT_PARALLEL if mode == "parallel" else ort.ExecutionMode.ORT_SEQUENTIAL
-            level = config.option("graph_optimization", "all")
+            level = config.option("graph_optimization")
             so.graph_optimization_level = {
                 "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
                 "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
                 "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
             }[level]
-            so.add_session_config_entry("session.intra_op.allow_spinning", "1" if config.option("spinning", True) else "0")
+            so.add_session_config_entry("session.intra_op.allow_spinning", "1" if config.option("spinning") else "0")
         sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
         names = [i.name for i in sess.get_inputs()]
 

@@ -27,6 +27,7 @@ class OpenVINO(Runtime):
                # computed by Winograd F(4x4,3x3) in the ONNX graph it reads
                # (rooftune.runtimes.winograd_onnx, each layer measured with OpenVINO)
                "conv": ("direct", "winograd")}
+    absent = {"hint": "LATENCY", "streams": 1, "pinning": False, "source": "pytorch", "conv": "direct"}
     uses_openmp = False
     precisions = ("fp32", "bf16", "int8")
 
@@ -34,9 +35,9 @@ class OpenVINO(Runtime):
         return missing("openvino")
 
     def unsupported(self, config: RunConfig) -> str | None:
-        if config.option("source", "pytorch") == "onnx" and missing("onnx"):
+        if config.option("source") == "onnx" and missing("onnx"):
             return "openvino with source=onnx reads the ONNX export: " + str(missing("onnx"))
-        if config.option("conv", "direct") == "winograd" and missing("onnxruntime"):
+        if config.option("conv") == "winograd" and missing("onnxruntime"):
             # the rewrite folds batch norm into the convolutions with ONNX Runtime's basic optimizations
             return "openvino with conv=winograd rewrites the export with ONNX Runtime: " + str(missing("onnxruntime"))
         return super().unsupported(config)
@@ -64,7 +65,7 @@ class OpenVINO(Runtime):
         if path.exists():
             model = core.read_model(str(path))
         else:
-            if config.option("source", "pytorch") == "onnx":
+            if config.option("source") == "onnx":
                 from dataclasses import replace
 
                 from rooftune.runtimes.onnx_runtime import export_onnx
@@ -106,14 +107,14 @@ class OpenVINO(Runtime):
         # OpenVINO computes in bf16 on its own where the ISA has it; fp32 means fp32, for its
         # default-settings baseline too, so that every configuration of a study has one precision.
         props: dict[str, Any] = {
-            "PERFORMANCE_HINT": config.option("hint", "LATENCY"),
+            "PERFORMANCE_HINT": config.option("hint"),
             # int8 models keep fp32 between their quantized ops
             "INFERENCE_PRECISION_HINT": "bf16" if config.precision == "bf16" else "f32",
         }
         if not config.vendor_defaults:
             props["INFERENCE_NUM_THREADS"] = config.intra_threads
-            props["NUM_STREAMS"] = int(config.option("streams", 1))
-            props["ENABLE_CPU_PINNING"] = bool(config.option("pinning", False))
+            props["NUM_STREAMS"] = int(config.option("streams"))
+            props["ENABLE_CPU_PINNING"] = bool(config.option("pinning"))
         compiled = core.compile_model(model, "CPU", props)
         request = compiled.create_infer_request()
         def feeds_of(xs: Sequence[Any]) -> list[Any]:
@@ -160,13 +161,13 @@ def _converted(config: RunConfig) -> RunConfig:
 
 
 def _winograd(config: RunConfig) -> bool:
-    return (config.precision == "fp32" and config.option("source", "pytorch") == "onnx"
-            and config.option("conv", "direct") == "winograd")
+    return (config.precision == "fp32" and config.option("source") == "onnx"
+            and config.option("conv") == "winograd")
 
 
 def _stream_threads(config: RunConfig) -> int:
     """The threads one inference runs on: the configuration's divided among its streams."""
-    return max(1, config.intra_threads // max(1, int(config.option("streams", 1))))
+    return max(1, config.intra_threads // max(1, int(config.option("streams"))))
 
 
 def _ir_name(config: RunConfig) -> str:
@@ -175,4 +176,4 @@ def _ir_name(config: RunConfig) -> str:
     runs on one stream)."""
     if _winograd(config):
         return f"model-onnx-winograd-t{_stream_threads(config)}.xml"
-    return "model-onnx.xml" if config.option("source", "pytorch") == "onnx" else "model.xml"
+    return "model-onnx.xml" if config.option("source") == "onnx" else "model.xml"

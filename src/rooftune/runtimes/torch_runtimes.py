@@ -114,6 +114,7 @@ class Compile(Runtime):
 
     name = "compile"
     options = {"mode": ("default", "max-autotune-no-cudagraphs")}
+    absent = {"mode": "default"}
     precisions = ("fp32", "bf16", "int8")
 
     def available(self) -> str | None:
@@ -129,7 +130,7 @@ class Compile(Runtime):
 
         m = _module(wl, config, calibration, lower=False)
         xs = torch_inputs(wl, config)
-        compiled = torch.compile(m, mode=config.option("mode", "default"))
+        compiled = torch.compile(m, mode=config.option("mode"))
         # Freezing (inductor compiles on the first call, here, outside any timed region): weights
         # become constants, batch norm is folded into the convolutions, convolution and linear
         # weights are pre-packed for oneDNN; inductor's int8 lowering requires it.

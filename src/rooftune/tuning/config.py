@@ -66,8 +66,14 @@ class RunConfig:
     vendor_defaults: bool = False
     name: str = ""
 
-    def option(self, key: str, default: Any) -> Any:
-        return self.runtime_options.get(key, default)
+    def option(self, key: str) -> Any:
+        """The runtime option ``key``: as set, else what the runtime runs without it (None for an
+        option the runtime does not have)."""
+        if key in self.runtime_options:
+            return self.runtime_options[key]
+        from rooftune.runtimes import get_runtime
+
+        return get_runtime(self.runtime).absent.get(key)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

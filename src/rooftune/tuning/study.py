@@ -70,6 +70,8 @@ DEFAULT_BUDGET_S = 240.0
 TRIAL_POLICY = Policy(number=1, warmup_s=0.3, budget_s=2.0, min_samples=10, target_rel_ci=0.02)
 #: Seed of the TPE sampler: the same study on the same machine asks the same questions.
 SEED = 0
+#: Finished trials (told ones included) before TPE samples from its model rather than at random.
+STARTUP_TRIALS = 3
 #: Runners-up re-measured interleaved against the best before it is reported.
 RUNNERS_UP = 2
 #: A failed trial is told to the sampler as this many times the slowest verified one.
@@ -160,7 +162,8 @@ class TuneResult:
     #: (``search``, int8 seeds included) and the final interleaved comparisons (``final``), the
     #: seconds kept for the latter before the search (``reserved``) and the pairs of processes
     #: the reported comparisons started (``pairs``), and the seconds a pair's start was expected to
-    #: take, measured from the trials (``pair_start``).
+    #: take, measured from the trials (``pair_start``); how many configurations measured before the
+    #: search its sampler was told as finished trials (``told``).
     phase_s: dict[str, float] = field(default_factory=dict)
     #: The batch sizes the search could choose from (the throughput objective searches several).
     batches: tuple[int, ...] = ()
@@ -180,7 +183,8 @@ class TuneResult:
         kept = f"; {p['reserved']:.0f} s were kept for them" if "reserved" in p else ""
         if "pair_start" in p:
             kept += f", at {p['pair_start']:.1f} s to start a pair"
-        return (f"time: set-up, guideline and baselines {p['fixed']:.0f} s, search {p['search']:.0f} s, final "
+        told = f" (its sampler told the {p['told']:.0f} measured before it)" if p.get("told") else ""
+        return (f"time: set-up, guideline and baselines {p['fixed']:.0f} s, search {p['search']:.0f} s{told}, final "
                 f"comparisons {p['final']:.0f} s ({p['pairs']:.0f} pairs of processes{kept}); "
                 f"{self.duration_s:.0f} s in all")
 
@@ -423,7 +427,7 @@ def _frontend_refused(trial: TrialResult, config: RunConfig) -> bool:
     threads, hint, allocator or precision (int8 quantizes the converted model), so the study
     converts such a model from PyTorch once; from the ONNX export it may still run."""
     def from_pytorch(c: RunConfig) -> bool:
-        return c.runtime == "openvino" and c.option("source", "pytorch") == "pytorch"
+        return c.runtime == "openvino" and c.option("source") == "pytorch"
 
     return (not trial.ok and from_pytorch(trial.config) and from_pytorch(config)
             and (trial.error or "").startswith(CONVERSION_FAILED))
@@ -434,7 +438,7 @@ def _nothing_quantized(trial: TrialResult, config: RunConfig) -> bool:
     quantizer has GRUs): another int8 configuration of that runtime, from the same source graph,
     would fail the same way, whatever its threads or allocator."""
     def int8_of(c: RunConfig) -> tuple[str, str] | None:
-        return (c.runtime, c.option("source", "pytorch")) if c.precision == "int8" else None
+        return (c.runtime, c.option("source")) if c.precision == "int8" else None
 
     return (not trial.ok and int8_of(trial.config) is not None and int8_of(trial.config) == int8_of(config)
             and NOTHING_QUANTIZED in (trial.error or ""))
@@ -473,7 +477,8 @@ def search_space(platform: Any, available: dict[str, Any], allow: Sequence[str],
         "memory_format": ["contiguous", "channels_last"],
         "allocator": allocators,
         "bind": ["none", "close", "spread"],
-        "wait": ["passive", "active"] if not intel else ["blocktime0", "blocktime1", "blocktime200"],
+        # "default": nothing set, the OpenMP runtime's own spin-then-sleep (what a baseline runs)
+        "wait": ["default", "passive", "active"] if not intel else ["default", "blocktime0", "blocktime1", "blocktime200"],
         # each runtime's own knobs, less the values it cannot run here (OpenVINO from ONNX without onnx)
         "runtime_options": {n: {k: [x for x in v if _runs(rt, n, {k: x})] for k, v in rt.options.items()
                                 if winograd or k != "conv"}
@@ -518,10 +523,125 @@ def _suggest(trial: Any, space: dict[str, Any]) -> RunConfig:
             omp.update({"OMP_PROC_BIND": bind, "OMP_PLACES": "cores"})
         if wait in ("passive", "active"):
             omp["OMP_WAIT_POLICY"] = wait.upper()
-        else:
+        elif wait != "default":
             omp["KMP_BLOCKTIME"] = wait.removeprefix("blocktime")
         cfg = replace(cfg, memory_format=layout, omp=omp)
     return rt.normalize(cfg)
+
+
+class _Measured:
+    """Stands in for an Optuna trial and answers ``_suggest``'s questions with a measured
+    configuration's own settings, noting each parameter's distribution, so that the configuration
+    can be told to the study as a finished trial (``known_trial``)."""
+
+    number = -1
+
+    def __init__(self, config: RunConfig) -> None:
+        self.config = config
+        self.params: dict[str, Any] = {}
+        self.distributions: dict[str, Any] = {}
+
+    def _value(self, name: str) -> Any:
+        c = self.config
+        head, _, tail = name.partition(".")
+        if name == "runtime":
+            return c.runtime
+        if head in ("batch", "instances", "allocator", "memory_format"):
+            return getattr(c, head)
+        if head == "intra_threads":
+            return c.intra_threads
+        if tail == "precision":
+            return c.precision
+        if tail == "inter_threads":
+            return c.inter_threads
+        if name == "bind":
+            return c.omp.get("OMP_PROC_BIND", "none")
+        if name == "wait":
+            if "OMP_WAIT_POLICY" in c.omp:
+                return c.omp["OMP_WAIT_POLICY"].lower()
+            return f"blocktime{c.omp['KMP_BLOCKTIME']}" if "KMP_BLOCKTIME" in c.omp else "default"
+        return c.option(tail)  # as set, else what the runtime runs without it
+
+    def suggest_categorical(self, name: str, choices: Sequence[Any]) -> Any:
+        import optuna
+
+        value = self._value(name)
+        if value not in choices:
+            raise LookupError(name)
+        self.params[name] = value
+        self.distributions[name] = optuna.distributions.CategoricalDistribution(list(choices))
+        return value
+
+    def suggest_int(self, name: str, low: int, high: int) -> int:
+        import optuna
+
+        value = self._value(name)
+        if not low <= value <= high:
+            raise LookupError(name)
+        self.params[name] = value
+        self.distributions[name] = optuna.distributions.IntDistribution(low, high)
+        return int(value)
+
+
+def known_trial(config: RunConfig, space: dict[str, Any], value: float) -> Any:
+    """A finished Optuna trial for a configuration measured outside the search (the guideline, a
+    baseline, a seed), or None where the search space cannot express it (threads or settings left
+    to the runtime's defaults, a value the space does not hold): the sampler starts from what was
+    measured instead of from the same seeded random draws on every model. Only a configuration
+    that ``_suggest`` gives back as the same run (``run_key``) is told."""
+    import optuna
+
+    if config.vendor_defaults or not config.set_threads:
+        return None
+    m = _Measured(config)
+    try:
+        again = _suggest(m, space)
+    except (LookupError, KeyError):
+        return None
+    if run_key(again) != run_key(config):
+        return None
+    return optuna.trial.create_trial(params=m.params, distributions=m.distributions, value=value)
+
+
+#: The order in which ``neighbours`` changes a configuration's settings: the allocator first (the
+#: searched bests of tuning runs 35-38 that beat their seed differed from it in the allocator
+#: more often than in anything else), the runtime's own options next, the threads last.
+NEIGHBOUR_ORDER = ("allocator", "option", "memory_format", "bind", "wait", "inter_threads", "intra_threads")
+
+
+def neighbours(trial: Any) -> list[dict[str, Any]]:
+    """The parameters of ``trial`` (a finished trial of the study) with one setting changed to each
+    of its other values, in ``NEIGHBOUR_ORDER``: a local search around the fastest configuration
+    measured before the search, which a budget of a few trials reaches sooner than TPE's draws.
+    The runtime, batch and instances stay; a setting that only some values ask for (inter-op
+    threads under ONNX Runtime's parallel mode) is left to the sampler."""
+    def rank(name: str) -> int:
+        head, _, tail = name.partition(".")
+        kind = ("inter_threads" if tail == "inter_threads" else "intra_threads" if head == "intra_threads"
+                else "option" if tail and tail != "precision" else head)
+        return NEIGHBOUR_ORDER.index(kind) if kind in NEIGHBOUR_ORDER else len(NEIGHBOUR_ORDER)
+
+    out = []
+    for name in sorted(trial.params, key=rank):
+        if rank(name) == len(NEIGHBOUR_ORDER):
+            continue
+        dist = trial.distributions[name]
+        values = dist.choices if hasattr(dist, "choices") else range(dist.low, dist.high + 1)
+        out += [{**trial.params, name: v} for v in values if v != trial.params[name]]
+    return out
+
+
+def run_key(config: RunConfig) -> str:
+    """The identity of what ``config`` runs: its key with each runtime option it leaves out set to
+    what the runtime runs without it, so that the guideline's ``hint=LATENCY, streams=1`` and a
+    searched ``hint=LATENCY, streams=1, pinning=False`` are one configuration (measured once)."""
+    from rooftune.runtimes import get_runtime
+
+    if config.vendor_defaults:
+        return config.key()
+    rt = get_runtime(config.runtime)
+    options = {**{k: v for k, v in rt.absent.items() if k in rt.options}, **config.runtime_options}
+    return rt.normalize(replace(config, runtime_options=options)).key()
 
 
 def tune(
@@ -647,14 +767,14 @@ def tune(
     try:
         for row in store.trials(key):
             stored = TrialResult.from_stored(row)
-            done[row["config_key"]] = stored
+            done[run_key(stored.config)] = stored
             resumed += 1
 
         def evaluate(cfg: RunConfig, prepare_timeout_s: float = PREPARE_TIMEOUT_S) -> TrialResult:
             cfg = get_runtime(cfg.runtime).normalize(cfg)
-            k = cfg.key()
-            if k in done:  # measured before, perhaps under another name (two baselines can coincide)
-                r = done[k]
+            k, rk = cfg.key(), run_key(cfg)
+            if rk in done:  # measured before, perhaps under another name (two baselines can coincide)
+                r = done[rk]
                 return r if r.config.name == cfg.name else replace(r, config=replace(r.config, name=cfg.name))
             # a configuration an earlier trial showed will fail the same way: not run (and not
             # stored: nothing was measured); a failed trial of the study's, which --trials does not count
@@ -665,12 +785,12 @@ def tune(
                 if refused is not None:
                     r = TrialResult(cfg, False, error=f"{NOT_RUN}{what} in {refused.config.name or 'an earlier trial'} "
                                                       f"({refused.error})")
-                    done[k] = r
+                    done[rk] = r
                     return r
             r = _evaluate(cfg, setup, trial_policy, prepare_timeout_s)
             store.save_trial(platform, study_key=key, config_key=k, status="ok" if r.ok else "failed",
                              config=cfg.to_dict(), result=r.to_dict())
-            done[k] = r
+            done[rk] = r
             return r
 
         guide_cfg, reasons = guideline(platform, graph, available, objective=objective, batch=batch)
@@ -698,7 +818,9 @@ def tune(
         phase_s: dict[str, float] = {"fixed": time.perf_counter() - started}
 
         if not guidelines_only:
-            sampler = optuna.samplers.TPESampler(seed=SEED)
+            # TPE from the third finished trial on: the ones told below (the guideline, baselines and
+            # seeds) are the start, not ten of the same seeded random draws on every model
+            sampler = optuna.samplers.TPESampler(seed=SEED, n_startup_trials=STARTUP_TRIALS)
             optuna.logging.set_verbosity(optuna.logging.WARNING)
             study = optuna.create_study(direction="minimize", sampler=sampler)
             limit = trials if trials is not None else 10_000
@@ -734,19 +856,32 @@ def tune(
                     break
                 step(f"guideline seeds: {cfg.name}", i, len(seeds))
                 results.append(evaluate(cfg, prepare_timeout_s=max(30.0, min(PREPARE_TIMEOUT_S, left))))
+            # what was measured before the search is told to the sampler first (each as scored below)
+            told: list[Any] = []
+            ok_scores = [x.score(objective) for x in results if x.ok]
+            for r in results:
+                t0 = known_trial(r.config, space, r.score(objective) if r.ok else FAILED_PENALTY * max(ok_scores, default=1.0))
+                if t0 is not None:
+                    study.add_trial(t0)
+                    told.append(t0)
+            phase_s["told"] = len(told)
+            # then the fastest of them one setting at a time (neighbours), before TPE's own draws
+            if told:
+                for params in neighbours(min(told, key=lambda t: t.value)):
+                    study.enqueue_trial(params, skip_if_exists=True)
             n = repeats = 0
-            seen = {r.config.key() for r in results}
+            seen = {run_key(r.config) for r in results}
             while n < limit and time.perf_counter() - started < search_until:
                 step("search", min(int(time.perf_counter() - started), int(budget_s)), int(budget_s))
                 t = study.ask()
-                cfg = _suggest(t, space)
+                cfg = replace(_suggest(t, space), name=f"trial {t.number - len(told)}")  # the told ones come first
                 # A searched trial may not take the final comparisons' share of the budget to prepare
                 # (torch.compile of a large model takes minutes on two cores).
                 left = search_until - (time.perf_counter() - started)
                 r = evaluate(cfg, prepare_timeout_s=max(30.0, min(PREPARE_TIMEOUT_S, left)))
-                fresh = cfg.key() not in seen
+                fresh = run_key(cfg) not in seen
                 if fresh:
-                    seen.add(cfg.key())
+                    seen.add(run_key(cfg))
                     results.append(r)
                     n += not (r.error or "").startswith(NOT_RUN)  # --trials counts what ran
                     repeats = 0
@@ -884,7 +1019,7 @@ def tune(
 def winograd_layers(trial: TrialResult) -> list[dict[str, Any]] | None:
     """For a configuration with ``conv=winograd``: its eligible layers as measured beside its
     artifact (each with ``chosen`` and ``speedup``), None where there is no such record."""
-    if trial.config.option("conv", "direct") != "winograd" or not trial.artifact:
+    if trial.config.option("conv") != "winograd" or not trial.artifact:
         return None
     path = Path(trial.artifact).with_suffix(".json")
     try:
