@@ -138,3 +138,23 @@ def test_verify_takes_a_primitive_by_name_and_refuses_what_is_not_one() -> None:
         verify("nope", spec)
     with pytest.raises(InvalidArgument, match="invalid spec \\(1, 8, 12, 12\\): allowed a rooftune.primitives.ConvSpec"):
         verify("fft", (1, 8, 12, 12))  # type: ignore[arg-type]
+
+
+def test_analyze_takes_a_module_with_its_example_inputs(tmp_path: Path) -> None:
+    """A module object is analysed as it is, on the tensors given (no export, no file); a name with
+    tensors, or a module with shapes, is refused."""
+    m = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(8 * 64, 4))
+    from rooftune.platform import current_platform
+    from tests.conftest import make_ceilings
+
+    ceilings = make_ceilings(current_platform())
+    [a] = rooftune.analyze(m, example_inputs=torch.randn(2, 3, 8, 8), ceilings=ceilings, save=False, budget_s=5)
+    assert a.model == "Sequential" and a.batch == 2
+    assert {o.target for o in a.ops} >= {"aten.conv2d", "aten.linear"} and a.capture == "torch.export"
+    assert a.flops >= 2 * 2 * 8 * 27 * 64  # the conv's multiply-adds at batch 2, at the least
+    with pytest.raises(InvalidArgument, match="a module needs its example inputs"):
+        rooftune.analyze(m, ceilings=ceilings, save=False)
+    with pytest.raises(InvalidArgument, match="allowed only with a model name"):
+        rooftune.analyze(m, example_inputs=(torch.randn(1, 3, 8, 8),), inputs=[(1, 3, 8, 8)], ceilings=ceilings, save=False)
+    with pytest.raises(InvalidArgument, match="allowed only with an nn.Module"):
+        rooftune.analyze("resnet18", example_inputs=(torch.randn(1, 3, 8, 8),), ceilings=ceilings, save=False)

@@ -331,6 +331,9 @@ def test_a_module_object_is_exported_and_optimized(tmp_path: Path) -> None:
     r = rooftune.optimize(module, example_inputs=(x,), out=tmp_path / "out", db=str(db),
                           steps=("machine", "analyze", "select"), budget_s=60)
     assert r.model == str(tmp_path / "out" / "model.pt2") and r.steps["analyze"].status == "ok"
+    # the report names the module given, not only the file made of it
+    assert r.title == f"Sequential (exported to {r.model})"
+    assert "<h1>rooftune optimize: Sequential (exported to" in (tmp_path / "out" / "report.html").read_text()
     assert r.analysis.flops > 0
     # select rewrites the module itself: the .pt2 file's graph has no nn.Conv2d
     assert r.steps["select"].status == "ok", r.steps["select"].message
@@ -394,3 +397,30 @@ def test_ctrl_c_in_a_terminal_exits_130_with_the_partial_report(tmp_path: Path) 
     assert "Interrupted." in (out / "report.html").read_text()
     with Store(db) as s:
         assert s.count("trials") >= 1 and s.count("analyses") == 1
+
+
+def test_a_model_needing_its_input_shape_is_optimized_with_input_and_a_rerun_clears_the_folder(tmp_path: Path) -> None:
+    """A callable that returns its module alone takes --input, as analyze and tune do; the reproduce
+    commands carry it. A second run into the same folder removes what the first wrote and the
+    second does not (its saved selection, its figures), so no stale best.json or load.py is left
+    beside a report that does not list it."""
+    db = store_with_ceilings(tmp_path / "r.db")
+    model = "tests.analysis.tiny_models:small_cnn_module"
+    p = rooftune_in_process("optimize", model, "--input", "1x3x32x32", "--skip", "tune", "--budget", "60",
+                            "--out", str(tmp_path / "out"), db=db)
+    assert p.returncode == 0, p.stdout + p.stderr
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["steps"][1]["status"] == "ok" and summary["steps"][3]["status"] == "ok", summary["steps"]
+    assert summary["commands"][0].startswith(f"rooftune optimize {model} --input 1x3x32x32 --batch 1")
+    assert any(c.startswith(f"rooftune select {model} --input 1x3x32x32") for c in summary["commands"])
+    assert (tmp_path / "out" / "selection" / "load.py").exists() and (tmp_path / "out" / "figures" / "selection.png").exists()
+    (tmp_path / "out" / "notes.txt").write_text("the user's own")
+    again = optimize(model, inputs=[(1, 3, 32, 32)], out=tmp_path / "out", db=str(db), steps=("machine", "analyze"),
+                     budget_s=60)
+    assert again.steps["analyze"].status == "ok"
+    assert not (tmp_path / "out" / "selection").exists() and not (tmp_path / "out" / "figures" / "selection.png").exists()
+    assert (tmp_path / "out" / "notes.txt").read_text() == "the user's own"  # only what rooftune listed goes
+    assert "rewritten model" not in json.loads((tmp_path / "out" / "summary.json").read_text())["files"]
+    with pytest.raises(InvalidArgument, match="allowed only with a model name"):
+        optimize(torch.nn.Conv2d(3, 8, 3), example_inputs=(torch.randn(1, 3, 8, 8),), inputs=[(1, 3, 8, 8)],
+                 out=tmp_path / "o2", db=str(db))

@@ -482,7 +482,7 @@ def _print_tune(r: Any) -> None:
         t.add_row(name, tr.describe(), _fmt_latency(tr.latency_s), _fmt_latency(tr.p90_s),
                   _fmt_latency(tr.p99_s), f"{tr.throughput:.1f}", interleaved_text(r.interleaved(name), r.objective), speed)
     out.print(t)
-    for line in (r.reversal_line(), r.unsteady_line()):
+    for line in (r.reversal_line(), r.unsteady_line(), r.drift_line()):
         if line:
             out.print(line, highlight=False)
     v = r.best.verify
@@ -931,6 +931,8 @@ def transfer(
 def select(
     model: Annotated[str, typer.Argument(help="A model name, as `rooftune analyze` takes it.")],
     batch: Annotated[int, typer.Option("--batch", help="Batch size the selection is made for.")] = 1,
+    input_shape: Annotated[list[str] | None, typer.Option("--input", help="Input shape; repeatable.")] = None,
+    option: Annotated[list[str] | None, typer.Option("--option", "-o", help="Model option KEY=VALUE.")] = None,
     threads: Annotated[int | None, typer.Option("--threads", help="Threads (default: all usable cores).")] = None,
     model_file: Annotated[str | None, typer.Option("--model", help="Performance-model FILE, as `rooftune train/transfer --save` writes (default: the one transferred to this machine, else the shipped one); the network is the MODEL argument.")] = None,
     strategy: Annotated[str, typer.Option("--strategy", help="layout-aware (conversions counted) or per-layer.")] = "layout-aware",
@@ -943,14 +945,19 @@ def select(
     from rooftune.perfmodel import default_model, load_model
     from rooftune.selection import save_selection
     from rooftune.selection import select as run_select
+    from rooftune.workload import parse_options, parse_shape
 
-    if isinstance(batch, bool) or batch < 1:
-        raise InvalidArgument("--batch", batch, "allowed an integer >= 1")
+    shapes = [parse_shape(s) for s in input_shape or []]
+    options = parse_options(option or [])
+    from rooftune.workload.models import check_batch
+
+    check_batch(batch, "--batch")
     if save is not None:
         output_dir(save, "--save", parents=True)
     perf, source = (load_model(model_file), model_file) if model_file is not None else default_model()
     with _status("selecting") as status:
-        r = run_select(model, batch=batch, threads=threads, perfmodel=perf, db=db, strategy=strategy,
+        r = run_select(model, batch=batch, shapes=shapes or None, options=options or None, threads=threads,
+                       perfmodel=perf, db=db, strategy=strategy,
                        measure_s=8.0 if measure else None, progress=lambda m: status.update(m))
     if save:
         save_selection(r, save)
@@ -987,6 +994,8 @@ def select(
 def optimize(
     model: Annotated[str, typer.Argument(help="A model as `rooftune analyze` takes it (default: the embedded resnet18, batch 1).")] = "resnet18",
     batch: Annotated[int | None, typer.Option("--batch", help="Batch size (default: the model's, 1 for resnet18).")] = None,
+    input_shape: Annotated[list[str] | None, typer.Option("--input", help="Input shape, e.g. 1x3x224x224; repeatable.")] = None,
+    option: Annotated[list[str] | None, typer.Option("--option", "-o", help="Model option KEY=VALUE.")] = None,
     objective: Annotated[str, typer.Option("--objective", help="latency (p50 per inference) or throughput (samples/s).")] = "latency",
     budget: Annotated[float, typer.Option("--budget", help="Seconds for the whole run (at least 60), split between the steps.")] = 480.0,
     out_dir: Annotated[str, typer.Option("--out", help="Folder for report.html, summary.json, best.json, the figures.")] = "rooftune-out",
@@ -1001,7 +1010,10 @@ def optimize(
     """Measure, explain and speed up a model end to end; write a self-contained report."""
     from rooftune.pipeline import STEPS
     from rooftune.pipeline import optimize as run_optimize
+    from rooftune.workload import parse_options, parse_shape
 
+    shapes = [parse_shape(s) for s in input_shape or []]
+    options = parse_options(option or [])
     skipped = _parse_names(skip, "--skip", "tune,select", "steps") or []
     for x in skipped:
         if x not in ("tune", "select"):
@@ -1009,7 +1021,8 @@ def optimize(
     runtimes = _parse_names(runtime, "--runtime", "eager,onnxruntime")
     progress, update = _progress()
     with progress:
-        r = run_optimize(model, batch=batch, objective=objective, budget_s=budget, out=out_dir, db=db,
+        r = run_optimize(model, batch=batch, inputs=shapes or None, options=options or None, objective=objective,
+                         budget_s=budget, out=out_dir, db=db,
                          runtimes=runtimes, steps=[s for s in STEPS if s not in skipped], progress=update,
                          precisions=("fp32",) + (("bf16",) if bf16 else ()) + (("int8",) if int8 else ()),
                          calibration_size=calibration)
@@ -1017,14 +1030,14 @@ def optimize(
         sys.stdout.write(json.dumps(r.to_dict(), indent=2, default=str) + "\n")
     else:
         # the title as a line of its own: a table's title wraps at the table's (narrow) width
-        out.print(f"rooftune optimize {r.model} ({r.batch_text()}, {r.objective}) in {r.duration_s:.0f} s",
+        out.print(f"rooftune optimize {r.title} ({r.batch_text()}, {r.objective}) in {r.duration_s:.0f} s",
                   highlight=False)
         t = Table()
         for col in ("step", "status", "seconds", "message"):
             t.add_column(col, justify="right" if col == "seconds" else "left")
         for s in r.steps.values():
             colour = {"ok": "green", "failed": "red", "interrupted": "yellow"}.get(s.status, "dim")
-            t.add_row(s.name, f"[{colour}]{s.status}[/{colour}]", f"{s.seconds:.1f}", s.message[:100])
+            t.add_row(s.name, f"[{colour}]{s.status}[/{colour}]", f"{s.seconds:.1f}", s.message)
         out.print(t)
         out.print(f"[bold]{r.headline()}[/bold]", highlight=False)
         if r.select is not None and "vanilla" in r.select.comparisons:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import shlex
+import shutil
 import sys
 import time
 import traceback
@@ -24,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rooftune.errors import InvalidArgument, RooftuneError, as_names, is_int, is_real
+from rooftune.errors import InvalidArgument, RooftuneError, as_names, is_real
 from rooftune.units import ci_text
 
 #: The embedded default: what ``rooftune optimize`` runs with no model.
@@ -78,6 +79,13 @@ class OptimizeResult:
     notes: list[str] = field(default_factory=list)
     #: How the model is called where not with its tensors in order (``model(tensor, mask=tensor)``).
     call: str | None = None
+    #: What the caller gave, where ``model`` is the file made of it: ``Net (exported to out/model.pt2)``.
+    given: str | None = None
+
+    @property
+    def title(self) -> str:
+        """The model as the report and the command's output name it."""
+        return self.given or self.model
 
     @property
     def speedup(self) -> dict[str, Any] | None:
@@ -126,7 +134,7 @@ class OptimizeResult:
         a = self.analysis
         c = self.ceilings
         return {
-            "model": self.model, "batch": self.batch, "objective": self.objective, "budget_s": self.budget_s,
+            "model": self.model, "given": self.given, "batch": self.batch, "objective": self.objective, "budget_s": self.budget_s,
             "out": str(self.out), "interrupted": self.interrupted, "duration_s": self.duration_s,
             "headline": self.headline(), "speedup_vs_vanilla": self.speedup,
             "steps": [s.to_dict() for s in self.steps.values()],
@@ -145,11 +153,39 @@ def _check_out(out: str | Path) -> Path:
     return output_dir(out, "--out")
 
 
+def _clear_previous(out: Path) -> None:
+    """Remove what an earlier run wrote into ``out`` (the files its summary.json lists): a run that
+    skips a step, or whose tuning saves no artifact, would otherwise leave the earlier run's
+    best.json beside a report that does not know it."""
+    try:
+        listed = json.loads((out / "summary.json").read_text()).get("files", {})
+    except (OSError, ValueError, AttributeError):
+        return
+    root = out.resolve()
+    for value in listed.values() if isinstance(listed, dict) else ():
+        rel = str(value).split(" (", 1)[0]
+        path = (out / rel).resolve()
+        if root not in path.parents:
+            continue  # only what lies inside the folder
+        if path.parent.name == "selection" and path.parent.parent == root:
+            shutil.rmtree(path.parent, ignore_errors=True)  # the saved selection is a folder of its own
+            continue
+        siblings = [path]
+        if path.parent.name == "figures":
+            siblings.append(path.with_suffix(".svg"))
+        elif rel not in ("best.json", "vanilla.json", "report.html", "summary.json"):  # an artifact and its weights
+            siblings += [path.with_suffix(".bin"), path.with_suffix(".json")]
+        for f in siblings:
+            if f.is_file():
+                f.unlink()
+
+
 def _export(module: Any, example_inputs: Sequence[Any] | None, out: Path,
             example_kwargs: dict[str, Any] | None = None) -> str:
     """A module object becomes a .pt2 file in the output folder, so trial subprocesses can load it
     (called with ``example_inputs`` and ``example_kwargs``: tensors, or tuples, lists and dicts of them)."""
     import torch
+
     from rooftune.workload.calls import CallStructure, positional_names
 
     if not isinstance(module, torch.nn.Module):
@@ -182,6 +218,8 @@ def optimize(
     model: str | Any = DEFAULT_MODEL,
     *,
     batch: int | None = None,
+    inputs: Sequence[tuple[int, ...]] | None = None,
+    options: dict[str, Any] | None = None,
     objective: str = "latency",
     budget_s: float = DEFAULT_BUDGET_S,
     out: str | Path = "rooftune-out",
@@ -199,7 +237,8 @@ def optimize(
 ) -> OptimizeResult:
     """Measure, explain and speed up ``model`` on this machine; write the report to ``out``.
 
-    ``model`` is a name as ``rooftune analyze`` takes it, or an ``nn.Module`` with
+    ``model`` is a name as ``rooftune analyze`` takes it (with its input shapes ``inputs`` and
+    model ``options`` where it needs them, as ``--input`` and ``-o`` give them), or an ``nn.Module`` with
     ``example_inputs`` (and ``example_kwargs``: tensors, or tuples, lists and dicts of them),
     exported with torch.export into ``out``. ``budget_s`` bounds the whole
     run: analysis and selection get small shares, tuning the rest. ``steps`` may leave out
@@ -217,8 +256,9 @@ def optimize(
         raise InvalidArgument("objective", objective, f"allowed {', '.join(OBJECTIVES)}")
     if not is_real(budget_s) or not math.isfinite(budget_s) or budget_s < MIN_BUDGET_S:
         raise InvalidArgument("budget", budget_s, f"allowed a number of seconds >= {MIN_BUDGET_S:g}")
-    if batch is not None and (not is_int(batch) or batch < 1):
-        raise InvalidArgument("batch", batch, "allowed an integer >= 1")
+    from rooftune.workload.models import check_batch
+
+    check_batch(batch)
     batch = None if batch is None else int(batch)
     budget_s = float(budget_s)
     import torch
@@ -253,16 +293,26 @@ def optimize(
     out_dir = _check_out(out)
     # the caller's module, which select rewrites (the .pt2 file's graph has no nn.Conv2d to rewrite)
     given = None if isinstance(model, str) else model
+    from rooftune.workload.models import check_shapes
+
+    inputs = check_shapes(inputs) or None
+    options = dict(options or {}) or None
     if given is not None:
+        if inputs or options:
+            raise InvalidArgument("inputs" if inputs else "options", inputs or options,
+                                  "allowed only with a model name (a module comes with example_inputs)")
         name = _export(model, example_inputs, out_dir, example_kwargs)
     else:
         name = model
-    wl = load_workload(name, batch=batch)  # a model that cannot load fails here, before anything runs
+    # a model that cannot load fails here, before anything runs
+    wl = load_workload(name, batch=batch, inputs=inputs, options=options)
     store = Store(db)  # a bad store URL fails here too
     out_dir.mkdir(parents=True, exist_ok=True)
+    _clear_previous(out_dir)
     result = OptimizeResult(model=name, batch=wl.batch, objective=objective, budget_s=float(budget_s), out=out_dir,
                             steps={s: Step(s, "pending" if s in steps else "skipped") for s in STEPS},
-                            call=wl.call.describe() if wl.call is not None else None)
+                            call=wl.call.describe() if wl.call is not None else None,
+                            given=f"{type(given).__name__} (exported to {name})" if given is not None else None)
     from rooftune.selection.graph import selectable
 
     if "select" in steps and not any(selectable(m) for m in (given if given is not None else wl.module).modules()):
@@ -272,7 +322,7 @@ def optimize(
             "an exported program (.pt2) holds its convolutions as graph ops, not nn.Conv2d modules to rewrite: "
             "give optimize the module itself (optimize(module, example_inputs=...)) to select primitives"
             if given is None and name.endswith(".pt2") else "the model has no 2-D convolution: no primitive to select")
-    result.commands = _commands(result, db, precisions, calibration_size, steps)
+    result.commands = _commands(result, db, precisions, calibration_size, steps, inputs, options)
 
     def run(step: str, fn: Callable[[], None]) -> bool:
         st = result.steps[step]
@@ -343,7 +393,8 @@ def optimize(
                 kwargs["trial_policy"] = trial_policy
             if compare_policy is not None:
                 kwargs["compare_policy"] = compare_policy
-            r = tune(name, objective=objective, budget_s=b, trials=trials, batch=batch, runtimes=runtimes,
+            r = tune(name, objective=objective, budget_s=b, trials=trials, batch=batch, inputs=inputs, options=options,
+                     runtimes=runtimes,
                      precisions=precisions, calibration_size=calibration_size if "int8" in precisions else None, store=store, save=out_dir / "best.json", progress=lambda s, d, t: say(f"tune: {s}", d, t), **kwargs)
             result.tune = r
             result.files["best configuration"] = "best.json"
@@ -368,7 +419,7 @@ def optimize(
             n_cmp = 4 + 0.5 * len(groups)
             measure_s = max(2.0, min(10.0, (min(select_reserve, left() - REPORT_RESERVE_S) - 10.0) / n_cmp))
             say("select: a primitive per convolution", 0, 1)
-            target = ({"model": name, "batch": wl.batch} if given is None
+            target = ({"model": name, "batch": wl.batch, "shapes": inputs, "options": options} if given is None
                       else {"model": given, "inputs": list(example_inputs or ()), "kwargs": example_kwargs})
             r = select(**target, threads=threads, perfmodel=perf, store=store, measure_s=measure_s,
                        progress=lambda m: say(f"select: {m}", 0, 1))
@@ -413,7 +464,8 @@ def _write_outputs(result: OptimizeResult) -> None:
 
 
 def _commands(r: OptimizeResult, db: str | None, precisions: Sequence[str] = ("fp32",),
-              calibration_size: int | None = None, steps: Sequence[str] = STEPS) -> list[str]:
+              calibration_size: int | None = None, steps: Sequence[str] = STEPS,
+              inputs: Sequence[tuple[int, ...]] | None = None, options: dict[str, Any] | None = None) -> list[str]:
     from rooftune.runtimes.quantize import CALIBRATION_SIZE
 
     q = shlex.quote
@@ -425,8 +477,11 @@ def _commands(r: OptimizeResult, db: str | None, precisions: Sequence[str] = ("f
         prec += f" --calibration {calibration_size}"
     left_out = [n for n in ("tune", "select") if n not in steps]
     skip = f" --skip {','.join(left_out)}" if left_out else ""
+    # the model as given: its input shapes (at the run's batch) and options
+    given = "".join(f" --input {'x'.join(map(str, s))}" for s in inputs or ())
+    given += "".join(f" -o {q(f'{k}={v}')}" for k, v in (options or {}).items())
     commands = [
-        f"rooftune optimize {q(r.model)} --batch {r.batch} --objective {r.objective} --budget {r.budget_s:g}{prec} "
+        f"rooftune optimize {q(r.model)}{given} --batch {r.batch} --objective {r.objective} --budget {r.budget_s:g}{prec} "
         f"--out {out}{skip}{dbo}"]
 
     def runs(step: str) -> bool:
@@ -438,5 +493,5 @@ def _commands(r: OptimizeResult, db: str | None, precisions: Sequence[str] = ("f
     if runs("select") and r.model.endswith(".pt2"):  # optimize was given a module: select rewrites it, not the file
         commands.append("# the selection: rooftune.select(module, inputs=[...]) on the module given to optimize")
     elif runs("select"):
-        commands.append(f"rooftune select {q(r.model)} --batch {r.batch} --save {out}/selection{dbo}")
+        commands.append(f"rooftune select {q(r.model)}{given} --batch {r.batch} --save {out}/selection{dbo}")
     return commands

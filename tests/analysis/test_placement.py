@@ -145,7 +145,7 @@ def test_a_1d_3d_or_transposed_convolution_is_not_sent_to_select_or_channels_las
     transposed convolution is named as such and advised otherwise."""
     c1 = OpNode(0, "conv1d", "aten.conv1d", "0", "Conv1d",
                 {"input": f32(1, 1, 16000), "weight": f32(64, 1, 80), "stride": [4], "groups": 1}, (f32(1, 64, 3981),))
-    assert describe(c1, "conv") == "80 conv1d stride 4"
+    assert describe(c1, "conv") == "80-tap conv1d stride 4"
     low = reason(c1, "conv", "compute", 0.29, "L2", {})
     assert low.endswith("try a graph runtime's kernels (rooftune tune: ONNX Runtime, OpenVINO)")
     assert "select" not in low and "channels_last" not in reason(c1, "conv", "memory-L2", 0.2, "L2")

@@ -193,3 +193,14 @@ def keywords_only() -> tuple[nn.Module, dict]:
     """The same model, its example a dict of keyword arguments."""
     module, (x,), kwargs = keywords()
     return module, {"x": x, "extra": kwargs["extra"]}
+
+
+def small_cnn_b4() -> tuple[nn.Module, torch.Tensor]:
+    """Example inputs of batch 4: the model's own batch, which every configuration runs."""
+    model, x = small_cnn()
+    return model, x.repeat(4, 1, 1, 1)
+
+
+def small_cnn_module() -> nn.Module:
+    """A module alone: its input shape comes from the command line (--input)."""
+    return small_cnn()[0]

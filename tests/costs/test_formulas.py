@@ -497,3 +497,24 @@ def test_the_last_ops_of_the_zoo_without_a_formula() -> None:
     assert (zero.kind, zero.flops, zero.bytes) == ("fill", 0, F32 * 64)
     split = cost_of(node("aten.tensor_split", {"self": f32(4, 6), "sections": 2}, f32(2, 6), f32(2, 6)))
     assert (split.kind, split.flops, split.bytes) == ("view", 0, 0)
+
+
+def test_a_reshape_of_a_transposed_tensor_is_a_copy_and_of_a_contiguous_one_a_view() -> None:
+    """An attention block's ``a.transpose(1, 2).reshape(B, T, D)`` copies its 32 KiB; the same
+    reshape of a contiguous tensor moves nothing. Both as captured from a real module."""
+
+    class Heads(torch.nn.Module):
+        def forward(self, a: torch.Tensor) -> torch.Tensor:
+            return a.transpose(1, 2).reshape(1, 64, 128) + a.reshape(1, 64, 128)
+
+    wl_module = Heads()
+    x = torch.randn(1, 4, 64, 32)
+    from rooftune.workload.models import Workload
+
+    graph = capture(Workload("heads", "callable", wl_module, (x,), {}))
+    reshapes = [(op, cost_of(op)) for op in graph.ops if op.target == "aten.reshape"]
+    assert len(reshapes) == 2, [op.target for op in graph.ops]
+    (copied, c1), (viewed, c2) = sorted(reshapes, key=lambda oc: oc[0].tensors()[0].contiguous)
+    assert not copied.tensors()[0].contiguous and viewed.tensors()[0].contiguous
+    assert c1.kind == "copy" and c1.bytes == 2 * 64 * 128 * 4
+    assert c2.kind == "view" and c2.bytes == 0.0

@@ -353,6 +353,21 @@ def test_select_cli_rewrites_verifies_and_saves(tmp_path: Path, capsys: pytest.C
     assert (tmp_path / "out" / "selection.json").is_file()
 
 
+def test_select_cli_takes_the_input_shape_of_a_module_alone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A callable returning its module alone needs --input, as analyze, tune and optimize take it;
+    a module object with shapes is refused."""
+    from rooftune.errors import InvalidArgument
+    from rooftune.selection import select
+
+    code = main(["select", "tests.analysis.tiny_models:small_cnn_module", "--input", "1x3x32x32", "--model",
+                 str(_tiny_model_file(tmp_path)), "--no-measure", "--json", "--db", str(tmp_path / "r.db")])
+    assert code == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["layers"] == 2 and d["verification"]["ok"]
+    with pytest.raises(InvalidArgument, match="allowed only with a model name"):
+        select(torch.nn.Conv2d(3, 8, 3), inputs=[torch.randn(1, 3, 8, 8)], shapes=[(1, 3, 8, 8)], measure_s=None)
+
+
 def test_a_measured_faster_candidate_becomes_the_selection(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The best uniform primitive beats the predicted selection with its whole CI: it is returned
     (and measured against vanilla again); with a CI that reaches 1 the prediction stays."""

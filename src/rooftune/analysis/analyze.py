@@ -418,6 +418,7 @@ def analyze(
     save: bool = True,
     progress: Progress | None = None,
     device: str | None = None,
+    example_inputs: Sequence[Any] | None = None,
 ) -> list[Analysis]:
     """Analyse ``model`` at every (threads, batch) point given; one point by default.
 
@@ -425,7 +426,8 @@ def analyze(
     roofline (``rooftune machine --device cuda``, measured now if the store has none); ``threads``
     are then the host's.
 
-    ``model`` is anything :func:`rooftune.workload.load_workload` takes, or a loaded Workload. The
+    ``model`` is anything :func:`rooftune.workload.load_workload` takes, a loaded Workload, or an
+    ``nn.Module`` with its ``example_inputs`` (a tuple of tensors, run as they are). The
     ceilings come from the store (measured now if missing). Each analysis is saved in the store
     with its platform unless ``save`` is False. Several thread counts or batches make a trajectory.
     """
@@ -457,6 +459,21 @@ def analyze(
     thread_list = thread_counts(threads, host.usable_cores) or (host.usable_cores,)
     batches: list[int | None] = [batch] if batch is None or isinstance(batch, int) else list(batch) or [None]
     loaded: dict[int | None, Any]
+    import torch
+
+    if isinstance(model, torch.nn.Module):
+        if isinstance(example_inputs, torch.Tensor):
+            example_inputs = (example_inputs,)
+        if not example_inputs or not all(isinstance(x, torch.Tensor) for x in example_inputs):
+            raise InvalidArgument("example_inputs", type(example_inputs).__name__,
+                                  "a module needs its example inputs: analyze(module, example_inputs=(tensor, ...))")
+        if inputs is not None or options is not None:
+            raise InvalidArgument("inputs" if inputs is not None else "options", inputs if inputs is not None else options,
+                                  "allowed only with a model name (a module comes with example_inputs)")
+        model = Workload(type(model).__name__, "module", model.eval(), tuple(example_inputs))
+    elif example_inputs is not None:
+        raise InvalidArgument("example_inputs", type(example_inputs).__name__,
+                              "allowed only with an nn.Module (a name builds its own inputs)")
     if isinstance(model, Workload):
         if len(batches) > 1 or batches[0] is not None:
             raise InvalidArgument("batch", batch, "a loaded Workload has its batch; pass the model name instead")

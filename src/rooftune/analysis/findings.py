@@ -50,13 +50,15 @@ def _transposed(op: OpNode) -> bool:
 
 
 def describe(op: OpNode, kind: str) -> str:
-    """``depthwise 3x3 conv``, ``1x1 conv``, ``80 conv1d stride 4``, ``2x2 transposed conv stride 2``,
+    """``depthwise 3x3 conv``, ``1x1 conv``, ``80-tap conv1d stride 4``, ``2x2 transposed conv stride 2``,
     ``linear 1x2048->1000`` ..."""
     if kind == "conv":
         w = op.tensor("weight")
         x = op.tensor("input")
         groups = int(op.args.get("groups", 1) or 1)
         kernel = "x".join(str(k) for k in w.shape[2:]) if w else "?"
+        if w and len(w.shape) == 3:  # a 1-D kernel: its length, which alone would read as a count
+            kernel = f"{kernel}-tap"
         stride = op.args.get("stride") or [1]
         s = f" stride {stride[0]}" if isinstance(stride, list) and stride and stride[0] != 1 else ""
         dims = _conv_dims(op)
@@ -144,8 +146,10 @@ def reason(op: OpNode, kind: str, bound: str, efficiency: float | None, level: s
         advice = "check the fused attention kernel is used (scaled_dot_product_attention)"
         if faster is None or "bf16" in faster:
             advice += f" and try {_lower(faster, ('bf16',))}"
+    elif kind == "reduction" and memory:
+        advice = "a pass over its input for a few outputs: fuse it into the op that makes the input (torch.compile, ONNX Runtime or OpenVINO)"
     else:
-        advice = "see its share of time before anything else"
+        advice = "no rule for this kind of op: a graph runtime's kernels (rooftune tune) are the thing to measure"
     return f"{head}: {advice}"
 
 

@@ -27,6 +27,8 @@ def cost_of(op: OpNode) -> OpCost:
         flops, nbytes, *more = formula(op)  # a recurrent op also gives its traffic and working set
     except (ValueError, KeyError, IndexError, TypeError) as exc:
         return OpCost(kind, None, None, f"{op.target}: {exc}")
+    if kind == "view" and nbytes:  # a reshape that copies (its input is not contiguous)
+        kind = "copy"
     return OpCost(kind, flops, nbytes, formula.__name__, *more)
 
 

@@ -301,7 +301,14 @@ def concat(op: OpNode) -> tuple[float, float]:
     return 0.0, _io_bytes(op)
 
 
+#: View ops that copy where their input is not contiguous (a transposed attention output reshaped).
+COPYING_VIEWS = frozenset("reshape flatten unflatten".split())
+
+
 def view(op: OpNode) -> tuple[float, float]:
+    """Nothing moves, except for a reshape of a non-contiguous tensor: that is a copy (read and write)."""
+    if op.target.removeprefix("aten.").rstrip("_") in COPYING_VIEWS and not _first(op).contiguous:
+        return 0.0, _io_bytes(op)
     return 0.0, 0.0
 
 

@@ -165,6 +165,7 @@ def _tuning(r: OptimizeResult, figs: dict[str, Path]) -> str:
     standing = t.guideline_text()
     reversal = t.reversal_line()
     unsteady = t.unsteady_line()
+    drift = t.drift_line()
     return (
         f"<p>{len(t.trials)} configurations in {t.duration_s:.0f} s ({len(failed)} failed, {t.resumed} from the store); "
         f"objective {_e(t.objective)}, {_e(t.batch_text())}. Every trial ran in a fresh process and its output was checked "
@@ -173,6 +174,7 @@ def _tuning(r: OptimizeResult, figs: dict[str, Path]) -> str:
                   "best is (95 % CI)"], rows, {2, 3, 4, 5, 6, 7})
         + (f"<p class=dim>{_e(reversal)}</p>" if reversal else "")
         + (f"<p class=warn>{_e(unsteady)}</p>" if unsteady else "")
+        + (f"<p class=warn>{_e(drift)}</p>" if drift else "")
         + (f"<p>The instant guideline configuration is {_e(standing)}: "
            + _e("; ".join(t.guideline_reasons)) + "</p>" if standing else "")
         + _figure(figs.get("trials"), "Every trial of the search, in order")
@@ -252,9 +254,9 @@ def render(r: OptimizeResult, figs: dict[str, Path]) -> str:
     notes = "".join(f"<pre>{_e(n)}</pre>" for n in r.notes)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>rooftune: {_e(r.model)}</title><style>{CSS}</style></head>
+<title>rooftune: {_e(r.title)}</title><style>{CSS}</style></head>
 <body>
-<h1>rooftune optimize: {_e(r.model)}</h1>
+<h1>rooftune optimize: {_e(r.title)}</h1>
 <p class=dim>{_e(r.batch_text())}, objective {_e(r.objective)}, budget {r.budget_s:.0f} s, ran {r.duration_s:.0f} s before this report;
 written {_e(datetime.now().strftime('%Y-%m-%d %H:%M'))}</p>
 <p>{plat}</p>

@@ -157,12 +157,13 @@ def _candidate(name: str, module: torch.nn.Module, sel: Selection, inputs: Seque
 
 
 def select(model: str | torch.nn.Module, *, inputs: Sequence[Any] | None = None, kwargs: dict[str, Any] | None = None,
-           batch: int = 1,
+           batch: int = 1, shapes: Sequence[tuple[int, ...]] | None = None, options: dict[str, Any] | None = None,
            threads: int | None = None, model_path: str | None = None,
            perfmodel: Any = None, db: str | None = None, store: Any = None, precisions: Sequence[str] = ("fp32",),
            strategy: str = "layout-aware", measure_s: float | None = SELECT_POLICY_BUDGET_S,
            progress: Callable[[str], None] | None = None, promote: bool = True) -> SelectResult:
-    """Select a primitive per convolution of ``model`` (a name as `rooftune analyze` takes, or a
+    """Select a primitive per convolution of ``model`` (a name as `rooftune analyze` takes, with its
+    input ``shapes`` and model ``options`` where it needs them, or a
     module with its example ``inputs``, and ``kwargs`` for a model called with keywords), rewrite it,
     verify it and (unless
     ``measure_s`` is None) measure it against vanilla, the best uniform primitive and the oracle;
@@ -197,7 +198,8 @@ def select(model: str | torch.nn.Module, *, inputs: Sequence[Any] | None = None,
     # (a fine-tuned model in training keeps its frozen batch norms in eval)
     modes = {m: m.training for m in model.modules()} if isinstance(model, torch.nn.Module) else {}
     try:
-        return _select(model, inputs=inputs, kwargs=kwargs, batch=batch, threads=threads, model_path=model_path,
+        return _select(model, inputs=inputs, kwargs=kwargs, batch=batch, shapes=shapes, options=options,
+                       threads=threads, model_path=model_path,
                        perfmodel=perfmodel, db=db, store=store, precisions=precisions, strategy=strategy,
                        measure_s=measure_s, progress=progress, platform=platform, promote=promote)
     finally:
@@ -205,7 +207,8 @@ def select(model: str | torch.nn.Module, *, inputs: Sequence[Any] | None = None,
             m.training = training
 
 
-def _select(model: Any, *, inputs: Any, kwargs: Any, batch: int, threads: int, model_path: Any, perfmodel: Any,
+def _select(model: Any, *, inputs: Any, kwargs: Any, batch: int, shapes: Any, options: Any, threads: int,
+            model_path: Any, perfmodel: Any,
             db: Any, store: Any, precisions: Sequence[str], strategy: str, measure_s: float | None,
             progress: Any, platform: Any, promote: bool) -> SelectResult:
     from rooftune.bench import compare
@@ -217,8 +220,10 @@ def _select(model: Any, *, inputs: Any, kwargs: Any, batch: int, threads: int, m
     if isinstance(model, str):
         if inputs is not None or kwargs is not None:
             raise InvalidArgument("inputs", "given with a model name", "allowed only with a module (a name builds its own)")
-        wl = load_workload(model, batch=batch)
+        wl = load_workload(model, batch=batch, inputs=shapes, options=options)
         module, inputs = wl.module, list(wl.inputs)
+    elif shapes or options:
+        raise InvalidArgument("shapes", "given with a module", "allowed only with a model name (a module comes with its inputs)")
     elif isinstance(model, torch.nn.Module):
         from rooftune.workload.calls import take_apart
 

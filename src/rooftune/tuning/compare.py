@@ -108,6 +108,13 @@ def against_baselines(best: TrialResult, base: dict[str, TrialResult], setup: Se
                 del results[n]
             short = [n for n in short if n not in again]
             queue = again + queue
+        elif sp.get("ratio", math.inf) < 1.0:  # handed back before and lost its place since: it stays behind
+            notes.append(f"the baseline {name} read {1 / sp['ratio']:.2f}x as fast as the best by the medians"
+                         f"{pooled_text(sp)} (95 % CI of best/baseline {sp['ci_low']:.2f}-{sp['ci_high']:.2f}) after "
+                         f"it had held the best's place once and lost it: the comparisons of the two went both ways"
+                         + (" beyond their intervals (processes that run fast or slow for their whole life)"
+                            if sp.get("ci_high", math.inf) < 1.0 else ", neither measurably faster")
+                         + f", and the best stays {best.config.describe()} (a baseline is handed back once at most)")
     if short:
         notes.append(f"the budget left too little time to spread every comparison over {pairs} pairs of processes: "
                      f"{', '.join(dict.fromkeys(short))} over one (their intervals leave out how far one "

@@ -64,6 +64,10 @@ OBJECTIVES = ("latency", "throughput")
 #: within 1.08x of each other (25 within 1.031x) and the other six 1.13-1.45x apart; the main
 #: job's vanilla comparison once read 1.48 and 1.79.
 UNSTEADY_PAIR_SPREAD = 1.10
+#: A trial median this many times off (either way) the same configuration's median in its
+#: interleaved comparison is named in the result (``drifted``): on a quiet host the two agree
+#: within a few percent to ~25 % (a process's lot), on a busy one they were 2-100x apart.
+DRIFT = 1.5
 #: Default budget of a whole study (the issue's suite allows 5 minutes per model).
 DEFAULT_BUDGET_S = 240.0
 #: Timing of one trial: latency samples are single inferences, so p90/p99 are per inference.
@@ -282,6 +286,32 @@ class TuneResult:
                 f"than {UNSTEADY_PAIR_SPREAD - 1:.0%}, so the host's speed changed while they ran; the figure "
                 f"reported pools them, and a re-measurement may land anywhere in its interval.")
 
+    def drifted(self) -> dict[str, float]:
+        """The configurations whose trial median is more than :data:`DRIFT` times off their own
+        median in the interleaved comparison with the best (either way), with that factor: the
+        machine's load changed between the trial and the comparison (on a busy 2-core VM trials
+        read 2-100x the comparisons' medians), so the table's trial times are not comparable with
+        each other, while each ratio, its two sides timed in turn, still is."""
+        out: dict[str, float] = {}
+        for name, tr in [("guideline", self.guideline), *self.baselines.items()]:
+            pair = self.interleaved(name)
+            if not (tr.ok and pair):
+                continue
+            factor = tr.score(self.objective) / pair[0]  # seconds per call (latency) or per item, both sides
+            if math.isfinite(factor) and factor > 0 and max(factor, 1 / factor) > DRIFT:
+                out[name] = factor
+        return out
+
+    def drift_line(self) -> str:
+        """One line for the table's reader where :meth:`drifted` names any configuration."""
+        found = self.drifted()
+        if not found:
+            return ""
+        each = ", ".join(f"{name} {x:.2g}x" for name, x in found.items())
+        return (f"trial times off their interleaved medians ({each}): the machine's load changed between the "
+                f"trials and the comparisons, so compare the configurations by the interleaved ratios, not by the "
+                f"trial columns.")
+
     def _gap_dict(self) -> dict[str, Any]:
         ratio, lo, hi, interleaved = self.guideline_gap()
         if not math.isfinite(ratio):
@@ -303,7 +333,7 @@ class TuneResult:
                        "failures": [{"config": t.config.describe(), "error": t.error} for t in failed],
                        "all": [t.to_dict() for t in self.trials]},
             "notes": list(self.notes), "duration_s": self.duration_s, "phase_s": self.phase_s,
-            "unsteady": self.unsteady(),
+            "unsteady": self.unsteady(), "drifted": self.drifted(),
         }
 
 
@@ -718,13 +748,18 @@ def tune(
     calibration_size = check_precisions(precisions, calibration_size, platform)
     validate_spec = _validation_spec(validate)
     available, notes_by_rt = chosen_runtimes(runtimes)
-    if batch is not None and (not is_int(batch) or batch < 1):
-        raise InvalidArgument("batch", batch, "allowed an integer >= 1")
+    from rooftune.workload.models import check_batch
+
+    check_batch(batch)
     trials = None if trials is None else int(trials)
     batch = None if batch is None else int(batch)
     compare_pairs = int(compare_pairs)
     inputs = check_shapes(inputs)  # as Python integers: the trials' processes read them from JSON
     wl = load_workload(model, batch=batch, inputs=inputs, options=options)
+    if batch is None and wl.batch != 1:
+        # the model's own example inputs set the batch (a callable's, a .pt2's): every
+        # configuration runs it, not only the baselines (a .pt2 exported at batch 2 runs no other)
+        batch = wl.batch
     workload = {"model": model, "inputs": [list(s) for s in inputs] if inputs else None, "options": options or {}}
     notes = [f"{k}: {v}" for k, v in notes_by_rt.items()]
     if "openvino" in available:
@@ -735,6 +770,12 @@ def tune(
 
     step("capture and reference output", 0, 1)
     graph = capture(wl)
+    if graph.capture != "torch.export":
+        notes.append(f"{graph.capture_note.split(';', 1)[0]}: the graph runtimes (TorchScript, ONNX Runtime, OpenVINO, "
+                     "ncnn) run the model as traced on its example input, which fixes any data-dependent branch to the "
+                     "one that input takes, and every configuration was verified on that input alone: check the best "
+                     "on inputs of your own (rooftune.load_tuned(best.json) against the model), or restrict the study "
+                     "to --runtime eager,compile")
     workdir = Path(tempfile.mkdtemp(prefix="rooftune-tune-"))
     try:  # until the study's own try below removes it
         setup = Setup(workload, workdir, int8="int8" in precisions, calibration_size=calibration_size,
@@ -983,6 +1024,18 @@ def tune(
         notes += dict.fromkeys(f"int8 not on {t.config.runtime}: {t.error.split('int8: ', 1)[-1]}" for t in results
                                if NOTHING_QUANTIZED in (t.error or "") and not t.error.startswith(NOT_RUN))
         if save:
+            if (not best.artifact or not Path(best.artifact).exists()) and \
+                    get_runtime(best.config.runtime).artifact_file(best.config, workdir) is not None:
+                # the best came from the store, its artifact with the earlier study's folder:
+                # prepared (and verified) again, so that the saved configuration runs what was measured
+                step("preparing the best's artifact again", 0, 1)
+                prepared = _evaluate(best.config, setup, trial_policy)
+                if prepared.ok and prepared.artifact:
+                    best = replace(best, artifact=prepared.artifact)
+                    notes.append("the best was measured in an earlier study (from the store): its artifact "
+                                 "was prepared again for --save")
+                else:
+                    notes.append(f"the best's artifact could not be prepared again for --save: {prepared.error or 'not verified'}")
             save_config(best, Path(save), workload, calibration_size=calibration_size, validate=validate_spec)
     finally:
         if own_store:

@@ -35,15 +35,21 @@ _ASSERT_PREFIXES = ("aten._assert", "aten.sym_constrain", "aten._functional_asse
 
 @dataclass(frozen=True)
 class TensorMeta:
-    """Shape and dtype of one tensor; sizes in bytes use the dtype's itemsize."""
+    """Shape and dtype of one tensor; sizes in bytes use the dtype's itemsize. ``contiguous``: laid
+    out row-major without gaps (a transposed tensor is not: reshaping it copies)."""
 
     shape: tuple[int, ...]
     dtype: str
     itemsize: int
+    contiguous: bool = True
 
     @classmethod
     def of(cls, t: torch.Tensor) -> TensorMeta:
-        return cls(tuple(int(d) for d in t.shape), str(t.dtype).removeprefix("torch."), t.element_size())
+        try:
+            contiguous = bool(t.is_contiguous())
+        except (RuntimeError, TypeError, ValueError):  # a tensor subclass or symbolic shape that cannot say
+            contiguous = True
+        return cls(tuple(int(d) for d in t.shape), str(t.dtype).removeprefix("torch."), t.element_size(), contiguous)
 
     @property
     def numel(self) -> int:

@@ -118,9 +118,17 @@ def _zoo_shape(name: str, family: str) -> tuple[int, ...]:
     return (1, 3, side, side)
 
 
+def check_batch(batch: Any, name: str = "batch") -> int | None:
+    """A batch size as every command and function takes it (None: the model's own), as an int."""
+    if batch is None:
+        return None
+    if not is_int(batch) or not 1 <= int(batch) <= MAX_BATCH:
+        raise InvalidArgument(name, batch, f"allowed an integer in 1..{MAX_BATCH}")
+    return int(batch)
+
+
 def _check_batch(batch: int | None) -> None:
-    if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= MAX_BATCH):
-        raise InvalidArgument("batch", batch, f"allowed an integer in 1..{MAX_BATCH}")
+    check_batch(batch)
 
 
 def _random_inputs(shapes: Sequence[tuple[int, ...]]) -> tuple[torch.Tensor, ...]:
@@ -271,7 +279,8 @@ def load_workload(
     if not isinstance(model, str):
         raise InvalidArgument("model", f"a {type(model).__name__}", "allowed a torchvision name, a built-in, "
                               "module:callable or a .pt2 file; a module object with its inputs goes to "
-                              "rooftune.optimize(module, example_inputs=(...))")
+                              "rooftune.analyze(module, example_inputs=(...)) or rooftune.optimize(module, "
+                              "example_inputs=(...)), which tunes it as a .pt2 file")
     _check_batch(batch)
     inputs = check_shapes(inputs)
     with torch.random.fork_rng(devices=[]):
