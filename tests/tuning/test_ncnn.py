@@ -11,7 +11,7 @@ import torch
 from rooftune.platform import Platform
 from rooftune.runtimes import get_runtime, output_tensors
 from rooftune.tuning import RunConfig, guideline
-from rooftune.tuning.guidelines import runtime_seeds
+from rooftune.tuning.guidelines import NCNN_MIN_SHARE, runtime_seeds
 from rooftune.tuning.verify import compare_outputs
 from rooftune.workload import OpGraph, OpNode, TensorMeta, load_workload
 
@@ -113,7 +113,10 @@ def _conv(index: int, producers: tuple[int, ...], k: int, groups: int = 1) -> Op
 def test_the_guideline_takes_ncnn_where_3x3_convolutions_carry_the_work_at_batch_one(
         fake_platform: Platform) -> None:
     nc = _ncnn()
-    threes = OpGraph("w", (_conv(0, (), 3), _conv(1, (0,), 3), _conv(2, (1,), 1)), "torch.export")
+    # 27 of 28 parts of the FLOPs in 3x3 convolutions (96 %, vgg16-like)
+    threes = OpGraph("w", (_conv(0, (), 3), _conv(1, (0,), 3), _conv(2, (1,), 3), _conv(3, (2,), 1)), "torch.export")
+    # 18 of 19 (94.7 %, below the line): ONNX Runtime with Winograd, ncnn measured as a seed beside it
+    mostly = OpGraph("m", (_conv(0, (), 3), _conv(1, (0,), 3), _conv(2, (1,), 1)), "torch.export")
     depthwise = OpGraph("d", (_conv(0, (), 1), _conv(1, (0,), 3, groups=64), _conv(2, (1,), 1)), "torch.export")
     available = {"onnxruntime": get_runtime("onnxruntime"), "ncnn": nc, "eager": get_runtime("eager")}
     cfg, why = guideline(fake_platform, threes, available)
@@ -124,6 +127,11 @@ def test_the_guideline_takes_ncnn_where_3x3_convolutions_carry_the_work_at_batch
     (other,) = runtime_seeds(fake_platform, threes, available, cfg)
     assert other.runtime == "onnxruntime" and other.name == "guideline (onnxruntime)"
     assert other.runtime_options.get("conv") == "winograd"
+    assert NCNN_MIN_SHARE == pytest.approx(0.95)
+    mixed, _ = guideline(fake_platform, mostly, available)
+    assert mixed.runtime == "onnxruntime" and mixed.runtime_options.get("conv") == "winograd"
+    (seed,) = runtime_seeds(fake_platform, mostly, available, mixed)
+    assert seed.runtime == "ncnn" and seed.name == "guideline (ncnn)"
     # depthwise 3x3 layers are not Winograd's: ONNX Runtime, with ncnn as a seed beside it
     ort, _ = guideline(fake_platform, depthwise, available)
     assert ort.runtime == "onnxruntime"

@@ -8,7 +8,11 @@ study's interleaved comparisons of separate processes: vgg16 72.9 ms, 2.05x as f
 Runtime's default (whose best with the ONNX-graph Winograd read 120.5 ms in an earlier suite);
 googlenet 1.17x as fast as ONNX Runtime's default (BENCHMARKS.md). With Winograd off, vgg16 ran
 2.4x slower. Its times moved with the host more than ONNX Runtime's: resnet50 read 35-38 ms in
-most processes and 49-51 ms in others, for stretches of a process's life.
+most processes and 49-51 ms in others, for stretches of a process's life. ncnn splits each
+layer's work evenly between its threads and waits for the slower: when the host slows one vCPU
+its two threads run as fast as one (googlenet 21 ms against 13, one thread 22 ms), where ONNX
+Runtime's pool, handing out smaller pieces, loses a fifth (15.5 -> 18.7 ms), measured alternating
+in one process.
 
 ``conv=winograd`` (ncnn's default) lets ncnn use its Winograd kernels, ``conv=direct`` forbids
 them. ncnn runs one sample per inference (its tensors have no batch dimension): batch 1 only.

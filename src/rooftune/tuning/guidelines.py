@@ -89,8 +89,11 @@ def winograd_share(graph: OpGraph, costs: Sequence[OpCost] | None = None) -> flo
 #: Runtime: vgg16 (99 % eligible) 1.33x as fast with the layers chosen so; resnet50 and
 #: inception_v3 (37 %, 36 %) within 1 %, googlenet (67 %) 1.02x (BENCHMARKS.md).
 WINOGRAD_MIN_SHARE = 0.25
-#: The share of the FLOPs in such convolutions from which the guideline runs ncnn (see guideline).
-NCNN_MIN_SHARE = 0.6
+#: The share of the FLOPs in such convolutions from which the guideline runs ncnn (see guideline):
+#: only vgg16-like nets (99 %) kept ncnn's lead on both machines measured; googlenet (67 %),
+#: resnet18 (83 %) and resnet34 (92 %) lost 1.1-1.2x on the Zen 5 VM, googlenet 1.1-1.7x in the
+#: Zen 4 VM's slow stretches.
+NCNN_MIN_SHARE = 0.95
 
 #: Batch the throughput guideline runs when the user fixes none: large enough to fill the GEMMs'
 #: blocking on CNNs at 224x224, small enough to stay within the last-level cache's reach per layer.
@@ -135,19 +138,19 @@ def guideline(platform: Platform, graph: OpGraph, available: dict[str, Any], *, 
     # measured on a 2-core Zen 4 VM: transformer-encoder 1.18x, vit_b_32 1.08x, convnext_tiny
     # 1.08x, swin_t 1.21x, maxvit_t (63 % of its FLOPs in products) 1.64x (resnet50: 1.02x); per
     # sample at batch 8 in two instances 1.04-1.08x (BENCHMARKS.md).
-    # ncnn's Winograd kernels (F(6x6,3x3) and smaller) where 3x3 stride-1 convolutions carry most
-    # of the FLOPs: on a 2-core Zen 4 VM at batch 1, interleaved in separate processes, vgg16 (99 %
-    # of its FLOPs in them) ran 2.05x and googlenet (67 %) 1.17x as fast as the best of ONNX
-    # Runtime's and OpenVINO's defaults. Below that its lead was small and unsteady: resnet50 (37 %)
-    # 35.5 ms against ONNX Runtime's 38.1 ms on a quiet stretch, but 49-51 ms in some processes
-    # and stretches (a whole process at once), 0.85x in the study's interleaved comparison;
-    # squeezenet1_0 (54 %) 1.10x in one study, 0.84x in the next (BENCHMARKS.md). There the
-    # guideline keeps ONNX Runtime and measures ncnn as a seed beside it. ncnn runs batch 1 only.
-    # The lead depends on the machine: on a 2-core Zen 5 VM ncnn ran vgg16 1.48x as fast as ONNX
-    # Runtime but googlenet 1.19x, resnet18 1.21x and resnet34 1.12x slower, steadily. Neither
-    # the FLOP/byte balance (fp32 peak over L2: 1.04 there, 1.09 on the Zen 4 VM) nor AVX-512
-    # (ncnn's wheel has zmm kernels) tells the two machines apart, so the rule stays and ONNX
-    # Runtime's guideline is measured as a seed beside ncnn's (runtime_seeds).
+    # ncnn's Winograd kernels (F(6x6,3x3) and smaller) where 3x3 stride-1 convolutions carry
+    # nearly all the FLOPs: on a 2-core Zen 4 VM at batch 1, interleaved in separate processes,
+    # vgg16 (99 % of its FLOPs in them) ran 2.05x as fast as the best of ONNX Runtime's and
+    # OpenVINO's defaults, on a 2-core Zen 5 VM 1.48x. Below that its lead did not hold on both
+    # machines: googlenet (67 %) 1.17x as fast on the Zen 4 VM in its fast stretches and 1.1-1.7x
+    # slower in its slow ones (ncnn splits each layer evenly between its threads and waits for
+    # the slower, so when the host slows one vCPU its two threads run as fast as one, 21 ms
+    # against 13; ONNX Runtime's pool, handing out smaller pieces, went 15.5 -> 18.7 ms, measured
+    # alternating in one process); on the Zen 5 VM googlenet 1.19x, resnet18 (83 %) 1.21x and
+    # resnet34 (92 %) 1.12x slower, steadily; resnet50 (37 %) and squeezenet1_0 (54 %) unsteady
+    # either way on the Zen 4 VM (BENCHMARKS.md). Neither the FLOP/byte balance nor AVX-512 told
+    # the two machines apart. Below the line the guideline keeps the graph runtime and measures
+    # ncnn as a seed beside it (runtime_seeds); above it, the other way round. ncnn runs batch 1 only.
     share3d = conv3d_share(graph, costs)
     products = product_share(costs)
     wino = winograd_share(graph, costs)
@@ -168,9 +171,8 @@ def guideline(platform: Platform, graph: OpGraph, available: dict[str, Any], *, 
         runtime, options = "ncnn", {"conv": "winograd"}
         pools, intra = 1, cores  # one network, its threads over every core: ncnn has no inter-op pools
         why.append(f"ncnn with its Winograd kernels: {wino:.0%} of the FLOPs are in 3x3 stride-1 convolutions "
-                   "(at batch 1 on a 2-core Zen 4 VM: vgg16 2.05x, googlenet 1.17x as fast as ONNX Runtime and "
-                   "OpenVINO; on a 2-core Zen 5 VM vgg16 1.48x, but googlenet and resnet18 1.2x slower: "
-                   "the graph runtime's guideline is measured beside it)")
+                   "(at batch 1 vgg16, 99 %, ran 2.05x as fast as ONNX Runtime and OpenVINO on a 2-core Zen 4 VM "
+                   "and 1.48x on a Zen 5 VM; the graph runtime's guideline is measured beside it)")
     elif "onnxruntime" in available:
         runtime, options = "onnxruntime", {"execution_mode": "parallel" if pools > 1 else "sequential",
                                            "graph_optimization": "all", "spinning": True}
