@@ -113,11 +113,12 @@ def main() -> int:
         lo, hi = row["guideline_ci"]
         print(f"  guideline {r.guideline.latency_s * 1e3:.2f} ms = {row['guideline_vs_best']:.2f} ({lo:.2f}-{hi:.2f})x "
               f"the best ({r.guideline.config.describe()})", flush=True)
-        for line in (r.time_line(), r.unsteady_line()):
+        for line in (r.time_line(), r.unsteady_line(), r.drift_line()):
             if line:
                 print(f"  {line}", flush=True)
         for n in r.notes:  # what the budget cut short, a best the interleaved comparisons replaced, the best's Winograd layers
-            if n.startswith(("no time left", "the budget left", "re-measured interleaved", "the baseline ", "conv=winograd")) \
+            if n.startswith(("no time left", "the budget left", "re-measured interleaved", "the baseline ", "conv=winograd",
+                             "the guideline, measured against")) \
                     or "refused on top-1 agreement alone" in n:
                 print(f"  note: {n}", flush=True)
 
