@@ -117,7 +117,7 @@ def main() -> int:
             if line:
                 print(f"  {line}", flush=True)
         for n in r.notes:  # what the budget cut short, a best the interleaved comparisons replaced, the best's Winograd layers
-            if n.startswith(("no time left", "the budget left", "re-measured interleaved", "the baseline ", "conv=winograd",
+            if n.startswith(("no time left", "the budget ", "re-measured interleaved", "the baseline ", "conv=winograd",
                              "the guideline, measured against")) \
                     or "refused on top-1 agreement alone" in n:
                 print(f"  note: {n}", flush=True)

@@ -368,6 +368,40 @@ def test_comparisons_of_the_same_two_configurations_pool_their_pairs_of_processe
     assert cmp.pairs_run == 4  # every pair of processes run, once
 
 
+def test_a_comparison_that_would_end_past_the_budget_samples_for_less(monkeypatch: pytest.MonkeyPatch) -> None:
+    """googlenet's best was handed on three times and its study ran 259 s of 240: a comparison
+    that would end past the deadline has its sampling cut by the overrun, to LATE_BUDGET_S at the
+    least, and the study says how many were."""
+    a, b = RunConfig(runtime="eager", name="a"), RunConfig(runtime="onnxruntime", name="b")
+    seen: list[float] = []
+
+    def fake(x, y, setup, objective, policy, pairs=None):  # type: ignore[no-untyped-def]
+        seen.append(policy.budget_s)
+        return _sampled(x, y, [(10, 0.010, 0.012)] * (pairs or 1))
+
+    monkeypatch.setattr(final, "interleaved", fake)
+    now = [100.0]
+    monkeypatch.setattr(final.time, "perf_counter", lambda: now[0])
+    policy = Policy(number=1, warmup_s=0.3, budget_s=8.0, min_samples=10)
+    cost = final.FinalCost(2.5, policy)  # one pair: 2.5 + 0.3 + 8 = 10.8 s
+    cmp = final.Comparisons(None, "latency", policy, deadline=120.0, cost=cost)
+    assert final.LATE_BUDGET_S == pytest.approx(2.0)
+    cmp(a, b, 1)  # 20 s left: the whole budget
+    now[0] = 113.0  # 7 s left: 3.8 s over, sampling cut to 4.2 s
+    cmp(b, a, 1)
+    now[0] = 125.0  # past the deadline: the floor
+    cmp(a, b, 1)
+    cmp(a, a, 1)  # a configuration against itself (interleaved runs nothing for it) is not counted
+    assert seen == [8.0, pytest.approx(4.2), 2.0, 8.0]
+    assert cmp.shortened == [pytest.approx(4.2), 2.0]
+    assert cmp.shortened_note() == ("the budget would have ended during 2 final comparison(s): they sampled for "
+                                    "2.0-4.2 s instead of 8 s (their intervals are the wider for it)")
+    # without a deadline (or a cost model) nothing is cut
+    free = final.Comparisons(None, "latency", policy)
+    free(a, b, 1)
+    assert seen[-1] == 8.0 and free.shortened == [] and free.shortened_note() == ""
+
+
 @pytest.mark.parametrize("last_pair", [40, 10], ids=["pooled-guideline-faster", "pooled-baseline-faster"])
 def test_a_guideline_that_lost_its_place_is_compared_again_with_every_pair_of_processes(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, last_pair: int) -> None:

@@ -35,6 +35,10 @@ COMPARE_POLICY = Policy(number=1, warmup_s=0.3, budget_s=8.0, min_samples=10, ta
 #: what their preparation took apart), doubled where there are fewer than two cores, plus
 #: CACHED_START_S.
 PAIR_START_S = 6.0
+#: The least sampling time (wall-clock seconds) a final comparison is cut to where it would end
+#: past the study's budget: a quarter of COMPARE_POLICY's, 140 pairs of samples of a 14 ms
+#: model, 13 of vgg16's 150 ms baseline.
+LATE_BUDGET_S = 2.0
 #: Seconds a final comparison's pair adds to a lone trial's start: the prepared artifact loaded
 #: from the cache and the two processes starting side by side. resnet50 on a 2-core VM, while
 #: every process built the model: trials started in 3.7-4.9 s apart from their preparation, pairs
@@ -265,18 +269,53 @@ class Comparisons:
     once and states how many came from earlier comparisons (``earlier_process_pairs``);
     ``process_pairs`` counts those run this time, ``pairs_run`` all this object ran."""
 
-    def __init__(self, setup: Setup, objective: str, policy: Policy) -> None:
+    def __init__(self, setup: Setup, objective: str, policy: Policy, *, deadline: float | None = None,
+                 cost: FinalCost | None = None) -> None:
         self.setup = setup
         self.objective = objective
         self.policy = policy
+        #: ``perf_counter`` seconds by which the study's budget ends, and what a comparison costs
+        #: (:class:`FinalCost`): a comparison that would run past the end samples for less
+        #: (:meth:`policy_for`), down to LATE_BUDGET_S
+        self.deadline = deadline
+        self.cost = cost
+        #: the sampling budgets (seconds) of the comparisons cut short so
+        self.shortened: list[float] = []
         self.pairs_run = 0
         #: per unordered pair of configuration keys, each side's sample groups so far
         self.seen: dict[frozenset[str], dict[str, list[list[float]]]] = {}
 
+    def policy_for(self, pairs: int) -> Policy:
+        """The policy of a comparison over ``pairs`` pairs of processes starting now: the study's,
+        or, where it would end past the deadline, the same with its sampling budget cut by the
+        overrun (not below LATE_BUDGET_S; its interval comes out wider, and it is counted in
+        ``shortened``). A best handed on twice brings comparisons the reserve did not count
+        (googlenet's study ran 259 s of its 240 with 21 pairs of processes)."""
+        if self.deadline is None or self.cost is None:
+            return self.policy
+        over = self.cost(pairs) - (self.deadline - time.perf_counter())
+        if over <= 0:
+            return self.policy
+        budget = max(min(LATE_BUDGET_S, self.policy.budget_s), self.policy.budget_s - over)
+        if budget >= self.policy.budget_s:
+            return self.policy
+        self.shortened.append(budget)
+        return replace(self.policy, budget_s=budget)
+
+    def shortened_note(self) -> str:
+        """What :meth:`policy_for` cut, in one line ('' where nothing was)."""
+        if not self.shortened:
+            return ""
+        lo, hi = min(self.shortened), max(self.shortened)
+        span = f"{lo:.1f} s" if round(lo, 1) == round(hi, 1) else f"{lo:.1f}-{hi:.1f} s"
+        return (f"the budget would have ended during {len(self.shortened)} final comparison(s): they sampled for "
+                f"{span} instead of {self.policy.budget_s:.0f} s (their intervals are the wider for it)")
+
     def __call__(self, best: RunConfig, other: RunConfig, pairs: int) -> dict[str, Any]:
         """median(other) / median(best) over this comparison's pairs of processes and every
         earlier one's between the same two configurations."""
-        c = interleaved(best, other, self.setup, self.objective, self.policy, pairs=pairs)
+        policy = self.policy_for(pairs) if best.key() != other.key() else self.policy
+        c = interleaved(best, other, self.setup, self.objective, policy, pairs=pairs)
         self.pairs_run += int(c.get("process_pairs") or 0)
         groups = c.pop("groups", None)
         if not groups:  # a configuration against itself, a failed comparison

@@ -967,7 +967,7 @@ def tune(
                 results.append(evaluate(cfg))
         phase_s["search"] = time.perf_counter() - started - phase_s["fixed"]
         cost = FinalCost(pair_start_s(results, platform.usable_cores), compare_policy)
-        comparisons = Comparisons(setup, objective, compare_policy)
+        comparisons = Comparisons(setup, objective, compare_policy, deadline=started + budget_s, cost=cost)
         verified = [r for r in results if r.ok]
         if not verified:
             raise TrialFailed("no configuration ran and verified; see the failures in the trials")
@@ -1032,6 +1032,8 @@ def tune(
             best, guide_vs_best, retaken = guide, itself(), True
         phase_s["final"] = time.perf_counter() - started - phase_s["fixed"] - phase_s["search"]
         phase_s["pairs"] = comparisons.pairs_run
+        if comparisons.shortened_note():
+            notes.append(comparisons.shortened_note())
         rewritten = winograd_note(best)
         if rewritten:
             notes.append(rewritten)
