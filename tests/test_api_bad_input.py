@@ -68,7 +68,12 @@ def own_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.mark.parametrize("call,fragment", [
-    (lambda db: rooftune.tune(torch.nn.Linear(2, 2), db=db), "invalid model 'a Linear'"),
+    (lambda db: rooftune.tune(torch.nn.Linear(2, 2), db=db), "invalid example_inputs None: an nn.Module needs its example inputs"),
+    (lambda db: rooftune.tune(object(), example_inputs=(torch.ones(1),), db=db), "invalid model 'object'"),
+    (lambda db: rooftune.tune("lstm", example_inputs=(torch.ones(1),), db=db),
+     "invalid example_inputs 'tuple': allowed only with an nn.Module"),
+    (lambda db: rooftune.tune(torch.nn.Linear(2, 2), example_inputs=(torch.ones(1, 2),), options={"x": 1}, db=db),
+     "allowed only with a model name"),
     (lambda db: rooftune.tune("lstm", precisions=(), db=db), "invalid precisions (): allowed at least one"),
     (lambda db: rooftune.tune("lstm", precisions="int9", db=db), "invalid precision 'int9'"),  # not 'i'
     (lambda db: rooftune.tune("lstm", runtimes=[], db=db), "invalid runtimes (): allowed at least one runtime"),

@@ -184,30 +184,11 @@ def _export(module: Any, example_inputs: Sequence[Any] | None, out: Path,
             example_kwargs: dict[str, Any] | None = None) -> str:
     """A module object becomes a .pt2 file in the output folder, so trial subprocesses can load it
     (called with ``example_inputs`` and ``example_kwargs``: tensors, or tuples, lists and dicts of them)."""
+    from rooftune.workload.models import export_module
+
+    ep = export_module(module, example_inputs, example_kwargs)
     import torch
 
-    from rooftune.workload.calls import CallStructure, positional_names
-
-    if not isinstance(module, torch.nn.Module):
-        raise InvalidArgument("model", type(module).__name__, "allowed a model name (as rooftune analyze takes it) or an nn.Module")
-    if not example_inputs and not example_kwargs:
-        raise InvalidArgument("example_inputs", None, "an nn.Module needs its example inputs (a tuple of tensors)")
-    if example_kwargs is not None and (not isinstance(example_kwargs, dict) or not all(isinstance(k, str) for k in example_kwargs)):
-        raise InvalidArgument("example_kwargs", type(example_kwargs).__name__, "a dict of keyword arguments by name")
-    args, kwargs = tuple(example_inputs or ()), dict(example_kwargs or {})
-    try:
-        fixed = [name for name, _ in CallStructure.of(args, kwargs, positional_names(module)).constants()]
-    except ValueError as exc:  # an argument hiding tensors in an object
-        raise InvalidArgument("example inputs", type(module).__name__, str(exc)) from None
-    if fixed:  # torch.export would fix their values inside the program
-        raise InvalidArgument("example inputs", ", ".join(fixed)[:120], "tensors only, in tuples, lists or dicts, to "
-                              "export the module; for other values pass module:callable returning (module, args, kwargs)")
-    try:
-        ep = torch.export.export(module.eval(), args, kwargs)
-    except Exception as exc:  # export refuses dynamic Python control flow and the like
-        first = (str(exc).strip().splitlines() or [""])[0][:200]
-        raise InvalidArgument("model", type(module).__name__, f"torch.export cannot export it ({first}); "
-                              "pass module:callable instead") from None
     out.mkdir(parents=True, exist_ok=True)
     path = out / "model.pt2"
     torch.export.save(ep, path)

@@ -1039,6 +1039,45 @@ def test_a_study_of_a_model_of_several_outputs_has_its_own_key(tmp_path: Path, m
     assert "outputs" not in spaces[0] and spaces[1]["outputs"] == 2
 
 
+def test_a_module_is_tuned_as_a_pt2_named_by_its_content(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """tune(module, example_inputs=...) exports it where the trials' processes can load it: beside
+    --save, else in rooftune's data folder; the same module (the same weights) lands on the same
+    file and its study resumes, other weights on another."""
+    import rooftune.store as store
+    import rooftune.tuning.study as study
+    from rooftune.tuning.study import TrialResult
+
+    runs: list[str] = []
+
+    def fake_evaluate(cfg, setup, policy, prepare_timeout_s):  # type: ignore[no-untyped-def]
+        runs.append(cfg.name)
+        return TrialResult(cfg, True, latency_s=0.004, throughput=250.0, verify={"ok": True})
+
+    monkeypatch.setattr(study, "_evaluate", fake_evaluate)
+    monkeypatch.setattr(final, "interleaved", lambda a, b, setup, objective, policy, pairs=None: {
+        "ratio": 1.0, "ci_low": 1.0, "ci_high": 1.0, "pairs": 1})
+    monkeypatch.setattr(store, "default_db_path", lambda: tmp_path / "data" / "rooftune.db")
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU())
+    x = torch.randn(1, 3, 16, 16)
+    r = tune(m, example_inputs=(x,), runtimes=["eager"], trials=1, db=str(tmp_path / "t.db"))
+    path = Path(r.model)
+    assert path.parent == tmp_path / "data" / "modules" and path.name.startswith("Sequential-") and path.suffix == ".pt2"
+    assert torch.allclose(torch.export.load(str(path)).module()(x), m(x))
+    first = len(runs)
+    again = tune(m, example_inputs=x, runtimes=["eager"], trials=1, db=str(tmp_path / "t.db"))
+    assert again.model == r.model and again.resumed == first and len(runs) == first  # nothing ran again
+    saved = tune(m, example_inputs=(x,), runtimes=["eager"], trials=0, db=str(tmp_path / "t.db"),
+                 save=str(tmp_path / "out" / "best.json"))
+    assert Path(saved.model).parent == tmp_path / "out" and Path(saved.model).name == path.name
+    assert json.loads((tmp_path / "out" / "best.json").read_text())["workload"]["model"] == saved.model
+    with torch.no_grad():
+        m[0].weight.add_(1.0)
+    other = tune(m, example_inputs=(x,), runtimes=["eager"], trials=0, db=str(tmp_path / "t.db"))
+    assert other.model != r.model and Path(other.model).parent == path.parent
+    assert not [p for p in path.parent.iterdir() if p.name.startswith(".")]  # no partial file left
+
+
 @pytest.mark.parametrize("source", ["pytorch", "onnx"])
 def test_openvino_bf16_runs_the_fp32_model_at_bf16_and_passes_bf16s_rule(tmp_path: Path, source: str) -> None:
     """bf16 on OpenVINO is the plugin's precision hint over the fp32 IR. A model converted from

@@ -693,8 +693,10 @@ def run_key(config: RunConfig) -> str:
 
 
 def tune(
-    model: str,
+    model: str | Any,
     *,
+    example_inputs: Sequence[Any] | None = None,
+    example_kwargs: dict[str, Any] | None = None,
     objective: str = "latency",
     budget_s: float = DEFAULT_BUDGET_S,
     trials: int | None = None,
@@ -715,6 +717,12 @@ def tune(
     compare_pairs: int = COMPARE_PROCESS_PAIRS,
 ) -> TuneResult:
     """Tune ``model``'s runtime configuration on this machine (see the module docstring).
+
+    ``model`` is a name as ``rooftune analyze`` takes it, or an ``nn.Module`` with its
+    ``example_inputs`` (and ``example_kwargs``), which every trial's process must load: it is
+    exported by torch.export to a .pt2 file named by its content, beside ``save`` where given,
+    else in rooftune's data folder (where the default store lives), and the study, its result and
+    a saved configuration name that file. The same module tuned again resumes.
 
     ``precisions`` may add ``bf16`` (where the ISA has it) and ``int8`` (post-training static
     quantization by each runtime's quantizer, calibrated on ``calibration_size`` inputs drawn like
@@ -773,6 +781,18 @@ def tune(
     batch = None if batch is None else int(batch)
     compare_pairs = int(compare_pairs)
     inputs = check_shapes(inputs)  # as Python integers: the trials' processes read them from JSON
+    if not isinstance(model, str):
+        if inputs or options:
+            raise InvalidArgument("inputs" if inputs else "options", inputs or options,
+                                  "allowed only with a model name (a module comes with example_inputs)")
+        from rooftune.store import default_db_path
+        from rooftune.workload.models import export_module_file
+
+        folder = Path(save).resolve().parent if save is not None else default_db_path().parent / "modules"
+        model = str(export_module_file(model, example_inputs, example_kwargs, folder))
+    elif example_inputs is not None or example_kwargs is not None:
+        raise InvalidArgument("example_inputs", type(example_inputs if example_inputs is not None else example_kwargs).__name__,
+                              "allowed only with an nn.Module (a model name comes with its own inputs: --input)")
     wl = load_workload(model, batch=batch, inputs=inputs, options=options)
     if batch is None and wl.batch != 1:
         # the model's own example inputs set the batch (a callable's, a .pt2's): every
