@@ -402,6 +402,56 @@ def test_a_comparison_that_would_end_past_the_budget_samples_for_less(monkeypatc
     assert seen[-1] == 8.0 and free.shortened == [] and free.shortened_note() == ""
 
 
+def test_budget_left_over_steadies_the_unsteady_comparisons(monkeypatch: pytest.MonkeyPatch) -> None:
+    """resnet18's main job: the search ran out of configurations early and the headline over
+    vanilla pooled two pairs of processes that read 1.49x and 1.83x. With time left, such a
+    comparison gets one more pair at a time (pooled) until its pairs agree, MAX_PROCESS_PAIRS are
+    spread, or no pair fits; steady comparisons, ones the best did not win with its whole
+    interval, and the best's own baseline get none."""
+    from dataclasses import replace
+
+    from rooftune.tuning.compare import summary
+    from rooftune.tuning.study import TrialResult
+
+    best_cfg = RunConfig(runtime="ncnn", name="trial 3")
+    base = {n: TrialResult(RunConfig(runtime=rt, name=n), True, latency_s=0.02, verify={"ok": True})
+            for n, rt in (("vanilla", "eager"), ("intel-recommended", "eager"), ("openvino-latency", "openvino"),
+                          ("onnxruntime-default", "onnxruntime"))}
+    base["intel-recommended"] = TrialResult(replace(base["vanilla"].config, name="intel-recommended"), True,
+                                            latency_s=0.02, verify={"ok": True})  # vanilla's twin
+    best = TrialResult(best_cfg, True, latency_s=0.0136, verify={"ok": True})
+    # each later pair of vanilla reads 1.50x; openvino-latency's pairs disagree but the best did not win
+    later = {"vanilla": (10, 0.010, 0.015), "openvino-latency": (10, 0.010, 0.012)}
+    monkeypatch.setattr(final, "interleaved", lambda x, y, setup, objective, policy, pairs=None:
+                        _sampled(x, y, [later[y.name]] * (pairs or 1)))
+    now = [0.0]
+    monkeypatch.setattr(final.time, "perf_counter", lambda: now[0])
+    cost = final.FinalCost(2.5, Policy(number=1, warmup_s=0.3, budget_s=8.0))
+    cmp = final.Comparisons(None, "latency", Policy())
+    # the comparisons as the final phase left them: vanilla over pairs that read 1.49x and 1.83x
+    cmp.seen[frozenset((best_cfg.key(), base["vanilla"].config.key()))] = {
+        best_cfg.key(): [[0.010] * 10, [0.010] * 10], base["vanilla"].config.key(): [[0.0149] * 10, [0.0183] * 10]}
+    vanilla = summary([[0.0149] * 10, [0.0183] * 10], [[0.010] * 10, [0.010] * 10], "latency")
+    speedup = {"vanilla": vanilla, "intel-recommended": vanilla,
+               "openvino-latency": {"ratio": 1.17, "ci_low": 0.88, "ci_high": 1.22, "process_pair_ratios": [1.21, 0.89]},
+               "onnxruntime-default": {"ratio": 1.24, "ci_low": 1.22, "ci_high": 1.26, "process_pair_ratios": [1.24, 1.22]}}
+    notes = final.steadier(best, base, speedup, cmp, cost, deadline=100.0, spread=1.10)
+    v = speedup["vanilla"]
+    assert len(v["process_pair_ratios"]) == final.MAX_PROCESS_PAIRS == 4  # 1.49, 1.83, 1.50, 1.50: still apart
+    assert v["earlier_process_pairs"] == 3 and speedup["intel-recommended"] is v
+    assert speedup["openvino-latency"]["ratio"] == 1.17 and speedup["onnxruntime-default"]["ratio"] == 1.24
+    assert notes == [f"the budget left time for 2 more pair(s) of processes in the comparison with vanilla, unsteady "
+                     f"over 2: {vanilla['ratio']:.2f}x ({vanilla['ci_low']:.2f}-{vanilla['ci_high']:.2f}) became "
+                     f"{v['ratio']:.2f}x ({v['ci_low']:.2f}-{v['ci_high']:.2f}) over 4, still unsteady"]
+    assert cmp.pairs_run == 2
+    # no time left: nothing runs
+    cmp2 = final.Comparisons(None, "latency", Policy())
+    speedup2 = {"vanilla": vanilla}
+    fresh = final.FinalCost(2.5, Policy(number=1, warmup_s=0.3, budget_s=8.0))  # a pair takes 10.8 s
+    assert final.steadier(best, base, speedup2, cmp2, fresh, deadline=5.0, spread=1.10) == []
+    assert speedup2["vanilla"] is vanilla and cmp2.pairs_run == 0
+
+
 @pytest.mark.parametrize("last_pair", [40, 10], ids=["pooled-guideline-faster", "pooled-baseline-faster"])
 def test_a_guideline_that_lost_its_place_is_compared_again_with_every_pair_of_processes(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, last_pair: int) -> None:

@@ -46,6 +46,8 @@ from rooftune.tuning.compare import (
     itself,
     pair_start_s,
     pooled_text,
+    steadier,
+    unsteady_ratios,
 )
 from rooftune.tuning.config import ALLOCATORS, RunConfig, allocator_library
 from rooftune.tuning.guidelines import (
@@ -274,9 +276,8 @@ class TuneResult:
         anywhere in that interval."""
         out: dict[str, list[float]] = {}
         for name in ("guideline", *self.baselines):
-            c = self.comparison(name) or {}
-            ratios = [float(x) for x in c.get("process_pair_ratios") or () if math.isfinite(x) and x > 0]
-            if len(ratios) >= 2 and max(ratios) > UNSTEADY_PAIR_SPREAD * min(ratios):
+            ratios = unsteady_ratios(self.comparison(name), UNSTEADY_PAIR_SPREAD)
+            if ratios:
                 out[name] = ratios
         return out
 
@@ -1050,6 +1051,7 @@ def tune(
                          f"(95 % CI of guideline/best {guide_vs_best['ci_low']:.2f}-{guide_vs_best['ci_high']:.2f}): "
                          f"it is the best{' again' if was_best else ''}")
             best, guide_vs_best, retaken = guide, itself(), True
+        notes += steadier(best, base, speedup, comparisons, cost, started + budget_s, UNSTEADY_PAIR_SPREAD, step)
         phase_s["final"] = time.perf_counter() - started - phase_s["fixed"] - phase_s["search"]
         phase_s["pairs"] = comparisons.pairs_run
         if comparisons.shortened_note():
