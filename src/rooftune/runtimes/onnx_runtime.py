@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -81,11 +82,23 @@ def winograd_model(src: Path, dst: Path, threads: int, session: Callable[[bytes]
         try:
             model = onnx.load(str(winograd_onnx.basic_optimized(src, basic)))
             cands = winograd_onnx.candidates(model)
-            choices = winograd_onnx.choose(cands, session or winograd_onnx.ort_session_factory(threads))
-            onnx.save(winograd_onnx.rewrite(model, [c.candidate.node for c in choices if c.chosen], cands), str(part))
+            make = session or winograd_onnx.ort_session_factory(threads)
+            choices = winograd_onnx.choose(cands, make)
+            rewritten = winograd_onnx.rewrite(model, [c.candidate.node for c in choices if c.chosen], cands)
+            network = None
+            if any(c.chosen for c in choices):
+                # the layers were chosen one at a time: the network with them is kept only where
+                # it is faster as a whole, with its whole interval
+                ratio, ci = winograd_onnx.network_speedup(model, rewritten, make)
+                network = {"speedup": round(ratio, 4), "ci": [round(ci[0], 4), round(ci[1], 4)],
+                           "layers": sum(c.chosen for c in choices), "kept": ci[0] > 1.0}
+                if not network["kept"]:
+                    rewritten = model
+                    choices = [replace(c, chosen=False) for c in choices]
+            onnx.save(rewritten, str(part))
             part_json.write_text(json.dumps({
                 "threads": threads, "min_speedup": winograd_onnx.MIN_SPEEDUP,
-                "layers": [c.to_dict() for c in choices]}, indent=1))
+                "layers": [c.to_dict() for c in choices], "network": network}, indent=1))
             os.replace(part_json, dst.with_suffix(".json"))
             os.replace(part, dst)
         finally:

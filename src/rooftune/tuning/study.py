@@ -1111,32 +1111,49 @@ def tune(
                       batches=tuple(space["batch"]))
 
 
-def winograd_layers(trial: TrialResult) -> list[dict[str, Any]] | None:
-    """For a configuration with ``conv=winograd``: its eligible layers as measured beside its
-    artifact (each with ``chosen`` and ``speedup``), None where there is no such record."""
+def winograd_record(trial: TrialResult) -> dict[str, Any] | None:
+    """For a configuration with ``conv=winograd``: what was measured beside its artifact (its
+    eligible ``layers``, each with ``chosen`` and ``speedup``, and the whole ``network`` with and
+    without the layers chosen), None where there is no such record."""
     if trial.config.option("conv") != "winograd" or not trial.artifact:
         return None
     path = Path(trial.artifact).with_suffix(".json")
     try:
-        layers = json.loads(path.read_text()).get("layers", [])
-    except (OSError, ValueError, AttributeError):
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
         return None
-    return layers if isinstance(layers, list) else None
+    return record if isinstance(record, dict) and isinstance(record.get("layers", []), list) else None
+
+
+def winograd_layers(trial: TrialResult) -> list[dict[str, Any]] | None:
+    """For a configuration with ``conv=winograd``: its eligible layers as measured beside its
+    artifact (each with ``chosen`` and ``speedup``), None where there is no such record."""
+    record = winograd_record(trial)
+    return None if record is None else record.get("layers", [])
 
 
 def winograd_note(trial: TrialResult) -> str:
     """For a configuration with ``conv=winograd``: which layers its artifact rewrote (from what was
     measured per layer beside it), else ''."""
-    layers = winograd_layers(trial)
-    if layers is None:
+    record = winograd_record(trial)
+    if record is None:
         return ""
+    layers = record.get("layers", [])
+    network = record.get("network") or {}
     chosen = [x for x in layers if x.get("chosen")]
+    whole = (f"{network['speedup']:.2f}x ({network['ci'][0]:.2f}-{network['ci'][1]:.2f})"
+             if network.get("speedup") is not None and network.get("ci") else "")
+    if not chosen and network.get("kept") is False:
+        return (f"conv=winograd: {network.get('layers')} of the {len(layers)} eligible 3x3 layers measured faster by "
+                f"Winograd alone, but the network with them ran {whole} as fast as without: none kept, the model "
+                "runs its direct convolutions")
     if not chosen:
         return (f"conv=winograd: none of the {len(layers)} eligible 3x3 layers measured faster by Winograd on this "
                 "machine; the model runs its direct convolutions")
     speedups = [x["speedup"] for x in chosen if x.get("speedup") is not None]
     span = f" (each {min(speedups):.2f}-{max(speedups):.2f}x as fast between 1x1 neighbours, weights cold)" if speedups else ""
-    return f"conv=winograd: Winograd F(4x4,3x3) on {len(chosen)} of the {len(layers)} eligible 3x3 layers{span}"
+    net = f"; the network {whole} as fast as without them" if whole else ""
+    return f"conv=winograd: Winograd F(4x4,3x3) on {len(chosen)} of the {len(layers)} eligible 3x3 layers{span}{net}"
 
 
 def top1_only_note(trials: Sequence[TrialResult], validated: bool) -> str:
