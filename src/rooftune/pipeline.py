@@ -184,11 +184,11 @@ def _export(module: Any, example_inputs: Sequence[Any] | None, out: Path,
             example_kwargs: dict[str, Any] | None = None) -> str:
     """A module object becomes a .pt2 file in the output folder, so trial subprocesses can load it
     (called with ``example_inputs`` and ``example_kwargs``: tensors, or tuples, lists and dicts of them)."""
+    import torch
+
     from rooftune.workload.models import export_module
 
     ep = export_module(module, example_inputs, example_kwargs)
-    import torch
-
     out.mkdir(parents=True, exist_ok=True)
     path = out / "model.pt2"
     torch.export.save(ep, path)
@@ -279,9 +279,9 @@ def optimize(
     inputs = check_shapes(inputs) or None
     options = dict(options or {}) or None
     if given is not None:
-        if inputs or options:
-            raise InvalidArgument("inputs" if inputs else "options", inputs or options,
-                                  "allowed only with a model name (a module comes with example_inputs)")
+        from rooftune.workload.models import module_takes_no_shapes
+
+        module_takes_no_shapes(inputs, options)
         name = _export(model, example_inputs, out_dir, example_kwargs)
     else:
         name = model

@@ -10,9 +10,9 @@ googlenet 1.17x as fast as ONNX Runtime's default (BENCHMARKS.md). With Winograd
 2.4x slower. Its times moved with the host more than ONNX Runtime's: resnet50 read 35-38 ms in
 most processes and 49-51 ms in others, for stretches of a process's life. ncnn splits each
 layer's work evenly between its threads and waits for the slower: when the host slows one vCPU
-its two threads run as fast as one (googlenet 21 ms against 13, one thread 22 ms), where ONNX
-Runtime's pool, handing out smaller pieces, loses a fifth (15.5 -> 18.7 ms), measured alternating
-in one process.
+its two threads run as fast as one (googlenet 22.0 ms against 12.6, one thread 23.6 ms), where
+ONNX Runtime's pool, handing out smaller pieces, loses a fifth (15.1 -> 18.6 ms), measured
+alternating in one process (benchmarks/ncnn_stretches.py, BENCHMARKS.md).
 
 ``conv=winograd`` (ncnn's default) lets ncnn use its Winograd kernels, ``conv=direct`` forbids
 them. ncnn runs one sample per inference (its tensors have no batch dimension): batch 1 only.

@@ -147,9 +147,13 @@ def steadier(best: TrialResult, base: dict[str, TrialResult], speedup: dict[str,
     search ran out of configurations a minute early, and the headline over vanilla read 1.87x
     over two pairs of processes that read 1.49x and 1.83x."""
     notes = []
-    names = [n for n, c in speedup.items() if n in base and (c.get("ci_low", math.nan) > 1.0)
-             and unsteady_ratios(c, spread) and base[n].config.key() != best.config.key()]
-    for i, name in enumerate(dict.fromkeys(names)):
+    by_key: dict[str, str] = {}  # one comparison per configuration: twin baselines share it
+    for n, c in speedup.items():
+        if (n in base and c.get("ci_low", math.nan) > 1.0 and unsteady_ratios(c, spread)
+                and base[n].config.key() != best.config.key()):
+            by_key.setdefault(base[n].config.key(), n)
+    names = list(by_key.values())
+    for i, name in enumerate(names):
         c = speedup[name]
         before = (c["ratio"], c["ci_low"], c["ci_high"], len(c["process_pair_ratios"]))
         added = 0

@@ -144,9 +144,9 @@ def guideline(platform: Platform, graph: OpGraph, available: dict[str, Any], *, 
     # OpenVINO's defaults, on a 2-core Zen 5 VM 1.48x. Below that its lead did not hold on both
     # machines: googlenet (67 %) 1.17x as fast on the Zen 4 VM in its fast stretches and 1.1-1.7x
     # slower in its slow ones (ncnn splits each layer evenly between its threads and waits for
-    # the slower, so when the host slows one vCPU its two threads run as fast as one, 21 ms
-    # against 13; ONNX Runtime's pool, handing out smaller pieces, went 15.5 -> 18.7 ms, measured
-    # alternating in one process); on the Zen 5 VM googlenet 1.19x, resnet18 (83 %) 1.21x and
+    # the slower, so when the host slows one vCPU its two threads run as fast as one, 22.0 ms
+    # against 12.6; ONNX Runtime's pool, handing out smaller pieces, went 15.1 -> 18.6 ms,
+    # benchmarks/ncnn_stretches.py); on the Zen 5 VM googlenet 1.19x, resnet18 (83 %) 1.21x and
     # resnet34 (92 %) 1.12x slower, steadily; resnet50 (37 %) and squeezenet1_0 (54 %) unsteady
     # either way on the Zen 4 VM (BENCHMARKS.md). Neither the FLOP/byte balance nor AVX-512 told
     # the two machines apart. Below the line the guideline keeps the graph runtime and measures

@@ -783,11 +783,10 @@ def tune(
     compare_pairs = int(compare_pairs)
     inputs = check_shapes(inputs)  # as Python integers: the trials' processes read them from JSON
     if not isinstance(model, str):
-        if inputs or options:
-            raise InvalidArgument("inputs" if inputs else "options", inputs or options,
-                                  "allowed only with a model name (a module comes with example_inputs)")
         from rooftune.store import default_db_path
-        from rooftune.workload.models import export_module_file
+        from rooftune.workload.models import export_module_file, module_takes_no_shapes
+
+        module_takes_no_shapes(inputs, options)
 
         folder = Path(save).resolve().parent if save is not None else default_db_path().parent / "modules"
         model = str(export_module_file(model, example_inputs, example_kwargs, folder))
@@ -1054,8 +1053,8 @@ def tune(
         notes += steadier(best, base, speedup, comparisons, cost, started + budget_s, UNSTEADY_PAIR_SPREAD, step)
         phase_s["final"] = time.perf_counter() - started - phase_s["fixed"] - phase_s["search"]
         phase_s["pairs"] = comparisons.pairs_run
-        if comparisons.shortened_note():
-            notes.append(comparisons.shortened_note())
+        if shortened := comparisons.shortened_note():
+            notes.append(shortened)
         rewritten = winograd_note(best)
         if rewritten:
             notes.append(rewritten)

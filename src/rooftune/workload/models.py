@@ -263,6 +263,14 @@ def check_shapes(inputs: Any) -> list[tuple[int, ...]] | None:
     return out
 
 
+def module_takes_no_shapes(inputs: Any, options: Any) -> None:
+    """A module object comes with its example inputs: input shapes and model options, which
+    describe a named model, are refused beside it."""
+    if inputs or options:
+        raise InvalidArgument("inputs" if inputs else "options", inputs or options,
+                              "allowed only with a model name (a module comes with example_inputs)")
+
+
 def export_module(module: Any, example_inputs: Sequence[Any] | None,
                   example_kwargs: dict[str, Any] | None = None) -> Any:
     """``module`` exported by torch.export, called with ``example_inputs`` and ``example_kwargs``
