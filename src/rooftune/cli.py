@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table as _RichTable
+from rich.text import Text
 
 from rooftune.errors import InvalidArgument, RooftuneError
 from rooftune.paths import output_dir, output_file
@@ -41,10 +43,25 @@ err = Console(stderr=True)
 
 class Table(_RichTable):
     """A Rich table whose cells fold onto more lines on a narrow terminal instead of being cut
-    short ('onnxrun…', '911.7 …'), so nothing a table reports is lost at any width."""
+    short ('onnxrun…', '911.7 …'), so nothing a table reports is lost at any width. Its title and
+    cells are plain text, never Rich markup: they hold layer names, configurations, errors and
+    model names, any of which may have brackets in it (a styled cell is given as a Text)."""
+
+    def __init__(self, *args: Any, title: Any = None, **kwargs: Any) -> None:
+        super().__init__(*args, title=Text(title, style="table.title") if isinstance(title, str) else title, **kwargs)
 
     def add_column(self, *args: Any, overflow: Any = "fold", **kwargs: Any) -> None:
         super().add_column(*args, overflow=overflow, **kwargs)
+
+    def add_row(self, *cells: Any, **kwargs: Any) -> None:
+        super().add_row(*(Text(c) if isinstance(c, str) else c for c in cells), **kwargs)
+
+
+def _labelled(console: Console, label: str, style: str, message: object) -> None:
+    """``label: message`` on one line, the label styled and the message printed as it is: a
+    message carries what the user gave (a model name, a path, an option's value), which Rich must
+    not read as markup (``net[/x]`` would end in a MarkupError, ``[bold]`` restyle the line)."""
+    console.print(Text.assemble((f"{label}:", style), " ", str(message)), highlight=False, soft_wrap=True)
 
 
 def _parse_names(value: str | None, name: str, example: str, what: str = "names") -> list[str] | None:
@@ -116,9 +133,26 @@ class _Lines:
         err.print(f"{s // 60}:{s % 60:02d} {step}{count}", markup=False, highlight=False, soft_wrap=True)
 
 
+class _Spinner:
+    """Rich's spinner, its messages shown as plain text (they may name a model or a file)."""
+
+    def __init__(self, first: str) -> None:
+        self.status = err.status(Text(first))
+
+    def __enter__(self) -> _Spinner:
+        self.status.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.status.__exit__(*exc)
+
+    def update(self, message: str) -> None:
+        self.status.update(Text(message))
+
+
 def _status(first: str, at_once: bool = False) -> Any:
     """A spinner with a message on a terminal (``.update(message)``), else :class:`_Lines`."""
-    return err.status(first) if err.is_terminal else _Lines(first, at_once=at_once)
+    return _Spinner(first) if err.is_terminal else _Lines(first, at_once=at_once)
 
 
 def _progress() -> tuple[Any, Any]:
@@ -139,7 +173,7 @@ def _progress() -> tuple[Any, Any]:
 
     progress = Progress(
         SpinnerColumn(),
-        TextColumn("{task.description}"),
+        TextColumn("{task.description}", markup=False),  # a step may name a model or a file
         BarColumn(),
         TextColumn("{task.completed}/{task.total}"),
         TimeElapsedColumn(),
@@ -161,7 +195,7 @@ def _print_ceilings(c: Any) -> None:
     p = c.platform
     quota = f", CPU quota {p.cpu_quota:g}" if p.cpu_quota is not None else ""
     out.print(
-        f"[bold]{p.cpu_model}[/bold] ({p.microarchitecture or 'unknown microarchitecture'}), "
+        f"[bold]{escape(p.cpu_model)}[/bold] ({p.microarchitecture or 'unknown microarchitecture'}), "
         f"{p.physical_cores} cores / {p.logical_cores} CPUs, usable {p.usable_cores}{quota}; "
         f"ISA {' '.join(p.effective_isa)}" + (f" (capped at {p.isa_cap})" if p.isa_cap else "")
     )
@@ -187,12 +221,12 @@ def _print_ceilings(c: Any) -> None:
             t.add_row(str(n), *[_rate(per.get(n, float("nan")), "") for per in c.peak_flops_per_thread.values()])
     out.print(t)
     for name, reason in c.skipped.items():
-        out.print(f"[dim]{name} skipped: {reason}[/dim]")
+        out.print(Text(f"{name} skipped: {reason}", style="dim"))
 
     out.print(_bandwidth_table(c, f"Memory bandwidth on {c.max_threads} threads (bytes/s)", c.capacity_bytes))
     out.print(f"dispatch overhead (one tiny torch op): [bold]{c.dispatch_overhead_s * 1e6:.2f} us[/bold]")
     for w in c.warnings:
-        err.print(f"[yellow]warning:[/yellow] {w}")
+        _labelled(err, "warning", "yellow", w)
 
 
 def _print_measured(c: Any, steps_shown: int | None = None) -> None:
@@ -227,7 +261,7 @@ def _bandwidth_table(c: Any, title: str, capacity: dict[str, int]) -> Any:
 def _print_gpu_ceilings(c: Any) -> None:
     d = c.platform
     clocks = d.max_clocks_mhz
-    out.print(f"[bold]{d.name}[/bold] ({d.arch}), {d.multiprocessors} multiprocessors, {fmt_size(d.memory_bytes)} "
+    out.print(f"[bold]{escape(d.name)}[/bold] ({d.arch}), {d.multiprocessors} multiprocessors, {fmt_size(d.memory_bytes)} "
               f"of memory, {fmt_size(d.l2_bytes)} of L2"
               + (f"; clocks up to {clocks['sm']} MHz (SM), {clocks['memory']} MHz (memory)" if clocks else ""))
     v = d.library_versions
@@ -249,13 +283,13 @@ def _print_gpu_ceilings(c: Any) -> None:
             t.add_row(name, "skipped", "")
     out.print(t)
     for name, reason in c.skipped.items():
-        out.print(f"[dim]{name} skipped: {reason}[/dim]", highlight=False)
+        out.print(Text(f"{name} skipped: {reason}", style="dim"))
     out.print(_bandwidth_table(c, "Memory bandwidth on the device (bytes/s)",
                                {**c.capacity_bytes, "DRAM": d.memory_bytes}))
     out.print(f"dispatch overhead (one tiny torch op in a stream of them): [bold]{c.dispatch_overhead_s * 1e6:.2f} us"
               f"[/bold]; one op waited for: {c.launch_latency_s * 1e6:.2f} us")
     for w in c.warnings:
-        err.print(f"[yellow]warning:[/yellow] {w}")
+        _labelled(err, "warning", "yellow", w)
 
 
 @app.command()
@@ -326,7 +360,7 @@ def machine(
         (_print_gpu_ceilings if kind == "cuda" else _print_ceilings)(c)
         for p in (plot_path, sweep_path):
             if p:
-                out.print(f"wrote {p}")
+                out.print(f"wrote {p}", markup=False)
 
 
 def _seconds(t: float) -> str:
@@ -342,7 +376,7 @@ def _print_analysis(a: Any, top: int) -> None:
 
     where = f"on {a.device}, " if a.device != "cpu" else ""
     out.print(
-        f"[bold]{a.model}[/bold] ({a.workload_kind}), batch {a.batch}, {where}{a.threads} thread{'s' if a.threads > 1 else ''}, "
+        f"[bold]{escape(a.model)}[/bold] ({a.workload_kind}), batch {a.batch}, {where}{a.threads} thread{'s' if a.threads > 1 else ''}, "
         f"input {', '.join(format_shape(tuple(s)) for s in a.input_shapes)}; {len(a.ops)} ops captured by {a.capture}"
     )
     out.print(
@@ -375,9 +409,9 @@ def _print_analysis(a: Any, top: int) -> None:
     out.print("[bold]Top opportunities[/bold] (headroom = measured - roofline lower bound; alike ops summed):")
     for i, g in enumerate(a.opportunity_groups(top), 1):
         who = f"{g['name']} ({g['module']})" if g["count"] == 1 else f"{g['count']} alike ops ({g['module']})"
-        out.print(f" {i:2d}. {who}: {_seconds(g['headroom_s'])} - {g['reason']}", highlight=False)
+        out.print(f" {i:2d}. {who}: {_seconds(g['headroom_s'])} - {g['reason']}", markup=False, highlight=False)
     for w in a.warnings:
-        err.print(f"[yellow]warning:[/yellow] {w}", highlight=False, soft_wrap=True)
+        _labelled(err, "warning", "yellow", w)
 
 
 @app.command()
@@ -445,7 +479,7 @@ def analyze(
         for a in analyses:
             _print_analysis(a, top)
         for p in written:
-            out.print(f"wrote {p}")
+            out.print(f"wrote {p}", markup=False)
 
 
 @app.command()
@@ -468,7 +502,7 @@ def _fmt_latency(t: Any) -> str:
 
 
 def _print_tune(r: Any) -> None:
-    out.print(f"[bold]{r.model}[/bold], objective {r.objective}, {r.batch_text()}: {len(r.trials)} trials "
+    out.print(f"[bold]{escape(r.model)}[/bold], objective {r.objective}, {r.batch_text()}: {len(r.trials)} trials "
               f"({sum(1 for t in r.trials if not t.ok)} failed, {r.resumed} from the store) in {r.duration_s:.0f} s")
     t = Table(title="Configurations (latency per inference; speedup of the best, interleaved, 95% CI)", title_justify="left")
     for col in ("name", "configuration", "p50", "p90", "p99", "samples/s", "interleaved: it / best", "best is"):
@@ -484,18 +518,18 @@ def _print_tune(r: Any) -> None:
     out.print(t)
     for line in (r.reversal_line(), r.unsteady_line(), r.drift_line()):
         if line:
-            out.print(line, highlight=False)
+            out.print(line, markup=False, highlight=False)
     v = r.best.verify
     if r.best.config.precision != "fp32" and "cosine" in v:
         out.print(f"best runs {r.best.config.precision}: mean cosine {v['cosine']:.4f}, top-1 agreement {v['top1']:.1%}"
                   f" over {v.get('inputs', 1)} input(s) ({v.get('rule', '')})", highlight=False)
     standing = r.guideline_text()
     if standing:
-        out.print(f"guideline: {standing}; " + "; ".join(r.guideline_reasons), highlight=False)
+        out.print(f"guideline: {standing}; " + "; ".join(r.guideline_reasons), markup=False, highlight=False)
     if r.time_line():
-        out.print(r.time_line(), highlight=False)
+        out.print(r.time_line(), markup=False, highlight=False)
     for n in r.notes:
-        err.print(f"[yellow]note:[/yellow] {n}", highlight=False, soft_wrap=True)
+        _labelled(err, "note", "yellow", n)
 
 
 @app.command()
@@ -537,14 +571,14 @@ def tune(
     else:
         _print_tune(r)
         if save:
-            out.print(f"wrote {save}")
+            out.print(f"wrote {save}", markup=False)
             _print_load_hint(save)
 
 
 def _print_load_hint(path: Any) -> None:
     """How to run a saved configuration in one's own program, in one line."""
     out.print(f"in your program: rooftune.load_tuned({str(path)!r}), started by "
-              f"rooftune exec --config {shlex.quote(str(path))} -- ...", highlight=False, soft_wrap=True)
+              f"rooftune exec --config {shlex.quote(str(path))} -- ...", markup=False, highlight=False, soft_wrap=True)
 
 
 def _print_profile(result: Any, summary: list[dict[str, Any]]) -> None:
@@ -570,7 +604,7 @@ def _print_profile(result: Any, summary: list[dict[str, Any]]) -> None:
         again += f"; {slow}"
     out.print(f"campaign on platform {c.platform_id}: {c.added} rows added, {c.skipped} already stored; "
               f"{c.counts.get('ok', 0)} timed, {c.counts.get('unsupported', 0)} unsupported, "
-              f"{c.counts.get('failed', 0)} failed{again}; {c.duration_s:.0f} s, {state}", highlight=False)
+              f"{c.counts.get('failed', 0)} failed{again}; {c.duration_s:.0f} s, {state}", markup=False, highlight=False)
     if not summary:
         return
     t = Table(title="Per-layer fastest primitive against pytorch-default (F.conv2d)", title_justify="left")
@@ -605,7 +639,7 @@ def _check_primitives(json_out: bool) -> None:
                       str(c.get("unsupported", 0)), str(c.get("failed", 0)))
         out.print(t)
         for v in failed:
-            err.print(f"[red]failed:[/red] {v.primitive} on {v.spec.describe()}: {v.reason}", highlight=False)
+            _labelled(err, "failed", "red", f"{v.primitive} on {v.spec.describe()}: {v.reason}")
     if failed:
         raise typer.Exit(1)
 
@@ -683,7 +717,7 @@ def _pct(v: Any) -> str:
 
 def _print_eval(r: dict[str, Any]) -> None:
     out.print(f"leave-one-network-out on platform {r.get('platform_id')} ({threads_of(r.get('threads'))}): "
-              f"{r.get('specs')} specs, held out in turn: {', '.join(r['networks'])}", highlight=False)
+              f"{r.get('specs')} specs, held out in turn: {', '.join(r['networks'])}", markup=False, highlight=False)
     t = Table(title="Regressors (predicted time per primitive, held-out networks)", title_justify="left")
     for col in ("model", "MAPE", "RMSPE", "within +-10 %", "Spearman", "top-1", "top-1 within 5 %", "regret mean",
                 "regret worst", "fit"):
@@ -722,7 +756,8 @@ def _print_eval(r: dict[str, Any]) -> None:
     out.print(t)
     if "select_time" in r:
         st = r["select_time"]
-        out.print(f"selecting all {st['layers']} convolutions of {st['model']}: {_seconds(st['seconds'])}", highlight=False)
+        out.print(f"selecting all {st['layers']} convolutions of {st['model']}: {_seconds(st['seconds'])}", markup=False,
+                  highlight=False)
 
 
 def _print_by_primitive(regressors: dict[str, Any]) -> None:
@@ -773,9 +808,9 @@ def _print_target_repeatability(result: dict[str, Any]) -> None:
         out.print(_curve_table(result, "within_10pct_steady",
                                "within +-10 % on the steady test rows only (second pass within 10 %)"))
     if rep["within_10pct"] < POOR_REPEATABILITY:
-        err.print(f"[yellow]warning:[/yellow] only {_pct(rep['within_10pct'])} of the target's rows repeat within 10 %: "
+        _labelled(err, "warning", "yellow", f"only {_pct(rep['within_10pct'])} of the target's rows repeat within 10 %: "
                   "the curve measures their noise more than the transfer; profile the target again in a quieter "
-                  "hour (rooftune profile says how the machine read)", highlight=False, soft_wrap=True)
+                  "hour (rooftune profile says how the machine read)")
 
 
 @app.command()
@@ -828,7 +863,7 @@ def train(
     if eval_:
         _print_eval(report)
     out.print(f"fitted {estimator} on {len(data)} specs of platform {data.platform_id}"
-              + (f"; saved to {save}" if save else " (pass --save FILE to keep it)"), highlight=False)
+              + (f"; saved to {save}" if save else " (pass --save FILE to keep it)"), markup=False, highlight=False)
 
 
 @app.command()
@@ -892,8 +927,8 @@ def transfer(
         if base_model is None:  # the shipped bases that have not seen the target's data, nearest first
             base_model, *others = load_base_models(data.fingerprint, exclude_platform=data.platform_id)
         elif data.platform_id in ((getattr(base_model, "provenance_", None) or {}).get("platforms") or []):
-            err.print(f"[yellow]warning:[/yellow] the base model was trained on platform {data.platform_id}'s data: "
-                      "the curve measures it on what it has seen", highlight=False, soft_wrap=True)
+            _labelled(err, "warning", "yellow", f"the base model was trained on platform {data.platform_id}'s data: "
+                      "the curve measures it on what it has seen")
         with _status("learning curve") as status:
             result = learning_curve(base_model, data, sampler=sampler, seed=seed, progress=lambda m: status.update(m),
                                     others=others)
@@ -908,7 +943,7 @@ def transfer(
                                f"({result['sampler']} sampler)"))
         _print_target_repeatability(result)
         if curve:
-            out.print(f"learning curve written to {curve}")
+            out.print(f"learning curve written to {curve}", markup=False)
         return
     progress, update = _progress()
     names = _parse_names(models, "--models", "resnet50,mobilenet_v2", "model names") or []
@@ -924,7 +959,7 @@ def transfer(
               + ("" if info["method"] == "scratch" else
                  f" of the base models from {info['base']}" if info["method"] == "ensemble" else
                  f" of a base model from {info['base']}")
-              + f"); saved to {info['saved']}", highlight=False)
+              + f"); saved to {info['saved']}", markup=False, highlight=False)
 
 
 @app.command()
@@ -967,7 +1002,7 @@ def select(
         sys.stdout.write(json.dumps(d, indent=2, default=str) + "\n")
         return
     out.print(f"{r.model} (batch {r.batch}, {threads_of(r.threads)}): {r.layers} convolutions selected in "
-              f"{_seconds(r.select_time_s)} with {source} ({r.selection.strategy})", highlight=False)
+              f"{_seconds(r.select_time_s)} with {source} ({r.selection.strategy})", markup=False, highlight=False)
     t = Table(title="Selected primitive per convolution", title_justify="left")
     for col in ("layer", "spec", "primitive", "predicted"):
         t.add_column(col, justify="right" if col == "predicted" else "left")
@@ -979,15 +1014,15 @@ def select(
     v = r.verification
     out.print(f"verification: {'ok' if v.ok else 'FAILED'}: max error {v.max_rel:.2e} of the output's scale "
               f"(bound {v.tolerance:g}), cosine {v.cosine:.6f}; {len(v.fallbacks)} layer(s) fell back"
-              + (f"; {v.why}" if v.why else ""), highlight=False)
+              + (f"; {v.why}" if v.why else ""), markup=False, highlight=False)
     for label, cmp in r.comparisons.items():
         ci = ci_text(cmp["ci"][0], cmp["ci"][1], 3, "95 % CI ")
         out.print(f"selected vs {r.label(label)}: {cmp['speedup']:.3f}x ({ci}), "
-                  f"{_seconds(cmp['selected_s'])} vs {_seconds(cmp['other_s'])}", highlight=False)
+                  f"{_seconds(cmp['selected_s'])} vs {_seconds(cmp['other_s'])}", markup=False, highlight=False)
     for n in r.notes:
-        out.print(f"note: {n}", highlight=False)
+        out.print(f"note: {n}", markup=False, highlight=False)
     if save:
-        out.print(f"saved to {save}/selection.json (load.py rebuilds the model)")
+        out.print(f"saved to {save}/selection.json (load.py rebuilds the model)", markup=False)
 
 
 @app.command()
@@ -1031,28 +1066,29 @@ def optimize(
     else:
         # the title as a line of its own: a table's title wraps at the table's (narrow) width
         out.print(f"rooftune optimize {r.title} ({r.batch_text()}, {r.objective}) in {r.duration_s:.0f} s",
-                  highlight=False)
+                  markup=False, highlight=False)
         t = Table()
         for col in ("step", "status", "seconds", "message"):
             t.add_column(col, justify="right" if col == "seconds" else "left")
         for s in r.steps.values():
             colour = {"ok": "green", "failed": "red", "interrupted": "yellow"}.get(s.status, "dim")
-            t.add_row(s.name, f"[{colour}]{s.status}[/{colour}]", f"{s.seconds:.1f}", s.message)
+            t.add_row(s.name, Text(s.status, style=colour), f"{s.seconds:.1f}", s.message)
         out.print(t)
-        out.print(f"[bold]{r.headline()}[/bold]", highlight=False)
+        out.print(Text(r.headline(), style="bold"))
         if r.select is not None and "vanilla" in r.select.comparisons:
             c = r.select.comparisons["vanilla"]
             out.print(f"selected primitives (PyTorch eager) vs vanilla: {c['speedup']:.2f}x "
                       f"({ci_text(c['ci'][0], c['ci'][1], label='95 % CI ')})", highlight=False)
-        out.print(f"report: {r.out / 'report.html'}", highlight=False)
+        out.print(f"report: {r.out / 'report.html'}", markup=False, highlight=False)
         if "best configuration" in r.files:
             _print_load_hint(r.out / "best.json")
     if r.interrupted:
-        err.print(f"interrupted: the partial report is {r.out / 'report.html'}; measurements taken are stored")
+        err.print(f"interrupted: the partial report is {r.out / 'report.html'}; measurements taken are stored",
+                  markup=False)
         raise typer.Exit(130)
 
 
-data_app = typer.Typer(no_args_is_help=True, help="Carry profiled data between machines.")
+data_app = typer.Typer(no_args_is_help=True, help="Carry profiled data between machines; prune what is unused.")
 app.add_typer(data_app, name="data")
 
 
@@ -1070,7 +1106,7 @@ def data_export(
     check_export_path(file)  # before the store is opened
     with Store(db, create=False) as s:
         n = export_profiles(s, file, platform)
-    out.print(f"wrote {n} rows to {file}")
+    out.print(f"wrote {n} rows to {file}", markup=False)
 
 
 @data_app.command("import")
@@ -1087,6 +1123,35 @@ def data_import(
         r = import_profiles(s, file, rows)
     out.print(f"read {r['rows']} rows of {r['platforms']} platform(s); {r['added']} added, "
               f"{r['rows'] - r['added']} already stored")
+
+
+@data_app.command("prune")
+def data_prune(
+    older_than: Annotated[float | None, typer.Option("--older-than", help="Days unused before something is removed (default 30).")] = None,
+    apply: Annotated[bool, typer.Option("--apply", help="Remove them (without it: only list what would go).")] = False,
+    db: Annotated[str | None, typer.Option("--db", help="Store: a file path or SQLAlchemy URL.")] = None,
+) -> None:
+    """List (or with --apply remove) what is kept only for reuse and unused for DAYS: module files
+    exported for studies, the trials of studies left idle, stored analyses. Ceilings, profiled
+    rows and performance models are never removed."""
+    from rooftune.store import DEFAULT_OLDER_THAN_DAYS, Store, prune
+    from rooftune.store.prune import check_days
+
+    days = check_days(DEFAULT_OLDER_THAN_DAYS if older_than is None else older_than)  # before the store is opened
+    with Store(db, create=False) as s:
+        r = prune(s, days, apply=apply)
+        where = s.display_url
+    if r.items:
+        t = Table(title=f"Unused for {days:g} days (store {where}; modules in {r.modules})", title_justify="left")
+        for col in ("kind", "what", "rows", "size", "last used"):
+            t.add_column(col, justify="right" if col in ("rows", "size") else "left")
+        for i in r.items:
+            t.add_row(i.kind, i.name, str(i.rows) if i.rows else "-", fmt_size(i.size_bytes),
+                      datetime.fromtimestamp(i.last_used).strftime("%Y-%m-%d %H:%M"))
+        out.print(t)
+    done = "removed" if apply else "would remove"
+    out.print(f"{done} {len(r.items)} item(s): {r.rows} store rows, {fmt_size(r.size_bytes)}"
+              + ("" if apply or not r.items else "; dry run, --apply removes them"), markup=False, highlight=False)
 
 
 @app.command(name="exec", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -1237,13 +1302,13 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(rc, int) and rc:  # typer.Exit(code) inside a command, as click returns it
             return rc
     except RooftuneError as exc:
-        err.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+        _labelled(err, "error", "red", exc)
         return 2
     except OSError as exc:
         # A file that could not be read or written past the checks made up front (a path that
         # changed under the run, a full disk): one line naming it, not a traceback.
         where = f" {exc.filename}" if exc.filename else ""
-        err.print(f"[red]error:[/red] cannot use{where}: {exc.strerror or exc}", highlight=False, soft_wrap=True)
+        _labelled(err, "error", "red", f"cannot use{where}: {exc.strerror or exc}")
         return 2
     except KeyboardInterrupt:
         err.print("interrupted: nothing half-written was kept")
@@ -1259,8 +1324,7 @@ def main(argv: list[str] | None = None) -> int:
         if callable(getattr(exc, "format_message", None)) and isinstance(getattr(exc, "exit_code", None), int):
             if exc.exit_code == 0:  # type: ignore[attr-defined]
                 return 0
-            err.print(f"[red]error:[/red] {_usage_line(exc, sys.argv[1:] if argv is None else argv)}",
-                      highlight=False, soft_wrap=True)
+            _labelled(err, "error", "red", _usage_line(exc, sys.argv[1:] if argv is None else argv))
             return int(exc.exit_code)  # type: ignore[attr-defined]
         raise
     return 0

@@ -186,12 +186,14 @@ def _export(module: Any, example_inputs: Sequence[Any] | None, out: Path,
     (called with ``example_inputs`` and ``example_kwargs``: tensors, or tuples, lists and dicts of them)."""
     import torch
 
+    from rooftune.fileio import atomic_path
     from rooftune.workload.models import export_module
 
     ep = export_module(module, example_inputs, example_kwargs)
     out.mkdir(parents=True, exist_ok=True)
     path = out / "model.pt2"
-    torch.export.save(ep, path)
+    with atomic_path(path) as tmp:
+        torch.export.save(ep, tmp)
     return str(path)
 
 
@@ -438,10 +440,10 @@ def _write_outputs(result: OptimizeResult) -> None:
         st.status, st.message = "failed", f"{type(exc).__name__}: {exc}"
     st.seconds = time.perf_counter() - t0
     result.duration_s += st.seconds  # the summary and the command's table count the report's time too
+    from rooftune.fileio import write_atomic
+
     result.files["summary"] = "summary.json"
-    tmp = result.out / "summary.json.tmp"
-    tmp.write_text(json.dumps(result.to_dict(), indent=2, default=str))
-    tmp.replace(result.out / "summary.json")
+    write_atomic(result.out / "summary.json", json.dumps(result.to_dict(), indent=2, default=str))
 
 
 def _commands(r: OptimizeResult, db: str | None, precisions: Sequence[str] = ("fp32",),
@@ -451,7 +453,9 @@ def _commands(r: OptimizeResult, db: str | None, precisions: Sequence[str] = ("f
 
     q = shlex.quote
     out = q(str(r.out))
-    dbo = f" --db {q(db)}" if db else ""
+    from rooftune.store import redact_url
+
+    dbo = f" --db {q(redact_url(db))}" if db else ""  # the commands are printed and written: no password
     py = q(sys.executable)
     prec = "".join(f" --{p}" for p in ("bf16", "int8") if p in precisions)
     if "int8" in precisions and calibration_size not in (None, CALIBRATION_SIZE):

@@ -265,10 +265,12 @@ def write_csv(analyses: Sequence[Analysis], path: str | Path) -> Path:
     :meth:`OpResult.to_dict` (shapes as JSON text)."""
     import json
 
+    from rooftune.fileio import atomic_open
+
     p = Path(path)
     columns = ["model", "batch", "threads", "device", *OpResult.__dataclass_fields__, "attained_flops",
                "attained_bytes_per_s"]
-    with p.open("w", newline="") as f:
+    with atomic_open(p, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=columns)
         w.writeheader()
         for a in analyses:

@@ -572,6 +572,7 @@ def plot_learning_curve(result: dict[str, Any], path: str, metric: str = "within
     ax.grid(True, alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    from rooftune.fileio import save_figure
+
+    save_figure(fig, path)
     return path

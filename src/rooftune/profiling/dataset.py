@@ -53,10 +53,11 @@ def export_profiles(store: Any, path: str | Path, platform_id: str | None = None
     fps = store.fingerprints()
     rows = store.profiles(platform_id)
     if not rows:
-        raise InvalidArgument("store", store.url, "has no profiled rows; nothing written (run rooftune profile first)")
+        raise InvalidArgument("store", store.display_url, "has no profiled rows; nothing written (run rooftune profile first)")
     records = [{**r, "platform": fps.get(r["platform_id"], {"id": r["platform_id"]})} for r in rows]
-    tmp = p.with_name(p.name + ".part")
-    try:
+    from rooftune.fileio import atomic_path
+
+    with atomic_path(p) as tmp:
         if fmt == ".csv":
             with tmp.open("w", newline="") as f:
                 w = csv.DictWriter(f, fieldnames=COLUMNS + OPTIONAL_COLUMNS)
@@ -69,9 +70,6 @@ def export_profiles(store: Any, path: str | Path, platform_id: str | None = None
             table = pa.table({k: [json.dumps(r[k], sort_keys=True) if k in JSON_COLUMNS else r[k] for r in records]
                               for k in COLUMNS + OPTIONAL_COLUMNS})
             pq.write_table(table, tmp)
-        tmp.replace(p)
-    finally:
-        tmp.unlink(missing_ok=True)
     return len(records)
 
 

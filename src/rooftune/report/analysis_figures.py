@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rooftune.fileio import save_figure as _save
 from rooftune.report.figures import _LEVEL_COLOURS, _figure, label_roofs
 from rooftune.units import fmt_rate, threads_of
 
@@ -20,15 +21,6 @@ KIND_COLOURS = {
 }
 #: Marker area of an op taking the whole end-to-end time (points^2).
 FULL_AREA = 2500.0
-
-
-def _save(fig: Any, path: str | Path) -> Path:
-    import matplotlib.pyplot as plt
-
-    out = Path(path)
-    fig.savefig(out)
-    plt.close(fig)
-    return out
 
 
 def _roof_lines(ax: Any, roofs: dict[str, Any], peak: float, alpha: float = 1.0, label: bool = True) -> None:

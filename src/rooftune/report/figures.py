@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rooftune.fileio import save_figure
 from rooftune.units import fmt_rate, fmt_size
 
 if TYPE_CHECKING:
@@ -94,12 +95,7 @@ def plot_roofline(ceilings: Ceilings | GpuCeilings, path: str | Path) -> Path:
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(loc="lower right", fontsize=8, title="bandwidth")
     fig.tight_layout()
-    out = Path(path)
-    fig.savefig(out)
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
-    return out
+    return save_figure(fig, path)
 
 
 def plot_sweep(ceilings: Ceilings | GpuCeilings, path: str | Path) -> Path:
@@ -138,9 +134,4 @@ def plot_sweep(ceilings: Ceilings | GpuCeilings, path: str | Path) -> Path:
     else:
         ax.text(0.5, 0.5, "no sweep data", transform=ax.transAxes, ha="center")
     fig.tight_layout()
-    out = Path(path)
-    fig.savefig(out)
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
-    return out
+    return save_figure(fig, path)

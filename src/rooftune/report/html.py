@@ -283,9 +283,7 @@ in a process started with its configuration's environment; the last redoes the p
 def write_report(r: OptimizeResult) -> Path:
     """Figures, then ``report.html`` (written whole, then moved into place)."""
     figs = write_figures(r)
-    path = r.out / "report.html"
-    tmp = path.with_suffix(".html.tmp")
+    from rooftune.fileio import write_atomic
+
     r.files["report"] = "report.html"
-    tmp.write_text(render(r, figs), encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return write_atomic(r.out / "report.html", render(r, figs))

@@ -12,11 +12,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rooftune.runtimes.base import Prepared, Runtime, missing, output_tensors, without_option
+from rooftune.runtimes.telemetry import quiet_vendor_telemetry
 from rooftune.runtimes.torch_runtimes import torch_inputs, torch_module
 
 if TYPE_CHECKING:
     from rooftune.tuning.config import RunConfig
     from rooftune.workload import Workload
+
+# before anything here imports openvino or nncf: this module is imported with the runtimes'
+# registry, in rooftune's processes and in every trial worker
+quiet_vendor_telemetry()
 
 
 class OpenVINO(Runtime):

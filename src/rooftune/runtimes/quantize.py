@@ -222,6 +222,9 @@ def ort_int8(fp32: Path, out: Path, calibration: Sequence[Inputs]) -> Path:
 def nncf_int8(model: Any, calibration: Sequence[Inputs]) -> Any:
     """NNCF post-training quantization of an OpenVINO model (its default: mixed-precision-free
     int8 on convolutions and matmuls, fast bias correction)."""
+    from rooftune.runtimes.telemetry import quiet_vendor_telemetry
+
+    quiet_vendor_telemetry()
     import nncf
 
     data = [[x.float().numpy() if x.is_floating_point() else x.numpy() for x in xs] for xs in calibration]

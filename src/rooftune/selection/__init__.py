@@ -373,10 +373,13 @@ def _histogram(sel: Selection) -> dict[str, int]:
 
 def save_selection(result: SelectResult, directory: str | Path) -> Path:
     """``selection.json`` and ``load.py`` (``model = load()`` rebuilds the rewritten model)."""
+    from rooftune.fileio import write_atomic
+
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
-    (d / "selection.json").write_text(json.dumps(result.to_dict(), indent=2))
-    (d / "load.py").write_text(
+    # each file whole; not the folder swapped for a new one, which may be the user's own (--save .)
+    write_atomic(d / "selection.json", json.dumps(result.to_dict(), indent=2))
+    write_atomic(d / "load.py",
         '"""The model rewritten by `rooftune select`: model = load() (same weights as the model it was selected on)."""\n'
         "from pathlib import Path\n\nfrom rooftune.selection import load_selected\n\n\n"
         "def load(module=None):\n"

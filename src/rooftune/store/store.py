@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import sqlite3
 import statistics
 import time
@@ -43,10 +44,22 @@ DB_ENV = "ROOFTUNE_DB"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 
 
-def default_db_path() -> Path:
+def data_dir() -> Path:
+    """rooftune's folder in the user data directory (platformdirs: ``$XDG_DATA_HOME/rooftune``,
+    by default ``~/.local/share/rooftune`` on Linux): the default store, the modules exported for
+    studies, the performance models transferred to this machine."""
     from platformdirs import user_data_dir
 
-    return Path(user_data_dir("rooftune", appauthor=False)) / "rooftune.db"
+    return Path(user_data_dir("rooftune", appauthor=False))
+
+
+def default_db_path() -> Path:
+    return data_dir() / "rooftune.db"
+
+
+def modules_dir() -> Path:
+    """Where a module given to ``tune`` without ``save`` is exported (a .pt2 file per module)."""
+    return data_dir() / "modules"
 
 
 def resolve_url(db: str | os.PathLike[str] | None = None) -> str:
@@ -57,6 +70,27 @@ def resolve_url(db: str | os.PathLike[str] | None = None) -> str:
     if "://" in value:
         return value
     return f"sqlite:///{Path(value).expanduser().absolute()}"
+
+
+#: What stands for a password wherever a database URL is printed or written.
+HIDDEN = "***"
+#: ``scheme://user:password@rest``, the password running to the last '@': a password with an
+#: unencoded '@' in it is hidden whole (with more than it, where a query holds an '@' too).
+_CREDENTIALS = re.compile(r"^(?P<head>[^:/?#]+://[^:/@?#]*):(?P<password>.*)@(?P<rest>[^@]*)$", re.DOTALL)
+
+
+def redact_url(url: str | os.PathLike[str]) -> str:
+    """``url`` as it may be shown or written anywhere: its password replaced by ``***``
+    (``postgresql://user:***@host/db``); a file path or a URL without a password as given."""
+    text = str(url)
+    try:
+        parsed = make_url(text)
+    except (ArgumentError, ValueError):
+        parsed = None
+    if parsed is not None and parsed.password is not None and text.count("@") == 1:
+        return parsed.render_as_string(hide_password=True)
+    m = _CREDENTIALS.match(text)  # unparsable, or an '@' that SQLAlchemy may read otherwise
+    return f"{m['head']}:{HIDDEN}@{m['rest']}" if m else text
 
 
 def _check_sqlite_file(path: Path, chosen: bool = True) -> None:
@@ -111,11 +145,13 @@ class Store:
         """``create=False`` (commands that only read) refuses a SQLite file that does not exist
         instead of creating an empty store there."""
         self.url = resolve_url(db)
+        #: The URL as messages name it: never its password.
+        self.display_url = redact_url(self.url)
         try:
             url = make_url(self.url)
         except ArgumentError:
             raise StoreError(
-                f"invalid database URL {self.url!r}: expected a file path or an SQLAlchemy URL "
+                f"invalid database URL {self.display_url!r}: expected a file path or an SQLAlchemy URL "
                 f"such as sqlite:///path/to/rooftune.db or postgresql://host/db"
             ) from None
         self._sqlite = url.get_backend_name() == "sqlite"
@@ -128,10 +164,10 @@ class Store:
         try:
             self.engine: Engine = create_engine(self.url)
         except ImportError as exc:
-            raise StoreError(f"cannot use database URL {self.url!r}: {exc}; install the database's driver for "
+            raise StoreError(f"cannot use database URL {self.display_url!r}: {self._hide(str(exc))}; install the database's driver for "
                              f"SQLAlchemy (e.g. pip install psycopg for postgresql://)") from None
         except ArgumentError as exc:
-            raise StoreError(f"cannot use database URL {self.url!r}: {exc}") from None
+            raise StoreError(f"cannot use database URL {self.display_url!r}: {self._hide(str(exc))}") from None
         if self._sqlite:
             _install_sqlite_pragmas(self.engine)
         self._migrate()
@@ -152,13 +188,25 @@ class Store:
 
     def _wrap(self, exc: SQLAlchemyError) -> StoreError:
         orig = getattr(exc, "orig", None)
-        detail = str(orig) if orig is not None else str(exc).splitlines()[0]
+        detail = self._hide(str(orig) if orig is not None else str(exc).splitlines()[0])
         if isinstance(orig, sqlite3.DatabaseError) and "not a database" in detail:
             return StoreError(
-                f"database {self.url!r} is not a SQLite database (file is corrupt or of another kind); "
+                f"database {self.display_url!r} is not a SQLite database (file is corrupt or of another kind); "
                 f"move it away or pass --db with another path"
             )
-        return StoreError(f"database {self.url!r}: {detail}")
+        return StoreError(f"database {self.display_url!r}: {detail}")
+
+    def _hide(self, text: str) -> str:
+        """A driver's message with the URL's password left out, should the driver quote it."""
+        text = text.replace(self.url, self.display_url)
+        m = _CREDENTIALS.match(self.url)
+        try:
+            decoded = make_url(self.url).password  # a driver quotes it decoded (%40 as '@')
+        except (ArgumentError, ValueError):
+            decoded = None
+        for secret in sorted({m["password"] if m else "", str(decoded or "")} - {""}, key=len, reverse=True):
+            text = text.replace(secret, HIDDEN)
+        return text
 
     # ------------------------------------------------------------------ schema
 
@@ -168,7 +216,7 @@ class Store:
                 tables = set(inspect(conn).get_table_names())
                 if tables and "schema_info" not in tables:
                     raise StoreError(
-                        f"database {self.url!r} is not a rooftune database (it has tables "
+                        f"database {self.display_url!r} is not a rooftune database (it has tables "
                         f"{', '.join(sorted(tables)[:5])}); pass --db with another path"
                     )
                 current = 0
@@ -180,12 +228,12 @@ class Store:
                         current = int(row) if row is not None else 0
                     except ValueError:
                         raise StoreError(
-                            f"database {self.url!r} has schema version {row!r}, not a number: it was not "
+                            f"database {self.display_url!r} has schema version {row!r}, not a number: it was not "
                             "written by rooftune or is damaged; pass --db with another path"
                         ) from None
                 if current > SCHEMA_VERSION:
                     raise StoreError(
-                        f"database {self.url!r} has schema version {current}, newer than this rooftune "
+                        f"database {self.display_url!r} has schema version {current}, newer than this rooftune "
                         f"supports ({SCHEMA_VERSION}); upgrade rooftune or pass --db with another path"
                     )
                 for version in range(current + 1, SCHEMA_VERSION + 1):
@@ -215,7 +263,7 @@ class Store:
                         break
                     except sqlite3.OperationalError as exc:
                         if "locked" not in str(exc) or time.monotonic() > deadline:
-                            raise StoreError(f"cannot open {self.url!r}: {exc}") from None
+                            raise StoreError(f"cannot open {self.display_url!r}: {self._hide(str(exc))}") from None
                         time.sleep(0.02)
             finally:
                 raw.close()
@@ -547,7 +595,7 @@ def _install_sqlite_pragmas(engine: Engine) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
-__all__ = ["DB_ENV", "Store", "default_db_path", "resolve_url"]
+__all__ = ["DB_ENV", "Store", "data_dir", "default_db_path", "modules_dir", "redact_url", "resolve_url"]
 
 
 def _finite(obj: Any) -> Any:

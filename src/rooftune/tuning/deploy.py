@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import tempfile
 import warnings
 from collections.abc import Callable, Sequence
@@ -222,9 +221,11 @@ def _place_artifact(target: Path | None, saved: dict[str, Any], path: str | Path
         weights = weights_of(art)
         whole = weights is None or weights.is_file()
         if art.is_file() and art.name.endswith(target.name) and whole:  # the file this configuration runs
+            from rooftune.fileio import copy_atomic
+
             if weights is not None:
-                shutil.copy2(weights, target.with_suffix(".bin"))
-            shutil.copy2(art, target)
+                copy_atomic(weights, target.with_suffix(".bin"))
+            copy_atomic(art, target)
             return True
     return False
 

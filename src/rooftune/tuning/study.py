@@ -783,12 +783,12 @@ def tune(
     compare_pairs = int(compare_pairs)
     inputs = check_shapes(inputs)  # as Python integers: the trials' processes read them from JSON
     if not isinstance(model, str):
-        from rooftune.store import default_db_path
+        from rooftune.store import modules_dir
         from rooftune.workload.models import export_module_file, module_takes_no_shapes
 
         module_takes_no_shapes(inputs, options)
 
-        folder = Path(save).resolve().parent if save is not None else default_db_path().parent / "modules"
+        folder = Path(save).resolve().parent if save is not None else modules_dir()
         model = str(export_module_file(model, example_inputs, example_kwargs, folder))
     elif example_inputs is not None or example_kwargs is not None:
         raise InvalidArgument("example_inputs", type(example_inputs if example_inputs is not None else example_kwargs).__name__,
@@ -1231,6 +1231,8 @@ def save_config(trial: TrialResult, path: Path, workload: dict[str, Any] | None 
     ``python -m rooftune.tuning.replay`` runs) and its prepared artifact copied beside it; an
     int8 configuration also records the size of its (seeded) calibration set, so that a replay
     quantizes the model exactly as the trial did."""
+    from rooftune.fileio import copy_atomic, write_atomic
+
     path.parent.mkdir(parents=True, exist_ok=True)
     data: dict[str, Any] = {"config": trial.config.to_dict(), "figures": trial.figures(), "verify": trial.verify}
     if workload is not None:
@@ -1242,12 +1244,12 @@ def save_config(trial: TrialResult, path: Path, workload: dict[str, Any] | None 
     if trial.artifact and Path(trial.artifact).exists():
         src = Path(trial.artifact)
         dst = path.with_name(path.stem + "_" + src.name)
-        shutil.copy2(src, dst)
+        copy_atomic(src, dst)
         weights = weights_of(src)
         if weights is not None and weights.exists():
-            shutil.copy2(weights, dst.with_suffix(".bin"))
+            copy_atomic(weights, dst.with_suffix(".bin"))
         if src.with_suffix(".json").exists():  # what the Winograd rewrite measured per layer
-            shutil.copy2(src.with_suffix(".json"), dst.with_suffix(".json"))
+            copy_atomic(src.with_suffix(".json"), dst.with_suffix(".json"))
         data["artifact"] = str(dst)
-    path.write_text(json.dumps(data, indent=2))
+    write_atomic(path, json.dumps(data, indent=2))  # last: a configuration never names a missing artifact
     return path

@@ -316,10 +316,16 @@ def export_module_file(module: Any, example_inputs: Sequence[Any] | None, exampl
         h.update(t.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes() if t.numel() else b"")
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', type(module).__name__)}-{h.hexdigest()[:16]}.pt2"
-    if not path.exists():
-        part = folder / f".{os.getpid()}.{path.name}"
-        torch.export.save(ep, part)
-        os.replace(part, path)  # whole or not at all: a study beside this one finds one or the other
+    if path.exists():
+        # used again: `rooftune data prune` counts a module's last use from its times, and a file
+        # system mounted noatime would not record the reads (a file not ours to stamp is still read)
+        with contextlib.suppress(OSError):
+            os.utime(path)
+    else:
+        from rooftune.fileio import atomic_path
+
+        with atomic_path(path) as part:  # whole or not at all: a study beside this one finds one or the other
+            torch.export.save(ep, part)
     return path
 
 
