@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from rooftune.machine.kernels import STREAM_UNROLL, aligned_empty, fma_kernel, fma_state, stream_kernel
-from rooftune.machine.plateaus import sweep_sizes
+from rooftune.machine.plateaus import SweepEnd, sweep_sizes
 from rooftune.machine.team import ThreadTeam
 
 
@@ -167,9 +167,9 @@ def test_a_sweep_ends_for_every_kernel_and_pass_where_stop_says(monkeypatch: pyt
     effort = replace(probes.QUICK, sweep_kernels=("read", "triad"), sweep_passes=2)
     asked: list[int] = []
 
-    def stop(points: list[tuple[int, float]]) -> int | None:
+    def stop(points: list[tuple[int, float]]) -> SweepEnd | None:
         asked.append(len(points))
-        return sizes[1] if len(points) == 3 else None  # "DRAM" from the second size on
+        return SweepEnd(dram_from=sizes[1]) if len(points) == 3 else None  # "DRAM" from the second size on
 
     timed: list[str] = []
     real_measure = probes.measure
@@ -195,6 +195,17 @@ def test_a_sweep_ends_for_every_kernel_and_pass_where_stop_says(monkeypatch: pyt
     sweep = probes.bandwidth_sweep((0,), 32, sizes, replace(effort, late_dram_pass=True), stop=stop)
     assert all(len(pts) == 3 for pts in sweep.values())
     assert len(timed) == 2 * 3 + 2 * 1  # first pass: 3 sizes per kernel; second: the first size only
+    # An end without DRAM seen cuts no pass short; the rule is asked at the last size too.
+    asked.clear()
+    timed.clear()
+
+    def end_unseen(points: list[tuple[int, float]]) -> SweepEnd | None:
+        asked.append(len(points))
+        return SweepEnd(dram_from=None) if len(points) == 3 else None
+
+    sweep = probes.bandwidth_sweep((0,), 32, sizes[:3], replace(effort, late_dram_pass=True), stop=end_unseen)
+    assert asked == [1, 2, 3] and all(len(pts) == 3 for pts in sweep.values())
+    assert len(timed) == 2 * 3 * 2
 
 
 def test_a_shared_last_cache_gets_the_capacity_the_sweep_saw(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -291,31 +302,21 @@ def test_dram_is_named_as_the_stop_rule_saw_it(monkeypatch: pytest.MonkeyPatch) 
     assert not any(w.startswith("no DRAM bandwidth") for w in c.warnings)
 
 
-def test_a_kernel_whose_tail_forms_no_plateau_gets_dram_from_where_the_sweep_stopped() -> None:
-    """read in a full run on the 260 MiB-L3 VM: the stop rule saw DRAM in the first kernel's first
-    pass, but read's tail still fell slowly when the sweep ended (42, 45, 40, 35, 32, 33 GB/s from
-    80 MiB), a plateau neither raw nor as a never-rising envelope: the table showed no DRAM."""
-    from rooftune.machine.ceilings import dram_as_stopped
+def test_a_kernel_still_falling_where_the_sweep_ended_gets_dram_over_the_plateau_it_ended_on() -> None:
+    """The first kernel's flat tail ended the sweep; read's tail still fell there (42, 45, 40, 35,
+    32, 33 GB/s from 80 MiB, steps of a third of an octave), a plateau neither raw nor as a
+    never-rising envelope: it gets the median of its points over the first kernel's plateau."""
+    from rooftune.machine.ceilings import kernel_dram
 
-    KiB, MiB = 1024, 1024**2
-    caps = {"L1": 96 * KiB, "L2": 4 * MiB, "L3": 260 * MiB}
-    gbs = [531, 527, 527, 549, 615, 620, 630, 612, 505, 504, 634, 385, 257, 269, 260, 266, 256, 224, 229, 268,
-           228, 222, 218, 223, 218, 207, 167, 114, 71, 58, 58, 60, 59, 59, 57, 59, 57, 52, 52, 49, 42.5, 45.2,
-           39.7, 34.8, 31.7, 33.1]
-    xs = [int(8 * KiB * 2 ** (i / 3)) for i in range(len(gbs))]
+    MiB = 1024**2
+    gbs = [57, 52, 52, 49, 42.5, 45.2, 39.7, 34.8, 31.7, 33.1]
+    xs = [int(32 * MiB * 2 ** (i / 3)) for i in range(len(gbs))]
     ys = [g * 1e9 for g in gbs]
-    dram = dram_as_stopped(xs, ys, 128 * MiB, caps, 3)
+    dram = kernel_dram(xs, ys, start=xs[3], tail_from=xs[6], min_points=3)
     assert dram.level == "DRAM" and not dram.distinct and dram.points == 4
-    assert dram.bandwidth == pytest.approx(33.95e9)
-    assert dram.start_bytes == 128 * MiB and dram.end_bytes == xs[-1]
-    # read in a later full run: the stop rule's DRAM began at 64 MiB, but with every look merged
-    # read's L3 plateau reached 81 MiB; DRAM is what lies past it (the median of 42, 40, 34, 34, 34 GB/s).
-    gbs = [52.3, 48.6, 42.2, 39.5, 33.8, 33.9, 34.0]
-    xs = [int(64 * MiB * 2 ** (i / 3)) for i in range(len(gbs))]
-    dram = dram_as_stopped(xs, [g * 1e9 for g in gbs], 64 * MiB, caps, 3, cache_end=xs[1])
-    assert dram.bandwidth == pytest.approx(34.0e9) and dram.start_bytes == xs[2]
-    # The points hold the bytes measured (whole blocks, a little under the sweep's sizes): the
-    # caller passes the stop rule's start in those bytes, and the start point itself counts.
-    measured = [x - 256 for x in xs]
-    dram = dram_as_stopped(measured, [g * 1e9 for g in gbs], measured[2], caps, 3, cache_end=measured[1])
-    assert dram.start_bytes == measured[2] and dram.points == 5
+    assert dram.bandwidth == pytest.approx(34.0e9 - 0.05e9)  # median of 39.7, 34.8, 31.7, 33.1
+    assert dram.start_bytes == xs[6] and dram.end_bytes == xs[-1]
+    # a kernel whose own tail is flat over an octave is read from that tail, not from tail_from
+    flat = gbs[:6] + [34.0, 33.5, 33.8, 33.1]
+    dram = kernel_dram(xs, [g * 1e9 for g in flat], start=xs[3], tail_from=xs[8], min_points=3)
+    assert dram.distinct and dram.start_bytes == xs[6] and dram.bandwidth == pytest.approx(33.65e9)

@@ -13,24 +13,31 @@ from rooftune.machine.plateaus import (
     DRAM_MIN_FACTOR,
     LEVELS,
     Plateau,
+    SweepEnd,
     detect_plateaus,
-    dram_reached,
+    dram_confirmed,
+    dram_tail,
     last_cache,
     level_warnings,
     name_plateaus,
-    never_rising,
     sweep_sizes,
 )
 from rooftune.platform import Platform
 
 PRECISIONS = ("fp32", "fp64", "bf16", "int8")
-#: Sweep up to this many times the last cache level: DRAM starts at 2x it (plateaus.DRAM_MIN_FACTOR)
-#: and needs two octaves of points to be a plateau, not a point (ERT sweeps up to 1 GiB).
+#: The sweep is planned to this many times the last cache level: DRAM starts at 2x it
+#: (plateaus.DRAM_MIN_FACTOR) and needs two octaves of points to be a plateau, not a point (ERT
+#: sweeps up to 1 GiB). It ends earlier once DRAM is confirmed, and goes further while bandwidth
+#: still falls (:class:`SweepStop`).
 DRAM_FACTOR = 8
 #: Without any cache information the sweep still has to leave the caches of any current CPU.
 FALLBACK_MAX_BYTES = 256 * 1024**2
 #: The sweep always goes this far, and ends early (once DRAM is seen) only past it.
 MIN_SWEEP_BYTES = 64 * 1024**2
+#: The sweep never goes past this working set, however long bandwidth keeps falling: 4x the
+#: largest L3 of a current socket (1152 MiB, AMD Genoa-X) is 4.5 GiB, and past 8 GiB the first
+#: touch and one pass of each point take seconds while no cache is left to leave.
+MAX_SWEEP_BYTES = 8 * 1024**3
 #: The sweep's arrays (1 + 1/2 + 1/3 of the largest working set) take at most this share of the
 #: memory available, so a small VM on a socket with a huge L3 is not pushed into swap.
 SWEEP_MEMORY_SHARE = 0.5
@@ -209,24 +216,85 @@ def level_capacities(platform: Platform, cpus: tuple[int, ...]) -> dict[str, int
 LATE_POINTS_PER_LEVEL = 3
 
 
-def dram_as_stopped(xs: Sequence[int], ys: Sequence[float], start: int, capacities: dict[str, int],
-                    min_points: int, cache_end: int = 0) -> Plateau:
-    """One kernel's DRAM plateau when the sweep ended because the stop rule saw DRAM from ``start``
-    on (see :func:`dram_reached`) but this kernel's raw points form none.
+@dataclass(frozen=True)
+class SweepPlan:
+    """The working sets of a bandwidth sweep: ``sizes`` run up to ``cap_bytes``, the largest; past
+    ``planned_bytes`` the sweep goes on only while bandwidth still falls (see :class:`SweepStop`).
+    ``memory_bound``: the cap comes from the share of the memory available, not from
+    :data:`MAX_SWEEP_BYTES`."""
 
-    A slow stretch over a few points of a tail (10, 15, 23 GB/s from 128 MiB in a --quick run), or
-    a tail still falling slowly (42, 45, 40, 35, 32, 33 GB/s from 80 MiB: read in a full run, the
-    stop rule having seen the first kernel's first pass), leaves no plateau, and DRAM would have no
-    ceiling. It is named as the stop rule saw it (each point as fast as any larger one), else it is
-    the median of the points from ``start`` on past ``cache_end`` (where this kernel's last-cache
-    plateau ended: with every look merged, it can reach past the stop rule's start; 52 and 49 GB/s
-    at 64 and 81 MiB are L3), marked not distinct."""
-    steady = never_rising(ys)
-    seen = name_plateaus(detect_plateaus(xs, steady, min_points=min_points), capacities, xs, steady)
-    if "DRAM" in seen:
-        return seen["DRAM"]
-    tail = [(x, y) for x, y in zip(xs, ys, strict=True) if x >= start and x > cache_end] or [(xs[-1], ys[-1])]
-    return Plateau(tail[0][0], tail[-1][0], statistics.median(y for _, y in tail), len(tail), level="DRAM",
+    sizes: tuple[int, ...]
+    planned_bytes: int
+    cap_bytes: int
+    memory_bound: bool
+
+
+def plan_sweep(capacities: dict[str, int], steps_per_octave: int, team_size: int,
+               memory: int | None) -> SweepPlan:
+    """The sweep's working sets for a team of ``team_size`` with ``capacities`` (bytes per cache
+    level) and ``memory`` bytes available (None: unknown)."""
+    last = last_cache(capacities)
+    planned = max(DRAM_FACTOR * capacities[last], MIN_SWEEP_BYTES) if last else FALLBACK_MAX_BYTES
+    cap, memory_bound = MAX_SWEEP_BYTES, False
+    if memory:
+        fits = max(MIN_SWEEP_BYTES, int(SWEEP_MEMORY_SHARE * memory / SWEEP_ARRAYS_FACTOR))
+        if fits < cap:
+            cap, memory_bound = fits, True
+    # From 4 KiB per thread: smaller, every worker's share is a few vectors and the team's
+    # start-up is what gets timed (16 threads on 12 KiB read 1.4 GB/s).
+    sizes = [s for s in sweep_sizes(cap, steps_per_octave, min_bytes=4096 * team_size) if s <= cap]
+    # a cap off the geometric grid: its last size is where the plan ends
+    return SweepPlan(tuple(sizes), min(planned, sizes[-1]), sizes[-1], memory_bound)
+
+
+class SweepStop:
+    """The bandwidth sweep's stop rule, asked after each point of its first kernel's first pass
+    (see :func:`rooftune.machine.probes.bandwidth_sweep`).
+
+    The sweep ends at the first point where DRAM's plateau is confirmed: every cache seen, DRAM
+    after them, the sweep 4x past the last cache the cores see and its last octave flat
+    (:func:`rooftune.machine.plateaus.dram_confirmed`). Without DRAM seen (a cache level with no
+    distinct plateau) it ends past the plan's ``planned_bytes`` once its last octave is flat. Else
+    it goes on while bandwidth still falls, up to the plan's cap.
+
+    After the sweep, ``dram_start`` is where the confirmed DRAM starts (None: not confirmed),
+    ``tail_from`` where the flat tail it ended on starts (None: it ran to its cap still falling).
+    """
+
+    def __init__(self, capacities: dict[str, int], plan: SweepPlan, min_points: int) -> None:
+        self.capacities = capacities
+        self.plan = plan
+        self.min_points = min_points
+        self.dram_start: int | None = None
+        self.tail_from: int | None = None
+
+    def __call__(self, points: list[tuple[int, float]]) -> SweepEnd | None:
+        start = dram_confirmed(points, self.capacities, self.min_points, MIN_SWEEP_BYTES)
+        if start is None and points[-1][0] < self.plan.planned_bytes:
+            return None
+        sizes = [s for s, _ in points]
+        tail = dram_tail(sizes, [r for _, r in points], min_points=self.min_points, from_bytes=start or 0)
+        if tail is None:
+            return None
+        self.dram_start, self.tail_from = start, tail.start_bytes
+        return SweepEnd(dram_from=start)
+
+
+def kernel_dram(xs: Sequence[int], ys: Sequence[float], start: int, tail_from: int,
+                min_points: int) -> Plateau:
+    """One kernel's DRAM level in a sweep that ended on a flat tail: its own flat tail from
+    ``start`` on (:func:`rooftune.machine.plateaus.dram_tail`), never the fastest look in the
+    falling region before it.
+
+    The first kernel's first pass ended the sweep; another kernel's curve can still fall there (a
+    kernel without stores leaves a shared cache at another working set): it then gets the median
+    of its points over the first kernel's tail (from ``tail_from`` on), marked not distinct.
+    ``start`` and ``tail_from`` are in the points' bytes."""
+    tail = dram_tail(xs, ys, min_points=min_points, from_bytes=start)
+    if tail is not None:
+        return tail
+    run = [(x, y) for x, y in zip(xs, ys, strict=True) if x >= tail_from] or [(xs[-1], ys[-1])]
+    return Plateau(run[0][0], run[-1][0], statistics.median(y for _, y in run), len(run), level="DRAM",
                    distinct=False)
 
 
@@ -316,28 +384,20 @@ def measure_ceilings(
     nominal = dict(capacities)
     last = last_cache(capacities)
     last_bytes = capacities[last] if last else 0
-    max_bytes = max(DRAM_FACTOR * last_bytes, MIN_SWEEP_BYTES) if last_bytes else FALLBACK_MAX_BYTES
-    memory = available_memory()
-    if memory and max_bytes * SWEEP_ARRAYS_FACTOR > SWEEP_MEMORY_SHARE * memory:
-        max_bytes = max(MIN_SWEEP_BYTES, int(SWEEP_MEMORY_SHARE * memory / SWEEP_ARRAYS_FACTOR))
-        warnings.append(f"the bandwidth sweep stops at {max_bytes / 1024**2:.0f} MiB, half the memory available")
-    # From 4 KiB per thread: smaller, every worker's share is a few vectors and the team's
-    # start-up is what gets timed (16 threads on 12 KiB read 1.4 GB/s).
-    sizes = sweep_sizes(max_bytes, effort.steps_per_octave, min_bytes=4096 * len(team_cpus))
-    dram_start: list[int] = []
-
-    def seen_dram(points: list[tuple[int, float]]) -> int | None:
-        # Once a DRAM plateau spans two octaves after every cache level, larger working sets only
-        # cost time (a 480 MiB nominal L3 would sweep to 3.75 GiB for a DRAM plateau from 200 MiB).
-        start = dram_reached(points, capacities, max(2, effort.steps_per_octave), MIN_SWEEP_BYTES)
-        if start is not None:
-            dram_start.append(start)
-        return start
-
-    step("bandwidth sweep", 0, len(sizes) * len(effort.sweep_kernels) * effort.sweep_passes)
-    sweep = probes.bandwidth_sweep(team_cpus, platform.vector_bytes, sizes, effort, progress=step,
-                                   stop=seen_dram)
-    sizes = sizes[: len(next(iter(sweep.values())))] if sweep else sizes  # the sizes it reached
+    # A level must span at least an octave of working sets; shorter runs are transitions.
+    min_points = max(2, effort.steps_per_octave)
+    plan = plan_sweep(capacities, effort.steps_per_octave, len(team_cpus), available_memory())
+    stop = SweepStop(capacities, plan, min_points)
+    step("bandwidth sweep", 0, len(plan.sizes) * len(effort.sweep_kernels) * effort.sweep_passes)
+    sweep = probes.bandwidth_sweep(team_cpus, platform.vector_bytes, plan.sizes, effort, progress=step,
+                                   stop=stop)
+    reached = len(next(iter(sweep.values()))) if sweep else len(plan.sizes)
+    sizes = list(plan.sizes[:reached])
+    if sweep and stop.tail_from is None:
+        why = "half the memory available" if plan.memory_bound else "its cap"
+        warnings.append(f"the bandwidth sweep stopped at {sizes[-1] / 1024**2:.0f} MiB ({why}) with "
+                        "bandwidth still falling: DRAM is read where the curve had not flattened, "
+                        "and may read high")
 
     for precision in ("fp32", "bf16", "int8"):
         if precision not in precisions:
@@ -356,8 +416,8 @@ def measure_ceilings(
     # The DRAM part of the sweep and the GEMM roofs are measured once more now, seconds later:
     # another tenant's memory traffic or a shared core slows them for seconds at a time, and each
     # point keeps its best measurement (interference only ever slows).
-    dram_from = dram_start[0] if dram_start else DRAM_MIN_FACTOR * last_bytes
-    dram = [s for s in sizes if (dram_start or last_bytes) and s >= dram_from]
+    dram_from = stop.dram_start if stop.dram_start is not None else DRAM_MIN_FACTOR * last_bytes
+    dram = [s for s in sizes if (stop.dram_start is not None or last_bytes) and s >= dram_from]
 
     def again(kernels: tuple[str, ...], at_sizes: list[int], name: str) -> None:
         step(name, 0, len(at_sizes) * len(kernels))
@@ -376,7 +436,6 @@ def measure_ceilings(
             measurements += g.measurement
             per_thread[name] = {t: max(rate, g.ops[t]) for t, rate in per_thread[name].items()}
     if effort.late_looks:
-        min_points = max(2, effort.steps_per_octave)
         for kind, points in sweep.items():
             at_sizes = [sizes[i] for i in cache_peaks(points, capacities, min_points)]
             if at_sizes:
@@ -388,18 +447,21 @@ def measure_ceilings(
         measurements += [p.measurement for p in points]
         xs = [p.bytes for p in points]
         ys = [p.bandwidth for p in points]
-        # A level must span at least an octave of working sets; shorter runs are transitions.
-        found = detect_plateaus(xs, ys, min_points=max(2, effort.steps_per_octave))
+        found = detect_plateaus(xs, ys, min_points=min_points)
         named = name_plateaus(found, capacities, xs, ys)
-        if dram_start and "DRAM" not in named:
-            # the stop rule saw target sizes; the points hold the bytes measured (whole blocks)
-            start = xs[sizes.index(dram_start[0])]
-            cache = named.get(last) if last else None
-            named["DRAM"] = dram_as_stopped(xs, ys, start, capacities, max(2, effort.steps_per_octave),
-                                            cache.end_bytes if cache is not None else 0)
+        if stop.tail_from is not None:
+            # The sweep ended on a flat tail: DRAM is that plateau. The stop rule saw target
+            # sizes; the points hold the bytes measured (whole blocks).
+            start = stop.dram_start if stop.dram_start is not None else int(DRAM_MIN_FACTOR * last_bytes)
+            at = {size: x for size, x in zip(sizes, xs, strict=True)}
+            named["DRAM"] = kernel_dram(xs, ys, at.get(start, start), at[stop.tail_from], min_points)
+            named = {lvl: named[lvl] for lvl in LEVELS if lvl in named}
+            if not named["DRAM"].distinct:
+                warnings.append(f"{kind}: bandwidth still fell at the end of the sweep; DRAM is the median "
+                                f"of its {named['DRAM'].points} points over the plateau the sweep ended on")
         plateaus[kind] = list(named.values())
         bandwidth_by_kernel[kind] = {lvl: p.bandwidth for lvl, p in named.items()}
-        warnings += level_warnings(kind, named)
+        warnings += level_warnings(kind, {lvl: p for lvl, p in named.items() if lvl != "DRAM" or p.distinct})
     # Where DRAM began below twice the nominal last cache, that cache holds only about as much as
     # its plateau reached (the largest reach over the kernels): the analysis places working sets
     # by this capacity.

@@ -5,7 +5,9 @@ group consecutive points whose bandwidth stays within a tolerance of the group's
 groups too short to be a level (the transitions between caches), and treat two neighbouring groups
 as one level unless the later one is at least 1.25x slower. Naming uses only the cache sizes:
 a plateau belongs to the level whose capacity range holds its (geometric) middle, and a level's
-ceiling is its fastest plateau past the transition from the level before.
+ceiling is its fastest plateau past the transition from the level before. DRAM, the last level, is
+the plateau a sweep ends on once it is flat (:func:`dram_tail`, :func:`dram_confirmed`): past it
+there is no slower level whose plateau would show where DRAM's ends.
 """
 
 from __future__ import annotations
@@ -285,6 +287,94 @@ def _slow_tail(points: Sequence[tuple[int, float]], named: dict[str, Plateau], c
     if statistics.median(r for _, r in run) * LEVEL_STEP > cache.bandwidth:
         return None
     return run[0][0]
+
+
+#: DRAM's plateau is confirmed only this far past the last cache the cores see (the effective
+#: capacity of :func:`seen_capacity`): from 2x it (:data:`DRAM_MIN_FACTOR`) a shared or partly
+#: inclusive cache still serves some of each pass, and the curve can keep falling for an octave
+#: more; at 4x less than a quarter of the working set fits in it.
+DRAM_CONFIRM_FACTOR = 4.0
+#: The tail of a sweep is flat once its last octave of working sets agrees within
+#: :data:`PLATEAU_TOLERANCE`: a curve that falls more than that over an octave is not at its level.
+FLAT_SPAN = 2.0
+
+
+def seen_capacity(capacities: dict[str, int], named: dict[str, Plateau], dram_start: int) -> int:
+    """The last cache's capacity as the cores see it: its sysfs size, except where bandwidth fell to
+    DRAM's below twice that size (a socket-wide cache shared with other cores or tenants, see
+    :func:`dram_below_nominal`): then where the cache's plateau ended, which is all it held here."""
+    last = last_cache(capacities)
+    if last is None:
+        return 0
+    nominal = capacities[last]
+    cache = named.get(last)
+    if cache is not None and cache.distinct and dram_start < DRAM_MIN_FACTOR * nominal:
+        return min(nominal, cache.end_bytes)
+    return nominal
+
+
+def dram_tail(sizes: Sequence[int], rates: Sequence[float], *, min_points: int = MIN_PLATEAU_POINTS,
+              from_bytes: int = 0, tolerance: float = PLATEAU_TOLERANCE) -> Plateau | None:
+    """The plateau a sweep ends on, once it is flat; None while the curve still falls.
+
+    The plateau is the run of last points (from ``from_bytes`` on) whose rate, each raised to the
+    fastest rate at any larger working set (:func:`never_rising`: a point slowed by interference
+    does not cut the run), lies within ``tolerance`` of the last point's. It is flat when it spans
+    :data:`FLAT_SPAN` (an octave) and ``min_points`` points.
+
+    Its bandwidth is the statistic of every level (:func:`detect_plateaus`): the median of the
+    points that agree within ``tolerance``, each point being the fastest sample of its looks. The
+    fastest sample, because interference only slows a kernel (a ceiling is an upper bound); a point
+    slowed further is left out, as a lone slowed point is left out of a cache's plateau; the median
+    over the plateau, because a single point can still run fast for a reason of the moment (on a
+    VM, its share of a socket-wide L3 grows while the other tenants are quiet), and the best point
+    of a region still falling would read a level that is not there.
+    """
+    pts = [(s, r) for s, r in zip(sizes, rates, strict=True) if s >= from_bytes]
+    if not pts:
+        return None
+    envelope = never_rising([r for _, r in pts])
+    last = envelope[-1]
+    # the envelope never rises, so the points within tolerance of the last one are a trailing run
+    run = [p for p, e in zip(pts, envelope, strict=True) if e <= (1 + tolerance) * last]
+    if len(run) < min_points or run[-1][0] < FLAT_SPAN * run[0][0]:
+        return None
+    agree = [r for _, r in run if r >= (1 - tolerance) * last]
+    bw = statistics.median(agree)
+    return Plateau(run[0][0], run[-1][0], bw, len(agree), level="DRAM", groups=((run[0][0], run[-1][0], bw),))
+
+
+@dataclass(frozen=True)
+class SweepEnd:
+    """A stop rule's answer that the sweep ends at the point it was asked about.
+
+    ``dram_from`` is the working set where the DRAM plateau that ended it starts; None when the
+    sweep ended without DRAM seen (its planned end reached on a flat curve)."""
+
+    dram_from: int | None
+
+
+def dram_confirmed(points: Sequence[tuple[int, float]], capacities: dict[str, int], min_points: int,
+                   min_bytes: int) -> int | None:
+    """Where DRAM starts in a sweep in progress once its plateau is confirmed; None before.
+
+    Confirmed means: the sweep has seen every cache level and DRAM after them
+    (:func:`dram_reached`), has gone :data:`DRAM_CONFIRM_FACTOR` past the last cache the cores see
+    (:func:`seen_capacity`), and its last octave is flat (:func:`dram_tail`). A sweep that ends
+    earlier ends on a curve still falling, and its "DRAM" is part cache.
+    """
+    start = dram_reached(points, capacities, min_points, min_bytes)
+    if start is None:
+        return None
+    sizes = [s for s, _ in points]
+    rates = [r for _, r in points]
+    steady = never_rising(rates)
+    named = name_plateaus(detect_plateaus(sizes, steady, min_points=min_points), capacities, sizes, steady)
+    if sizes[-1] < DRAM_CONFIRM_FACTOR * seen_capacity(capacities, named, start):
+        return None
+    if dram_tail(sizes, rates, min_points=min_points, from_bytes=start) is None:
+        return None
+    return start
 
 
 def sweep_sizes(max_bytes: int, steps_per_octave: int, min_bytes: int = 4096) -> list[int]:

@@ -26,6 +26,7 @@ from rooftune.machine.kernels import (
     fma_state,
     stream_kernel,
 )
+from rooftune.machine.plateaus import SweepEnd
 from rooftune.machine.team import ThreadTeam
 
 #: Ceilings are upper bounds. Other tenants and the OS can only slow a kernel down, so the fastest
@@ -242,17 +243,16 @@ def bandwidth_sweep(
     sizes: Sequence[int],
     effort: Effort,
     progress: Progress | None = None,
-    stop: Callable[[list[tuple[int, float]]], int | None] | None = None,
+    stop: Callable[[list[tuple[int, float]]], SweepEnd | None] | None = None,
 ) -> dict[str, list[SweepPoint]]:
     """Bandwidth of each stream kernel at each total working set, on a team pinned to ``cpus``.
 
-    ``stop``, when given, is asked after each point of the first kernel's first pass with that
-    kernel's (bytes, bandwidth) so far; once it answers with a working set (where the DRAM plateau
-    it saw starts) rather than None, every kernel and pass ends at that point's size (the sweep has
-    seen what it needs: a DRAM plateau well below a nominal last cache). With
-    ``effort.late_dram_pass``, passes after the first skip the sizes from that start on: the caller
-    looks at the DRAM points again at the end of the run, seconds later, which a pass right after
-    the first does not add to.
+    ``stop``, when given, is asked after each point of the first kernel's first pass (the last
+    one too) with that kernel's (size, bandwidth) so far; once it answers with a
+    :class:`SweepEnd` rather than None, every kernel and pass ends at that point's size (the sweep
+    has seen what it needs: a confirmed DRAM plateau). With ``effort.late_dram_pass``, passes after
+    the first skip the sizes from the end's ``dram_from`` on: the caller looks at the DRAM points
+    again at the end of the run, seconds later, which a pass right after the first does not add to.
     """
     lanes = vector_bytes // 4
     team_size = len(cpus)
@@ -315,12 +315,13 @@ def bandwidth_sweep(
                     best[kind, size] = point
                 done += 1
                 seen.append((size, point.bandwidth))
-                start = stop(seen) if first and stop is not None and size < sizes[-1] else None
-                ended = start is not None
-                if start is not None:
+                end = stop(seen) if first and stop is not None else None
+                ended = end is not None
+                if end is not None:
                     sizes = sizes[: sizes.index(size) + 1]
-                    dram_from = start
-                    later = sum(1 for s in sizes if not effort.late_dram_pass or s < start)
+                    dram_from = end.dram_from
+                    later = sum(1 for s in sizes
+                                if not effort.late_dram_pass or dram_from is None or s < dram_from)
                     total = len(sizes) * len(effort.sweep_kernels) + later * len(effort.sweep_kernels) * (
                         effort.sweep_passes - 1)
                 if progress:
