@@ -1,7 +1,7 @@
 """Which shipped base model selects better on this machine: each one's selection, measured.
 
     .venv/bin/python benchmarks/base_models.py [--models resnet34,wide_resnet50_2,mobilenet_v3_small,regnet_y_800mf]
-        [--budget 8] [--db PROFILES.db] [--against MODEL.pkl] [--json OUT]
+        [--budget 8] [--db PROFILES.db] [--against MODEL.rtmodel] [--json OUT]
 
 For every network (by default ones no shipped base model was trained on), each shipped base model
 selects a primitive per convolution (layout-aware, as `rooftune select` does); each rewritten

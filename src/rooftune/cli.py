@@ -821,7 +821,7 @@ def train(
     held_out: Annotated[str | None, typer.Option("--held-out", help="With --eval: only hold out these networks (default: each in turn).")] = None,
     platform: Annotated[str | None, typer.Option("--platform", help="Train on this platform's data (default: this machine).")] = None,
     threads: Annotated[int | None, typer.Option("--threads", help="Thread count of the profiled rows (default: the most profiled).")] = None,
-    save: Annotated[str | None, typer.Option("--save", help="Write the fitted model to FILE.")] = None,
+    save: Annotated[str | None, typer.Option("--save", help="Write the fitted model to FILE (a .rtmodel model file: data, loading it runs no code).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the figures as one JSON object.")] = False,
     db: Annotated[str | None, typer.Option("--db", help="Store: a file path or SQLAlchemy URL.")] = None,
 ) -> None:
@@ -1023,6 +1023,25 @@ def select(
         out.print(f"note: {n}", markup=False, highlight=False)
     if save:
         out.print(f"saved to {save}/selection.json (load.py rebuilds the model)", markup=False)
+
+
+@app.command("model-convert")
+def model_convert(
+    old: Annotated[str, typer.Argument(help="A pickled performance model an earlier rooftune saved.")],
+    new: Annotated[str, typer.Argument(help="Where to write it as a model file (.rtmodel).")],
+    trust_pickle: Annotated[bool, typer.Option("--trust-pickle", help="OLD comes from a trusted source: converting unpickles it, which runs any code it holds.")] = False,
+) -> None:
+    """Convert a pickled performance model of an earlier rooftune to a model file, which loads as data."""
+    from rooftune.perfmodel import convert_pickle, read_header
+
+    if not trust_pickle:
+        raise InvalidArgument("--trust-pickle", "not given",
+                              "converting unpickles OLD, which runs any code it holds",
+                              "add --trust-pickle only for a file from a trusted source")
+    output_file(new, "NEW", parents=True)
+    header = read_header(convert_pickle(old, new, trust=True))
+    out.print(f"converted {old} ({header['kind']}, feature schema {header['feature_schema']}) to {new}", markup=False,
+              highlight=False)
 
 
 @app.command()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import pickle
-import pickletools
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +31,6 @@ from rooftune.perfmodel import (
 )
 from rooftune.perfmodel.features import SCHEMA_FEATURES, torch_onednn
 from rooftune.perfmodel.regressors import as_features
-from rooftune.perfmodel.persist import MAGIC
 from rooftune.primitives.spec import ConvSpec
 from rooftune.profiling import sample_specs
 
@@ -78,19 +76,6 @@ def test_features_follow_the_schema() -> None:
     assert featurize([ConvSpec(1, 112, 14, 14, 64, 1, 1, stride=2)], threads=1)[0, col] == 1
     assert featurize([ConvSpec(1, 8, 8, 8, 8, 3, 3, padding=1, groups=8)], threads=1)[0, col] == 1
     assert torch_onednn(ConvSpec(1, 3, 16, 16, 8, 7, 7)) and not torch_onednn(ConvSpec(1, 3, 16, 16, 8, 3, 3))
-
-
-def test_a_model_of_the_previous_schema_still_loads_and_predicts(tmp_path: Path) -> None:
-    """A schema-2 model (the shipped Xeon base before schema 3) reads the first 32 of today's columns."""
-    data = synthetic()
-    F2 = featurize(data.specs)[:, :len(SCHEMA_FEATURES[2])]
-    m = PerfModel("gbr", n_estimators=5).fit(F2, data.times, data.primitives)
-    payload = pickle.loads(save_model(m, tmp_path / "m.pkl").read_bytes())
-    payload["feature_schema"], payload["features"] = 2, list(SCHEMA_FEATURES[2])
-    (tmp_path / "s2.pkl").write_bytes(pickle.dumps(payload))
-    back = load_model(tmp_path / "s2.pkl")
-    assert back.n_features_in_ == 32 < len(FEATURES)
-    assert np.allclose(back.predict(data.specs[:5]), m.predict(F2[:5]))
 
 
 def test_fit_and_predict_refuse_what_they_cannot_learn_from_or_read() -> None:
@@ -215,38 +200,6 @@ def test_extrapolation_is_flagged() -> None:
     inside = data.specs[0]
     outside = ConvSpec(64, 2048, 200, 200, 2048, 3, 3, padding=1)
     assert list(m.extrapolated([inside, outside])) == [False, True]
-
-
-def test_save_load_round_trip_and_refusals(tmp_path: Path) -> None:
-    data = synthetic(60)
-    m = data.fit(PerfModel("gbr", n_estimators=30))
-    path = save_model(m, tmp_path / "m.pkl")
-    back = load_model(path)
-    assert np.allclose(back.predict(data.specs[:5]), m.predict(data.specs[:5]))
-    assert back.provenance_["specs"] == 60 and back.provenance_["platforms"] == ["p0"]
-    payload = pickle.loads(path.read_bytes())
-    payload["feature_schema"] = 999
-    (tmp_path / "old.pkl").write_bytes(pickle.dumps(payload))
-    with pytest.raises(InvalidArgument, match="feature schema 999"):
-        load_model(tmp_path / "old.pkl")
-    # a schema-1 header over today's columns is inconsistent: refused
-    payload["feature_schema"] = 1
-    (tmp_path / "mixed.pkl").write_bytes(pickle.dumps(payload))
-    with pytest.raises(InvalidArgument, match="feature schema 1, this rooftune reads 1, 2, 3"):
-        load_model(tmp_path / "mixed.pkl")
-    payload["feature_schema"], payload["versions"]["scikit-learn"] = 3, "0.20.0"
-    (tmp_path / "sk.pkl").write_bytes(pickle.dumps(payload))
-    with pytest.raises(InvalidArgument, match="scikit-learn 0.20.0"):
-        load_model(tmp_path / "sk.pkl")
-    (tmp_path / "junk.pkl").write_bytes(b"not a pickle")
-    with pytest.raises(InvalidArgument, match="not a saved rooftune model"):
-        load_model(tmp_path / "junk.pkl")
-    (tmp_path / "other.pkl").write_bytes(pickle.dumps({"magic": "x"}))
-    with pytest.raises(InvalidArgument, match="not a saved rooftune model"):
-        load_model(tmp_path / "other.pkl")
-    assert payload["magic"] == MAGIC
-    with pytest.raises(InvalidArgument, match="does not exist"):
-        load_model(tmp_path / "missing.pkl")
 
 
 def test_classifier_and_baselines() -> None:
@@ -432,7 +385,7 @@ def test_an_ensemble_of_bases_averages_their_fine_tuned_log_times(tmp_path: Path
     assert ens.provenance_["method"] == "ensemble" and len(ens.provenance_["bases"]) == 4
     assert [b["adapted"] for b in ens.provenance_["bases"]] == ["finetune", "finetune", "shift", "shift"]
     assert ens.predict_conversion(te.specs[:3]).shape == (3,) and ens.extrapolated(te.specs[:3]).shape == (3,)
-    back = load_model(save_model(ens, tmp_path / "ens.pkl"))
+    back = load_model(save_model(ens, tmp_path / "ens.rtmodel"))
     assert np.allclose(back.predict(te.specs[:4]), ens.predict(te.specs[:4]))
     curve = learning_curve(a, b, ks=(25,), methods=("finetune", "ensemble", "base"), others=[c_model])
     assert set(curve["curve"]) == {"finetune", "ensemble", "base"}
@@ -522,7 +475,7 @@ def test_transfer_profiles_the_chosen_samples_and_saves_where_select_looks(
         return profiling.CampaignResult(current_platform().id, added=len(rows))
 
     monkeypatch.setattr(profiling, "run_campaign", fake_campaign)
-    monkeypatch.setattr(pm, "transferred_model_path", lambda pid: tmp_path / f"perfmodel-{pid}.pkl")
+    monkeypatch.setattr(pm, "transferred_model_path", lambda pid: tmp_path / f"perfmodel-{pid}.rtmodel")
     model, info = pm.transfer(base, samples=12, models=["resnet18"], pool=30, db=str(tmp_path / "t.db"))
     assert len(profiled) == 12 == info["samples"] and Path(info["saved"]).is_file()
     loaded, source = pm.default_model()
@@ -558,7 +511,7 @@ def test_transfer_refuses_an_adapted_model_as_its_base_before_profiling(tmp_path
 
     b = synthetic(40, seed=3, speed=1.7)
     adapted = TransferModel(None, "scratch").fit(b.specs, b.times, b.primitives, threads=b.threads)
-    path = save_model(adapted, tmp_path / "adapted.pkl")
+    path = save_model(adapted, tmp_path / "adapted.rtmodel")
     for extra in ([], ["--eval"]):
         proc = rooftune_in_process("transfer", "--base", str(path), *extra, db=tmp_path / "t.db")
         assert_one_line_error(proc, "--base 'an adapted model", "rooftune train --save")
@@ -573,7 +526,7 @@ def test_transfer_eval_says_how_far_the_target_data_repeats(tmp_path: Path) -> N
     from rooftune.store import Store
     from tests.test_cli import rooftune_in_process
 
-    base = save_model(synthetic(80).fit(PerfModel("mlp", epochs=60, n_nets=1, hidden=16)), tmp_path / "base.pkl")
+    base = save_model(synthetic(80).fit(PerfModel("mlp", epochs=60, n_nets=1, hidden=16)), tmp_path / "base.rtmodel")
     b = synthetic(40, seed=3, speed=1.7)
     rows = []
     for i, s in enumerate(b.specs):
@@ -607,28 +560,6 @@ def test_transfer_eval_says_how_far_the_target_data_repeats(tmp_path: Path) -> N
     assert "warning: only " in proc.stderr and "measures their noise more than the transfer" in proc.stderr
 
 
-def test_an_mlp_saves_no_torch_object_and_loads_under_another_torch(tmp_path: Path) -> None:
-    import torch
-
-    data = synthetic(60)
-    m = data.fit(PerfModel("mlp", hidden=16, epochs=30))
-    path = save_model(m, tmp_path / "mlp.pkl")
-    payload = pickle.loads(path.read_bytes())
-    assert payload["pickled_libraries"] == []
-    classes = {arg for op, arg, _ in pickletools.genops(pickle.dumps(payload["model"]))
-               if op.name in ("SHORT_BINUNICODE", "BINUNICODE") and (arg == "torch" or arg.startswith("torch."))}
-    assert not classes  # weights as numpy arrays, no torch class named
-    payload["versions"]["torch"] = "1.0.0"
-    (tmp_path / "other-torch.pkl").write_bytes(pickle.dumps(payload))
-    state = torch.random.get_rng_state()
-    back = load_model(tmp_path / "other-torch.pkl")
-    assert torch.equal(state, torch.random.get_rng_state())  # loading leaves the caller's RNG alone
-    assert np.array_equal(back.predict(data.specs[:5]), m.predict(data.specs[:5]))
-    # A gradient-boosting model pickles scikit-learn trees: only that library's version is checked.
-    gbr = save_model(data.fit(PerfModel("gbr", n_estimators=5)), tmp_path / "gbr.pkl")
-    assert pickle.loads(gbr.read_bytes())["pickled_libraries"] == ["scikit-learn"]
-
-
 def test_the_shipped_base_model_loads_with_its_provenance() -> None:
     from rooftune.perfmodel import BASE_MODELS, base_model_paths, load_model, read_header
 
@@ -637,7 +568,7 @@ def test_the_shipped_base_model_loads_with_its_provenance() -> None:
     spec = ConvSpec(1, 64, 56, 56, 64, 3, 3, padding=1)
     for path in paths:
         header = read_header(path)
-        assert header["pickled_libraries"] == []  # loads under any torch
+        assert header["versioned_libraries"] == []  # loads under any torch and scikit-learn
         m = load_model(path)
         prov = m.provenance_
         assert prov["specs"] >= 300 and len(prov["networks"]) >= 10 and prov["platforms"] and prov["cpu_model"]
@@ -666,12 +597,12 @@ def test_the_base_model_nearest_the_machine_is_chosen() -> None:
     skylake = machine("GenuineIntel", "Skylake", ("avx", "avx2", "fma", "avx512f"))
     arm = machine("ARM", "Neoverse V2", ("neon", "sve"))
     zen4 = machine("AuthenticAMD", "Zen 4", ("avx", "avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni"))
-    assert base_model_path(zen5).name == "base_model.pkl"
-    assert base_model_path(zen4).name == "base_model_zen4.pkl"
-    assert base_model_path(xeon).name == base_model_path(skylake).name == "base_model_xeon.pkl"
+    assert base_model_path(zen5).name == "base_model.rtmodel"
+    assert base_model_path(zen4).name == "base_model_zen4.rtmodel"
+    assert base_model_path(xeon).name == base_model_path(skylake).name == "base_model_xeon.rtmodel"
     # an ARM machine: the Xeon model differs from it in every vector extension, the Zen 5 model's
     # extensions were not recorded (counted as neither like nor unlike)
-    assert base_model_path(arm).name == "base_model.pkl"
+    assert base_model_path(arm).name == "base_model.rtmodel"
     xeon_model = load_base_model(xeon)
     assert xeon_model.provenance_["vendor"] == "GenuineIntel"
     # the Zen 5 model, saved before vendor and ISA were recorded: its vendor is read from the CPU's name
@@ -687,8 +618,8 @@ def test_the_base_model_nearest_the_machine_is_chosen() -> None:
     # a transfer measured on a platform starts from a base that has not seen its data
     seen = xeon_model.provenance_["platforms"][0]
     # (the Zen 4 model shares the Xeon's AVX-512 extensions; the Zen 5 model's were not recorded)
-    assert base_model_path(xeon, exclude_platform=seen).name == "base_model_zen4.pkl"
-    assert base_model_path(xeon, exclude_platform="another").name == "base_model_xeon.pkl"
+    assert base_model_path(xeon, exclude_platform=seen).name == "base_model_zen4.rtmodel"
+    assert base_model_path(xeon, exclude_platform="another").name == "base_model_xeon.rtmodel"
     # the bases of an ensemble: every shipped one not trained on the platform, nearest first
     from rooftune.perfmodel import load_base_models
 
@@ -902,7 +833,7 @@ def test_the_shipped_zen4_base_was_fitted_on_the_data_kept_beside_it(tmp_path: P
     from rooftune.store import Store
 
     root = Path(__file__).parents[2]
-    prov = read_header(root / "src/rooftune/perfmodel/base_model_zen4.pkl")["provenance"]
+    prov = read_header(root / "src/rooftune/perfmodel/base_model_zen4.rtmodel")["provenance"]
     platform = prov["platforms"][0]
     first, more = (root / f"benchmarks/data/zen4-{platform}{s}.parquet" for s in ("", "-8nets"))
     new = ["deeplabv3_resnet50", "densenet161", "efficientnet_b4", "efficientnet_v2_m", "regnet_x_8gf",

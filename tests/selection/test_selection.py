@@ -336,7 +336,7 @@ def _tiny_model_file(tmp_path: Path) -> Path:
     rate = {"pytorch-default": 30e9, "onednn-nhwc": 35e9, "onednn-prepacked-nhwc": 50e9, "im2col-gemm": 10e9}
     times = np.asarray([[s.flops / rate[p] + 1e-5 for p in prims] for s in specs])
     m = PerfModel("rf", n_estimators=20).fit(specs, times, prims, conversions=[(s, 1e-6) for s in specs])
-    return save_model(m, tmp_path / "m.pkl")
+    return save_model(m, tmp_path / "m.rtmodel")
 
 
 def test_select_cli_rewrites_verifies_and_saves(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -417,7 +417,7 @@ def test_select_and_train_cli_reject_bad_input(tmp_path: Path, capsys: pytest.Ca
                  str(_tiny_model_file(tmp_path)), "--db", db]) != 0
     e = capsys.readouterr().err
     assert "strategy" in e and "Traceback" not in e
-    assert main(["select", "resnet18", "--model", str(tmp_path / "nope.pkl"), "--db", db]) != 0
+    assert main(["select", "resnet18", "--model", str(tmp_path / "nope.rtmodel"), "--db", db]) != 0
     assert "does not exist" in capsys.readouterr().err
     assert main(["train", "--db", db]) != 0
     e = capsys.readouterr().err
@@ -467,18 +467,18 @@ def test_train_cli_evaluates_and_saves(tmp_path: Path, capsys: pytest.CaptureFix
     db = str(tmp_path / "p.db")
     with Store(db) as st:
         st.save_profiles(current_platform(), rows)
-    code = main(["train", "--eval", "--json", "--estimator", "rf", "--save", str(tmp_path / "m.pkl"), "--db", db])
+    code = main(["train", "--eval", "--json", "--estimator", "rf", "--save", str(tmp_path / "m.rtmodel"), "--db", db])
     assert code == 0
     r = json.loads(capsys.readouterr().out)
     assert r["networks"] == ["net0", "net1", "net2"] and set(r["regressors"]) == {"gbr", "rf", "mlp", "mlp/roofline"}
     assert r["regressors"]["gbr"]["spearman"] > 0.8 and r["select_time"]["layers"] == 53
-    m = load_model(tmp_path / "m.pkl")
+    m = load_model(tmp_path / "m.rtmodel")
     assert m.estimator == "rf" and m.provenance_["specs"] == 48 and m.conversion_ is not None
-    assert main(["train", "--save", str(tmp_path / "default.pkl"), "--db", db]) == 0
-    assert load_model(tmp_path / "default.pkl").estimator == "mlp"  # the shipped model's kind
-    assert load_model(tmp_path / "default.pkl").target_ == "roofline"  # auto: the mlp's default
-    assert main(["train", "--target", "time", "--save", str(tmp_path / "time.pkl"), "--db", db]) == 0
-    assert load_model(tmp_path / "time.pkl").target_ == "time"
+    assert main(["train", "--save", str(tmp_path / "default.rtmodel"), "--db", db]) == 0
+    assert load_model(tmp_path / "default.rtmodel").estimator == "mlp"  # the shipped model's kind
+    assert load_model(tmp_path / "default.rtmodel").target_ == "roofline"  # auto: the mlp's default
+    assert main(["train", "--target", "time", "--save", str(tmp_path / "time.rtmodel"), "--db", db]) == 0
+    assert load_model(tmp_path / "time.rtmodel").target_ == "time"
     assert main(["train", "--target", "roofline", "--estimator", "gbr", "--db", db]) != 0
     assert "invalid --target 'roofline': allowed with the mlp only" in capsys.readouterr().err
     assert main(["train", "--target", "seconds", "--db", db]) != 0

@@ -27,7 +27,7 @@ from rooftune.perfmodel.classifiers import (
 from rooftune.perfmodel.data import ProfileData, load_profile_data, rows_to_data
 from rooftune.perfmodel.evaluate import evaluate, regression_metrics
 from rooftune.perfmodel.features import FEATURE_SCHEMA_VERSION, FEATURES, featurize
-from rooftune.perfmodel.persist import load_model, read_header, save_model
+from rooftune.perfmodel.persist import SUFFIX, convert_pickle, load_model, read_header, save_model
 from rooftune.perfmodel.regressors import ESTIMATORS, PerfModel
 from rooftune.perfmodel.transfer import (
     ADAPT_METHODS,
@@ -45,8 +45,8 @@ from rooftune.perfmodel.transfer import (
 #: Models shipped inside the package, each trained on data profiled on one kind of machine (its
 #: provenance says which): an AMD EPYC (Zen 5), an Intel Xeon with AVX-512 and AMX (Emerald
 #: Rapids) and an AMD EPYC (Zen 4), all 2-core VMs. :func:`load_base_model` takes the one nearest
-#: the machine it runs on.
-BASE_MODELS = ("base_model.pkl", "base_model_xeon.pkl", "base_model_zen4.pkl")
+#: the machine it runs on. Model files (:data:`SUFFIX`) are data: loading one runs no code from it.
+BASE_MODELS = ("base_model.rtmodel", "base_model_xeon.rtmodel", "base_model_zen4.rtmodel")
 BASE_MODEL = BASE_MODELS[0]
 
 #: The vector extensions that decide which kernels a primitive runs (a base model from a machine
@@ -90,8 +90,7 @@ def base_model_paths() -> list[Any]:
 
 @functools.cache
 def _shipped_provenances() -> list[dict[str, Any]]:
-    """Each installed shipped model's provenance, read once per process (a header read unpickles
-    the whole file)."""
+    """Each installed shipped model's provenance, read once per process."""
     out = []
     for path in base_model_paths():
         with resources.as_file(path) as p:
@@ -160,8 +159,8 @@ def describe_base(model: Any) -> str:
 
 __all__ = [
     "ADAPT_METHODS", "BASELINES", "BASE_MODEL", "BASE_MODELS", "CLASSIFIERS", "ESTIMATORS", "FEATURES", "FEATURE_SCHEMA_VERSION", "METHODS",
-    "SAMPLERS", "MethodClassifier", "PerfModel", "ProfileData", "TransferEnsemble", "TransferModel", "acl_rules", "base_closeness", "base_model_path", "base_model_paths", "describe_base",
-    "check_base", "choose_samples", "evaluate", "featurize", "fit_transfer", "framework_default", "learning_curve", "load_base_model",
+    "SAMPLERS", "SUFFIX", "MethodClassifier", "PerfModel", "ProfileData", "TransferEnsemble", "TransferModel", "acl_rules", "base_closeness", "base_model_path", "base_model_paths", "describe_base",
+    "check_base", "choose_samples", "convert_pickle", "evaluate", "featurize", "fit_transfer", "framework_default", "learning_curve", "load_base_model",
     "load_base_models",
     "load_model", "load_profile_data", "read_header", "regression_metrics", "rows_to_data", "sample_weights", "save_model",
     "default_model", "select_time", "train", "transfer", "transferred_model_path",
@@ -172,17 +171,21 @@ def transferred_model_path(platform_id: str) -> Any:
     """Where `rooftune transfer` keeps the model adapted to a platform (next to the default store)."""
     from rooftune.store import default_db_path
 
-    return default_db_path().parent / f"perfmodel-{platform_id}.pkl"
+    return default_db_path().parent / f"perfmodel-{platform_id}{SUFFIX}"
 
 
 def default_model(platform_id: str | None = None) -> tuple[Any, str]:
     """The model `rooftune select` uses: the one transferred to this platform if there is one,
-    else the shipped base model; and where it came from."""
+    else the shipped base model; and where it came from. One an earlier release transferred and
+    pickled is refused, with how to convert it, rather than passed over for the base model."""
     from rooftune.platform import current_platform
 
     path = transferred_model_path(platform_id or current_platform().id)
     if path.is_file():
         return load_model(path), str(path)
+    legacy = path.with_suffix(".pkl")  # where earlier releases kept it
+    if legacy.is_file():  # a pickle is refused, the error saying how to convert it to ``path``
+        return load_model(legacy), str(legacy)
     base = load_base_model()
     return base, f"shipped base model nearest this machine: {describe_base(base)}"
 

@@ -1,11 +1,34 @@
-"""Saving and loading fitted models with what they need to be trusted elsewhere: the library
-versions, the feature schema and the training data's provenance (platforms, row counts)."""
+"""Saving and loading fitted models as data, with what they need to be trusted elsewhere: the
+library versions, the feature schema and the training data's provenance (platforms, row counts).
+
+A model file (``.rtmodel``, :data:`SUFFIX`) is a zip archive of two members::
+
+    header.json   magic, format, feature schema and features, library versions, the versioned
+                  libraries whose objects the model holds, kind, provenance: read_header reads
+                  this member alone
+    model.skops   the estimator in skops's format: a JSON tree of every object's type and state,
+                  its arrays as .npy (written and read without pickle)
+
+Loading checks the header, then walks the skops tree and refuses the file, naming the type, when a
+node is of a type outside :data:`TRUSTED_TYPES` (rooftune's estimators and exactly the
+scikit-learn, numpy and builtin types they hold) or is rebuilt by a skops loader outside
+:data:`TRUSTED_LOADERS` (those that would look up a function, a method or an operator). Only then
+does skops build the objects, each from its type and stored state: nothing the file holds is run.
+
+Pickled models, the format of earlier rooftune releases, are refused from their leading bytes,
+before anything is unpickled (unpickling runs whatever code the file names).
+:func:`convert_pickle` converts one whose source is trusted.
+"""
 
 from __future__ import annotations
 
+import io
+import json
 import os
 import pickle
 import tempfile
+import zipfile
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -13,61 +36,150 @@ from rooftune.errors import InvalidArgument
 from rooftune.perfmodel.features import FEATURE_SCHEMA_VERSION, FEATURES, SCHEMA_FEATURES
 
 MAGIC = "rooftune-perfmodel"
+#: The file suffix rooftune writes model files with (it reads them by content, whatever the name).
+SUFFIX = ".rtmodel"
+#: The layout of the archive; a file of a later format is refused with a request to upgrade.
+FORMAT = 1
+HEADER_MEMBER = "header.json"
+MODEL_MEMBER = "model.skops"
+#: A header is a few kilobytes (its provenance lists networks and platforms); one far larger is
+#: not rooftune's, and is refused before it is read into memory.
+MAX_HEADER_BYTES = 1 << 20
+#: Pickle's PROTO opcode, the first byte of every pickle of protocol 2 or later: the pickled
+#: model files of earlier rooftune releases were written with the highest protocol.
+PICKLE_PROTO = 0x80
+
+#: Every type a saved rooftune model holds, by module and name: rooftune's estimators, the
+#: scikit-learn estimators and internals they are fitted with, and the numpy and builtin types
+#: of their state. A file naming any other type is refused before an object is built.
+TRUSTED_TYPES = (
+    "rooftune.perfmodel.regressors.PerfModel",
+    "rooftune.perfmodel.regressors.MLP",
+    "rooftune.perfmodel.classifiers.MethodClassifier",
+    "rooftune.perfmodel.transfer.TransferModel",
+    "rooftune.perfmodel.transfer.TransferEnsemble",
+    "rooftune.perfmodel.transfer.LocalCorrection",
+    "sklearn.ensemble._gb.GradientBoostingRegressor",
+    "sklearn.ensemble._forest.RandomForestRegressor",
+    "sklearn.tree._classes.DecisionTreeRegressor",
+    "sklearn.tree._classes.DecisionTreeClassifier",
+    "sklearn.tree._tree.Tree",
+    "sklearn.naive_bayes.GaussianNB",
+    "sklearn.dummy.DummyRegressor",
+    "sklearn._loss.loss.HuberLoss",
+    "sklearn._loss._loss.CyHuberLoss",
+    "sklearn._loss.link.IdentityLink",
+    "sklearn._loss.link.Interval",
+    "numpy.ndarray",
+    "numpy.float64",
+    "numpy.int64",
+    "numpy.random.mtrand.RandomState",
+    "builtins.dict",
+    "builtins.list",
+    "builtins.tuple",
+    "builtins.str",
+)
+#: The skops loaders of those types' nodes: containers, JSON values, arrays, objects rebuilt from
+#: their state, scikit-learn's trees and losses. Left out are those that look up a function,
+#: method, operator or partial by name.
+TRUSTED_LOADERS = frozenset({
+    "ObjectNode", "DictNode", "ListNode", "TupleNode", "JsonNode", "TypeNode", "NdArrayNode",
+    "RandomStateNode", "TreeNode", "LossNode",
+})
+
+#: Libraries whose objects do not promise to load under another minor release, by the top-level
+#: module their classes live in. A model that holds none of their objects (an MLP keeps its
+#: weights as numpy arrays) loads under any release of them.
+VERSIONED_LIBRARIES = {"sklearn": "scikit-learn", "torch": "torch"}
 
 
 def versions() -> dict[str, str]:
     import numpy
     import sklearn
+    import skops
     import torch
 
     import rooftune
 
     return {"rooftune": getattr(rooftune, "__version__", "0"), "scikit-learn": sklearn.__version__,
-            "torch": torch.__version__.split("+")[0], "numpy": numpy.__version__}
+            "torch": torch.__version__.split("+")[0], "numpy": numpy.__version__, "skops": skops.__version__}
 
 
 def _minor(v: str) -> str:
     return ".".join(v.split(".")[:2])
 
 
-#: Libraries whose pickled objects do not promise to load under another minor release, by the
-#: top-level module their classes live in. A model that holds none of their objects (an MLP keeps
-#: its weights as numpy arrays) loads under any release of them.
-VERSIONED_LIBRARIES = {"sklearn": "scikit-learn", "torch": "torch"}
+def _nodes(tree: Any) -> Iterator[Mapping[str, Any]]:
+    """Every node of a skops schema (a dict naming its loader), depth first."""
+    stack = [tree]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, Mapping):
+            if "__loader__" in item:
+                yield item
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
 
 
-class _RecordingPickler(pickle.Pickler):
-    """Notes the top-level module of every object it writes."""
-
-    def __init__(self, file: Any) -> None:
-        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
-        self.modules: set[str] = set()
-
-    def persistent_id(self, obj: Any) -> None:
-        self.modules.add(type(obj).__module__.split(".")[0])
-        return None
+def _schema(skops_bytes: bytes) -> Any:
+    with zipfile.ZipFile(io.BytesIO(skops_bytes)) as z:
+        return json.loads(z.read("schema.json"))
 
 
-def pickled_libraries(model: Any) -> list[str]:
-    """The versioned libraries (:data:`VERSIONED_LIBRARIES`) whose objects pickling ``model`` writes."""
-    import io
+def stored_types(skops_bytes: bytes) -> set[str]:
+    """The types (``module.name``) of every object a skops file holds, read from its schema."""
+    return {f"{n.get('__module__')}.{n.get('__class__')}" for n in _nodes(_schema(skops_bytes))}
 
-    pickler = _RecordingPickler(io.BytesIO())
-    pickler.dump(model)
-    return sorted(lib for mod, lib in VERSIONED_LIBRARIES.items() if mod in pickler.modules)
+
+def _untrusted(skops_bytes: bytes) -> str | None:
+    """The first type or loader of a skops file that is not trusted, in words; None when all are."""
+    for node in _nodes(_schema(skops_bytes)):
+        name, loader = f"{node.get('__module__')}.{node.get('__class__')}", node.get("__loader__")
+        content = node.get("content")
+        if isinstance(content, Mapping) and "function" in content:  # a function's node names it here
+            name = f"{content.get('module_path')}.{content.get('function')}"
+        if loader not in TRUSTED_LOADERS:
+            return f"{name} (skops loader {loader})"
+        if name not in TRUSTED_TYPES:
+            return f"type {name}"
+    return None
+
+
+def _json_default(value: Any) -> Any:
+    """numpy scalars in a provenance as the numbers they are."""
+    item = getattr(value, "item", None)
+    if callable(item):
+        return item()
+    raise TypeError(f"{type(value).__name__} is not JSON")
 
 
 def save_model(model: Any, path: str | Path) -> Path:
-    """Write ``model`` (any fitted rooftune estimator) atomically: a crash leaves the old file."""
-    path = Path(path)
-    payload = {"magic": MAGIC, "feature_schema": FEATURE_SCHEMA_VERSION, "features": list(FEATURES),
-               "versions": versions(), "pickled_libraries": pickled_libraries(model),
-               "kind": type(model).__name__, "provenance": getattr(model, "provenance_", {}), "model": model}
+    """Write ``model`` (any fitted rooftune estimator) as a model file (:data:`SUFFIX`; see the
+    module's docstring), atomically: a crash leaves the old file."""
+    return _write(model, Path(path), {"feature_schema": FEATURE_SCHEMA_VERSION, "features": list(FEATURES)})
+
+
+def _write(model: Any, path: Path, header: Mapping[str, Any]) -> Path:
+    import skops.io
+
+    body = skops.io.dumps(model, compression=zipfile.ZIP_DEFLATED)
+    bad = _untrusted(body)
+    if bad is not None:  # refused here, not by the load that would fail later
+        raise InvalidArgument("model", type(model).__name__, f"holds {bad}, which a model file may not hold",
+                              f"save a fitted rooftune estimator; its types are {__name__}.TRUSTED_TYPES")
+    types = stored_types(body)
+    full = {"magic": MAGIC, "format": FORMAT, **header, "versions": versions(),
+            "versioned_libraries": sorted(lib for mod, lib in VERSIONED_LIBRARIES.items()
+                                          if any(t.split(".")[0] == mod for t in types)),
+            "kind": type(model).__name__, "provenance": getattr(model, "provenance_", {})}
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".perfmodel-", dir=path.parent)
     try:
-        with os.fdopen(fd, "wb") as f:
-            pickle.dump(payload, f, protocol=pickle.HIGHEST_PROTOCOL)
+        with os.fdopen(fd, "wb") as f, zipfile.ZipFile(f, "w") as z:
+            z.writestr(HEADER_MEMBER, json.dumps(full, indent=1, default=_json_default),
+                       compress_type=zipfile.ZIP_DEFLATED)
+            z.writestr(MODEL_MEMBER, body)  # stored: skops has deflated its members
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would hide a shared model from other users
@@ -78,41 +190,135 @@ def save_model(model: Any, path: str | Path) -> Path:
     return path
 
 
-def read_header(path: str | Path) -> dict[str, Any]:
-    return {k: v for k, v in _read(Path(path)).items() if k != "model"}
+_RETRAIN = "retrain it with `rooftune train --save FILE`"
 
 
-def _read(path: Path) -> dict[str, Any]:
-    if path.is_dir():
-        raise InvalidArgument("model file", str(path), "is a directory, not a file")
-    if not path.is_file():
-        raise InvalidArgument("model file", str(path), "does not exist", "train one with `rooftune train --save FILE`")
+def _refused(path: str | Path, allowed: str, hint: str | None = None) -> InvalidArgument:
+    return InvalidArgument("model file", str(path), allowed, hint)
+
+
+def _existing(path: str | Path) -> Path:
+    if not str(path).strip():
+        raise _refused(path, "give a file name (or leave the option out for the default model)")
+    p = Path(path)
+    if p.is_dir():
+        raise _refused(p, "is a directory, not a file")
+    if not p.is_file():
+        raise _refused(p, "does not exist", "train one with `rooftune train --save FILE`")
+    return p
+
+
+def is_pickle(path: str | Path) -> bool:
+    """Whether ``path`` starts as a pickle does (protocol 2 or later), read without unpickling."""
+    with Path(path).open("rb") as f:
+        return f.read(1) == bytes([PICKLE_PROTO])
+
+
+def _open(path: Path) -> zipfile.ZipFile:
+    """The model file's archive; a pickle or any other file is refused with what it is."""
+    if is_pickle(path):
+        raise _refused(path, "is a pickled model of an earlier rooftune (unpickling can run any code a file "
+                       "holds, so rooftune no longer loads pickles)",
+                       f"if it comes from a trusted source, convert it with "
+                       f"`rooftune model-convert {path} {path.with_suffix(SUFFIX)} --trust-pickle`")
     try:
-        with path.open("rb") as f:
-            payload = pickle.load(f)
-    except Exception as exc:
-        raise InvalidArgument("model file", str(path), f"is not a saved rooftune model ({type(exc).__name__})") from None
-    if not isinstance(payload, dict) or payload.get("magic") != MAGIC:
-        raise InvalidArgument("model file", str(path), "is not a saved rooftune model")
-    return payload
+        return zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise _refused(path, f"is not a saved rooftune model ({type(exc).__name__})") from None
+
+
+def read_header(path: str | Path) -> dict[str, Any]:
+    """The header of a model file (magic, format, feature schema, features, versions, kind,
+    provenance), read without building the model."""
+    path = _existing(path)
+    with _open(path) as z:
+        return _header(z, path)
+
+
+def _header(z: zipfile.ZipFile, path: Path) -> dict[str, Any]:
+    try:
+        info = z.getinfo(HEADER_MEMBER)
+    except KeyError:
+        raise _refused(path, f"is not a saved rooftune model (no {HEADER_MEMBER})") from None
+    if info.file_size > MAX_HEADER_BYTES:
+        raise _refused(path, f"is not a saved rooftune model ({HEADER_MEMBER} of {info.file_size} bytes, "
+                       f"more than {MAX_HEADER_BYTES})")
+    try:
+        header = json.loads(z.read(info))
+    except (ValueError, zipfile.BadZipFile) as exc:
+        raise _refused(path, f"is not a saved rooftune model ({type(exc).__name__} in "
+                       f"{HEADER_MEMBER})") from None
+    if not isinstance(header, dict) or header.get("magic") != MAGIC:
+        raise _refused(path, "is not a saved rooftune model")
+    if header.get("format") != FORMAT:
+        raise _refused(path, f"is of model file format {header.get('format')!r}, this rooftune reads "
+                       f"{FORMAT}",
+                       f"upgrade rooftune, or {_RETRAIN}")
+    return header
+
+
+def _check(header: Mapping[str, Any], path: Path, libraries: Any) -> None:
+    """Refuse a model of a feature schema this rooftune does not read, or one holding objects of
+    ``libraries`` saved under another minor release of them."""
+    schema = header.get("feature_schema")
+    # an older schema's features are the first columns of today's: such a model still predicts
+    if schema not in SCHEMA_FEATURES or header.get("features") != list(SCHEMA_FEATURES[schema]):
+        raise _refused(path, f"uses feature schema {schema}, this rooftune reads "
+                       f"{', '.join(map(str, SCHEMA_FEATURES))}", _RETRAIN)
+    saved, here = header.get("versions", {}), versions()
+    for lib in libraries:
+        if _minor(str(saved.get(lib, "?"))) != _minor(here[lib]):
+            raise _refused(path, f"was saved with {lib} {saved.get(lib)}, this install has {here[lib]}",
+                           _RETRAIN)
 
 
 def load_model(path: str | Path) -> Any:
-    """The saved model, after checking its feature schema and library versions match this install."""
-    if not str(path).strip():
-        raise InvalidArgument("model file", str(path), "give a file name (or leave the option out for the default model)")
-    payload = _read(Path(path))
-    schema = payload.get("feature_schema")
-    # an older schema's features are the first columns of today's: such a model still predicts
-    if schema not in SCHEMA_FEATURES or payload.get("features") != list(SCHEMA_FEATURES[schema]):
-        raise InvalidArgument("model file", str(path),
-                              f"uses feature schema {schema}, this rooftune reads "
-                              f"{', '.join(map(str, SCHEMA_FEATURES))}", "retrain it with `rooftune train --save FILE`")
-    saved, here = payload.get("versions", {}), versions()
-    # Files written before the record of pickled libraries are checked against both.
-    for lib in payload.get("pickled_libraries", sorted(VERSIONED_LIBRARIES.values())):
-        if _minor(str(saved.get(lib, "?"))) != _minor(here[lib]):
-            raise InvalidArgument("model file", str(path),
-                                  f"was saved with {lib} {saved.get(lib)}, this install has {here[lib]}",
-                                  "retrain it with `rooftune train --save FILE`")
-    return payload["model"]
+    """The saved model, after checking its feature schema and library versions match this install
+    and that it holds only :data:`TRUSTED_TYPES` (see the module's docstring)."""
+    import skops.io
+
+    path = _existing(path)
+    with _open(path) as z:
+        header = _header(z, path)
+        _check(header, path, header.get("versioned_libraries", sorted(VERSIONED_LIBRARIES.values())))
+        try:
+            body = z.read(MODEL_MEMBER)
+            bad = _untrusted(body)
+        except (KeyError, ValueError, zipfile.BadZipFile) as exc:
+            raise _refused(path, f"is not a saved rooftune model ({type(exc).__name__} in "
+                           f"{MODEL_MEMBER})") from None
+    if bad is not None:
+        raise _refused(path, f"holds {bad}, which no rooftune model holds: refused unloaded",
+                       f"use a model file rooftune saved, or {_RETRAIN}")
+    try:
+        return skops.io.loads(body, trusted=list(TRUSTED_TYPES))
+    except Exception as exc:  # skops's, numpy's or a state's own error: the file is damaged, not code
+        raise _refused(path, f"is damaged ({type(exc).__name__} while building the model)",
+                       f"save it again, or {_RETRAIN}") from None
+
+
+def convert_pickle(old: str | Path, new: str | Path, trust: bool = False) -> Path:
+    """Convert ``old``, a pickled model of an earlier rooftune, to a model file at ``new``
+    (:data:`SUFFIX`). Converting unpickles ``old``, which runs any code it holds: refused unless
+    ``trust`` is True, to be given only for a file from a trusted source. The feature schema and
+    features of the old header are kept, and the release the pickle came from is recorded under
+    ``converted_from``."""
+    if trust is not True:
+        raise InvalidArgument("trust", trust, "converting unpickles the file, which runs any code it holds",
+                              "pass trust=True (`--trust-pickle`) only for a file from a trusted source")
+    path = _existing(old)
+    if not is_pickle(path):
+        raise _refused(path, "is not a pickle (a file rooftune saves now needs no conversion)",
+                       "pass a pickled model of an earlier rooftune")
+    try:
+        with path.open("rb") as f:
+            payload = pickle.load(f)  # the caller vouched for the file (trust=True)
+    except Exception as exc:
+        raise _refused(path, f"is not a saved rooftune model ({type(exc).__name__})") from None
+    if not isinstance(payload, dict) or payload.get("magic") != MAGIC:
+        raise _refused(path, "is not a saved rooftune model")
+    # Pickles written before the record of pickled libraries are checked against both.
+    _check(payload, path, payload.get("pickled_libraries", sorted(VERSIONED_LIBRARIES.values())))
+    return _write(payload["model"], Path(new),
+                  {"feature_schema": payload["feature_schema"], "features": payload["features"],
+                   "converted_from": {"format": "pickle", "versions": payload.get("versions", {})}})

@@ -179,8 +179,8 @@ class MLP:
         with torch.no_grad():
             return self.forward(torch.as_tensor(X, dtype=torch.float32), self._lf(lf, len(X))).numpy().astype(np.float64)
 
-    # Saved as numpy arrays, not pickled torch modules, so a saved model (the shipped base model
-    # among them) loads under any torch release: the pickle holds no torch object.
+    # The state is numpy arrays, not torch modules, so a saved model (the shipped base models
+    # among them) holds no torch object and loads under any torch release.
     def __getstate__(self) -> dict[str, Any]:
         return {"weights": {f"{part}.{k}": v.detach().cpu().numpy().copy()
                             for part, module in (("trunk", self.trunk), ("heads", self.heads))
@@ -191,7 +191,7 @@ class MLP:
         import torch
 
         self.roofline = state.get("roofline")
-        if "weights" not in state:  # written before the array format: pickled modules
+        if "weights" not in state:  # pickled before the array format, as modules (convert_pickle reads these)
             self.trunk, self.heads = state["trunk"], state["heads"]
             return
         weights = state["weights"]
