@@ -44,11 +44,11 @@ ESTIMATORS = {
 def main() -> int:
     from profile_passes import setup
 
-    from rooftune.profiling import campaign, profile_spec
+    from rooftune.profiling import profile_spec, work
 
     args, specs, prims = setup(__doc__)
     samples: dict[tuple[str, str], list[list[float]]] = {}
-    inner = campaign.measure
+    inner = work.measure  # (profile_spec times in this process by default)
     current: dict[str, str] = {}
 
     def keep(*a, **kw):
@@ -56,7 +56,7 @@ def main() -> int:
         samples.setdefault((current["spec"], m.label), []).append(list(m.samples))
         return m
 
-    campaign.measure = keep
+    work.measure = keep
     for p in range(args.passes):
         t0 = time.perf_counter()
         for spec, sources in specs:

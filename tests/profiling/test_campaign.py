@@ -90,7 +90,7 @@ class Broken(Primitive):
 def test_a_wrong_primitive_is_stored_failed_never_timed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(PRIMITIVES, "broken", Broken)
     with Store(tmp_path / "p.db") as store:
-        run_campaign(SPECS[:1], store=store, primitives=["broken"], threads=[1], transforms=False)
+        run_campaign(SPECS[:1], store=store, primitives=["broken"], threads=[1], transforms=False, isolate=False)
         [row] = store.profiles()
     assert row["status"] == "failed" and row["median_s"] is None and "max error" in row["reason"]
 
@@ -137,12 +137,12 @@ def fake_canary(monkeypatch: pytest.MonkeyPatch, *script: float) -> list[float]:
 
 def slow_first_pass(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Registers SlowFirst, slowed in its first timed pass only, on a quiet machine; returns the
-    labels timed."""
-    from rooftune.profiling import campaign
+    labels timed (in this process: the campaigns that use it run with isolate=False)."""
+    from rooftune.profiling import work
 
     fake_canary(monkeypatch)
     monkeypatch.setitem(PRIMITIVES, "slow-first", SlowFirst)
-    real = campaign.measure
+    real = work.measure
     calls: list[str] = []
 
     def measure(fn, **kw):  # the first pass of the primitive is slow, every later one is not
@@ -150,7 +150,7 @@ def slow_first_pass(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         SlowFirst.state["slow"] = calls.count("conv.slow-first") == 1
         return real(fn, **kw)
 
-    monkeypatch.setattr(campaign, "measure", measure)
+    monkeypatch.setattr(work, "measure", measure)
     return calls
 
 
@@ -158,7 +158,7 @@ def test_passes_keep_the_fastest_and_say_when_they_disagree(tmp_path: Path, monk
     calls = slow_first_pass(monkeypatch)
     with Store(tmp_path / "p.db") as store:
         r = run_campaign(SPECS[:1], store=store, primitives=["slow-first"], threads=[1], transforms=False, passes=2,
-                         extra_passes=0)
+                         extra_passes=0, isolate=False)
         [row] = store.profiles()
     assert calls == ["conv.slow-first", "conv.slow-first"] and (r.added, r.retimed, r.passes) == (1, 1, 2)
     # the fast pass was timed while the probe read quiet: it confirms itself
@@ -219,7 +219,7 @@ def test_passes_agreeing_in_a_slow_stretch_are_confirmed_by_one_timed_once_it_is
     confirmation pass waits, reading 1.5 twice more, then 1.0, and times the second row only:
     confirmed. A second run of the campaign times nothing."""
     from rooftune.bench import Measurement, Method, Policy
-    from rooftune.profiling import campaign
+    from rooftune.profiling import campaign, work
 
     reads = fake_canary(monkeypatch, 1.0, 1.0, 1.5, 1.5, 1.5, 1.5, 1.5, 1.5, 1.0)
     calls: list[str] = []
@@ -228,12 +228,12 @@ def test_passes_agreeing_in_a_slow_stretch_are_confirmed_by_one_timed_once_it_is
         calls.append(label)
         return Measurement(label, (1e-3,) * 6, 1, Method(Policy()))
 
-    monkeypatch.setattr(campaign, "measure", measure)
+    monkeypatch.setattr(work, "measure", measure)
     monkeypatch.setattr(campaign, "QUIET_WAIT_SHARE", 1e6)  # (the fixed passes here take milliseconds)
     two = ["pytorch-default", "im2col-gemm"]
     with Store(tmp_path / "p.db") as store:
         r = run_campaign(SPECS[:1], store=store, primitives=two, threads=[1], transforms=False, passes=2,
-                         extra_passes=3)
+                         extra_passes=3, isolate=False)
         first, second = sorted(store.profiles(), key=lambda x: calls.index(f"conv.{x['primitive']}"))
         assert reads == [1.0, 1.0, 1.5, 1.5, 1.5, 1.5, 1.5, 1.5, 1.0, 1.0, 1.0]
         assert len(calls) == 5 and calls[-1] == f"conv.{second['primitive']}"
@@ -244,7 +244,7 @@ def test_passes_agreeing_in_a_slow_stretch_are_confirmed_by_one_timed_once_it_is
         assert r.to_dict()["probe_median"] == 1.5
         assert second["pass_medians"] == [1e-3] * 3
         assert run_campaign(SPECS[:1], store=store, primitives=two, threads=[1], transforms=False, passes=2,
-                            extra_passes=3).retimed == 0
+                            extra_passes=3, isolate=False).retimed == 0
     assert len(calls) == 5
 
 
@@ -266,7 +266,8 @@ def test_a_kernel_wrong_in_a_later_pass_makes_the_row_failed(tmp_path: Path, mon
     monkeypatch.setitem(PRIMITIVES, "wrong-later", WrongLater)
     monkeypatch.setattr(WrongLater, "prepared", 0)
     with Store(tmp_path / "p.db") as store:
-        r = run_campaign(SPECS[:1], store=store, primitives=["wrong-later"], threads=[1], transforms=False, passes=3)
+        r = run_campaign(SPECS[:1], store=store, primitives=["wrong-later"], threads=[1], transforms=False, passes=3,
+                         isolate=False)
         [row] = store.profiles()
     assert row["status"] == "failed" and row["median_s"] is None and row["reason"].startswith("pass 2: max error")
     assert r.retimed == 1 and r.counts["failed"] == 1  # not timed in pass 3 once failed

@@ -90,7 +90,9 @@ def profile(models: Sequence[str] = (), *, sample: int = 0, batches: Sequence[in
             raise InvalidArgument("precision", p, "allowed fp32, int8")
     if primitives:
         from rooftune.primitives import PRIMITIVES
+        from rooftune.profiling.work import load_test_primitives
 
+        load_test_primitives()  # (a test's primitives are known by name here too)
         for name in primitives:
             if name not in PRIMITIVES:
                 raise InvalidArgument("primitive", name, f"allowed {', '.join(PRIMITIVES)}")

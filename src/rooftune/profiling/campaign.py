@@ -8,6 +8,11 @@ a few more passes, each spec of them timed once the probe reads quiet again.
 Resumable: rows already stored are skipped, rows already timed in a pass are not timed in it
 again, and the rows of each spec are committed together, so a killed campaign loses at most the
 spec it was on and never stores a row twice.
+
+The kernels are prepared and timed in a warm worker subprocess (:mod:`rooftune.profiling.isolated`):
+a primitive that crashes it or hangs is stored as a failed row with the reason ("crashed (signal
+11, SIGSEGV)", "timed out after 60 s") as soon as that is known, ahead of its spec's other rows,
+so neither a resumed campaign nor a later pass runs it again; a fresh worker takes the next item.
 """
 
 from __future__ import annotations
@@ -16,15 +21,16 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import torch
 
-from rooftune.bench import Policy, measure
+from rooftune.bench import Policy
 from rooftune.bench.canary import Canary, Steal, fastest_reading, is_quiet, steal_warning, wait_quiet
 from rooftune.errors import InvalidArgument
-from rooftune.primitives import TRANSFORMS, ConvSpec, Primitive, all_primitives, to_layout
-from rooftune.primitives.check import example, reference, verify_kernel
+from rooftune.primitives import TRANSFORMS, ConvSpec, Primitive, all_primitives
+from rooftune.profiling.isolated import Isolated
+from rooftune.profiling.work import TRANSFORM_PREFIX, InProcess, Outcome, Probe, Runner
 
 #: Timing of one primitive on one spec: short samples (kernels run for microseconds to tens of
 #: milliseconds), a 0.4 s budget so that resnet50 + mobilenet_v2 fit in minutes.
@@ -114,51 +120,50 @@ _DISAGREE_NOTE = "passes disagree: "
 
 def profile_spec(spec: ConvSpec, primitives: Sequence[Primitive], threads: int, sources: Sequence[str] = (),
                  skip: set[str] | frozenset[str] = frozenset(), policy: Policy = PROFILE_POLICY,
-                 transforms: bool = True, canary: Canary | None = None) -> list[dict[str, Any]]:
+                 transforms: bool = True, canary: Probe | None = None, runner: Runner | None = None,
+                 on_crash: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
     """The rows of one spec at one thread count (the caller sets the threads): each primitive
     unsupported (with the reason), failed (with the error or the verification's finding), or
     verified and timed once; then the layout transforms of the spec's input. With a ``canary``,
     the probe is read before the first timed row and after each timed one, and a row carries the
-    slower of the two readings around it (``canary_s``)."""
+    slower of the two readings around it (``canary_s``).
+
+    ``runner`` prepares and times the kernels (default: in this process). A row whose primitive
+    took the runner's worker down (a crash or a hang) is failed with the reason, and handed to
+    ``on_crash`` as soon as it is known (a campaign stores it at once: run again, it must not)."""
+    runner = runner if runner is not None else InProcess(primitives)
     rows: list[dict[str, Any]] = []
-    x, w, b = example(spec)
-    ref = None
-    timed: list[tuple[str, str, Callable[[], Any], dict[str, Any]]] = []
-    for p in primitives:
-        if p.name in skip:
-            continue
-        ok = p.supports(spec)
-        if ok is not True:
-            rows.append(_row(spec, p.name, threads, "unsupported", sources, reason=str(ok)))
-            continue
-        if ref is None:
-            ref = reference(spec, x, w, b)
-        verdict, kernel = verify_kernel(p, spec, x, w, b, ref)
-        if not verdict.ok or kernel is None:
-            rows.append(_row(spec, p.name, threads, "failed", sources, reason=verdict.reason))
-            continue
-        xin = to_layout(x, p.in_layout)
-        # cast: mypy cannot type a lambda with defaults where a Callable[[], Any] is expected; still a
-        # lambda, not a functools.partial, so the call timed is the one it was (the transforms' too)
-        run = cast(Callable[[], Any], lambda k=kernel, xi=xin: k.run(xi))
-        timed.append((p.name, f"conv.{p.name}", run, {"spec": spec.key(), "threads": threads}))
+
+    def failed(name: str, out: Outcome) -> None:
+        row = _row(spec, name, threads, "failed", sources, reason=out.reason)
+        if out.crashed and on_crash is not None:
+            on_crash(row)
+        rows.append(row)
+
+    names = [p.name for p in primitives if p.name not in skip]
     if transforms:
-        for t in TRANSFORMS.values():
-            name = f"transform:{t.name}"
-            if name in skip or (t.src[1] == "int8" or t.dst[1] == "int8") and spec.dtype != "int8":
-                continue
-            xt = t.example(spec.input_shape)
-            fn = t.prepare(spec.input_shape)
-            apply = cast(Callable[[], Any], lambda f=fn, xx=xt: f(xx))
-            timed.append((name, f"transform.{t.name}", apply, {"shape": list(spec.input_shape)}))
+        names += [name for t in TRANSFORMS.values() if (name := f"{TRANSFORM_PREFIX}{t.name}") not in skip
+                  and not ((t.src[1] == "int8" or t.dst[1] == "int8") and spec.dtype != "int8")]
+    if not names:
+        return rows
+    runner.begin(spec, threads)
+    timed: list[str] = []
+    for name in names:
+        out = runner.prepare(name)
+        if out.status == "unsupported":
+            rows.append(_row(spec, name, threads, "unsupported", sources, reason=out.reason))
+        elif out.status != "ok":
+            failed(name, out)
+        else:
+            timed.append(name)
     before = canary.read() if canary is not None and timed else None
     steal = Steal()
-    for name, label, call, params in timed:
+    for name in timed:
         steal.restart()
-        try:
-            m = measure(call, label=label, policy=policy, params=params)
-        except Exception as exc:  # a primitive that verified once and then raises is failed, not timed
-            rows.append(_row(spec, name, threads, "failed", sources, reason=f"{type(exc).__name__}: {exc}"[:200]))
+        out = runner.measure(name, policy)
+        m = out.measurement
+        if m is None:
+            failed(name, out)
             continue
         after = canary.read() if canary is not None else None
         around = (before, after) if before is not None and after is not None else None
@@ -230,12 +235,19 @@ def run_campaign(
     transforms: bool = True,
     passes: int = PROFILE_PASSES,
     extra_passes: int = EXTRA_PASSES,
+    isolate: bool = True,
+    time_limit_s: float | None = None,
 ) -> CampaignResult:
     """Profile ``specs`` (each with the names of the models it comes from) and store every row, then
     time the ok rows again in ``passes - 1`` more passes over all the specs (each row keeps its
     fastest pass), then, with two passes or more, the rows no quiet pass confirmed (``confirmed``)
     in up to ``extra_passes`` more, each spec once the probe reads quiet. Stops between specs when
-    ``budget_s`` is spent; running it again continues where it stopped, in whichever pass."""
+    ``budget_s`` is spent; running it again continues where it stopped, in whichever pass.
+
+    The kernels run in a warm worker subprocess (:mod:`rooftune.profiling.isolated`): a primitive
+    that crashes it or does not answer within its time limit (``time_limit_s``, default from the
+    policy's budget) is stored failed with the reason at once, and skipped when the campaign is run
+    again. ``isolate=False`` runs them in this process (for primitives registered in it alone)."""
     from rooftune.platform import current_platform
 
     platform = current_platform()
@@ -243,7 +255,7 @@ def run_campaign(
     check_passes(passes)
     check_passes(extra_passes, "extra passes", low=0)
     prims = all_primitives(list(primitives) if primitives else None)
-    names = [p.name for p in prims] + ([f"transform:{t}" for t in TRANSFORMS] if transforms else [])
+    names = [p.name for p in prims] + ([f"{TRANSFORM_PREFIX}{t}" for t in TRANSFORMS] if transforms else [])
     keys = {(spec.key(), n, t) for t in threads for spec, _ in specs for n in names}
     stored = _stored(store, platform.id, keys)
     # a layer already profiled for another network: its rows now name this campaign's networks too
@@ -271,7 +283,8 @@ def run_campaign(
     total = len(todo) + sum(1 for w in later if (w[1], w[2].key()) in fresh or _due(stored, *w[:3], names))
     step = progress or (lambda *_: None)
     previous = torch.get_num_threads()
-    canary = Canary()
+    runner: Runner = Isolated(time_limit_s) if isolate else InProcess(prims, Canary())
+    canary = runner.probe  # read where the kernels run, at their threads
     # What quiet is measured against, per thread count: the fastest of the rows' stored readings
     # (each the slower of the two around a row), so that a resumed campaign judges its stored
     # passes as the uninterrupted one did.
@@ -292,9 +305,18 @@ def run_campaign(
 
     done = 0
 
+    def crashed(row: dict[str, Any]) -> None:  # stored before the spec's other rows: never run again
+        result.added += store.save_profiles(platform, [row])
+
     def retime(index: int, t: int, spec: ConvSpec, sources: Sequence[str], due: set[str]) -> None:
-        torch.set_num_threads(t)
-        new = profile_spec(spec, prims, t, sources, set(names) - due, policy, transforms, canary)
+        runner.set_threads(t)
+
+        def crashed_again(row: dict[str, Any]) -> None:
+            merged = merge_pass(stored[spec.key(), row["primitive"], t], row, index)
+            store.update_profiles(platform.id, [merged])
+
+        new = profile_spec(spec, prims, t, sources, set(names) - due, policy, transforms, canary, runner,
+                           crashed_again)
         seen(t, [r.get("canary_s") for r in new])
         rows = [merge_pass(stored[spec.key(), r["primitive"], t], r, index) for r in new]
         store.update_profiles(platform.id, rows)
@@ -309,8 +331,8 @@ def run_campaign(
             if spent():
                 break
             step(label(t), done, total)
-            torch.set_num_threads(t)
-            rows = profile_spec(spec, prims, t, sources, skip, policy, transforms, canary)
+            runner.set_threads(t)
+            rows = profile_spec(spec, prims, t, sources, skip, policy, transforms, canary, runner, crashed)
             seen(t, [r.get("canary_s") for r in rows])
             result.added += store.save_profiles(platform, rows)
             for r in rows:
@@ -348,7 +370,7 @@ def run_campaign(
                 if spent():
                     break
                 step(f"confirming unsteady rows, pass {index} ({t} thread{'s' if t > 1 else ''})", done, total)
-                torch.set_num_threads(t)
+                runner.set_threads(t)
                 limit = min(QUIET_WAIT_S, wait_left, budget_s - (time.perf_counter() - started))
                 _, waited = wait_quiet(canary.read, refs[t], limit)
                 wait_left -= waited
@@ -366,6 +388,7 @@ def run_campaign(
         if not result.stopped_by_budget:
             step("profiling", total, total)
     finally:
+        runner.close()
         torch.set_num_threads(previous)
     result.duration_s = time.perf_counter() - started
     result.steal_share = steal.share()
