@@ -1215,9 +1215,10 @@ def _run_copies(cmd: list[str], env: dict[str, str], n: int) -> int:
     children too), copies not yet started are not started, and exec waits for them all; a copy
     whose exec process dies is sent SIGTERM (Linux). The copies are not in the terminal's
     foreground group: they must not read the terminal, and Ctrl-Z stops exec alone."""
-    import ctypes
     import signal
     import subprocess
+
+    from rooftune.platform.processes import signal_group, start
 
     procs: list[subprocess.Popen[bytes]] = []
     stopping: list[int] = []
@@ -1226,19 +1227,7 @@ def _run_copies(cmd: list[str], env: dict[str, str], n: int) -> int:
         stopping.append(signum)
         for p in procs:
             if p.poll() is None:
-                try:
-                    os.killpg(p.pid, signum)
-                except ProcessLookupError:
-                    pass
-
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up before the forks
-    except (OSError, AttributeError):
-        prctl = None
-
-    def die_with_parent() -> None:
-        if prctl is not None:
-            prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+                signal_group(p, signum)
 
     handled = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     previous = {sig: signal.signal(sig, forward) for sig in handled}
@@ -1246,15 +1235,16 @@ def _run_copies(cmd: list[str], env: dict[str, str], n: int) -> int:
         for i in range(n):
             if stopping:
                 break
-            procs.append(subprocess.Popen(cmd, env={**env, "ROOFTUNE_INSTANCE": str(i), "ROOFTUNE_INSTANCES": str(n)},
-                                          process_group=0, preexec_fn=die_with_parent))
+            # the user's programs are sent SIGTERM, not SIGKILL, when exec dies: they may clean up
+            procs.append(start(cmd, parent_death=signal.SIGTERM,
+                               env={**env, "ROOFTUNE_INSTANCE": str(i), "ROOFTUNE_INSTANCES": str(n)}))
         codes = [p.wait() for p in procs]
         if stopping and len(procs) < n:
             codes.append(-stopping[0])
     finally:
         for p in procs:
             if p.poll() is None:
-                os.killpg(p.pid, signal.SIGTERM)
+                signal_group(p, signal.SIGTERM)
                 p.wait()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -1314,8 +1304,43 @@ def _usage_line(exc: Any, argv: list[str]) -> str:
     return f"{msg[:1].lower()}{msg[1:]} (see {where} --help)"
 
 
+#: Signals that end a command as Ctrl-C does, by KeyboardInterrupt in the main thread, so that the
+#: same paths run: trial processes killed, the store's open transaction rolled back, temporary
+#: folders removed, a partial report written.
+STOP_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: the only place errors become exit codes and one-line messages."""
+    """Entry point: the only place errors become exit codes and one-line messages. A command ended
+    by one of STOP_SIGNALS exits 128 + the signal's number (130 for Ctrl-C, 143 for SIGTERM)."""
+    import signal
+    import threading
+
+    received: list[int] = []
+
+    def stop(signum: int, _frame: Any) -> None:
+        received.append(signum)
+        raise KeyboardInterrupt
+
+    previous = {}
+    if threading.current_thread() is threading.main_thread():  # where Python runs signal handlers
+        for name in STOP_SIGNALS:
+            sig = getattr(signal, name)
+            if signal.getsignal(sig) is not signal.SIG_IGN:  # ignored by whoever started us (nohup)
+                previous[sig] = signal.signal(sig, stop)
+    try:
+        rc = _main(argv)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    # typer turns a KeyboardInterrupt out of a command into exit status 130
+    if received and rc == 130:
+        err.print(f"interrupted ({signal.Signals(received[0]).name}): nothing half-written was kept")
+        return 128 + received[0]
+    return rc
+
+
+def _main(argv: list[str] | None) -> int:
     try:
         rc = app(args=argv, standalone_mode=False, prog_name="rooftune")
         if isinstance(rc, int) and rc:  # typer.Exit(code) inside a command, as click returns it

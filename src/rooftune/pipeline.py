@@ -473,8 +473,8 @@ def _commands(r: OptimizeResult, db: str | None, precisions: Sequence[str] = ("f
         return step in steps and (step not in r.steps or r.steps[step].status != "skipped")
 
     if runs("tune"):  # the replays of what tuning saved
-        commands += [f"rooftune exec --config {out}/best.json -- {py} -m rooftune.tuning.replay {out}/best.json",
-                     f"rooftune exec --config {out}/vanilla.json -- {py} -m rooftune.tuning.replay {out}/vanilla.json"]
+        commands += [f"rooftune exec --config {out}/best.json -- {py} -P -m rooftune.tuning.replay {out}/best.json",
+                     f"rooftune exec --config {out}/vanilla.json -- {py} -P -m rooftune.tuning.replay {out}/vanilla.json"]
     if runs("select") and r.model.endswith(".pt2"):  # optimize was given a module: select rewrites it, not the file
         commands.append("# the selection: rooftune.select(module, inputs=[...]) on the module given to optimize")
     elif runs("select"):

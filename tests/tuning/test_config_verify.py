@@ -40,10 +40,11 @@ def test_missing_allocator_is_a_clear_error() -> None:
         ({"runtime": "tensorflow"}, "runtime 'tensorflow'"),
         ({"memory_format": "nhwc"}, "memory_format 'nhwc'"),
         ({"precision": "fp8"}, "precision 'fp8'"),
-        ({"omp": {"PATH": "/x"}}, "OMP_*"),
+        ({"omp": {"PATH": "/x"}}, "omp variable 'PATH': allowed OMP_PROC_BIND, OMP_PLACES"),
         ({"omp": {"OMP_A=B": "1"}}, "omp variable 'OMP_A=B'"),  # would set OMP_A to 'B=1'
         ({"omp": {"OMP_": "1"}}, "omp variable 'OMP_'"),
-        ({"omp": {"OMP_X": "a\0b"}}, "without NUL"),
+        ({"omp": {"OMP_PLACES": "cores\0"}}, "omp OMP_PLACES 'cores\\x00': allowed threads, cores"),
+        ({"omp": ["OMP_PROC_BIND"]}, "omp ['OMP_PROC_BIND']: allowed a mapping"),
         ({"runtime": ["eager"]}, "runtime ['eager']"),
         ({"precision": {"a": 1}}, "precision {'a': 1}"),
         ({"runtime": "onnxruntime", "runtime_options": {"turbo": True}}, "onnxruntime option 'turbo': allowed execution_mode"),
@@ -255,3 +256,80 @@ def test_the_int8_guard_says_when_the_quantized_outputs_are_all_zeros() -> None:
     assert not r["ok"] and "3 of 4 outputs are all zeros" in r["why"]
     good = compare_set([x.clone() for x in refs], refs, "int8")
     assert good["ok"] and good["why"] == ""
+
+
+@pytest.mark.parametrize(
+    "omp,fragment",
+    [
+        # LLVM's and Intel's OpenMP load the libraries it names at their start
+        ({"OMP_TOOL_LIBRARIES": "/tmp/tool.so"}, "invalid omp variable 'OMP_TOOL_LIBRARIES': allowed OMP_PROC_BIND, "
+                                                 "OMP_PLACES, OMP_WAIT_POLICY, KMP_BLOCKTIME, KMP_AFFINITY"),
+        ({"LD_PRELOAD": "/tmp/evil.so"}, "'LD_PRELOAD': allowed OMP_PROC_BIND, OMP_PLACES, OMP_WAIT_POLICY, KMP_BLOCKTIME, "
+                                         "KMP_AFFINITY (the settings the search tunes); a preloaded allocator is set by "
+                                         "allocator (glibc, jemalloc, tcmalloc)"),
+        ({"OMP_NUM_THREADS": "4; rm"}, "'OMP_NUM_THREADS': allowed OMP_PROC_BIND"),
+        ({"OMP_PROC_BIND": "close; rm -rf ~"}, "invalid omp OMP_PROC_BIND 'close; rm -rf ~': allowed close, spread"),
+        ({"KMP_BLOCKTIME": "4; rm"}, "invalid omp KMP_BLOCKTIME '4; rm': allowed milliseconds 0..2147483647 or infinite"),
+        ({"KMP_AFFINITY": "granularity=fine,proclist=[0,1],explicit"}, "invalid omp KMP_AFFINITY"),
+        ({"OMP_WAIT_POLICY": 1}, "invalid omp OMP_WAIT_POLICY 1: allowed ACTIVE or PASSIVE"),
+    ],
+)
+def test_a_configuration_sets_no_environment_the_search_does_not(tmp_path: Path, omp: dict, fragment: str) -> None:
+    """Made in Python, read from a file (``rooftune exec --config``, ``load_tuned``) or from the
+    store (a study resumed): the same one-line refusal, before any process starts with it."""
+    from rooftune.tuning.study import TrialResult
+
+    with pytest.raises(InvalidArgument) as made:
+        RunConfig(runtime="eager", omp=omp)
+    saved = tmp_path / "best.json"
+    saved.write_text(json.dumps({"config": {"runtime": "eager", "omp": omp}}))
+    with pytest.raises(InvalidArgument) as loaded:
+        load_config(saved, usable_cores=2)
+    with pytest.raises(InvalidArgument) as stored:
+        TrialResult.from_stored({"config": {"runtime": "eager", "omp": omp}, "status": "ok", "result": {}})
+    assert str(made.value) == str(loaded.value) == str(stored.value)
+    assert fragment in str(made.value) and "\n" not in str(made.value)
+
+
+def test_exec_refuses_a_configuration_file_that_sets_another_variable(tmp_path: Path) -> None:
+    from tests.test_cli import assert_one_line_error, rooftune_in_process
+
+    saved = tmp_path / "best.json"
+    saved.write_text(json.dumps({"config": {"runtime": "eager", "omp": {"LD_PRELOAD": "/tmp/evil.so"}}}))
+    marker = tmp_path / "ran"
+    proc = rooftune_in_process("exec", "--config", str(saved), "--", "touch", str(marker))
+    assert_one_line_error(proc, "omp variable 'LD_PRELOAD'", "allocator (glibc, jemalloc, tcmalloc)")
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("openmp", ["libgomp.so.1", "libiomp5.so"])
+def test_every_configuration_rooftune_makes_sets_an_allowed_environment(fake_platform, openmp: str) -> None:
+    """The guideline, the baselines and every OpenMP setting of the search (GNU's and Intel's
+    OpenMP each have their own) pass the check a saved file is read with."""
+    from dataclasses import replace
+
+    import optuna
+
+    from rooftune.runtimes import get_runtime
+    from rooftune.tuning import baselines, guideline
+    from rooftune.tuning.study import _suggest, search_space
+    from rooftune.workload import OpGraph, OpNode, TensorMeta
+
+    platform = replace(fake_platform, openmp={**(fake_platform.openmp or {}), "library": openmp})
+    t = TensorMeta((1, 8, 8, 8), "float32", 4)
+    w = TensorMeta((8, 8, 3, 3), "float32", 4)
+    graph = OpGraph("c", (OpNode(0, "conv0", "aten.conv2d", "", "Conv2d", {"input": t, "weight": w}, (t,), ()),),
+                    "torch.export")
+    made = [*baselines(platform, {"eager": None, "onnxruntime": None, "openvino": None})]
+    for available in ({"eager": None, "torchscript": None}, {"onnxruntime": None}, {"openvino": None}):
+        made.append(guideline(platform, graph, available)[0])
+    space = search_space(platform, {"eager": get_runtime("eager")}, ["fp32"])
+    study = optuna.create_study()
+    for bind in space["bind"]:
+        for wait in space["wait"]:
+            study.enqueue_trial({"runtime": "eager", "bind": bind, "wait": wait})
+            made.append(_suggest(study.ask(), space))
+    assert any("KMP_AFFINITY" in c.omp for c in made) == (openmp == "libiomp5.so")
+    assert {k for c in made for k in c.omp} >= {"OMP_PROC_BIND", "OMP_PLACES"}
+    for cfg in made:
+        assert RunConfig.from_dict(cfg.to_dict(), usable_cores=platform.usable_cores) == cfg

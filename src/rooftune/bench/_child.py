@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 import sys
 
 from rooftune.bench.measurement import Policy
 from rooftune.bench.timer import measure
+from rooftune.platform.processes import import_user_module
 
 
 def _child_main() -> int:
     request = json.loads(sys.stdin.read())
     module_name, _, attr = request["target"].partition(":")
-    factory = getattr(importlib.import_module(module_name), attr)
+    factory = getattr(import_user_module(module_name), attr)
     fn = factory(**request["kwargs"])
     m = measure(
         fn,

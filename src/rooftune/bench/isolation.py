@@ -12,12 +12,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from dataclasses import asdict, replace
 from typing import Any
 
 from rooftune.bench.measurement import Measurement, Policy
 from rooftune.errors import InvalidArgument, MeasurementError
+from rooftune.platform.processes import python_command, run
 
 #: Seconds a child may take beyond the measurement budget: interpreter start and imports
 #: (torch alone takes 1-3 s on a small machine).
@@ -54,14 +54,9 @@ def measure_isolated(
     child_env.update(env or {})
     limit = timeout_s if timeout_s is not None else policy.budget_s + STARTUP_ALLOWANCE_S
     try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "rooftune.bench._child"],
-            input=json.dumps(request),
-            capture_output=True,
-            text=True,
-            env=child_env,
-            timeout=limit,
-        )
+        # a group of its own, killed whole on the time limit; -P: the working directory's files do
+        # not replace the modules the child imports (the target is imported from it by name)
+        proc = run(python_command("rooftune.bench._child"), input=json.dumps(request), env=child_env, timeout_s=limit)
     except subprocess.TimeoutExpired as exc:
         raise MeasurementError(f"{label}: subprocess exceeded its time limit of {limit:.0f} s") from exc
     if proc.returncode != 0:

@@ -7,8 +7,6 @@ and timed per (platform, spec, primitive, threads), stored, exported and importe
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,6 +30,8 @@ ISA_VARIANTS: dict[str, dict[str, str]] = {
     "avx2": {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
     "avx512": {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE", "ATEN_CPU_CAPABILITY": "avx512", "MKL_ENABLE_INSTRUCTIONS": "AVX512"},
 }
+#: Seconds an interrupted ISA-variant run gets to end its current measurement and close its store.
+INTERRUPT_GRACE_S = 30.0
 
 
 def collect_specs(models: Sequence[str] = (), sample: int = 0, batches: Sequence[int] = (1,), seed: int = 0,
@@ -116,8 +116,14 @@ def run_isa_variant(variant: str, argv: Sequence[str]) -> int:
     a platform of its own (the caps are part of the platform id)."""
     if variant not in ISA_VARIANTS:
         raise InvalidArgument("--isa-variant", variant, f"allowed {', '.join(ISA_VARIANTS)}")
+    from rooftune.platform.processes import python_command, run
+
     env = {**os.environ, **ISA_VARIANTS[variant]}
-    return subprocess.call([sys.executable, "-m", "rooftune", "profile", *argv], env=env)
+    # Its output goes to the terminal as it runs; on Ctrl-C or SIGTERM it is interrupted as a
+    # command of its own is, and stores what it measured, before its group is killed.
+    done = run(python_command("rooftune", "profile", *argv), env=env, stdout=None, stderr=None,
+               interrupt_grace_s=INTERRUPT_GRACE_S)
+    return done.returncode
 
 
 __all__ = [

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rooftune.platform.processes import run, time_left
 from rooftune.runtimes.base import Prepared, Runtime, missing, output_tensors
 from rooftune.runtimes.torch_runtimes import torch_inputs, torch_module
 
@@ -39,7 +40,8 @@ if TYPE_CHECKING:
     from rooftune.tuning.config import RunConfig
     from rooftune.workload import Workload
 
-#: The converter's time limit (a large model's trace and conversion take seconds to a minute).
+#: The converter's time limit (a large model's trace and conversion take seconds to a minute); in
+#: a trial's worker, what is left of the trial's time to prepare where that is less.
 CONVERT_TIMEOUT_S = 600
 
 
@@ -161,7 +163,11 @@ def convert(module: torch.nn.Module, inputs: Sequence[torch.Tensor], path: Path)
                f"ncnnparam={param}", f"ncnnbin={binary}", f"pnnxparam={work / 'p.param'}",
                f"pnnxbin={work / 'p.bin'}", f"pnnxpy={work / 'p.py'}", f"pnnxonnx={work / 'p.onnx'}",
                f"ncnnpy={work / 'n.py'}"]
-        done = subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=CONVERT_TIMEOUT_S)
+        limit = time_left(CONVERT_TIMEOUT_S)
+        try:
+            done = run(cmd, cwd=work, timeout_s=limit)
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"pnnx did not convert the model within {limit:.0f} s") from None
         if done.returncode != 0 or not param.exists() or not binary.exists():
             tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
             raise RuntimeError(f"pnnx could not convert the model to ncnn (exit {done.returncode}): {tail[0]}")

@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -16,8 +17,69 @@ from rooftune.errors import InvalidArgument
 MEMORY_FORMATS = ("contiguous", "channels_last")
 PRECISIONS = ("fp32", "bf16", "int8")
 ALLOCATORS = ("glibc", "jemalloc", "tcmalloc")
-#: An OpenMP variable name a configuration may set (an environment variable name, no = or NUL).
-_OMP_NAME = re.compile(r"(OMP|GOMP|KMP)_[A-Za-z0-9_]+")
+#: KMP_AFFINITY's words (Intel's grammar: ``[<modifier>,...]<type>[,<permute>][,<offset>]``), less
+#: ``proclist=`` and ``explicit``, which name processors by hand and which no setting of rooftune's uses.
+_KMP_MODIFIERS = ("verbose", "noverbose", "warnings", "nowarnings", "respect", "norespect",
+                  "duplicates", "noduplicates", "reset", "noreset")
+_KMP_GRANULARITY = ("fine", "thread", "core", "tile", "die", "socket", "package")
+_KMP_TYPES = ("none", "compact", "scatter", "balanced", "disabled", "logical", "physical")
+#: OpenMP's largest block time: an int of milliseconds.
+_KMP_BLOCKTIME_MAX = 2**31 - 1
+
+
+def _kmp_affinity(value: str) -> bool:
+    tokens = value.split(",")
+    modifiers = {*_KMP_MODIFIERS, *(f"granularity={g}" for g in _KMP_GRANULARITY)}
+    while tokens and tokens[0] in modifiers:
+        tokens.pop(0)
+    if not tokens or tokens[0] not in _KMP_TYPES:
+        return False
+    numbers = tokens[1:]  # the permute and the offset
+    return len(numbers) <= 2 and all(re.fullmatch(r"[0-9]{1,4}", n) for n in numbers)
+
+
+def _kmp_blocktime(value: str) -> bool:
+    if value == "infinite":
+        return True
+    return re.fullmatch(r"[0-9]{1,10}", value) is not None and int(value) <= _KMP_BLOCKTIME_MAX
+
+
+#: The environment variables a configuration's ``omp`` may set, each with the values it may take
+#: and how to say them: exactly those the search, the guideline and the baselines set. An OpenMP
+#: runtime reads others at its start that are no tuning setting and run code (OMP_TOOL_LIBRARIES,
+#: which LLVM's and Intel's OpenMP load as libraries), and a configuration file is input like any
+#: other. The allocator's LD_PRELOAD comes only from ``allocator``, as a path rooftune resolves.
+OMP_VARIABLES: dict[str, tuple[Callable[[str], object], str]] = {
+    "OMP_PROC_BIND": (re.compile(r"close|spread|primary|master|true|false").fullmatch,
+                      "close, spread, primary, master, true or false"),
+    "OMP_PLACES": (re.compile(r"(threads|cores|ll_caches|numa_domains|sockets)(\([1-9][0-9]{0,4}\))?")
+                   .fullmatch,
+                   "threads, cores, ll_caches, numa_domains or sockets, with a count or not, e.g. cores(4)"),
+    "OMP_WAIT_POLICY": (re.compile(r"ACTIVE|PASSIVE").fullmatch, "ACTIVE or PASSIVE"),
+    "KMP_BLOCKTIME": (_kmp_blocktime, f"milliseconds 0..{_KMP_BLOCKTIME_MAX} or infinite"),
+    "KMP_AFFINITY": (_kmp_affinity, "[granularity=fine|core|...,][verbose,...]compact|scatter|balanced|"
+                                    "none|disabled|logical|physical[,permute][,offset], "
+                                    "e.g. granularity=fine,compact,1,0"),
+}
+
+#: Where a configuration sets what it does not set through ``omp``.
+_SET_ELSEWHERE = {"OMP_NUM_THREADS": "threads are set by intra_threads",
+                  "MKL_NUM_THREADS": "threads are set by intra_threads",
+                  "LD_PRELOAD": f"a preloaded allocator is set by allocator ({', '.join(ALLOCATORS)})"}
+
+
+def check_omp(omp: object) -> None:
+    """Refuse an ``omp`` mapping that sets a variable outside :data:`OMP_VARIABLES`, or a value
+    outside its shape."""
+    if not isinstance(omp, dict):
+        raise InvalidArgument("omp", omp, f"allowed a mapping of {', '.join(OMP_VARIABLES)} to strings")
+    for k, v in omp.items():
+        if k not in OMP_VARIABLES:
+            raise InvalidArgument("omp variable", k, f"allowed {', '.join(OMP_VARIABLES)} (the settings "
+                                  "the search tunes)", _SET_ELSEWHERE.get(k))
+        ok, shape = OMP_VARIABLES[k]
+        if not isinstance(v, str) or not ok(v):
+            raise InvalidArgument(f"omp {k}", v, f"allowed {shape}")
 
 #: Where Debian/Ubuntu put the allocators (packages libjemalloc2, libtcmalloc-minimal4).
 ALLOCATOR_LIBRARIES = {
@@ -66,6 +128,11 @@ class RunConfig:
     vendor_defaults: bool = False
     name: str = ""
 
+    def __post_init__(self) -> None:
+        # The environment is checked whenever a configuration is made (a file, the store, a trial's
+        # message), not only where validate() is called: it reaches a process's start.
+        check_omp(self.omp)
+
     def option(self, key: str) -> Any:
         """The runtime option ``key``: as set, else what the runtime runs without it (None for an
         option the runtime does not have)."""
@@ -107,13 +174,6 @@ class RunConfig:
         for key, allowed in (("memory_format", MEMORY_FORMATS), ("precision", PRECISIONS), ("allocator", ALLOCATORS)):
             if not isinstance(getattr(self, key), str) or getattr(self, key) not in allowed:
                 raise InvalidArgument(key, getattr(self, key), f"allowed {', '.join(allowed)}")
-        if not isinstance(self.omp, dict):
-            raise InvalidArgument("omp", self.omp, "allowed a mapping of OMP_*, GOMP_* or KMP_* variables to strings")
-        for k, v in self.omp.items():
-            if not (isinstance(k, str) and _OMP_NAME.fullmatch(k)):
-                raise InvalidArgument("omp variable", k, "allowed OMP_*, GOMP_* or KMP_* names of letters, digits and _")
-            if not isinstance(v, str) or "\0" in v:
-                raise InvalidArgument(f"omp {k}", v, "allowed a string without NUL (an environment variable's value)")
         if not isinstance(self.runtime_options, dict):
             raise InvalidArgument("runtime_options", self.runtime_options, "allowed a mapping of option names to values")
         known = RUNTIMES[self.runtime].options

@@ -30,6 +30,7 @@ from typing import Any
 import torch
 
 from rooftune.errors import InvalidArgument, RooftuneError
+from rooftune.platform.processes import mark_owned
 from rooftune.runtimes.base import like_output, weights_of
 
 
@@ -192,6 +193,7 @@ def _load(path: str | Path, *, check: bool = True, validate: str | Callable[...,
                 calib = {"inputs": calibration, "outputs": [output_tensors(wl.module(*x)) for x in calibration]}
     template = tree_map(lambda v: torch.empty(0, dtype=v.dtype) if isinstance(v, torch.Tensor) else v, eager)
     workdir = tempfile.TemporaryDirectory(prefix="rooftune-tuned-")
+    mark_owned(Path(workdir.name))  # a process killed outright leaves it to the next study to remove
     try:
         if not _place_artifact(runtime.artifact_file(config, Path(workdir.name)), saved, path):
             notes.append(f"the artifact {Path(saved['artifact']).name} was not found beside {path}: prepared again here "

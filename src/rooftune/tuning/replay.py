@@ -1,6 +1,6 @@
 """Run a saved configuration the way a user's program would, and time it with the harness.
 
-    rooftune exec --config best.json -- python -m rooftune.tuning.replay best.json [--seconds S]
+    rooftune exec --config best.json -- python -P -m rooftune.tuning.replay best.json [--seconds S]
 
 ``rooftune exec`` sets the configuration's environment (threads, allocator, OpenMP) at process
 start; this program then sets torch's thread pools as the configuration says, prepares the
@@ -10,6 +10,8 @@ its IQR and sample count, and the check's figures. A file written by ``rooftune 
 or ``rooftune optimize`` carries the workload it was tuned on. It runs what
 ``rooftune.load_tuned`` gives a user's program. For a configuration of N instances ``rooftune
 exec`` starts N replays side by side, each printing its own line (their throughputs add up).
+``-P`` keeps the working directory's files from replacing the modules the replay imports (a
+``module:callable`` model is still imported from it, by name).
 """
 
 from __future__ import annotations

@@ -22,7 +22,6 @@ import json
 import math
 import shutil
 import statistics
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -34,6 +33,7 @@ import torch
 from rooftune.bench import Measurement, Policy, stats
 from rooftune.bench.canary import Steal, steal_warning
 from rooftune.errors import InvalidArgument, as_names, is_int, is_real
+from rooftune.platform.processes import owned_tempdir
 from rooftune.runtimes.base import weights_of
 from rooftune.tuning.compare import (
     COMPARE_POLICY,
@@ -814,7 +814,8 @@ def tune(
                      "one that input takes, and every configuration was verified on that input alone: check the best "
                      "on inputs of your own (rooftune.load_tuned(best.json) against the model), or restrict the study "
                      "to --runtime eager,compile")
-    workdir = Path(tempfile.mkdtemp(prefix="rooftune-tune-"))
+    # marked with this process, and those of dead studies removed (a study killed outright)
+    workdir = owned_tempdir("rooftune-tune-")
     try:  # until the study's own try below removes it
         setup = Setup(workload, workdir, int8="int8" in precisions, calibration_size=calibration_size,
                       validate=validate_spec)
@@ -1204,16 +1205,11 @@ def _validation_spec(validate: str | Callable[..., Any] | None) -> str | None:
     mod, sep, name = str(validate).partition(":")
     if not sep or not mod or not name:
         raise InvalidArgument("--validate", validate, "allowed module:function")
-    import importlib
-    import os
-    import sys
+    from rooftune.platform.processes import import_user_module
 
-    # the current directory is importable, as for a module:callable model (and in the trials,
-    # which run `python -m` from it)
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
+    # the current directory is importable, as for a module:callable model (and in the trials)
     try:
-        module = importlib.import_module(mod)
+        module = import_user_module(mod)
     except Exception as exc:  # an import runs the user's code: any failure is theirs
         why = f"No module named {exc.name!r}" if isinstance(exc, ModuleNotFoundError) else f"{type(exc).__name__}: {exc}"
         raise InvalidArgument("--validate", validate, f"cannot import {mod!r} ({why.splitlines()[0][:200]})") from None

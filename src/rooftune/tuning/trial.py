@@ -9,22 +9,31 @@ import os
 import select
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from rooftune.errors import MeasurementError
-from rooftune.tuning.config import RunConfig
+from rooftune.platform.processes import (
+    PREPARE_DEADLINE_ENV,
+    kill_group,
+    python_command,
+    signal_group,
+    start,
+    wait_exit,
+)
+from rooftune.tuning.config import OMP_VARIABLES, RunConfig
 
 #: Time limit of preparing a configuration (export, compile, convert) and checking its output.
 PREPARE_TIMEOUT_S = 240.0
 #: Time limit of one measurement beyond its own budget (start-up of the timer, slow first calls).
 MEASURE_SLACK_S = 60.0
+#: Time a prepared worker asked to exit gets before it is killed (its interpreter's teardown).
+EXIT_TIMEOUT_S = 10.0
 #: Variables a configuration controls: a trial must not inherit them from the parent's environment.
-CONTROLLED = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "LD_PRELOAD", "MALLOC_CONF", "OMP_PROC_BIND",
-              "OMP_PLACES", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_AFFINITY", "KMP_BLOCKTIME")
+CONTROLLED = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "LD_PRELOAD", "MALLOC_CONF", "GOMP_SPINCOUNT",
+              *OMP_VARIABLES)
 
 
 class TrialFailed(MeasurementError):
@@ -67,12 +76,14 @@ class Worker:
         self.paused = False
         env = {k: v for k, v in os.environ.items() if k not in CONTROLLED or not config.set_threads}
         env.update(config.environment())
+        # what the worker runs to prepare (the ncnn converter) ends before the trial's own limit
+        env[PREPARE_DEADLINE_ENV] = f"{time.time() + prepare_timeout_s:.3f}"
         self._stderr = tempfile.TemporaryFile(mode="w+")
         self._spawned = time.perf_counter()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "rooftune.tuning._worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=self._stderr, text=True, env=env,
-        )
+        # -P: a numpy.py in the folder the study runs from is not numpy in the trials; a
+        # module:callable model is imported from that folder by name (import_user_module)
+        self.proc = start(python_command("rooftune.tuning._worker"), stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, stderr=self._stderr, text=True, env=env)
         self._init = {"cmd": "init", "workload": workload, "config": config.to_dict(),
                       "reference": str(reference), "inputs": str(inputs) if inputs else None, "workdir": str(workdir),
                       "calibration": str(calibration) if calibration else None, "validate": validate}
@@ -121,8 +132,9 @@ class Worker:
             raise TrialFailed(f"timed out after {timeout_s:.0f} s ({msg['cmd']})")
         line = self.proc.stdout.readline()
         if not line:
-            code = self.proc.wait(timeout=5)
-            raise TrialFailed(f"the trial process crashed (exit {code}): {self._last_stderr()}")
+            wait_exit(self.proc, EXIT_TIMEOUT_S)
+            kill_group(self.proc)  # with what it started
+            raise TrialFailed(f"the trial process crashed (exit {self.proc.returncode}): {self._last_stderr()}")
         answer = json.loads(line)
         if not answer.get("ok"):
             raise TrialFailed(answer.get("error", "failed"))
@@ -137,39 +149,42 @@ class Worker:
         return float(self.call({"cmd": "sample", "number": number, "warmup": warmup}, timeout_s)["seconds"])
 
     def pause(self) -> None:
-        """Stop every thread of the worker (SIGSTOP): an idle runtime's spinning threads would
-        otherwise take cores from the configuration being timed beside it."""
-        if not self.paused and self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGSTOP)
+        """Stop every thread of the worker and of what it started (SIGSTOP to its process group):
+        an idle runtime's spinning threads would otherwise take cores from the configuration being
+        timed beside it."""
+        if not self.paused and self.proc.returncode is None:
+            signal_group(self.proc, signal.SIGSTOP)
             _wait_stopped(self.proc.pid)
             self.paused = True
 
     def resume(self) -> None:
-        if self.paused and self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGCONT)
+        if self.paused and self.proc.returncode is None:
+            signal_group(self.proc, signal.SIGCONT)
         self.paused = False
 
     def close(self, kill: bool = False) -> None:
+        """Ends the worker: asked to exit where it is prepared and idle, else (``kill``, still
+        preparing) killed; then whatever is left of its process group is killed."""
+        if self._stderr.closed:  # closed before (a timeout closes it at once)
+            return
         self.resume()
-        if self.proc.poll() is None:
-            if kill or not self.info:  # still preparing, or its preparation failed: nothing to wait for
-                self.proc.kill()
-            else:
-                try:
-                    assert self.proc.stdin is not None
-                    self.proc.stdin.write(json.dumps({"cmd": "exit"}) + "\n")
-                    self.proc.stdin.flush()
-                    self.proc.wait(timeout=10)
-                except (BrokenPipeError, subprocess.TimeoutExpired):
-                    self.proc.kill()
-        self.proc.wait()
+        if self.proc.returncode is None and not kill and self.info:
+            try:
+                assert self.proc.stdin is not None
+                self.proc.stdin.write(json.dumps({"cmd": "exit"}) + "\n")
+                self.proc.stdin.flush()
+                wait_exit(self.proc, EXIT_TIMEOUT_S)
+            except BrokenPipeError:
+                pass
+        kill_group(self.proc)
         self._stderr.close()
 
     def __enter__(self) -> Worker:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        # an error or Ctrl-C: the worker may be busy, so it is not waited for
+        self.close(kill=exc_type is not None)
 
 
 class Group:
@@ -248,8 +263,8 @@ class Group:
     def __enter__(self) -> Group:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        self.close(kill=exc_type is not None)
 
 
 class VirtualClock:

@@ -182,13 +182,13 @@ def user_validation(spec: Any, outputs: list[Any], refs: list[Any]) -> dict[str,
     itself, in the caller's own process), in place of the built-in guard: a list per input of the
     configuration's and the fp32 eager outputs (a tensor, or a tuple of tensors for a model with
     several outputs)."""
-    import importlib
+    from rooftune.platform.processes import import_user_module
 
     if callable(spec):
         fn, spec = spec, getattr(spec, "__qualname__", repr(spec))
     else:
         module, _, name = spec.partition(":")
-        fn = getattr(importlib.import_module(module), name)
+        fn = getattr(import_user_module(module), name)
     answer = fn(outputs, refs)
     ok, why = (answer if isinstance(answer, tuple) else (answer, ""))
     return {"ok": bool(ok), "rule": f"validation {spec}", "why": "" if ok else (why or f"{spec} refused the outputs")}

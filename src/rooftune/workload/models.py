@@ -7,11 +7,9 @@ from __future__ import annotations
 import ast
 import contextlib
 import difflib
-import importlib
 import logging
 import os
 import re
-import sys
 import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -181,11 +179,10 @@ def _load_callable(spec: str, options: dict[str, Any]) -> tuple[nn.Module, tuple
         raise InvalidArgument("model", spec, allowed)
     # Like `uvicorn module:app`, the current directory is importable, so `rooftune analyze
     # mymodels:build` works from the project folder without installing it.
-    cwd = os.getcwd()
-    if cwd not in sys.path:
-        sys.path.insert(0, cwd)
+    from rooftune.platform.processes import import_user_module
+
     try:
-        mod = importlib.import_module(mod_name)
+        mod = import_user_module(mod_name)
     except Exception as exc:  # an import runs arbitrary code: any failure is the user's module
         raise WorkloadError(f"model {spec!r}: cannot import {mod_name!r}: {type(exc).__name__}: {one_line(exc, 200)}") from exc
     obj: Any = mod

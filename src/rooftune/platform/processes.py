@@ -1,0 +1,309 @@
+"""The processes rooftune starts, and the folders a run leaves behind.
+
+Every child (a trial's worker, an isolated measurement, the ncnn converter, a profile run under
+an emulated ISA, the copies ``rooftune exec`` starts) is started by :func:`start`:
+
+- it leads a process group of its own, so that what it starts in turn (torch.compile's compile
+  workers, a converter) is paused, resumed and killed with it (:func:`signal_group`,
+  :func:`kill_group`), and a terminal's Ctrl-C reaches rooftune alone, which ends its children;
+- it is sent a signal when the thread that started it ends (Linux's PR_SET_PDEATHSIG: the
+  kernel sends it however rooftune dies, SIGKILL and the OOM killer included);
+- the groups still running when the interpreter exits are killed (atexit).
+
+A Python child runs with ``-P`` (:func:`python_command`): the folder it starts in is not on its
+``sys.path``, so a ``numpy.py`` or ``onnx.py`` there cannot take the real module's place. User
+code named ``module:callable`` is imported by :func:`import_user_module`, which makes that
+folder importable for it alone.
+
+A run's temporary folder (:func:`owned_tempdir`) holds its owner's pid, the pid's start time and
+the boot it ran in; the next run removes those whose owner is gone (:func:`remove_leftovers`),
+never one whose owner may still run.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import functools
+import importlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import weakref
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+#: prctl's option that asks for a signal when the parent (the thread that forked) ends.
+_PR_SET_PDEATHSIG = 1
+#: Set in a trial's worker: the time (``time.time()``) by which its preparation must end. A
+#: converter it runs gets no more than what is left (:func:`time_left`), so that its own limit
+#: cannot outlast the trial's.
+PREPARE_DEADLINE_ENV = "ROOFTUNE_PREPARE_DEADLINE"
+#: Prefixes of rooftune's temporary folders (a study's, ``load_tuned``'s); each holds OWNER_FILE.
+TEMP_PREFIXES = ("rooftune-tune-", "rooftune-tuned-")
+OWNER_FILE = ".rooftune-owner"
+#: Seconds between two looks at whether a child exited (:func:`wait_exit`).
+_EXIT_POLL_S = 0.01
+
+#: Children started and not yet killed by :func:`kill_group` (weakly: a finished one is dropped
+#: with its Popen).
+_started: weakref.WeakSet[subprocess.Popen[Any]] = weakref.WeakSet()
+
+
+@functools.cache
+def _prctl() -> Any:
+    """libc's prctl, or None off Linux; looked up in the parent, never between fork and exec."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+def python_command(module: str, *args: str) -> list[str]:
+    """``python -P -m module args``: this interpreter, without the working directory on sys.path."""
+    return [sys.executable, "-P", "-m", module, *args]
+
+
+def start(cmd: Sequence[str], *, parent_death: int = signal.SIGKILL, **popen: Any) -> subprocess.Popen[Any]:
+    """``subprocess.Popen(cmd, **popen)`` leading a process group of its own, sent ``parent_death``
+    when the thread calling this ends (SIGKILL: a paused child dies too, where SIGTERM would wait
+    for a SIGCONT; ``rooftune exec`` gives the user's programs SIGTERM)."""
+    prctl = _prctl()
+    parent = os.getpid()
+
+    def in_child() -> None:
+        if prctl is not None:
+            prctl(_PR_SET_PDEATHSIG, int(parent_death))
+        if os.getppid() != parent:  # the parent ended between the fork and the prctl
+            os.kill(os.getpid(), parent_death)
+
+    proc = subprocess.Popen(list(cmd), process_group=0, preexec_fn=in_child, **popen)
+    _started.add(proc)
+    return proc
+
+
+def signal_group(proc: subprocess.Popen[Any], sig: int) -> bool:
+    """Send ``sig`` to every process of ``proc``'s group; False where none is left."""
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def kill_group(proc: subprocess.Popen[Any]) -> None:
+    """Kill ``proc`` and every process of its group (SIGKILL ends a stopped process too), and reap
+    ``proc``. The group is reached while ``proc`` is not yet reaped: until then its pid names the
+    group (an exited ``proc`` waited for by :func:`wait_exit` still does), after that it may name
+    another process."""
+    if proc.returncode is None:
+        signal_group(proc, signal.SIGKILL)
+    proc.wait()
+    _started.discard(proc)
+
+
+def wait_exit(proc: subprocess.Popen[Any], timeout_s: float) -> bool:
+    """Wait up to ``timeout_s`` for ``proc`` to exit, without reaping it (so that :func:`kill_group`
+    can still reach what it left in its group); whether it exited."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                return True
+        except ChildProcessError:  # reaped already
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(_EXIT_POLL_S)
+
+
+def run(cmd: Sequence[str], *, timeout_s: float | None = None, input: str | None = None,
+        interrupt_grace_s: float = 0.0, **popen: Any) -> subprocess.CompletedProcess[Any]:
+    """``subprocess.run(cmd, input=input, timeout=timeout_s, capture_output=True, text=True)`` in
+    a process group of its own, killed whole on the timeout (raising ``subprocess.TimeoutExpired``
+    as ``subprocess.run`` does) or on any exception in this process (Ctrl-C).
+    ``interrupt_grace_s``: on Ctrl-C the group is sent SIGINT first and given that long to stop
+    on its own (a rooftune command that writes what it measured before it exits)."""
+    popen.setdefault("stdout", subprocess.PIPE)
+    popen.setdefault("stderr", subprocess.PIPE)
+    popen.setdefault("text", True)
+    proc = start(cmd, stdin=subprocess.PIPE if input is not None else None, **popen)
+    try:
+        out, err = proc.communicate(input, timeout=timeout_s)
+    except KeyboardInterrupt:
+        try:
+            if interrupt_grace_s > 0 and signal_group(proc, signal.SIGINT):
+                wait_exit(proc, interrupt_grace_s)
+        finally:
+            _end(proc)
+        raise
+    except subprocess.TimeoutExpired:
+        _end(proc)
+        raise subprocess.TimeoutExpired(list(cmd), timeout_s or 0.0) from None
+    except BaseException:
+        _end(proc)
+        raise
+    _started.discard(proc)
+    return subprocess.CompletedProcess(list(cmd), proc.returncode, out, err)
+
+
+def _end(proc: subprocess.Popen[Any]) -> None:
+    kill_group(proc)
+    for pipe in (proc.stdin, proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()
+
+
+@atexit.register
+def _kill_started() -> None:
+    """The groups of children still running when this interpreter exits (an exception that no
+    ``close`` saw, a library caller that forgot one)."""
+    for proc in list(_started):
+        if proc.returncode is None:
+            kill_group(proc)
+
+
+def time_left(limit_s: float) -> float:
+    """``limit_s``, or what is left of this process's preparation where that is less (a trial's
+    worker, see PREPARE_DEADLINE_ENV); never below 0."""
+    try:
+        left = float(os.environ[PREPARE_DEADLINE_ENV]) - time.time()
+    except (KeyError, ValueError):
+        return limit_s
+    return max(0.0, min(limit_s, left))
+
+
+def import_user_module(name: str) -> ModuleType:
+    """Import the user's module ``name`` (of a ``module:callable`` spec, a ``--validate``) with the
+    working directory importable, as ``uvicorn module:app`` does: first on ``sys.path`` while it
+    imports, so that the user's folder gives their module, then last, so that what rooftune
+    imports later (onnx, when a runtime exports) is never a file of that folder. A process started
+    with the folder on its path (``python -m rooftune``) imports as it is."""
+    cwd = os.getcwd()
+    if (cwd in sys.path or "" in sys.path) and cwd not in _appended:
+        return importlib.import_module(name)
+    if cwd in sys.path:
+        sys.path.remove(cwd)
+    sys.path.insert(0, cwd)
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(cwd)
+        sys.path.append(cwd)  # for what the user's module imports when it is called
+        _appended.add(cwd)
+
+
+#: Folders :func:`import_user_module` put at the end of ``sys.path``.
+_appended: set[str] = set()
+
+
+# -- temporary folders --------------------------------------------------------------------------
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def _process_start(pid: int) -> tuple[str, int] | None:
+    """(state, start time in clock ticks since boot) of process ``pid`` from /proc/PID/stat; None
+    when there is no such process (or no /proc)."""
+    stat = _read(f"/proc/{pid}/stat")
+    if stat is None:
+        return None
+    try:
+        fields = stat.rsplit(")", 1)[1].split()  # the name, in parentheses, may hold spaces
+        return fields[0], int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def _namespace() -> str | None:
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None
+
+
+def owner() -> dict[str, Any]:
+    """What identifies this process in its folders' OWNER_FILE: its pid, when it started (a pid
+    is used again by later processes), the boot it runs in and its pid namespace."""
+    here = _process_start(os.getpid())
+    return {"pid": os.getpid(), "start": here[1] if here else None,
+            "boot": _read("/proc/sys/kernel/random/boot_id"), "pid_namespace": _namespace()}
+
+
+def owner_alive(marker: dict[str, Any]) -> bool:
+    """Whether the process an OWNER_FILE names may still run: True where it cannot be told (the
+    folder of a run in another pid namespace sharing this temp dir is never removed)."""
+    pid = marker.get("pid")
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return True
+    boot = _read("/proc/sys/kernel/random/boot_id")
+    if marker.get("boot") and boot and marker["boot"] != boot:
+        return False  # written before this machine last started
+    if marker.get("pid_namespace") != _namespace():
+        return True
+    if not os.path.exists("/proc/self/stat"):  # no /proc: whether the pid exists at all
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    now = _process_start(pid)
+    if now is None or now[0] in ("Z", "X"):  # gone, or ended and not yet reaped
+        return False
+    return marker.get("start") is None or now[1] == marker["start"]
+
+
+def mark_owned(folder: Path) -> None:
+    """Write this process's OWNER_FILE into ``folder`` (one of TEMP_PREFIXES in the temp dir)."""
+    (folder / OWNER_FILE).write_text(json.dumps(owner()))
+
+
+def remove_leftovers(tempdir: str | Path | None = None) -> list[Path]:
+    """Remove the folders of TEMP_PREFIXES in ``tempdir`` (default: the temp dir) that this user
+    owns and whose OWNER_FILE names a process that is gone; the folders removed. A folder without
+    the file is kept: it may be one being made, or one an earlier version made."""
+    root = Path(tempdir if tempdir is not None else tempfile.gettempdir())
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return removed
+    for entry in entries:
+        if not entry.name.startswith(TEMP_PREFIXES):
+            continue
+        try:
+            mine = entry.stat(follow_symlinks=False).st_uid == os.getuid()
+            if not mine or not entry.is_dir(follow_symlinks=False):
+                continue
+            marker = json.loads((Path(entry.path) / OWNER_FILE).read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(marker, dict) and not owner_alive(marker):
+            shutil.rmtree(entry.path, ignore_errors=True)
+            removed.append(Path(entry.path))
+    return removed
+
+
+def owned_tempdir(prefix: str) -> Path:
+    """A new temporary folder marked with this process (:func:`mark_owned`), after removing those
+    that dead runs left (:func:`remove_leftovers`)."""
+    remove_leftovers()
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    mark_owned(path)
+    return path

@@ -1,0 +1,188 @@
+"""Child processes in groups of their own, ended whole; temporary folders of dead runs removed."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rooftune.platform import processes
+from rooftune.platform.processes import (
+    OWNER_FILE,
+    PREPARE_DEADLINE_ENV,
+    kill_group,
+    owner,
+    python_command,
+    remove_leftovers,
+    run,
+    start,
+    time_left,
+)
+
+linux = pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads /proc")
+
+
+def gone(pid: int) -> bool:
+    """No such process, or one that ended and waits for its parent (or init) to reap it."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
+def wait_gone(pid: int, timeout_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if gone(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def wait_file(path: Path, timeout_s: float = 30.0) -> str:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_text().strip():
+            return path.read_text().strip()
+        time.sleep(0.05)
+    raise AssertionError(f"{path} was not written")
+
+
+#: A shell that starts a grandchild (in its group, as a converter's or a compiler's own children
+#: are), writes both pids and waits.
+SPAWNER = "sleep 300 & echo $$ $! > {pids}; wait"
+
+
+@linux
+def test_a_child_past_its_time_limit_is_killed_with_what_it_started(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    with pytest.raises(subprocess.TimeoutExpired):
+        run(["sh", "-c", SPAWNER.format(pids=pids)], timeout_s=1.0)
+    child, grandchild = map(int, wait_file(pids).split())
+    assert wait_gone(child) and wait_gone(grandchild)
+
+
+@linux
+def test_ctrl_c_in_the_parent_stops_the_child_and_kills_its_group(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The child is not in the terminal's group, so Ctrl-C reaches the parent alone: the parent
+    sends it SIGINT (with a grace period to stop on its own) and kills what is left."""
+    pids, stopped = tmp_path / "pids", tmp_path / "stopped"
+    wait = subprocess.Popen.communicate
+    groups = []
+
+    def interrupted(self: subprocess.Popen, *args: object, **kwargs: object) -> object:
+        groups.extend(os.getpgid(int(pid)) for pid in wait_file(pids).split())
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(subprocess.Popen, "communicate", interrupted)
+    script = f"trap 'echo stopped > {stopped}; exit 130' INT; " + SPAWNER.format(pids=pids)
+    with pytest.raises(KeyboardInterrupt):
+        run(["sh", "-c", script], interrupt_grace_s=10.0)
+    monkeypatch.setattr(subprocess.Popen, "communicate", wait)
+    child, grandchild = map(int, pids.read_text().split())
+    assert groups == [child, child] != [os.getpgid(0)] * 2  # a group of its own, with its grandchild
+    assert stopped.read_text().strip() == "stopped"  # SIGINT first, and time to act on it
+    assert wait_gone(child) and wait_gone(grandchild)
+
+
+@linux
+def test_a_child_dies_with_the_process_that_started_it(tmp_path: Path) -> None:
+    """rooftune killed outright (SIGKILL, the OOM killer): the kernel ends its children."""
+    pids = tmp_path / "pids"
+    code = ("import sys, time; from rooftune.platform.processes import start; "
+            f"p = start(['sleep', '300']); open({str(pids)!r}, 'w').write(str(p.pid)); time.sleep(300)")
+    parent = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        child = int(wait_file(pids))
+        assert not gone(child)
+        parent.kill()
+        parent.wait()
+        assert wait_gone(child)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+
+
+def test_a_python_child_does_not_import_from_the_folder_it_starts_in(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    marker = tmp_path / "imported"
+    (tmp_path / "json.py").write_text(f"open({str(marker)!r}, 'w').write('x')\nraise SystemExit(9)\n")
+    monkeypatch.chdir(tmp_path)
+    done = run(python_command("json.tool"), input="[1]")
+    assert done.returncode == 0 and done.stdout.split() == ["[", "1", "]"], done.stderr
+    assert not marker.exists()
+
+
+def test_a_converter_gets_what_is_left_of_the_preparation(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(PREPARE_DEADLINE_ENV, raising=False)
+    assert time_left(600.0) == 600.0
+    monkeypatch.setenv(PREPARE_DEADLINE_ENV, str(time.time() + 30))
+    assert 25.0 < time_left(600.0) <= 30.0 and time_left(5.0) == 5.0
+    monkeypatch.setenv(PREPARE_DEADLINE_ENV, str(time.time() - 1))
+    assert time_left(600.0) == 0.0
+
+
+def folder(root: Path, name: str, marker: dict | None) -> Path:
+    d = root / name
+    d.mkdir()
+    (d / "reference-b1.pt").write_text("")
+    if marker is not None:
+        (d / OWNER_FILE).write_text(json.dumps(marker))
+    return d
+
+
+@linux
+def test_leftovers_of_dead_runs_are_removed_and_a_live_runs_folder_is_kept(tmp_path: Path) -> None:
+    me = owner()
+    ended = subprocess.Popen(["sleep", "300"])
+    dead = {**me, "pid": ended.pid, "start": processes._process_start(ended.pid)[1]}  # type: ignore[index]
+    ended.kill()
+    ended.wait()
+    stale = folder(tmp_path, "rooftune-tune-dead", dead)
+    reused = folder(tmp_path, "rooftune-tune-reused", {**me, "start": me["start"] - 1})  # this pid, another process
+    rebooted = folder(tmp_path, "rooftune-tuned-rebooted", {**me, "boot": "another-boot"})
+    live = folder(tmp_path, "rooftune-tune-live", me)
+    unmarked = folder(tmp_path, "rooftune-tune-being-made", None)
+    elsewhere = folder(tmp_path, "rooftune-tune-other-namespace", {**dead, "pid_namespace": "pid:[1]"})
+    other = folder(tmp_path, "someone-else", dead)
+    removed = remove_leftovers(tmp_path)
+    assert sorted(removed) == sorted([stale, reused, rebooted])
+    assert not stale.exists() and not reused.exists() and not rebooted.exists()
+    assert live.exists() and unmarked.exists() and elsewhere.exists() and other.exists()
+
+
+def test_a_new_temporary_folder_is_marked_with_its_owner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr("tempfile.tempdir", None)  # read TMPDIR again
+    made = processes.owned_tempdir("rooftune-tune-")
+    assert made.parent == tmp_path and json.loads((made / OWNER_FILE).read_text())["pid"] == os.getpid()
+    assert remove_leftovers(tmp_path) == [] and made.exists()
+
+
+@linux
+def test_signal_group_reaches_every_process_of_the_group(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    proc = start(["sh", "-c", SPAWNER.format(pids=pids)])
+    try:
+        child, grandchild = map(int, wait_file(pids).split())
+        assert processes.signal_group(proc, signal.SIGSTOP)
+
+        def state(pid: int) -> str:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0]
+
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and (state(child), state(grandchild)) != ("T", "T"):
+            time.sleep(0.02)
+        assert (state(child), state(grandchild)) == ("T", "T")
+    finally:
+        kill_group(proc)  # a stopped group too
+    assert wait_gone(child) and wait_gone(grandchild)
