@@ -21,7 +21,7 @@ from rich.text import Text
 
 from rooftune.errors import InvalidArgument, RooftuneError
 from rooftune.paths import output_dir, output_file
-from rooftune.units import ci_text, fmt_rate, fmt_size, interleaved_text, speedup_text, threads_of
+from rooftune.units import ci_text, fmt_rate, fmt_size, threads_of
 
 if TYPE_CHECKING:
     from rooftune.machine import Ceilings
@@ -504,25 +504,20 @@ def _fmt_latency(t: Any) -> str:
 def _print_tune(r: Any) -> None:
     out.print(f"[bold]{escape(r.model)}[/bold], objective {r.objective}, {r.batch_text()}: {len(r.trials)} trials "
               f"({sum(1 for t in r.trials if not t.ok)} failed, {r.resumed} from the store) in {r.duration_s:.0f} s")
-    t = Table(title="Configurations (latency per inference; speedup of the best, interleaved, 95% CI)", title_justify="left")
-    for col in ("name", "configuration", "p50", "p90", "p99", "samples/s", "interleaved: it / best", "best is"):
-        t.add_column(col, justify="left" if col in ("name", "configuration") else "right")
-    rows = [("best", r.best), ("guideline", r.guideline), *r.baselines.items()]
-    for name, tr in rows:
-        speed = speedup_text(r.comparison(name))
-        if not tr.ok:
-            t.add_row(name, tr.config.describe(), "failed", "", "", "", "", tr.error[:60])
-            continue
-        t.add_row(name, tr.describe(), _fmt_latency(tr.latency_s), _fmt_latency(tr.p90_s),
-                  _fmt_latency(tr.p99_s), f"{tr.throughput:.1f}", interleaved_text(r.interleaved(name), r.objective), speed)
+    from rooftune.tuning.table import TUNE_COLUMNS, guard_lines, tune_rows
+
+    t = Table(title="Configurations (p50 and samples/s from the interleaved comparisons where compared; "
+                    "speedup of the best, interleaved, 95% CI)", title_justify="left")
+    for col in TUNE_COLUMNS:
+        t.add_column(col, justify="left" if col in ("name", "configuration", "precision") else "right")
+    for row in tune_rows(r):
+        t.add_row(*row)
     out.print(t)
-    for line in (r.reversal_line(), r.unsteady_line(), r.drift_line()):
+    for line in (*r.headline_lines(), r.reversal_line(), r.unsteady_line(), r.drift_line()):
         if line:
             out.print(line, markup=False, highlight=False)
-    v = r.best.verify
-    if r.best.config.precision != "fp32" and "cosine" in v:
-        out.print(f"best runs {r.best.config.precision}: mean cosine {v['cosine']:.4f}, top-1 agreement {v['top1']:.1%}"
-                  f" over {v.get('inputs', 1)} input(s) ({v.get('rule', '')})", highlight=False)
+    for line in guard_lines(r):
+        out.print(line, markup=False, highlight=False)
     standing = r.guideline_text()
     if standing:
         out.print(f"guideline: {standing}; " + "; ".join(r.guideline_reasons), markup=False, highlight=False)
@@ -543,7 +538,8 @@ def tune(
     option: Annotated[list[str] | None, typer.Option("--option", "-o", help="Model option KEY=VALUE.")] = None,
     guidelines_only: Annotated[bool, typer.Option("--guidelines-only", help="No search: the guideline (in each precision allowed) and the baselines only.")] = False,
     runtime: Annotated[str | None, typer.Option("--runtime", help="Restrict the search to these runtimes, e.g. eager,onnxruntime.")] = None,
-    bf16: Annotated[bool, typer.Option("--bf16", help="Also search bf16 (native bf16 CPUs only).")] = False,
+    fp32: Annotated[bool, typer.Option("--fp32", help="Search fp32 only (by default bf16 too where the CPU has it natively and a peer runs it by default).")] = False,
+    bf16: Annotated[bool, typer.Option("--bf16", help="Search bf16 (native bf16 CPUs only; the default where a peer runs it).")] = False,
     int8: Annotated[bool, typer.Option("--int8", help="Also search int8 (post-training static quantization; guard: cosine >= 0.99, top-1 >= 99%).")] = False,
     calibration: Annotated[int | None, typer.Option("--calibration", help="Inputs in the int8 calibration set (default 32).")] = None,
     validate: Annotated[str | None, typer.Option("--validate", help="module:function(outputs, references) -> bool, in place of the built-in guard.")] = None,
@@ -552,6 +548,7 @@ def tune(
     db: Annotated[str | None, typer.Option("--db", help="Store: a file path or SQLAlchemy URL.")] = None,
 ) -> None:
     """Tune the runtime configuration of a model, against vanilla PyTorch and the vendor defaults."""
+    from rooftune.tuning import precisions_for
     from rooftune.tuning import tune as run_tune
     from rooftune.workload import parse_options, parse_shape
 
@@ -564,7 +561,7 @@ def tune(
     with progress:
         r = run_tune(model, objective=objective, budget_s=budget, trials=trials, batch=batch, inputs=shapes or None,
                      options=options, guidelines_only=guidelines_only,
-                     precisions=("fp32",) + (("bf16",) if bf16 else ()) + (("int8",) if int8 else ()),
+                     precisions=precisions_for(fp32=fp32, bf16=bf16, int8=int8, runtimes=runtimes),
                      runtimes=runtimes, db=db, save=save, progress=update, validate=validate, calibration_size=calibration)
     if json_out:
         sys.stdout.write(json.dumps(r.to_dict(), indent=2, default=str) + "\n")
@@ -1057,13 +1054,15 @@ def optimize(
     skip: Annotated[str | None, typer.Option("--skip", help="Leave out steps: tune, select (comma-separated).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the summary as one JSON object.")] = False,
     db: Annotated[str | None, typer.Option("--db", help="Store: a file path or SQLAlchemy URL.")] = None,
-    bf16: Annotated[bool, typer.Option("--bf16", help="Also tune in bf16 (native bf16 CPUs only).")] = False,
+    fp32: Annotated[bool, typer.Option("--fp32", help="Search fp32 only (by default bf16 too where the CPU has it natively and a peer runs it by default).")] = False,
+    bf16: Annotated[bool, typer.Option("--bf16", help="Tune in bf16 (native bf16 CPUs only; the default where a peer runs it).")] = False,
     int8: Annotated[bool, typer.Option("--int8", help="Also tune in int8 (post-training static quantization; guard: cosine >= 0.99, top-1 >= 99%).")] = False,
     calibration: Annotated[int | None, typer.Option("--calibration", help="Inputs in the int8 calibration set (default 32).")] = None,
 ) -> None:
     """Measure, explain and speed up a model end to end; write a self-contained report."""
     from rooftune.pipeline import STEPS
     from rooftune.pipeline import optimize as run_optimize
+    from rooftune.tuning import precisions_for
     from rooftune.workload import parse_options, parse_shape
 
     shapes = [parse_shape(s) for s in input_shape or []]
@@ -1078,7 +1077,7 @@ def optimize(
         r = run_optimize(model, batch=batch, inputs=shapes or None, options=options or None, objective=objective,
                          budget_s=budget, out=out_dir, db=db,
                          runtimes=runtimes, steps=[s for s in STEPS if s not in skipped], progress=update,
-                         precisions=("fp32",) + (("bf16",) if bf16 else ()) + (("int8",) if int8 else ()),
+                         precisions=precisions_for(fp32=fp32, bf16=bf16, int8=int8, runtimes=runtimes),
                          calibration_size=calibration)
     if json_out:
         sys.stdout.write(json.dumps(r.to_dict(), indent=2, default=str) + "\n")
@@ -1198,6 +1197,12 @@ def exec_(
     if not 1 <= n <= 1024:
         raise InvalidArgument("--instances", n, "allowed 1..1024")
     env = {**os.environ, **cfg.environment()}
+    if cfg.pin:
+        if n > 1:
+            raise InvalidArgument("--instances", n, "allowed 1 for a pinned configuration (its cores are one instance's)")
+        from rooftune.tuning.config import pinned_cpus
+
+        os.sched_setaffinity(0, pinned_cpus(cfg.intra_threads))  # inherited by the command exec runs
     import shutil
 
     if shutil.which(cmd[0]) is None and not os.path.exists(cmd[0]):

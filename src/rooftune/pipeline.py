@@ -215,7 +215,7 @@ def optimize(
     progress: Progress | None = None,
     trial_policy: Any = None,
     compare_policy: Any = None,
-    precisions: Sequence[str] = ("fp32",),
+    precisions: Sequence[str] | None = None,
     calibration_size: int | None = None,
 ) -> OptimizeResult:
     """Measure, explain and speed up ``model`` on this machine; write the report to ``out``.
@@ -225,7 +225,9 @@ def optimize(
     ``example_inputs`` (and ``example_kwargs``: tensors, or tuples, lists and dicts of them),
     exported with torch.export into ``out``. ``budget_s`` bounds the whole
     run: analysis and selection get small shares, tuning the rest. ``steps`` may leave out
-    ``tune`` or ``select``. ``precisions`` may add ``int8`` (each runtime's quantizer, calibrated on
+    ``tune`` or ``select``. ``precisions`` None tunes in what ``rooftune.tuning.default_precisions``
+    gives (fp32, and bf16 where the CPU has it and a peer computes in it by default); ``("fp32",)``
+    keeps to fp32. ``precisions`` may add ``int8`` (each runtime's quantizer, calibrated on
     ``calibration_size`` inputs and guarded) and ``bf16`` (native bf16 CPUs) to the tuning's
     space. Bad arguments raise :class:`InvalidArgument` before anything is measured or written.
     """
@@ -257,21 +259,22 @@ def optimize(
     runtimes = as_names(runtimes, "runtimes")
     if runtimes is not None and not runtimes:
         raise InvalidArgument("runtimes", runtimes, "allowed at least one runtime, or None for every installed one")
-    precisions = as_names(precisions, "precisions") or ()
-    if not precisions:
-        raise InvalidArgument("precisions", precisions, "allowed at least one of fp32, bf16, int8")
+    if precisions is not None:
+        precisions = as_names(precisions, "precisions") or ()
+        if not precisions:
+            raise InvalidArgument("precisions", precisions, "allowed at least one of fp32, bf16, int8")
     from rooftune.bench import Policy
 
     for name, policy in (("trial_policy", trial_policy), ("compare_policy", compare_policy)):
         if policy is not None and not isinstance(policy, Policy):
             raise InvalidArgument(name, policy, "allowed a rooftune.bench.Policy, or None for the tuner's")
-    if runtimes:
-        from rooftune.runtimes import chosen_runtimes
-
-        chosen_runtimes(runtimes)
     from rooftune.platform import current_platform
-    from rooftune.tuning.study import check_precisions
+    from rooftune.runtimes import chosen_runtimes
+    from rooftune.tuning.study import check_precisions, default_precisions
 
+    available = chosen_runtimes(runtimes)[0]
+    if precisions is None:
+        precisions = default_precisions(current_platform(), available)
     calibration_size = check_precisions(precisions, calibration_size, current_platform())
     out_dir = _check_out(out)
     # the caller's module, which select rewrites (the .pt2 file's graph has no nn.Conv2d to rewrite)
@@ -457,7 +460,7 @@ def _commands(r: OptimizeResult, db: str | None, precisions: Sequence[str] = ("f
 
     dbo = f" --db {q(redact_url(db))}" if db else ""  # the commands are printed and written: no password
     py = q(sys.executable)
-    prec = "".join(f" --{p}" for p in ("bf16", "int8") if p in precisions)
+    prec = " --fp32" if tuple(precisions) == ("fp32",) else "".join(f" --{p}" for p in ("bf16", "int8") if p in precisions)
     if "int8" in precisions and calibration_size not in (None, CALIBRATION_SIZE):
         prec += f" --calibration {calibration_size}"
     left_out = [n for n in ("tune", "select") if n not in steps]

@@ -178,3 +178,18 @@ def read_caches(root: Path = Path("/")) -> tuple[CacheLevel, ...]:
 def numa_nodes(root: Path = Path("/")) -> int:
     nodes = list((root / "sys/devices/system/node").glob("node[0-9]*"))
     return max(1, len(nodes))
+
+
+def one_cpu_per_core(cpus: tuple[int, ...] | list[int], root: str | Path = "/") -> tuple[int, ...]:
+    """``cpus`` (sorted) with the SMT siblings of a core left out: the first CPU of each
+    (package, core) pair, as the launcher binds an instance to physical cores. Where sysfs has no
+    topology, every CPU counts as a core of its own."""
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for cpu in sorted(cpus):
+        topo = Path(root) / f"sys/devices/system/cpu/cpu{cpu}/topology"
+        key = (_read(topo / "physical_package_id") or "?", _read(topo / "core_id") or f"cpu{cpu}")
+        if key not in seen:
+            seen.add(key)
+            out.append(cpu)
+    return tuple(out)

@@ -10,7 +10,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rooftune.units import ci_text, finite, fmt_rate, fmt_size, fmt_time, interleaved_text, speedup_text, threads_of
+from rooftune.units import ci_text, finite, fmt_rate, fmt_size, fmt_time, threads_of
 
 if TYPE_CHECKING:
     from rooftune.pipeline import OptimizeResult
@@ -152,14 +152,9 @@ def _tuning(r: OptimizeResult, figs: dict[str, Path]) -> str:
     t = r.tune
     if t is None:
         return "<p class=dim>The runtime configuration was not tuned (see the steps).</p>"
-    rows = []
-    for name, tr in [("best", t.best), ("guideline", t.guideline), *t.baselines.items()]:
-        if not tr.ok:
-            rows.append([name, tr.config.describe(), "failed", "", "", "", "", tr.error[:120]])
-        else:
-            rows.append([name, tr.describe(), _t(tr.latency_s), _t(tr.p90_s), _t(tr.p99_s),
-                         f"{tr.throughput:.1f}", interleaved_text(t.interleaved(name), t.objective),
-                         speedup_text(t.comparison(name))])
+    from rooftune.tuning.table import TUNE_COLUMNS, guard_lines, tune_rows
+
+    rows = tune_rows(t, error_width=120)
     failed = [x for x in t.trials if not x.ok]
     fails = _table(["configuration", "why it failed"], [[x.config.describe(), x.error[:200]] for x in failed[:15]])
     standing = t.guideline_text()
@@ -170,8 +165,9 @@ def _tuning(r: OptimizeResult, figs: dict[str, Path]) -> str:
         f"<p>{len(t.trials)} configurations in {t.duration_s:.0f} s ({len(failed)} failed, {t.resumed} from the store); "
         f"objective {_e(t.objective)}, {_e(t.batch_text())}. Every trial ran in a fresh process and its output was checked "
         f"against the fp32 eager output; the best was then re-measured interleaved (A B B A) against every baseline.</p>"
-        + _table(["name", "configuration", "p50", "p90", "p99", "samples/s", "interleaved: it / best",
-                  "best is (95 % CI)"], rows, {2, 3, 4, 5, 6, 7})
+        + _table([*TUNE_COLUMNS[:-1], "best is (95 % CI)"], rows, {3, 4, 5, 6, 7, 8})
+        + "".join(f"<p><b>{_e(line)}</b></p>" for line in t.headline_lines())
+        + "".join(f"<p class=dim>{_e(line)}</p>" for line in guard_lines(t))
         + (f"<p class=dim>{_e(reversal)}</p>" if reversal else "")
         + (f"<p class=warn>{_e(unsteady)}</p>" if unsteady else "")
         + (f"<p class=warn>{_e(drift)}</p>" if drift else "")

@@ -20,7 +20,10 @@ PRIMITIVE_CMAP = "tab20"
 
 
 def _value(t: Any, objective: str) -> float:
-    return t.latency_s * 1e3 if objective == "latency" else t.throughput
+    """The trial's own figure (the plot is of trials, each in its own minute)."""
+    latency = t.trial_latency_s if t.figures_from != "trial" else t.latency_s
+    throughput = t.trial_throughput if t.figures_from != "trial" else t.throughput
+    return latency * 1e3 if objective == "latency" else throughput
 
 
 def plot_trials(r: TuneResult, path: str | Path) -> Path:
@@ -39,17 +42,20 @@ def plot_trials(r: TuneResult, path: str | Path) -> Path:
     if failed and values:
         y = max(values) * 1.08 if r.objective == "latency" else min(values) * 0.92
         ax.scatter(failed, [y] * len(failed), marker="x", color="#888888", s=24, label="failed (not counted)", zorder=2)
-    fixed = {id(r.guideline): "guideline", **{id(t): name for name, t in r.baselines.items()}}
+    # by configuration: the result's best, guideline and baselines carry the interleaved figures,
+    # the trials their own
+    fixed = {r.guideline.config.key(): "guideline", **{t.config.key(): name for name, t in r.baselines.items()}}
     for i, t in ok:
-        if id(t) in fixed:
-            ax.annotate(fixed[id(t)], (i, _value(t, r.objective)), fontsize=7, xytext=(4, 4), textcoords="offset points")
+        if t.config.key() in fixed:
+            ax.annotate(fixed[t.config.key()], (i, _value(t, r.objective)), fontsize=7, xytext=(4, 4),
+                        textcoords="offset points")
     if r.best.ok:
-        bi = next((i for i, t in enumerate(r.trials) if t is r.best), None)
+        bi = next((i for i, t in enumerate(r.trials) if t.ok and t.config.key() == r.best.config.key()), None)
         if bi is not None:
-            ax.scatter(bi, _value(r.best, r.objective), marker="*", s=220, color="gold", edgecolor="black", zorder=4,
+            ax.scatter(bi, _value(r.trials[bi], r.objective), marker="*", s=220, color="gold", edgecolor="black", zorder=4,
                        label=f"best: {r.best.config.describe()[:60]}")
     ax.set_xlabel("trial (guideline and baselines first, then the search)")
-    ax.set_ylabel("latency per inference, p50 (ms)" if r.objective == "latency" else "samples/s")
+    ax.set_ylabel("trial's latency per inference, p50 (ms)" if r.objective == "latency" else "trial's samples/s")
     ax.set_title(f"{r.model}: {len(r.trials)} configurations, objective {r.objective}")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7, loc="best")

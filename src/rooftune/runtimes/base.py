@@ -34,6 +34,9 @@ class Prepared:
     notes: tuple[str, ...] = ()
     #: Runs other inputs (the calibration set, for the int8 guard) and returns the raw output.
     call: Callable[[tuple[torch.Tensor, ...]], Any] | None = None
+    #: The precision the runtime computes in, where the configuration left the choice to it
+    #: (``precision="default"``); None: the configuration's own.
+    precision: str | None = None
 
     def output(self) -> tuple[torch.Tensor, ...]:
         return self.to_torch(self.run())

@@ -34,7 +34,7 @@ class OpenVINO(Runtime):
                "conv": ("direct", "winograd")}
     absent = {"hint": "LATENCY", "streams": 1, "pinning": False, "source": "pytorch", "conv": "direct"}
     uses_openmp = False
-    precisions = ("fp32", "bf16", "int8")
+    precisions = ("fp32", "bf16", "int8", "default")
 
     def available(self) -> str | None:
         return missing("openvino")
@@ -109,13 +109,14 @@ class OpenVINO(Runtime):
 
                 model = nncf_int8(model, calibration or [wl.inputs])
             _save_whole(ov, model, path)
-        # OpenVINO computes in bf16 on its own where the ISA has it; fp32 means fp32, for its
-        # default-settings baseline too, so that every configuration of a study has one precision.
-        props: dict[str, Any] = {
-            "PERFORMANCE_HINT": config.option("hint"),
+        # OpenVINO computes in bf16 on its own where the ISA has it: fp32 means fp32 (the pinned
+        # peer, openvino-latency), "default" means what OpenVINO does as installed (openvino-default:
+        # no property set at all), and the precision it chose is read back for the output check.
+        props: dict[str, Any] = {}
+        if config.precision != "default":
+            props["PERFORMANCE_HINT"] = config.option("hint")
             # int8 models keep fp32 between their quantized ops
-            "INFERENCE_PRECISION_HINT": "bf16" if config.precision == "bf16" else "f32",
-        }
+            props["INFERENCE_PRECISION_HINT"] = "bf16" if config.precision == "bf16" else "f32"
         if not config.vendor_defaults:
             props["INFERENCE_NUM_THREADS"] = config.intra_threads
             props["NUM_STREAMS"] = int(config.option("streams"))
@@ -135,7 +136,15 @@ class OpenVINO(Runtime):
         def to_torch(out: Any) -> tuple[Any, ...]:  # every output, in the model's order
             return output_tensors([out[port] for port in ports])
 
-        return Prepared(run, to_torch, artifact=path, call=lambda xs: request.infer(feeds_of(xs)))
+        chosen = None
+        if config.precision == "default":
+            hint = compiled.get_property("INFERENCE_PRECISION_HINT")  # an ov.Type: bf16, f32, f16
+            chosen = _PRECISION_NAMES.get(getattr(hint, "get_type_name", lambda: str(hint))(), "fp32")
+        return Prepared(run, to_torch, artifact=path, call=lambda xs: request.infer(feeds_of(xs)), precision=chosen)
+
+
+#: OpenVINO's element type names (``INFERENCE_PRECISION_HINT``) as rooftune names precisions.
+_PRECISION_NAMES = {"f32": "fp32", "bf16": "bf16", "f16": "fp16"}
 
 
 def _save_whole(ov: Any, model: Any, path: Path) -> None:
@@ -162,7 +171,7 @@ def _converted(config: RunConfig) -> RunConfig:
     against eager fp32, under either precision hint."""
     from dataclasses import replace
 
-    return replace(config, precision="fp32") if config.precision == "bf16" else config
+    return replace(config, precision="fp32") if config.precision in ("bf16", "default") else config
 
 
 def _winograd(config: RunConfig) -> bool:

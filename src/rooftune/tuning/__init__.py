@@ -5,7 +5,15 @@ from __future__ import annotations
 from rooftune.tuning.config import RunConfig, allocator_library
 from rooftune.tuning.deploy import TunedModel, load_tuned
 from rooftune.tuning.guidelines import average_width, baselines, guideline
-from rooftune.tuning.study import OBJECTIVES, TrialResult, TuneResult, save_config, tune
+from rooftune.tuning.study import (
+    OBJECTIVES,
+    TrialResult,
+    TuneResult,
+    default_precisions,
+    precisions_for,
+    save_config,
+    tune,
+)
 from rooftune.tuning.trial import TrialFailed, Worker
 
 __all__ = [
@@ -19,8 +27,10 @@ __all__ = [
     "allocator_library",
     "average_width",
     "baselines",
+    "default_precisions",
     "guideline",
     "load_tuned",
+    "precisions_for",
     "save_config",
     "tune",
 ]

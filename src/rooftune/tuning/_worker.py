@@ -110,9 +110,13 @@ def _not_built() -> Any:
 
 
 def _init(msg: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    from rooftune.tuning.config import RunConfig, pinned_cpus
+
+    if msg["config"].get("pin"):
+        # bound before torch starts its OpenMP pool, whose threads inherit the mask
+        os.sched_setaffinity(0, pinned_cpus(int(msg["config"].get("intra_threads", 1))))
     import torch
 
-    from rooftune.tuning.config import RunConfig
     from rooftune.tuning.verify import check_prepared
 
     config = RunConfig(**msg["config"])
@@ -123,10 +127,12 @@ def _init(msg: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     prepared = runtime.prepare(wl, config, Path(msg["workdir"]), calibration=calib["inputs"] if calib else ())
     out = prepared.output()
     prepare_s = time.perf_counter() - t0
-    verify = check_prepared(prepared, config.precision, tuple(wl.inputs), torch.load(msg["reference"]),
+    # a runtime left to choose its precision is checked by the rule of the one it chose
+    precision = prepared.precision or config.precision
+    verify = check_prepared(prepared, precision, tuple(wl.inputs), torch.load(msg["reference"]),
                             calib, msg.get("validate"), out=out)
     return prepared, {
-        "prepare_s": prepare_s, "verify": verify,
+        "prepare_s": prepare_s, "verify": verify, "precision": precision,
         "artifact": str(prepared.artifact) if prepared.artifact else None,
         "threads": torch.get_num_threads(),
     }

@@ -15,8 +15,17 @@ from typing import Any
 from rooftune.errors import InvalidArgument
 
 MEMORY_FORMATS = ("contiguous", "channels_last")
-PRECISIONS = ("fp32", "bf16", "int8")
+#: "default": the runtime's own choice, as it runs installed (OpenVINO computes in bf16 on a CPU
+#: with native bf16); the precision it chose is read back and checked by that precision's rule.
+PRECISIONS = ("fp32", "bf16", "int8", "default")
 ALLOCATORS = ("glibc", "jemalloc", "tcmalloc")
+#: The OpenMP runtime a process runs torch's parallel regions on: "default", the one torch was
+#: built with; "intel", Intel OpenMP (libiomp5 from the ``intel-openmp`` package, preloaded: it
+#: provides the GNU OpenMP entry points too), as ``torch.backends.xeon.run_cpu`` preloads it.
+OPENMP_RUNTIMES = ("default", "intel")
+#: Settings added after configurations were first stored: left out of a configuration's key while
+#: at their default, so that stored trials keep their identity.
+_LATER_FIELDS = {"openmp": "default", "pin": False}
 #: KMP_AFFINITY's words (Intel's grammar: ``[<modifier>,...]<type>[,<permute>][,<offset>]``), less
 #: ``proclist=`` and ``explicit``, which name processors by hand and which no setting of rooftune's uses.
 _KMP_MODIFIERS = ("verbose", "noverbose", "warnings", "nowarnings", "respect", "norespect",
@@ -95,6 +104,25 @@ _LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/li
 JEMALLOC_CONF = ""
 
 
+def intel_openmp_library() -> str | None:
+    """libiomp5.so of the ``intel-openmp`` package in this Python's prefix (a virtual
+    environment's ``lib``), or None where it is not installed."""
+    import sys
+
+    p = Path(sys.prefix) / "lib" / "libiomp5.so"
+    return str(p) if p.exists() else None
+
+
+def pinned_cpus(threads: int) -> tuple[int, ...]:
+    """The CPUs a pinned configuration's process is bound to: the first ``threads`` physical
+    cores of the ones this process may use (what the launcher's ``numactl -C`` / ``taskset -c``
+    gives one instance)."""
+    from rooftune.platform.sysfs import one_cpu_per_core
+
+    cpus = one_cpu_per_core(sorted(os.sched_getaffinity(0)))
+    return cpus[:max(1, threads)]
+
+
 def allocator_library(name: str) -> str | None:
     """Path of the allocator's shared library, or None when it is not installed."""
     for lib in ALLOCATOR_LIBRARIES.get(name, ()):
@@ -127,6 +155,10 @@ class RunConfig:
     set_threads: bool = True
     vendor_defaults: bool = False
     name: str = ""
+    #: The OpenMP runtime (:data:`OPENMP_RUNTIMES`).
+    openmp: str = "default"
+    #: Bind the process to its first ``intra_threads`` physical cores (the launcher's core binding).
+    pin: bool = False
 
     def __post_init__(self) -> None:
         # The environment is checked whenever a configuration is made (a file, the store, a trial's
@@ -183,7 +215,11 @@ class RunConfig:
                 raise InvalidArgument(f"{self.runtime} option", k, names)
             if isinstance(v, (list, dict)) or v not in known[k] or isinstance(v, bool) != isinstance(known[k][0], bool):
                 raise InvalidArgument(f"{self.runtime} option {k}", v, f"allowed {', '.join(map(str, known[k]))}")
-        for key in ("set_threads", "vendor_defaults"):
+        if not isinstance(self.openmp, str) or self.openmp not in OPENMP_RUNTIMES:
+            raise InvalidArgument("openmp", self.openmp, f"allowed {', '.join(OPENMP_RUNTIMES)}")
+        if self.pin is True and self.instances > 1:
+            raise InvalidArgument("pin", self.pin, "allowed with one instance (each instance would need cores of its own)")
+        for key in ("set_threads", "vendor_defaults", "pin"):
             if not isinstance(getattr(self, key), bool):
                 raise InvalidArgument(key, getattr(self, key), "allowed true or false")
         if not isinstance(self.name, str):
@@ -194,6 +230,9 @@ class RunConfig:
         the name is a label, not part of it)."""
         d = self.to_dict()
         d.pop("name", None)
+        for k, default in _LATER_FIELDS.items():
+            if d.get(k) == default:
+                d.pop(k)
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
     def artifact_path(self, workdir: Path, filename: str) -> Path:
@@ -212,11 +251,20 @@ class RunConfig:
             env["OMP_NUM_THREADS"] = str(self.intra_threads)
             env["MKL_NUM_THREADS"] = str(self.intra_threads)
         env.update(self.omp)
+        preload = []
+        if self.openmp == "intel":
+            iomp = intel_openmp_library()
+            if iomp is None:
+                raise InvalidArgument("openmp", self.openmp, "its library is not installed (pip install intel-openmp)")
+            preload.append(iomp)
         if self.allocator != "glibc":
             lib = allocator_library(self.allocator)
             if lib is None:
                 raise InvalidArgument("allocator", self.allocator, "its library is not installed (apt-get install libjemalloc2 / libtcmalloc-minimal4)")
-            env["LD_PRELOAD"] = lib
+            preload.append(lib)
+        if preload:
+            env["LD_PRELOAD"] = ":".join(preload)
+        if self.allocator != "glibc":
             # oneTBB (OpenVINO's threading) loads its hwloc binding with RTLD_DEEPBIND: hwloc then
             # frees with glibc's free what glibc's own functions allocated with the preloaded
             # malloc, and the process aborts ("free(): invalid pointer", uxlfoundation/oneTBB#1636).
@@ -240,10 +288,16 @@ class RunConfig:
             parts.append(f"batch {self.batch}")
         if self.memory_format != "contiguous":
             parts.append(self.memory_format)
-        if self.precision != "fp32":
+        if self.precision == "default":
+            parts.append("precision as installed")
+        elif self.precision != "fp32":
             parts.append(self.precision)
         if self.allocator != "glibc":
             parts.append(self.allocator)
+        if self.openmp != "default":
+            parts.append(f"{self.openmp} OpenMP")
+        if self.pin:
+            parts.append("pinned")
         parts += [f"{k}={v}" for k, v in sorted(self.omp.items())]
         parts += [f"{k}={v}{(annotate or {}).get(k, '')}" for k, v in sorted(self.runtime_options.items())]
         return ", ".join(parts)

@@ -201,7 +201,7 @@ def _load(path: str | Path, *, check: bool = True, validate: str | Callable[...,
         with warnings.catch_warnings():  # torch.jit's deprecation notices, on every TorchScript load
             warnings.simplefilter("ignore", FutureWarning)
             prepared = runtime.prepare(wl, config, Path(workdir.name), calibration=calibration)
-        result = (check_prepared(prepared, config.precision, tuple(wl.inputs), reference, calib, validate)
+        result = (check_prepared(prepared, prepared.precision or config.precision, tuple(wl.inputs), reference, calib, validate)
                   if reference is not None else None)
     except BaseException:
         workdir.cleanup()

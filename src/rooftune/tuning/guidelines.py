@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rooftune.tuning.config import RunConfig, allocator_library
+from rooftune.tuning.config import RunConfig, allocator_library, intel_openmp_library
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -282,25 +282,37 @@ def source_seeds(guide: RunConfig, available: dict[str, Any], objective: str = "
 
 
 def baselines(platform: Platform, available: dict[str, Any]) -> list[RunConfig]:
-    """vanilla, pytorch-launcher, intel-recommended, onnxruntime-default, openvino-latency
-    (the last two only when installed)."""
+    """The peers as their users run them: vanilla, pytorch-launcher, intel-recommended,
+    onnxruntime-default, openvino-default (as installed, in the precision it picks) and
+    openvino-latency (pinned to f32); the last three only when installed."""
     cores = physical_usable(platform)
     sockets = 1  # one NUMA node's worth of cores is what a single process is pinned to
-    intel_omp = (platform.openmp or {}).get("library", "").startswith(("libiomp", "libomp"))
+    # Intel OpenMP: the one torch was built with, or the intel-openmp package's, preloaded
+    built_with_iomp = (platform.openmp or {}).get("library", "").startswith(("libiomp", "libomp"))
+    iomp = "default" if built_with_iomp or not intel_openmp_library() else "intel"
+    intel_omp = built_with_iomp or iomp == "intel"
     out = [RunConfig(runtime="eager", set_threads=False, name="vanilla")]
-    # torch.backends.xeon.run_cpu: OMP_NUM_THREADS = cores per instance, tcmalloc preloaded when
-    # found (its default), KMP_AFFINITY/KMP_BLOCKTIME under Intel OpenMP.
+    # torch.backends.xeon.run_cpu (its docstring's table): OMP_NUM_THREADS = cores per instance,
+    # Intel OpenMP preloaded where found (its default) with KMP_AFFINITY=granularity=fine,compact,1,0
+    # and KMP_BLOCKTIME=1, tcmalloc preloaded when found (else jemalloc), the instance bound to its
+    # physical cores (numactl -C, or taskset -c without numactl).
     launcher_alloc = "tcmalloc" if allocator_library("tcmalloc") else "jemalloc" if allocator_library("jemalloc") else "glibc"
     kmp = {"KMP_AFFINITY": "granularity=fine,compact,1,0", "KMP_BLOCKTIME": "1"} if intel_omp else {}
     out.append(RunConfig(runtime="eager", intra_threads=cores, inter_threads=1, allocator=launcher_alloc, omp=kmp,
-                         name="pytorch-launcher"))
-    # Intel's guide: intra = physical cores, inter = sockets, OMP_NUM_THREADS = physical cores,
-    # KMP_BLOCKTIME 0 for CNNs and KMP_AFFINITY compact under Intel OpenMP.
+                         openmp=iomp, pin=True, name="pytorch-launcher"))
+    # Intel's guide ("Maximize TensorFlow/PyTorch performance on CPUs", Intel's published settings):
+    # intra = physical cores, inter = sockets, OMP_NUM_THREADS = physical cores, Intel OpenMP with
+    # KMP_BLOCKTIME 0 for CNNs and KMP_AFFINITY compact, the process bound to one node (numactl).
     kmp_intel = {"KMP_AFFINITY": "granularity=fine,verbose,compact,1,0", "KMP_BLOCKTIME": "0"} if intel_omp else {}
-    out.append(RunConfig(runtime="eager", intra_threads=cores, inter_threads=sockets, omp=kmp_intel, name="intel-recommended"))
+    out.append(RunConfig(runtime="eager", intra_threads=cores, inter_threads=sockets, omp=kmp_intel, openmp=iomp,
+                         pin=True, name="intel-recommended"))
     if "onnxruntime" in available:
         out.append(RunConfig(runtime="onnxruntime", set_threads=False, vendor_defaults=True, name="onnxruntime-default"))
     if "openvino" in available:
+        # OpenVINO as installed: no property set, so it computes in whatever precision it picks
+        # (bf16 on a CPU with native bf16); and pinned to f32 with its latency hint, the fp32 peer
+        out.append(RunConfig(runtime="openvino", set_threads=False, vendor_defaults=True, precision="default",
+                             name="openvino-default"))
         out.append(RunConfig(runtime="openvino", set_threads=False, vendor_defaults=True,
                              runtime_options={"hint": "LATENCY"}, name="openvino-latency"))
     return out

@@ -109,6 +109,21 @@ class TrialResult:
     #: For ``conv=winograd``: (layers rewritten, eligible layers) in its artifact, read while the
     #: artifact exists (None: not such a configuration, or no record).
     rewritten: tuple[int, int] | None = None
+    #: The precision the runtime computed in, where the configuration left it to the runtime
+    #: (``precision="default"``: OpenVINO as installed picks bf16 on a CPU with native bf16); ""
+    #: where it is the configuration's own.
+    ran_precision: str = ""
+    #: Where ``latency_s`` and ``throughput`` come from: ``trial`` (the trial's own median, taken
+    #: in its own minute) or ``interleaved`` (its median in the final comparisons with the best,
+    #: see :meth:`TuneResult.reported`); the trial's figures are then kept in ``trial_*``.
+    figures_from: str = "trial"
+    trial_latency_s: float = math.nan
+    trial_throughput: float = math.nan
+
+    @property
+    def precision(self) -> str:
+        """The precision the configuration computed in (``ran_precision`` where the runtime chose)."""
+        return self.ran_precision or self.config.precision
 
     def score(self, objective: str) -> float:
         """Lower is better: latency, or inverse throughput."""
@@ -116,9 +131,20 @@ class TrialResult:
             return math.inf
         return self.latency_s if objective == "latency" else 1.0 / self.throughput
 
+    def trial_score(self, objective: str) -> float:
+        """:meth:`score` from the trial's own median, whatever the reported figures are."""
+        if self.figures_from == "trial":
+            return self.score(objective)
+        if not self.ok:
+            return math.inf
+        return self.trial_latency_s if objective == "latency" else 1.0 / self.trial_throughput
+
     def figures(self) -> dict[str, Any]:
-        return {"latency_s": self.latency_s, "p90_s": self.p90_s, "p99_s": self.p99_s,
-                "throughput": self.throughput}
+        out = {"latency_s": self.latency_s, "p90_s": self.p90_s, "p99_s": self.p99_s,
+               "throughput": self.throughput, "figures_from": self.figures_from}
+        if self.figures_from != "trial":
+            out.update(trial_latency_s=self.trial_latency_s, trial_throughput=self.trial_throughput)
+        return out
 
     def describe(self) -> str:
         """The configuration, with how many layers ``conv=winograd`` rewrote in the artifact that
@@ -129,7 +155,7 @@ class TrialResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"config": self.config.to_dict(), "ok": self.ok, "error": self.error, **self.figures(),
-                "verify": self.verify, "prepare_s": self.prepare_s, "start_s": self.start_s, "artifact": self.artifact,
+                "precision": self.precision, "verify": self.verify, "prepare_s": self.prepare_s, "start_s": self.start_s, "artifact": self.artifact,
                 "rewritten": None if self.rewritten is None else list(self.rewritten)}
 
     @classmethod
@@ -143,7 +169,8 @@ class TrialResult:
         return cls(config=RunConfig(**row["config"]), ok=row["status"] == "ok", error=r.get("error", ""),
                    latency_s=num("latency_s"), p90_s=num("p90_s"), p99_s=num("p99_s"), throughput=num("throughput"),
                    verify=r.get("verify", {}), prepare_s=num("prepare_s"), start_s=num("start_s"),
-                   artifact=r.get("artifact"), rewritten=tuple(r["rewritten"]) if r.get("rewritten") else None)
+                   artifact=r.get("artifact"), rewritten=tuple(r["rewritten"]) if r.get("rewritten") else None,
+                   ran_precision=r.get("precision", "") if r.get("precision") != row["config"].get("precision") else "")
 
 
 @dataclass(frozen=True)
@@ -174,6 +201,11 @@ class TuneResult:
     phase_s: dict[str, float] = field(default_factory=dict)
     #: The batch sizes the search could choose from (the throughput objective searches several).
     batches: tuple[int, ...] = ()
+    #: Where the best computes in a reduced precision: the fastest verified fp32 configuration,
+    #: and its interleaved comparison with the fastest fp32 peer (by its comparison with the best),
+    #: so that the fp32 answer stands beside the overall one. None where the best is fp32.
+    fp32_best: TrialResult | None = None
+    fp32_vs_peer: dict[str, Any] | None = None
 
     def batch_text(self) -> str:
         """``batch 1``, or, where the search chose the batch, the batches it chose from and the
@@ -204,7 +236,8 @@ class TuneResult:
             return c["ratio"], c["ci_low"], c["ci_high"], True
         if not (self.guideline.ok and self.best.ok):
             return math.nan, math.nan, math.nan, False
-        return self.guideline.score(self.objective) / self.best.score(self.objective), math.nan, math.nan, False
+        return (self.guideline.trial_score(self.objective) / self.best.trial_score(self.objective),
+                math.nan, math.nan, False)
 
     def guideline_text(self) -> str | None:
         """What the guideline is beside the best, as the table's line and the report give it:
@@ -251,7 +284,7 @@ class TuneResult:
         for name, tr in [("guideline", self.guideline), *self.baselines.items()]:
             c = self.comparison(name)
             if (tr.ok and self.best.ok and c and c.get("ci_low", math.nan) > 1.0
-                    and tr.score(self.objective) < self.best.score(self.objective)
+                    and tr.trial_score(self.objective) < self.best.trial_score(self.objective)
                     and tr.config.key() != self.best.config.key()):
                 out.append(name)
         return out
@@ -303,13 +336,13 @@ class TuneResult:
             pair = self.interleaved(name)
             if not (tr.ok and pair):
                 continue
-            factor = tr.score(self.objective) / pair[0]  # seconds per call (latency) or per item, both sides
+            factor = tr.trial_score(self.objective) / pair[0]  # seconds per call (latency) or per item, both sides
             if math.isfinite(factor) and factor > 0 and max(factor, 1 / factor) > DRIFT:
                 out[name] = factor
         # the best against its own side of every comparison (their median): a best that won its
         # place in the comparisons after a slow trial would otherwise show that trial's time
         if self.best.ok:
-            factor = self.best.score(self.objective) / self.best_interleaved_s()
+            factor = self.best.trial_score(self.objective) / self.best_interleaved_s()
             if math.isfinite(factor) and factor > 0 and max(factor, 1 / factor) > DRIFT:
                 out = {"best": factor, **out}
         return out
@@ -329,6 +362,86 @@ class TuneResult:
         return (f"trial times off their interleaved medians ({each}): the machine's load changed between the "
                 f"trials and the comparisons, so compare the configurations by the interleaved ratios, not by the "
                 f"trial columns.")
+
+    def peer_precision(self, name: str) -> str:
+        """The precision the baseline ``name`` computed in."""
+        return self.baselines[name].precision
+
+    def headlines(self) -> dict[str, dict[str, Any] | None]:
+        """The two answers a tuning result states: the best against the fastest peer as shipped
+        (any precision its vendor runs by default), and the fastest fp32 configuration against the
+        fastest fp32 peer. Each: the peer's name and precision, ratio = peer's time / ours with its
+        95 % CI (the peer as fast as ours: 1.0 for a peer that is the best itself), and what ``of``
+        ours it is. The fastest peer is the one with the smallest ratio; None where no peer was
+        compared."""
+        def fastest(table: dict[str, dict[str, Any]], names: list[str]) -> tuple[str, dict[str, Any]] | None:
+            found = [(n, table[n]) for n in names if math.isfinite((table.get(n) or {}).get("ratio", math.nan))]
+            return min(found, key=lambda x: x[1]["ratio"]) if found else None
+
+        def line(name: str, c: dict[str, Any], of: TrialResult) -> dict[str, Any]:
+            return {"peer": name, "peer_precision": self.peer_precision(name), "ratio": c["ratio"],
+                    "ci_low": c.get("ci_low", math.nan), "ci_high": c.get("ci_high", math.nan),
+                    "of": of.describe(), "precision": of.precision}
+
+        ok = [n for n, b in self.baselines.items() if b.ok]
+        shipped = fastest(self.speedup, ok)
+        fp32_peers = [n for n in ok if self.peer_precision(n) == "fp32"]
+        if self.fp32_best is None:
+            fp32 = fastest(self.speedup, fp32_peers)
+            fp32_line = line(*fp32, self.best) if fp32 else None
+        else:
+            c = self.fp32_vs_peer or {}
+            fp32_line = (line(c["peer"], c, self.fp32_best)
+                         if math.isfinite(c.get("ratio", math.nan)) and c.get("peer") in self.baselines else None)
+        return {"best_peer_as_shipped": line(*shipped, self.best) if shipped else None,
+                "best_fp32_peer": fp32_line}
+
+    def headline_lines(self) -> list[str]:
+        """The two headlines in words, for the table's reader and the report."""
+        out = []
+        labels = {"best_peer_as_shipped": "over the best peer as shipped",
+                  "best_fp32_peer": "fp32 over the best fp32 peer"}
+        for key, h in self.headlines().items():
+            if h is None:
+                continue
+            ci = f"95 % CI {h['ci_low']:.2f}-{h['ci_high']:.2f}" if math.isfinite(h["ci_low"]) else "no CI"
+            out.append(f"{labels[key]}: {h['ratio']:.2f}x ({ci}) against {h['peer']} ({h['peer_precision']}), "
+                       f"with {h['of']}")
+        return out
+
+    def with_interleaved_figures(self) -> TuneResult:
+        """This result with the reported figures of the best, the guideline and every baseline
+        taken from the interleaved comparisons, each trial's own kept as ``trial_*``: a trial is
+        one process timed in its own minute (a slow stretch of a shared host reads 2x), while the
+        ratios beside the figures come from both sides timed in turn. The best reads its median
+        over its side of every comparison; a configuration compared with it reads the best's
+        figure times the ratio measured between them, so that the table's times divide into its
+        ratios. A configuration that was not compared (failed, or the best itself) keeps its
+        trial's figures. ``p90_s``/``p99_s`` stay the trial's."""
+        best_s = self.best_interleaved_s()
+        if not (self.best.ok and math.isfinite(best_s) and best_s > 0):
+            return self
+
+        def at(tr: TrialResult, seconds: float) -> TrialResult:
+            if not (tr.ok and math.isfinite(seconds) and seconds > 0) or tr.figures_from != "trial":
+                return tr
+            factor = seconds / tr.score(self.objective)  # seconds per call, or per item
+            return replace(tr, latency_s=tr.latency_s * factor, throughput=tr.throughput / factor,
+                           figures_from="interleaved", trial_latency_s=tr.latency_s, trial_throughput=tr.throughput)
+
+        def compared(name: str, tr: TrialResult) -> TrialResult:
+            c = self.comparison(name) or {}
+            if tr.config.key() == self.best.config.key():
+                return at(tr, best_s)
+            return at(tr, best_s * c.get("ratio", math.nan)) if c.get("pairs") else tr
+
+        fp32_best = self.fp32_best
+        c = self.fp32_vs_peer or {}
+        unit = "item" if self.objective == "throughput" else "latency"
+        if fp32_best is not None and c.get(f"best_{unit}_s"):
+            fp32_best = at(fp32_best, float(c[f"best_{unit}_s"]))
+        return replace(self, best=at(self.best, best_s), guideline=compared("guideline", self.guideline),
+                       baselines={n: compared(n, b) for n, b in self.baselines.items()}, fp32_best=fp32_best)
 
     def _gap_dict(self) -> dict[str, Any]:
         ratio, lo, hi, interleaved = self.guideline_gap()
@@ -353,6 +466,10 @@ class TuneResult:
                        "all": [t.to_dict() for t in self.trials]},
             "notes": list(self.notes), "duration_s": self.duration_s, "phase_s": self.phase_s,
             "unsteady": self.unsteady(), "drifted": self.drifted(),
+            "headlines": self.headlines(),
+            "fp32": None if self.fp32_best is None else {
+                "best": {"description": self.fp32_best.describe(), **self.fp32_best.to_dict()},
+                "vs_peer": self.fp32_vs_peer},
         }
 
 
@@ -426,6 +543,7 @@ def _evaluate(config: RunConfig, setup: Setup, policy: Policy = TRIAL_POLICY,
         config, True, latency_s=m.median, p90_s=stats.quantile(xs, 0.9), p99_s=stats.quantile(xs, 0.99),
         throughput=items / m.median, verify=verify, prepare_s=info["prepare_s"],
         start_s=info.get("start_s", math.nan), artifact=info.get("artifact"), measurement=md,
+        ran_precision=info["precision"] if info.get("precision", config.precision) != config.precision else "",
     )
     layers = winograd_layers(r)  # the artifact's folder goes with the study
     return r if layers is None else replace(r, rewritten=(sum(1 for x in layers if x.get("chosen")), len(layers)))
@@ -705,7 +823,7 @@ def tune(
     inputs: Sequence[tuple[int, ...]] | None = None,
     options: dict[str, Any] | None = None,
     guidelines_only: bool = False,
-    precisions: Sequence[str] = ("fp32",),
+    precisions: Sequence[str] | None = None,
     runtimes: Sequence[str] | None = None,
     db: str | None = None,
     store: Any = None,
@@ -725,6 +843,9 @@ def tune(
     else in rooftune's data folder (where the default store lives), and the study, its result and
     a saved configuration name that file. The same module tuned again resumes.
 
+    ``precisions`` None searches what :func:`default_precisions` gives: fp32 and the reduced
+    precisions a peer computes in by default on this machine (bf16 where the CPU has it natively
+    and OpenVINO is installed), each under the accuracy guard; ``("fp32",)`` keeps to fp32.
     ``precisions`` may add ``bf16`` (where the ISA has it) and ``int8`` (post-training static
     quantization by each runtime's quantizer, calibrated on ``calibration_size`` inputs drawn like
     the workload's; a trial passes the guard - mean cosine >= 0.99, top-1 agreement >= 99 % on the
@@ -758,9 +879,10 @@ def tune(
         raise InvalidArgument("trials", trials, "allowed an integer >= 0")
     if guidelines_only and trials:
         raise InvalidArgument("trials", trials, "allowed only without guidelines-only (no search runs)")
-    precisions = as_names(precisions, "precisions") or ()
-    if not precisions:
-        raise InvalidArgument("precisions", precisions, "allowed at least one of fp32, bf16, int8")
+    if precisions is not None:
+        precisions = as_names(precisions, "precisions") or ()
+        if not precisions:
+            raise InvalidArgument("precisions", precisions, "allowed at least one of fp32, bf16, int8")
     runtimes = as_names(runtimes, "runtimes")
     if runtimes is not None and not runtimes:
         raise InvalidArgument("runtimes", runtimes, "allowed at least one runtime, or None for every installed one")
@@ -772,9 +894,11 @@ def tune(
 
         output_file(save, "save", parents=True)  # before anything is measured, not after the whole budget
     platform = current_platform()
+    available, notes_by_rt = chosen_runtimes(runtimes)
+    if precisions is None:
+        precisions = default_precisions(platform, available)
     calibration_size = check_precisions(precisions, calibration_size, platform)
     validate_spec = _validation_spec(validate)
-    available, notes_by_rt = chosen_runtimes(runtimes)
     from rooftune.workload.models import check_batch
 
     check_batch(batch)
@@ -801,8 +925,8 @@ def tune(
     workload = {"model": model, "inputs": [list(s) for s in inputs] if inputs else None, "options": options or {}}
     notes = [f"{k}: {v}" for k, v in notes_by_rt.items()]
     if "openvino" in available:
-        notes.append("openvino-latency keeps OpenVINO's defaults except the precision, pinned to the study's "
-                     "(on a bf16 CPU its default would be bf16; search bf16 with --bf16)")
+        notes.append("openvino-default runs OpenVINO as installed (it picks its own precision, verified by that "
+                     "precision's guard); openvino-latency keeps its defaults except the precision, pinned to f32")
     if not allocator_library("jemalloc") and not allocator_library("tcmalloc"):
         notes.append("no jemalloc or tcmalloc installed (apt-get install libjemalloc2 libtcmalloc-minimal4): allocator not tuned")
 
@@ -892,7 +1016,8 @@ def tune(
                 notes.append(f"{cfg.name} is the same configuration as {twin} on this machine")
             results.append(r)
         if from_onnx:
-            notes.append(f"{' and '.join(from_onnx)} read{'s' if len(from_onnx) == 1 else ''} the ONNX export: "
+            names = from_onnx[0] if len(from_onnx) == 1 else f"{', '.join(from_onnx[:-1])} and {from_onnx[-1]}"
+            notes.append(f"{names} read{'s' if len(from_onnx) == 1 else ''} the ONNX export: "
                          f"OpenVINO's PyTorch frontend could not convert the model ({why_onnx})")
         guide, base = results[0], {r.config.name: r for r in results[1:]}
         phase_s: dict[str, float] = {"fixed": time.perf_counter() - started}
@@ -1052,6 +1177,8 @@ def tune(
                          f"it is the best{' again' if was_best else ''}")
             best, guide_vs_best, retaken = guide, itself(), True
         notes += steadier(best, base, speedup, comparisons, cost, started + budget_s, UNSTEADY_PAIR_SPREAD, step)
+        fp32_best, fp32_vs_peer = _fp32_answer(best, verified, base, speedup, comparisons, compare_pairs, objective,
+                                               step, notes)
         phase_s["final"] = time.perf_counter() - started - phase_s["fixed"] - phase_s["search"]
         phase_s["pairs"] = comparisons.pairs_run
         if shortened := comparisons.shortened_note():
@@ -1078,7 +1205,11 @@ def tune(
                                  "was prepared again for --save")
                 else:
                     notes.append(f"the best's artifact could not be prepared again for --save: {prepared.error or 'not verified'}")
-            save_config(best, Path(save), workload, calibration_size=calibration_size, validate=validate_spec)
+            # best.json gives the figures the result reports (the interleaved ones where compared)
+            reported = TuneResult(model=model, objective=objective, batch=wl.batch, best=best, guideline=guide,
+                                  guideline_reasons=(), baselines=base, speedup=speedup, trials=(), notes=(),
+                                  duration_s=0.0, guideline_vs_best=guide_vs_best).with_interleaved_figures()
+            save_config(reported.best, Path(save), workload, calibration_size=calibration_size, validate=validate_spec)
     finally:
         if own_store:
             store.close()
@@ -1095,6 +1226,7 @@ def tune(
     best, guide = kept(best), kept(guide)
     base = {k: kept(v) for k, v in base.items()}
     results = [kept(t) for t in results]
+    fp32_best = kept(fp32_best) if fp32_best is not None else None
     stolen = steal_warning(steal.share(), "the study")
     if stolen:
         notes.append(stolen + "; the interleaved ratios hold better than the times")
@@ -1108,7 +1240,32 @@ def tune(
                       guideline_reasons=tuple(reasons), baselines=base, speedup=speedup, trials=tuple(results),
                       notes=tuple(notes), duration_s=time.perf_counter() - started, resumed=resumed,
                       workload=workload, guideline_vs_best=guide_vs_best, phase_s=phase_s,
-                      batches=tuple(space["batch"]))
+                      batches=tuple(space["batch"]), fp32_best=fp32_best,
+                      fp32_vs_peer=fp32_vs_peer).with_interleaved_figures()
+
+
+def _fp32_answer(best: TrialResult, verified: Sequence[TrialResult], base: dict[str, TrialResult],
+                 speedup: dict[str, dict[str, Any]], comparisons: Comparisons, pairs: int, objective: str,
+                 step: Progress, notes: list[str]) -> tuple[TrialResult | None, dict[str, Any] | None]:
+    """Where the best computes in a reduced precision: the fastest verified fp32 configuration
+    (by its trial) and its interleaved comparison with the fp32 peer that ran fastest against the
+    best (the smallest ratio), over ``pairs`` pairs of processes: the answer for a user who must
+    keep fp32, beside the overall one. (None, None) where the best is fp32 or nothing compares."""
+    if best.precision == "fp32":
+        return None, None
+    fp32 = [r for r in verified if r.precision == "fp32"]
+    peers = [(c["ratio"], n) for n, c in speedup.items()
+             if base[n].ok and base[n].precision == "fp32" and math.isfinite(c.get("ratio", math.nan))]
+    if not fp32 or not peers:
+        return None, None
+    ours = min(fp32, key=lambda r: r.trial_score(objective))
+    peer = min(peers)[1]
+    step("the fp32 best against the fastest fp32 peer, interleaved", 0, 1)
+    c = comparisons(ours.config, base[peer].config, pairs)
+    if "error" in c:
+        notes.append(f"the fp32 best could not be compared with {peer}: {c['error']}")
+        return ours, None
+    return ours, {**c, "peer": peer}
 
 
 def winograd_record(trial: TrialResult) -> dict[str, Any] | None:
@@ -1178,6 +1335,45 @@ def top1_only_note(trials: Sequence[TrialResult], validated: bool) -> str:
             f"features), --validate module:function with the check that matters may accept them")
 
 
+def native_bf16(platform: Any) -> bool:
+    """Whether the CPU computes bf16 natively (AVX512-BF16 or AMX-BF16, as the ISA in effect says)."""
+    return bool(set(platform.effective_isa) & {"avx512_bf16", "amx_bf16"})
+
+
+#: Runtimes whose as-installed default computes in bf16 on a CPU with native bf16: OpenVINO's CPU
+#: plugin sets INFERENCE_PRECISION_HINT to bf16 there (its documentation, "Inference Precision").
+PICK_BF16_BY_DEFAULT = ("openvino",)
+
+
+def default_precisions(platform: Any, available: dict[str, Any]) -> tuple[str, ...]:
+    """What a study searches when the caller names no precision: fp32, and bf16 where the CPU has
+    it natively and a peer installed here computes in it by default, so that the answer is never
+    slower than what the user would have got from that peer as shipped. int8 is never a default:
+    it needs a calibration set."""
+    if native_bf16(platform) and any(n in available for n in PICK_BF16_BY_DEFAULT):
+        return ("fp32", "bf16")
+    return ("fp32",)
+
+
+def precisions_for(*, fp32: bool = False, bf16: bool = False, int8: bool = False,
+                   runtimes: Sequence[str] | None = None) -> tuple[str, ...] | None:
+    """The ``precisions`` a study searches from the command line's switches: ``fp32`` alone keeps
+    to fp32 (refused beside ``bf16`` or ``int8``); ``bf16`` and ``int8`` add to the default
+    (:func:`default_precisions`); None where no switch is set (the default)."""
+    if fp32 and (bf16 or int8):
+        raise InvalidArgument("--fp32", "with " + " and ".join(f for f, on in (("--bf16", bf16), ("--int8", int8)) if on),
+                              "allowed alone: it keeps the search to fp32, which --bf16 and --int8 widen")
+    if fp32:
+        return ("fp32",)
+    if not (bf16 or int8):
+        return None
+    from rooftune.platform import current_platform
+    from rooftune.runtimes import chosen_runtimes
+
+    base = default_precisions(current_platform(), chosen_runtimes(runtimes)[0])
+    return tuple(dict.fromkeys((*base, *(("bf16",) if bf16 else ()), *(("int8",) if int8 else ()))))
+
+
 def check_precisions(precisions: Sequence[str], calibration_size: int | None, platform: Any) -> int:
     """Refuse an unknown precision, bf16 on a CPU without native bf16, and an impossible
     calibration size; returns the calibration size to use."""
@@ -1186,7 +1382,7 @@ def check_precisions(precisions: Sequence[str], calibration_size: int | None, pl
     for p in precisions:
         if p not in ("fp32", "bf16", "int8"):
             raise InvalidArgument("precision", p, "allowed fp32, bf16, int8")
-    if "bf16" in precisions and not set(platform.effective_isa) & {"avx512_bf16", "amx_bf16"}:
+    if "bf16" in precisions and not native_bf16(platform):
         raise InvalidArgument("precision", "bf16", "this CPU has no native bf16 (avx512_bf16 or amx_bf16)")
     if calibration_size is not None and "int8" not in precisions:
         raise InvalidArgument("--calibration", calibration_size, "allowed only with --int8 (the int8 calibration set)")

@@ -54,8 +54,9 @@ def _rule(precision: str, tolerance: float | None = None,
     if precision == "int8":
         return (f"cosine >= {INT8_MIN_COSINE} and top-1 agreement >= {INT8_MIN_TOP1:.0%}",
                 lambda e: e["finite"] and e["cosine"] >= INT8_MIN_COSINE and e["top1"] >= INT8_MIN_TOP1 and agrees(e))
-    tol = tolerance if tolerance is not None else BF16_TOLERANCE if precision == "bf16" else FP32_TOLERANCE
-    min_cos = min_cosine if min_cosine is not None else INT8_MIN_COSINE if precision == "bf16" else FP32_MIN_COSINE
+    half = precision in ("bf16", "fp16")  # 8 or 11 bits of mantissa: the same guard
+    tol = tolerance if tolerance is not None else BF16_TOLERANCE if half else FP32_TOLERANCE
+    min_cos = min_cosine if min_cosine is not None else INT8_MIN_COSINE if half else FP32_MIN_COSINE
     return (f"max error <= {tol:g} of the output's scale and cosine >= {min_cos}",
             lambda e: e["finite"] and e["max_rel"] <= tol and e["cosine"] >= min_cos and agrees(e))
 
