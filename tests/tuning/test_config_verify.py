@@ -329,7 +329,10 @@ def test_every_configuration_rooftune_makes_sets_an_allowed_environment(fake_pla
         for wait in space["wait"]:
             study.enqueue_trial({"runtime": "eager", "bind": bind, "wait": wait})
             made.append(_suggest(study.ask(), space))
-    assert any("KMP_AFFINITY" in c.omp for c in made) == (openmp == "libiomp5.so")
+    # KMP_* where the OpenMP is Intel's: torch's own, or the intel-openmp package's that the
+    # launcher's and Intel's recipes preload (openmp="intel")
+    assert any("KMP_AFFINITY" in c.omp and c.openmp == "default" for c in made) == (openmp == "libiomp5.so")
+    assert all(c.openmp == "intel" for c in made if "KMP_AFFINITY" in c.omp and openmp != "libiomp5.so")
     assert {k for c in made for k in c.omp} >= {"OMP_PROC_BIND", "OMP_PLACES"}
     for cfg in made:
         assert RunConfig.from_dict(cfg.to_dict(), usable_cores=platform.usable_cores) == cfg

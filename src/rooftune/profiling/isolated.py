@@ -13,23 +13,21 @@ worker behind.
 
 from __future__ import annotations
 
-import ctypes
 import json
 import math
 import os
 import select
 import signal
 import subprocess
-import sys
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import asdict
 from typing import IO, Any
 
 from rooftune.bench import Measurement, Policy
 from rooftune.bench.canary import CANARY_POLICY
 from rooftune.errors import MeasurementError
+from rooftune.platform import processes
 from rooftune.primitives import ConvSpec
 from rooftune.profiling.work import REASON_CHARS, Outcome
 
@@ -51,8 +49,6 @@ EXIT_WAIT_S = 5.0
 #: A probe reading is taken again once in a fresh worker when the worker is lost during it (a
 #: kernel that corrupted the worker's memory may crash it later); a second loss ends the campaign.
 PROBE_TRIES = 2
-#: prctl(2) option: the signal the kernel sends a process when the thread that started it ends.
-PR_SET_PDEATHSIG = 1
 #: Polling interval while waiting for a worker that closed its pipe to exit.
 _REAP_POLL_S = 0.01
 
@@ -72,24 +68,6 @@ class _Lost(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
-
-
-def _die_with_parent() -> Callable[[], None]:
-    """The child's preexec_fn: the kernel sends it SIGKILL when this process dies. prctl is looked
-    up before the fork (nothing is loaded in the child between fork and exec)."""
-    parent = os.getpid()
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):  # not Linux: a killed campaign may leave its worker running
-        prctl = None
-
-    def preexec() -> None:
-        if prctl is not None:
-            prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != parent:  # the parent died before prctl: no signal would come
-            os._exit(1)
-
-    return preexec
 
 
 class _WorkerProbe:
@@ -230,9 +208,8 @@ class Isolated:
         self._stderr = tempfile.TemporaryFile(mode="w+")
         # -P: the folder the campaign runs from is not on the worker's sys.path (a numpy.py there
         # must not take numpy's place); stderr kept for the reason of a crash
-        self._proc = subprocess.Popen([sys.executable, "-P", "-m", WORKER_MODULE], stdin=subprocess.PIPE,
-                                      stdout=subprocess.PIPE, stderr=self._stderr, text=True, process_group=0,
-                                      preexec_fn=_die_with_parent())
+        self._proc = processes.start(processes.python_command(WORKER_MODULE), stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self._stderr, text=True)
         self.started += 1
         self._busy = True  # (until it says it is ready)
         try:
@@ -276,12 +253,8 @@ class Isolated:
         proc, self._proc = self._proc, None
         self._spec_sent = self._busy = False
         assert proc is not None
-        if proc.returncode is None:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)  # before reaping: until then the pid names its group
-            except ProcessLookupError:
-                pass
-        code = proc.wait()
+        processes.kill_group(proc)
+        code = proc.returncode
         for f in (proc.stdin, proc.stdout, self._stderr):
             if f is not None:
                 try:

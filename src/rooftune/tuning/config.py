@@ -74,7 +74,7 @@ OMP_VARIABLES: dict[str, tuple[Callable[[str], object], str]] = {
 #: Where a configuration sets what it does not set through ``omp``.
 _SET_ELSEWHERE = {"OMP_NUM_THREADS": "threads are set by intra_threads",
                   "MKL_NUM_THREADS": "threads are set by intra_threads",
-                  "LD_PRELOAD": f"a preloaded allocator is set by allocator ({', '.join(ALLOCATORS)})"}
+                  "LD_PRELOAD": f"a preloaded allocator is set by allocator ({', '.join(ALLOCATORS)}), Intel OpenMP by openmp=intel"}
 
 
 def check_omp(omp: object) -> None:
