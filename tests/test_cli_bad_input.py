@@ -129,7 +129,7 @@ def test_an_empty_or_directory_store_path_says_why(tmp_path: Path) -> None:
 
 
 def test_a_saved_configuration_with_values_of_the_wrong_type_is_refused(tmp_path: Path) -> None:
-    cases = [({"omp": {"OMP_PROC_BIND": 5}}, "omp OMP_PROC_BIND 5: allowed a string"),
+    cases = [({"omp": {"OMP_PROC_BIND": 5}}, "omp OMP_PROC_BIND 5: allowed close, spread"),
              ({"omp": {"OMP_PROC_BIND": None}}, "omp OMP_PROC_BIND None"),
              ({"set_threads": "no"}, "set_threads 'no': allowed true or false"),
              ({"runtime_options": 5}, "runtime_options 5"), ({"name": 5}, "name 5")]

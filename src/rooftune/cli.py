@@ -1038,7 +1038,7 @@ def model_convert(
     output_file(new, "NEW", parents=True)
     header = read_header(convert_pickle(old, new, trust=True))
     out.print(f"converted {old} ({header['kind']}, feature schema {header['feature_schema']}) to {new}", markup=False,
-              highlight=False)
+              highlight=False, soft_wrap=True)
 
 
 @app.command()

@@ -42,7 +42,7 @@ def test_guideline_divides_cores_among_pools_and_baselines_are_named(fake_platfo
     names = [b.name for b in baselines(fake_platform, {"eager": None})]
     assert names == ["vanilla", "pytorch-launcher", "intel-recommended"]
     names = [b.name for b in baselines(fake_platform, {"eager": None, "onnxruntime": None, "openvino": None})]
-    assert names[-2:] == ["onnxruntime-default", "openvino-latency"]
+    assert names[-3:] == ["onnxruntime-default", "openvino-default", "openvino-latency"]
     vanilla = baselines(fake_platform, {})[0]
     assert vanilla.set_threads is False and vanilla.environment() == {}
 

@@ -196,7 +196,7 @@ def test_throughput_study_searches_batch_and_instances(tmp_path: Path, monkeypat
     searched = [t for t in r.trials if t.config.name.startswith("trial")]
     assert len(searched) == 3 and all(t.config.instances * t.config.intra_threads <= cores for t in searched)
     assert {b.config.batch for b in r.baselines.values()} == {1}
-    best = r.best.score("throughput")
+    best = r.best.trial_score("throughput")  # the fastest trial, by its own figure
     # the fastest trial, unless an interleaved comparison put another in its place ("... is the best")
     assert all(best <= t.score("throughput") for t in r.trials) or any("is the best" in n for n in r.notes)
 
@@ -289,9 +289,9 @@ def test_an_int8_study_measures_the_guideline_in_int8_before_searching(tmp_path:
     # the search's share gone (the reserve is larger than the budget) but the least the final
     # comparisons need (one pair of processes each) leaves time: the seeds still run
     ran.clear()
-    r = tune(CNN, precisions=("fp32", "int8"), runtimes=runtimes, trials=0, budget_s=100, calibration_size=8,
+    r = tune(CNN, precisions=("fp32", "int8"), runtimes=runtimes, trials=0, budget_s=125, calibration_size=8,
              db=str(tmp_path / "w.db"))
-    assert r.phase_s["reserved"] > 100 and [c.runtime for c in ran if c.precision == "int8"] == runtimes
+    assert r.phase_s["reserved"] > 125 and [c.runtime for c in ran if c.precision == "int8"] == runtimes
     # no time left for them: skipped with a note, not run past the budget
     ran.clear()
     r = tune(CNN, precisions=("fp32", "int8"), runtimes=runtimes, trials=0, budget_s=1, calibration_size=8,
