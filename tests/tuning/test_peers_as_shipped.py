@@ -251,3 +251,68 @@ def test_a_pinned_configuration_is_bound_to_one_cpu_per_core(tmp_path: Path) -> 
         RunConfig(runtime="eager", instances=2, intra_threads=1, pin=True).validate(4)
     with pytest.raises(InvalidArgument, match="openmp"):
         RunConfig(runtime="eager", openmp="gnu").validate()
+
+
+def test_an_fp32_trial_slower_than_the_fp32_peer_hands_the_fp32_answer_to_the_peer() -> None:
+    """The fastest fp32 trial (by its trial) read slower than ONNX Runtime's default interleaved:
+    the fp32 answer is the peer itself, never slower than what the user would pick by hand."""
+    from rooftune.tuning.study import _fp32_answer
+
+    best = _trial("guideline bf16", "openvino", 0.002, "bf16")
+    ours = _trial("trial 4", "openvino", 0.0028)
+    base = {"onnxruntime-default": _trial("onnxruntime-default", "onnxruntime", 0.0030),
+            "openvino-default": _trial("openvino-default", "openvino", 0.0021, "default", "bf16")}
+    speedup = {"onnxruntime-default": {"ratio": 1.6, "ci_low": 1.5, "ci_high": 1.7, "pairs": 20},
+               "openvino-default": {"ratio": 1.05, "ci_low": 1.03, "ci_high": 1.06, "pairs": 20}}
+    notes: list[str] = []
+
+    def slower(a, b, pairs):  # type: ignore[no-untyped-def]
+        assert (a.name, b.name) == ("trial 4", "onnxruntime-default")  # the fastest fp32 peer, not the bf16 one
+        return {"ratio": 0.97, "ci_low": 0.96, "ci_high": 1.0, "pairs": 40}
+
+    got, c = _fp32_answer(best, [best, ours, *base.values()], base, speedup, slower, 2, "latency",  # type: ignore[arg-type]
+                          lambda *a: None, notes)
+    assert got.config.name == "onnxruntime-default" and c is not None and c["pairs"] == 0 and c["peer"] == "onnxruntime-default"
+    assert any("the fp32 best is onnxruntime-default" in n for n in notes)
+    plain = _result(best, speedup)
+    r = replace(plain, baselines={**plain.baselines, **base}, fp32_best=got, fp32_vs_peer=c)
+    assert r.headlines()["best_fp32_peer"]["ratio"] == 1.0
+    assert {row[0]: row for row in tune_rows(r)}["fp32 best"][-1] == "it is onnxruntime-default"
+
+    def faster(a, b, pairs):  # type: ignore[no-untyped-def]
+        return {"ratio": 1.08, "ci_low": 1.05, "ci_high": 1.1, "pairs": 40}
+
+    got, c = _fp32_answer(best, [best, ours, *base.values()], base, speedup, faster, 2, "latency",  # type: ignore[arg-type]
+                          lambda *a: None, [])
+    assert got.config.name == "trial 4" and c is not None and c["ratio"] == 1.08
+
+
+def test_under_fp32_a_peer_that_ran_bf16_stays_a_peer_however_fast(monkeypatch: pytest.MonkeyPatch,
+                                                                 tmp_path: Path) -> None:
+    import rooftune.tuning.study as study
+    from rooftune.runtimes import get_runtime
+
+    if get_runtime("openvino").available():
+        pytest.skip("needs OpenVINO")
+
+    def fake_evaluate(cfg, setup, policy, prepare_timeout_s):  # type: ignore[no-untyped-def]
+        t = 0.002 if cfg.name == "openvino-default" else 0.004
+        return TrialResult(cfg, True, latency_s=t, throughput=1 / t, verify={"ok": True},
+                           ran_precision="bf16" if cfg.precision == "default" else "")
+
+    def fake_interleaved(a, b, setup, objective, policy, pairs=None):  # type: ignore[no-untyped-def]
+        if a.key() == b.key():
+            return final.itself()
+        ratio = 0.5 if b.name == "openvino-default" else 1.2
+        return {"ratio": ratio, "ci_low": ratio * 0.95, "ci_high": ratio * 1.05, "pairs": 20}
+
+    monkeypatch.setattr(study, "_evaluate", fake_evaluate)
+    monkeypatch.setattr(final, "interleaved", fake_interleaved)
+    kw = dict(runtimes=["eager", "openvino"], trials=0, budget_s=600)
+    r = tune(CNN, precisions=("fp32",), db=str(tmp_path / "a.db"), **kw)
+    assert r.best.config.name != "openvino-default" and r.best.precision == "fp32"
+    assert r.speedup["openvino-default"]["ratio"] == 0.5  # still compared, and reported as faster
+    assert any("openvino-default (bf16)" in n and "it stays a peer" in n for n in r.notes)
+    assert r.headlines()["best_peer_as_shipped"]["ratio"] == 0.5  # the honest headline: the peer is faster
+    both = tune(CNN, precisions=("fp32", "bf16"), db=str(tmp_path / "b.db"), **kw)
+    assert both.best.config.name == "openvino-default"  # bf16 allowed: the faster peer is the answer

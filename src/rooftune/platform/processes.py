@@ -38,7 +38,7 @@ import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import IO, Any
 
 #: prctl's option that asks for a signal when the parent (the thread that forked) ends.
 _PR_SET_PDEATHSIG = 1
@@ -307,3 +307,20 @@ def owned_tempdir(prefix: str) -> Path:
     path = Path(tempfile.mkdtemp(prefix=prefix))
     mark_owned(path)
     return path
+
+
+def protocol_pipe() -> IO[str]:
+    """In a worker that answers on its stdout, one JSON object per line: the pipe to answer on (the
+    original stdout), with fd 1 and ``sys.stdout`` pointed at stderr, so that a library that
+    prints cannot corrupt the protocol."""
+    pipe = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return pipe
+
+
+def answer(pipe: IO[str], obj: dict[str, Any]) -> None:
+    """One answer of a worker's line protocol (see :func:`protocol_pipe`)."""
+
+    pipe.write(json.dumps(obj) + "\n")
+    pipe.flush()

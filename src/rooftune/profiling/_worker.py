@@ -28,18 +28,12 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any
 
-
-def _answer(pipe: Any, obj: dict[str, Any]) -> None:
-    pipe.write(json.dumps(obj) + "\n")
-    pipe.flush()
+from rooftune.platform.processes import answer, protocol_pipe
 
 
 def main() -> int:
-    pipe = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
+    pipe = protocol_pipe()
     import torch
 
     from rooftune.bench import Policy
@@ -62,7 +56,7 @@ def main() -> int:
 
     work: SpecWork | None = None
     probe: Canary | None = None
-    _answer(pipe, {"ready": True})
+    answer(pipe, {"ready": True})
     for line in sys.stdin:
         msg = json.loads(line)
         cmd = msg.get("cmd")
@@ -71,26 +65,26 @@ def main() -> int:
                 work = None  # the last spec's kernels go before this one's are made
                 threads(int(msg["threads"]))
                 work = SpecWork(ConvSpec.from_dict(msg["spec"]), int(msg["threads"]), lookup)
-                _answer(pipe, {"ok": True})
+                answer(pipe, {"ok": True})
             elif cmd in ("prepare", "measure"):
                 if work is None:
                     raise ValueError(f"{cmd} before a spec")
                 name = msg["name"]
                 out = work.prepare(name) if cmd == "prepare" else work.measure(name, Policy(**msg["policy"]))
                 m = out.measurement
-                _answer(pipe, {"ok": True, "status": out.status, "reason": out.reason,
+                answer(pipe, {"ok": True, "status": out.status, "reason": out.reason,
                                "measurement": m.to_dict() if m is not None else None})
             elif cmd == "probe":
                 if msg.get("threads"):
                     threads(int(msg["threads"]))
                 probe = probe or Canary()
-                _answer(pipe, {"ok": True, "seconds": probe.read()})
+                answer(pipe, {"ok": True, "seconds": probe.read()})
             elif cmd == "exit":
                 return 0
             else:
-                _answer(pipe, {"ok": False, "error": f"unknown command {cmd!r}"})
+                answer(pipe, {"ok": False, "error": f"unknown command {cmd!r}"})
         except Exception as exc:  # the parent records the item failed and goes on
-            _answer(pipe, {"ok": False, "error": f"{type(exc).__name__}: {one_line(exc)}"})
+            answer(pipe, {"ok": False, "error": f"{type(exc).__name__}: {one_line(exc)}"})
     return 0
 
 

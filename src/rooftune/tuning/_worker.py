@@ -21,17 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from rooftune.errors import one_line
-
-
-def _answer(pipe: Any, obj: dict[str, Any]) -> None:
-    pipe.write(json.dumps(obj) + "\n")
-    pipe.flush()
+from rooftune.platform.processes import answer, protocol_pipe
 
 
 def main() -> int:
-    pipe = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
+    pipe = protocol_pipe()
     prepared = None
     for line in sys.stdin:
         msg = json.loads(line)
@@ -39,14 +33,14 @@ def main() -> int:
         try:
             if cmd == "init":
                 prepared, info = _init(msg)
-                _answer(pipe, {"ok": True, **info})
+                answer(pipe, {"ok": True, **info})
             elif cmd == "measure":
                 from rooftune.bench import Policy, measure
 
                 assert prepared is not None
                 m = measure(prepared.run, label=msg.get("label", "trial"), policy=Policy(**msg["policy"]),
                             params=msg.get("params", {}))
-                _answer(pipe, {"ok": True, "measurement": m.to_dict()})
+                answer(pipe, {"ok": True, "measurement": m.to_dict()})
             elif cmd == "sample":
                 assert prepared is not None
                 n = int(msg.get("number", 1))
@@ -55,13 +49,13 @@ def main() -> int:
                 t0 = time.perf_counter()
                 for _ in range(n):
                     prepared.run()
-                _answer(pipe, {"ok": True, "seconds": (time.perf_counter() - t0) / n})
+                answer(pipe, {"ok": True, "seconds": (time.perf_counter() - t0) / n})
             elif cmd == "exit":
                 return 0
             else:
-                _answer(pipe, {"ok": False, "error": f"unknown command {cmd!r}"})
+                answer(pipe, {"ok": False, "error": f"unknown command {cmd!r}"})
         except Exception as exc:  # the trial failed; the parent records it and goes on
-            _answer(pipe, {"ok": False, "error": f"{type(exc).__name__}: {one_line(exc)}",
+            answer(pipe, {"ok": False, "error": f"{type(exc).__name__}: {one_line(exc)}",
                            "traceback": traceback.format_exc(limit=5)})
     return 0
 

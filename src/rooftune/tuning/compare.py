@@ -55,7 +55,8 @@ def against_baselines(best: TrialResult, base: dict[str, TrialResult], setup: Se
                       policy: Policy, pairs: int, notes: list[str],
                       step: Callable[[str, int, int], None], deadline: float | None = None,
                       cost: FinalCost | None = None, comparisons: Comparisons | None = None,
-                      promoted: set[str] | None = None) -> tuple[TrialResult, dict[str, Any]]:
+                      promoted: set[str] | None = None,
+                      eligible: Callable[[TrialResult], bool] | None = None) -> tuple[TrialResult, dict[str, Any]]:
     """The best re-measured interleaved against every baseline, fastest baseline first; returns
     the best (perhaps a baseline) and each baseline's comparison, in ``base``'s order.
 
@@ -71,7 +72,9 @@ def against_baselines(best: TrialResult, base: dict[str, TrialResult], setup: Se
     (``perf_counter`` seconds; ``cost(pairs)`` seconds a comparison), it is spread over one pair
     instead, with a note; ``cost`` counts the comparisons' seconds as they run. ``comparisons`` pools
     a comparison with earlier ones of the same two configurations (:class:`Comparisons`);
-    ``promoted`` names the baselines handed back already, and is added to.
+    ``promoted`` names the baselines handed back already, and is added to. ``eligible`` says which
+    baselines may take the best's place (those computing in a precision the study allows: under
+    ``--fp32`` a peer that picks bf16 by default stays a peer).
     """
     comparisons = comparisons if comparisons is not None else Comparisons(setup, objective, policy)
     promoted = promoted if promoted is not None else set()
@@ -100,7 +103,10 @@ def against_baselines(best: TrialResult, base: dict[str, TrialResult], setup: Se
 
         sp = cost.timed(run) if cost is not None else run()
         results[name] = sp
-        if sp.get("ratio", math.inf) < 1.0 and name not in promoted:  # median(baseline) / median(best) < 1
+        if sp.get("ratio", math.inf) < 1.0 and eligible is not None and not eligible(base[name]):
+            notes.append(f"the baseline {name} ({base[name].precision}) read {1 / sp['ratio']:.2f}x as fast as the best by "
+                         f"the medians{pooled_text(sp)}, in a precision the study did not search: it stays a peer")
+        elif sp.get("ratio", math.inf) < 1.0 and name not in promoted:  # median(baseline) / median(best) < 1
             how = ("faster than" if sp.get("ci_high", math.inf) < 1.0
                    else "as fast as, or faster than,")  # the interval holds 1: not measurably slower
             notes.append(f"the baseline {name} was {how} {best.config.describe()} in the interleaved comparison "

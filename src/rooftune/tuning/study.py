@@ -1114,7 +1114,9 @@ def tune(
         phase_s["search"] = time.perf_counter() - started - phase_s["fixed"]
         cost = FinalCost(pair_start_s(results, platform.usable_cores), compare_policy)
         comparisons = Comparisons(setup, objective, compare_policy, deadline=started + budget_s, cost=cost)
-        verified = [r for r in results if r.ok]
+        # a peer computing in a precision the study does not search (OpenVINO as installed picks
+        # bf16 under --fp32) is compared as a peer, never the answer
+        verified = [r for r in results if r.ok and r.precision in precisions]
         if not verified:
             raise TrialFailed("no configuration ran and verified; see the failures in the trials")
         best = min(verified, key=lambda r: r.score(objective))
@@ -1161,7 +1163,7 @@ def tune(
             compared_with = best.config.key()
             best, speedup = against_baselines(best, base, setup, objective, compare_policy, compare_pairs, notes,
                                                step, deadline=started + budget_s, cost=cost, comparisons=comparisons,
-                                               promoted=promoted)
+                                               promoted=promoted, eligible=lambda t: t.precision in precisions)
             if guide_vs_best is None or best.config.key() == compared_with:
                 break
             # a baseline took the best's place: the guideline is measured against it (pooled with
@@ -1265,6 +1267,12 @@ def _fp32_answer(best: TrialResult, verified: Sequence[TrialResult], base: dict[
     if "error" in c:
         notes.append(f"the fp32 best could not be compared with {peer}: {c['error']}")
         return ours, None
+    if c.get("pairs") and c["ratio"] < 1.0:
+        # the peer read faster by the medians: the fp32 answer is the peer itself, as a baseline
+        # that reads faster takes the best's place, so it is never slower than a user's own pick
+        notes.append(f"the fastest fp32 trial, {ours.describe()}, read {1 / c['ratio']:.2f}x slower than {peer} "
+                     f"interleaved (95 % CI of {peer}/it {c['ci_low']:.2f}-{c['ci_high']:.2f}): the fp32 best is {peer}")
+        return base[peer], {**itself(), "peer": peer}
     return ours, {**c, "peer": peer}
 
 

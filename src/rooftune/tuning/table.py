@@ -39,7 +39,12 @@ def tune_rows(r: TuneResult, error_width: int = 60) -> list[list[str]]:
                     speedup_text(r.comparison(name))])
     if r.fp32_best is not None:
         tr, c = r.fp32_best, r.fp32_vs_peer or {}
-        peer = f"{c['peer']} is {speedup_text(c)}" if c.get("peer") else "-"
+        if not c.get("peer"):
+            peer = "-"
+        elif c.get("pairs") == 0:  # the fastest fp32 configuration is that peer
+            peer = f"it is {c['peer']}"
+        else:
+            peer = f"{c['peer']} is {speedup_text(c)}"
         out.append(["fp32 best", tr.describe(), tr.precision, _time(tr.latency_s), f"{tr.throughput:.1f}",
                     _trial_p50(tr), _time(tr.p90_s), "-", peer])
     return out
