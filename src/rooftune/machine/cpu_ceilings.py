@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rooftune.errors import InvalidArgument, thread_counts
-from rooftune.machine.roofline import Roofline
+from rooftune.errors import thread_counts
+from rooftune.machine.roofline import Roofline, chosen_precisions
 from rooftune.platform import Platform
 
 PRECISIONS = ("fp32", "fp64", "bf16", "int8")
@@ -72,12 +72,8 @@ def validate_threads(threads: Sequence[int] | None, usable: int) -> tuple[int, .
 
 
 def validate_precisions(precisions: Sequence[str] | None) -> tuple[str, ...]:
-    if not precisions:
-        return PRECISIONS
-    for p in precisions:
-        if p not in PRECISIONS:
-            raise InvalidArgument("precision", p, f"allowed {', '.join(PRECISIONS)}")
-    return tuple(p for p in PRECISIONS if p in precisions)
+    """The precisions to measure, in the order of :data:`PRECISIONS` (all of them by default)."""
+    return chosen_precisions(precisions, PRECISIONS, "allowed")
 
 
 def native_support(platform: Platform, precision: str) -> str | None:

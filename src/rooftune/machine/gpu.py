@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from rooftune.bench import Measurement
-from rooftune.errors import InvalidArgument, MeasurementError, RooftuneError, one_line
+from rooftune.errors import MeasurementError, RooftuneError, one_line
 from rooftune.machine import gpu_probes
 from rooftune.machine.plateaus import Plateau, level_warnings, sweep_sizes
 from rooftune.machine.roofline import (
@@ -36,6 +36,7 @@ from rooftune.machine.roofline import (
     Progress,
     Roofline,
     RooflineRun,
+    chosen_precisions,
     keep_faster,
     level_bandwidth,
     missing_levels,
@@ -67,12 +68,8 @@ SWEEP_MEMORY_SHARE = 0.25
 
 
 def validate_gpu_precisions(precisions: Sequence[str] | None) -> tuple[str, ...]:
-    if not precisions:
-        return GPU_PRECISIONS
-    for p in precisions:
-        if p not in GPU_PRECISIONS:
-            raise InvalidArgument("precision", p, f"allowed on a CUDA device: {', '.join(GPU_PRECISIONS)}")
-    return tuple(p for p in GPU_PRECISIONS if p in precisions)
+    """The precisions to measure, in the order of :data:`GPU_PRECISIONS` (all of them by default)."""
+    return chosen_precisions(precisions, GPU_PRECISIONS, "allowed on a CUDA device:")
 
 
 def cuda_clock(index: int) -> Callable[[], float]:

@@ -48,9 +48,10 @@ WORK_DOMINATED_FRACTION = 0.6
 
 @dataclass(frozen=True, kw_only=True)
 class Effort(RooflineEffort):
-    """How hard the CPU's probes try: the full run or --quick. Besides what every device's effort
-    holds (:class:`rooftune.machine.roofline.RooflineEffort`; on the CPU ``late_looks`` also looks
-    once more at the fastest points of every cache level's plateau):"""
+    """How hard the CPU's probes try: the full run or --quick. To what every device's effort holds
+    (:class:`rooftune.machine.roofline.RooflineEffort`) it adds the FMA chain counts, the sweep's
+    passes and the second looks at DRAM and the GEMM roofs; its ``late_looks`` also looks once more
+    at the fastest points of every cache level's plateau."""
 
     #: The FMA chain counts tried on a core with 32 vector registers, and with 16.
     chain_candidates_32reg: tuple[int, ...]

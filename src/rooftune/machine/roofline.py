@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from rooftune.errors import InvalidArgument
 from rooftune.machine.plateaus import Plateau, detect_plateaus, name_plateaus
 
 if TYPE_CHECKING:
@@ -119,6 +120,18 @@ class Roofline:
 
 
 R = TypeVar("R", bound=Roofline)
+
+
+def chosen_precisions(precisions: Sequence[str] | None, allowed: tuple[str, ...],
+                      says: str) -> tuple[str, ...]:
+    """``precisions`` in the order of ``allowed``, all of them when none is given. InvalidArgument
+    for one not allowed, its message ``says`` (e.g. "allowed") and the list."""
+    if not precisions:
+        return allowed
+    for p in precisions:
+        if p not in allowed:
+            raise InvalidArgument("precision", p, f"{says} {', '.join(allowed)}")
+    return tuple(p for p in allowed if p in precisions)
 
 
 class Steps:
