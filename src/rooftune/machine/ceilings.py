@@ -28,8 +28,8 @@ from rooftune.machine.stored import stored_or_measured
 from rooftune.machine.sweep_plan import SWEEP_MEMORY_SHARE, available_memory
 from rooftune.platform import Platform
 
-# Where the CPU's ceilings have always been read from: the result type and its vocabulary
-# (rooftune.machine.cpu_ceilings), and the sweep's memory budget that
+# Importable from here too: the result type and its vocabulary (defined in
+# rooftune.machine.cpu_ceilings, below the run that builds it), and the sweep's memory budget that
 # benchmarks/ceilings_vs_likwid.py reads.
 __all__ = [
     "PRECISIONS",
