@@ -17,16 +17,15 @@ from typing import Any
 import pytest
 
 from rooftune.errors import InvalidArgument
-from rooftune.machine import gpu
+from rooftune.machine import gpu, gpu_probes
 from rooftune.machine.gpu import (
-    BYTES_PER_LAUNCH,
     GpuCeilings,
     get_gpu_ceilings,
     name_levels,
-    stream_plan,
     sweep_sizes,
     validate_gpu_precisions,
 )
+from rooftune.machine.gpu_probes import BYTES_PER_LAUNCH, stream_plan
 from rooftune.machine.plateaus import Plateau
 from rooftune.platform import gpu as gpu_platform
 from rooftune.platform.gpu import (
@@ -151,11 +150,11 @@ def test_sweep_sizes_are_geometric_from_one_mib() -> None:
     assert all(abs(r - 2 ** 0.25) < 1e-3 for r in ratios)
 
 
-@pytest.mark.parametrize("config", gpu.STREAM_CONFIGS, ids=lambda c: c.name)
+@pytest.mark.parametrize("config", gpu_probes.STREAM_CONFIGS, ids=lambda c: c.name)
 @pytest.mark.parametrize("kind,arrays", [("read", 1), ("copy", 2), ("triad", 3)])
 @pytest.mark.parametrize("size", [MiB, 3 * MiB + 12345, 60 * MiB, 1024 * MiB])
 def test_stream_plan_covers_every_tile_and_hides_the_launch(kind: str, arrays: int, size: int,
-                                                             config: gpu.StreamConfig) -> None:
+                                                             config: gpu_probes.StreamConfig) -> None:
     p = stream_plan(kind, size, 132, config)
     block = config.block
     assert p["n"] % block == 0 and p["tiles"] * block == p["n"] and p["block"] == block
@@ -171,8 +170,8 @@ def test_stream_plan_covers_every_tile_and_hides_the_launch(kind: str, arrays: i
 
 def test_configurations_are_probed_in_l2_and_in_memory() -> None:
     sizes = sweep_sizes(1024 * MiB, 4, min_bytes=MiB)
-    assert gpu.probe_sizes(sizes, 60 * MiB) == [max(s for s in sizes if s <= 30 * MiB), 1024 * MiB]
-    assert gpu.probe_sizes(sizes, 0) == [1024 * MiB]
+    assert gpu_probes.probe_sizes(sizes, 60 * MiB) == [max(s for s in sizes if s <= 30 * MiB), 1024 * MiB]
+    assert gpu_probes.probe_sizes(sizes, 0) == [1024 * MiB]
 
 
 def test_levels_named_l2_and_dram() -> None:
@@ -306,10 +305,10 @@ class FakeProbes:
         monkeypatch.setattr(gpu, "on_device", lambda index: contextlib.nullcontext())
         monkeypatch.setattr(gpu, "cuda_clock", lambda index: _time.perf_counter)
         monkeypatch.setattr(gpu, "triton_missing", lambda: triton)
-        monkeypatch.setattr(gpu, "fma_peak", self.fma)
-        monkeypatch.setattr(gpu, "gemm_roof", self.gemm)
-        monkeypatch.setattr(gpu, "bandwidth_sweep", self.sweep)
-        monkeypatch.setattr(gpu, "dispatch_overhead", self.dispatch)
+        monkeypatch.setattr(gpu_probes, "fma_peak", self.fma)
+        monkeypatch.setattr(gpu_probes, "gemm_roof", self.gemm)
+        monkeypatch.setattr(gpu_probes, "bandwidth_sweep", self.sweep)
+        monkeypatch.setattr(gpu_probes, "dispatch_overhead", self.dispatch)
 
     def _m(self, label: str) -> Any:
         from rooftune.bench import Measurement, Method, Policy
@@ -333,7 +332,7 @@ class FakeProbes:
 
     def sweep(self, device: Any, sizes: Any, effort: Any, clock: Any, progress: Any = None) -> Any:
         self._look("bandwidth")
-        points = {k: [gpu.StreamPoint(s, 10e12 if s <= 30 * MiB else 4e12, self._m(k)) for s in sizes]
+        points = {k: [gpu_probes.StreamPoint(s, 10e12 if s <= 30 * MiB else 4e12, self._m(k)) for s in sizes]
                   for k in ("read", "copy", "triad")}
         return points, {"read": {"chosen": "tile x2048 w4"}}
 
@@ -403,17 +402,17 @@ def test_gemm_roof_restores_the_matmul_precision(monkeypatch: pytest.MonkeyPatch
         seen.append(torch.get_float32_matmul_precision())
         return (lambda: a @ b), a, b
 
-    monkeypatch.setattr(gpu, "_gemm_operands", operands)
-    effort = replace(gpu.QUICK, gemm_size=256, gemm_policy=gpu.Policy(min_sample_time_s=0.001, warmup_s=0,
+    monkeypatch.setattr(gpu_probes, "_gemm_operands", operands)
+    effort = replace(gpu_probes.QUICK, gemm_size=256, gemm_policy=gpu_probes.Policy(min_sample_time_s=0.001, warmup_s=0,
                                                                        budget_s=0.05))
     torch.set_float32_matmul_precision("medium")
     try:
-        rate, m, error = gpu.gemm_roof("tf32", h200(), effort, _time.perf_counter)
+        rate, m, error = gpu_probes.gemm_roof("tf32", h200(), effort, _time.perf_counter)
         assert rate == pytest.approx(2 * 256**3 / m.min) and error < 1e-5 and seen == ["high"]
         assert torch.get_float32_matmul_precision() == "medium"
-        monkeypatch.setattr(gpu, "_gemm_operands", lambda p, n, d: ((lambda: a @ b + 1.0), a, b))
+        monkeypatch.setattr(gpu_probes, "_gemm_operands", lambda p, n, d: ((lambda: a @ b + 1.0), a, b))
         with pytest.raises(RuntimeError, match="the fp32 product is wrong: relative error"):
-            gpu.gemm_roof("fp32", h200(), effort, _time.perf_counter)
+            gpu_probes.gemm_roof("fp32", h200(), effort, _time.perf_counter)
         assert torch.get_float32_matmul_precision() == "medium"
     finally:
         torch.set_float32_matmul_precision("highest")
@@ -444,7 +443,7 @@ def test_cli_prints_and_draws_a_devices_roofline(tmp_path: Path, monkeypatch: py
 
 INTERPRETED = textwrap.dedent("""
     import math, torch, triton.language as tl
-    import rooftune.machine.gpu as g
+    import rooftune.machine.gpu_probes as g
     from rooftune.machine.gpu_kernels import FMA_BLOCK, FMA_CHAINS, KIND_CODES, fma_kernel, stream_kernel
     for dtype, tl_dtype in ((torch.float32, tl.float32), (torch.float64, tl.float64)):
         out = torch.full((3 * FMA_BLOCK,), float("nan"), dtype=dtype)
@@ -498,6 +497,6 @@ def test_a_quick_run_on_the_device(tmp_path: Path) -> None:
     assert c.bandwidth["L2"] > c.bandwidth["DRAM"] > 1e11
     # one op waited for costs its launch and the wait: more than one op among many in flight
     assert 0 < c.dispatch_overhead_s < 1e-3 and c.launch_latency_s > c.dispatch_overhead_s
-    assert all(err <= gpu.GEMM_TOLERANCE[p] for p, err in c.details["gemm_relative_error"].items())
+    assert all(err <= gpu_probes.GEMM_TOLERANCE[p] for p, err in c.details["gemm_relative_error"].items())
     again = get_gpu_ceilings(0, quick=True, db=str(tmp_path / "g.db"))
     assert again.from_store and again.peak_flops == c.peak_flops

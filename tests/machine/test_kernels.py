@@ -306,7 +306,7 @@ def test_a_kernel_still_falling_where_the_sweep_ended_gets_dram_over_the_plateau
     """The first kernel's flat tail ended the sweep; read's tail still fell there (42, 45, 40, 35,
     32, 33 GB/s from 80 MiB, steps of a third of an octave), a plateau neither raw nor as a
     never-rising envelope: it gets the median of its points over the first kernel's plateau."""
-    from rooftune.machine.ceilings import kernel_dram
+    from rooftune.machine.sweep_plan import kernel_dram
 
     MiB = 1024**2
     gbs = [57, 52, 52, 49, 42.5, 45.2, 39.7, 34.8, 31.7, 33.1]

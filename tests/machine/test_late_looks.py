@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from rooftune.bench import Measurement, Method, Policy
-from rooftune.machine.ceilings import LATE_POINTS_PER_LEVEL, cache_peaks, merge_best
 from rooftune.machine.probes import SweepPoint
+from rooftune.machine.sweep_plan import LATE_POINTS_PER_LEVEL, cache_peaks, merge_best
 from tests.machine.test_plateaus import CAPS, KiB, MiB, synthetic_sweep
 
 

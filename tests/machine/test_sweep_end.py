@@ -11,7 +11,8 @@ import pytest
 
 from rooftune.bench import Measurement, Method, Policy
 from rooftune.machine import ceilings as ceilings_mod
-from rooftune.machine import probes
+from rooftune.machine import cpu_run, probes
+from rooftune.machine import sweep_plan as sweep_mod
 from rooftune.machine.plateaus import PLATEAU_TOLERANCE, dram_confirmed, dram_tail
 from rooftune.platform import current_platform
 from rooftune.platform.sysfs import CacheLevel
@@ -82,7 +83,7 @@ class FakeRun:
             memory: int | None = 64 * GiB) -> ceilings_mod.Ceilings:
         base = current_platform()
         platform = replace(base, caches=caches(l3, base.usable_cpus()))
-        monkeypatch.setattr(ceilings_mod, "available_memory", lambda: memory)
+        monkeypatch.setattr(cpu_run, "available_memory", lambda: memory)
         monkeypatch.setattr(probes, "fma_peak", lambda *a, **k: probes.PeakResult({1: 1.0, 2: 2.0}, 12, 16,
                                                                                    (MEASUREMENT,)))
         monkeypatch.setattr(probes, "bandwidth_sweep", self.bandwidth_sweep)
@@ -153,7 +154,7 @@ def test_dram_comes_from_the_plateau_not_from_a_best_look_in_the_falling_region(
 
 def test_the_sweep_never_goes_past_its_cap(monkeypatch: pytest.MonkeyPatch) -> None:
     never_flat = falling_until(knee=64 * GiB)
-    monkeypatch.setattr(ceilings_mod, "MAX_SWEEP_BYTES", 1 * GiB)
+    monkeypatch.setattr(sweep_mod, "MAX_SWEEP_BYTES", 1 * GiB)
     run = FakeRun(never_flat)
     c = run.run(monkeypatch, l3=32 * MiB, quick=True)
     assert max(run.swept[0]) == 1 * GiB
@@ -162,23 +163,23 @@ def test_the_sweep_never_goes_past_its_cap(monkeypatch: pytest.MonkeyPatch) -> N
     # a safe share of the memory available caps it below the constant
     run = FakeRun(never_flat)
     c = run.run(monkeypatch, l3=32 * MiB, quick=True, memory=1 * GiB)
-    share = ceilings_mod.SWEEP_MEMORY_SHARE * GiB / ceilings_mod.SWEEP_ARRAYS_FACTOR
+    share = sweep_mod.SWEEP_MEMORY_SHARE * GiB / sweep_mod.SWEEP_ARRAYS_FACTOR
     assert share / 2 < max(run.swept[0]) <= share
     assert any("(half the memory available) with bandwidth still falling" in w for w in c.warnings)
 
 
 def test_a_plan_runs_to_its_cap_and_plans_8x_the_last_cache() -> None:
-    plan = ceilings_mod.plan_sweep(CAPS, 3, 2, memory=64 * GiB)
-    assert plan.planned_bytes == 8 * 32 * MiB and plan.cap_bytes == ceilings_mod.MAX_SWEEP_BYTES
-    assert max(plan.sizes) == ceilings_mod.MAX_SWEEP_BYTES and not plan.memory_bound
-    small = ceilings_mod.plan_sweep(CAPS, 3, 2, memory=2 * GiB)
+    plan = sweep_mod.plan_sweep(CAPS, 3, 2, memory=64 * GiB)
+    assert plan.planned_bytes == 8 * 32 * MiB and plan.cap_bytes == sweep_mod.MAX_SWEEP_BYTES
+    assert max(plan.sizes) == sweep_mod.MAX_SWEEP_BYTES and not plan.memory_bound
+    small = sweep_mod.plan_sweep(CAPS, 3, 2, memory=2 * GiB)
     assert small.memory_bound and max(small.sizes) <= small.cap_bytes < GiB
-    assert small.cap_bytes * ceilings_mod.SWEEP_ARRAYS_FACTOR <= ceilings_mod.SWEEP_MEMORY_SHARE * 2 * GiB
+    assert small.cap_bytes * sweep_mod.SWEEP_ARRAYS_FACTOR <= sweep_mod.SWEEP_MEMORY_SHARE * 2 * GiB
     # a cap off the geometric grid, below the planned 8x: the plan ends at its largest size
-    tiny = ceilings_mod.plan_sweep(CAPS, 3, 2, memory=512 * MiB)
+    tiny = sweep_mod.plan_sweep(CAPS, 3, 2, memory=512 * MiB)
     assert tiny.cap_bytes == max(tiny.sizes) == tiny.planned_bytes == 128 * MiB
     # a huge nominal L3 plans no further than the cap
-    assert ceilings_mod.plan_sweep({**CAPS, "L3": 2 * GiB}, 3, 2, memory=None).planned_bytes == plan.cap_bytes
+    assert sweep_mod.plan_sweep({**CAPS, "L3": 2 * GiB}, 3, 2, memory=None).planned_bytes == plan.cap_bytes
 
 
 def test_a_tail_is_flat_once_its_last_octave_agrees_within_the_tolerance() -> None:

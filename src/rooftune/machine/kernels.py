@@ -139,8 +139,10 @@ def stream_kernel(kind: str, lanes: int) -> Any:
             pa, pb, pc = (builder.bitcast(arr.data, vty.as_pointer()) for arr in arrays)
             i64 = ir.IntType(64)
             n_iter = builder.udiv(arrays[0].nitems, ir.Constant(i64, lanes * unroll))
-            splat = builder.insert_element(ir.Constant(vty, ir.Undefined), args[3], ir.Constant(ir.IntType(32), 0))
-            scalar = builder.shuffle_vector(splat, ir.Constant(vty, ir.Undefined), ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes))
+            undef = ir.Constant(vty, ir.Undefined)
+            splat = builder.insert_element(undef, args[3], ir.Constant(ir.IntType(32), 0))
+            zeros = ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes)
+            scalar = builder.shuffle_vector(splat, undef, zeros)
             fma = _fma_decl(builder, vty, lanes, np.float32)
             accs = []
             if kind == "read":
@@ -163,7 +165,8 @@ def stream_kernel(kind: str, lanes: int) -> Any:
                     else:
                         vb = builder.load(builder.gep(pb, [idx]), align=align)
                         vc = builder.load(builder.gep(pc, [idx]), align=align)
-                        builder.store(builder.call(fma, [vc, scalar, vb]), builder.gep(pa, [idx]), align=align)
+                        builder.store(builder.call(fma, [vc, scalar, vb]), builder.gep(pa, [idx]),
+                                      align=align)
             total = ir.Constant(ir.FloatType(), 0.0)
             for slot in accs:
                 v = builder.load(slot)

@@ -63,7 +63,8 @@ class Plateau:
         }
 
 
-def _plateau(points: Sequence[tuple[int, float]], groups: Sequence[Sequence[tuple[int, float]]] = ()) -> Plateau:
+def _plateau(points: Sequence[tuple[int, float]],
+             groups: Sequence[Sequence[tuple[int, float]]] = ()) -> Plateau:
     """A plateau over ``points`` (bandwidth: their median), remembering the groups it was merged from."""
     return Plateau(
         start_bytes=points[0][0],
@@ -110,8 +111,8 @@ def detect_plateaus(
 
 #: DRAM begins at twice the last cache: between 1x and 2x a large share of the working set still
 #: hits the cache (and on a shared host the L3 others leave free varies), so those points are a
-#: transition, not DRAM. Measured on a Zen 5 VM: read bandwidth fell from 129 to 95 GB/s between
-#: 32 and 64 MiB with a 32 MiB L3, and a plateau there was reported as DRAM.
+#: transition, not DRAM (named DRAM, they read far above it: BENCHMARKS.md, "Ceilings against
+#: likwid-bench", run C).
 DRAM_MIN_FACTOR = 2.0
 
 
@@ -131,7 +132,8 @@ def _previous_capacities(capacities: dict[str, int]) -> dict[str, float]:
     return out
 
 
-def level_ranges(capacities: dict[str, int], dram_factor: float = DRAM_MIN_FACTOR) -> dict[str, tuple[float, float]]:
+def level_ranges(capacities: dict[str, int],
+                 dram_factor: float = DRAM_MIN_FACTOR) -> dict[str, tuple[float, float]]:
     """Working-set range (lo, hi] of each level from the cache capacities available to the team;
     DRAM starts at ``dram_factor`` times the last cache (the gap is a transition)."""
     ranges: dict[str, tuple[float, float]] = {}
@@ -164,9 +166,10 @@ def name_plateaus(
             if lo < p.middle_bytes <= hi:
                 # Past the transition from the level before, the fastest plateau is the level's
                 # ceiling (interference only slows, and in L2 a larger working set per core trains
-                # the prefetchers: triad 330 GB/s at 160-520 KiB, 405-415 GB/s at 0.8-1.3 MiB of a
-                # 2 MiB L2 on a Zen 5 VM, likwid-bench 407 GB/s at 1 MiB); a plateau that lies in
-                # the transition only counts when no other does, and then the longest one.
+                # the prefetchers, so the upper half of L2 reads faster than the lower, as
+                # likwid-bench does: BENCHMARKS.md, "Ceilings against likwid-bench", run D); a
+                # plateau that lies in the transition only counts when no other does, and then the
+                # longest one.
                 edge = TRANSITION_FACTOR * previous.get(name, 0.0)
                 # A plateau merged from groups (within ERT's 1.25x of each other) is as fast as its
                 # fastest group whose (geometric) middle lies in this level's range, past the
@@ -174,14 +177,15 @@ def name_plateaus(
                 fits = [g_bw for a, b, g_bw in p.groups if max(edge, lo) < math.sqrt(a * b) <= hi]
                 bw = max(fits) if fits else p.bandwidth
                 # A plateau counts as past the transition when it starts there or when a group of
-                # it lies there: copy held 56 GB/s from 5 to 40 MiB past a 4 MiB L2 (starting just
-                # inside the 6 MiB edge), and the DRAM plateau that followed inside a nominal L3
-                # must not take that level's name for starting later.
+                # it lies there: a level's plateau can start just inside the edge, and a DRAM
+                # plateau that follows inside a nominal L3 must not take that level's name for
+                # starting later (BENCHMARKS.md, "Ceilings against likwid-bench", run I).
                 past = p.start_bytes > edge or bool(fits)
                 key = (1, bw, p.points) if past else (0, p.points, bw)
                 if name not in rank or key > rank[name]:
                     rank[name] = key
-                    named[name] = Plateau(p.start_bytes, p.end_bytes, bw, p.points, level=name, groups=p.groups)
+                    named[name] = Plateau(p.start_bytes, p.end_bytes, bw, p.points, level=name,
+                                          groups=p.groups)
                 break
     dram = dram_below_nominal(plateaus, capacities, named)
     if dram is not None:
@@ -220,10 +224,10 @@ def dram_below_nominal(plateaus: Sequence[Plateau], capacities: dict[str, int],
     """The DRAM plateau when it starts below twice the nominal last cache, else None.
 
     A last-level cache shared by a whole socket holds far less for a few cores of a VM than its
-    sysfs size says (other tenants fill it, or it is split into sub-NUMA clusters): on a 2-vCPU
-    VM of a Xeon with 480 MiB of L3, bandwidth fell from 57 to 30 GB/s between 100 and 200 MiB
-    and stayed there to 4 GiB. The sweep's last plateau is DRAM when it comes after the last
-    cache's plateau, is at least :data:`LEVEL_STEP` slower and spans :data:`DRAM_SPAN_NAMED`.
+    sysfs size says (other tenants fill it, or it is split into sub-NUMA clusters), so bandwidth
+    can reach DRAM's well inside the nominal capacity (BENCHMARKS.md, "Ceilings against
+    likwid-bench", run G). The sweep's last plateau is DRAM when it comes after the last cache's
+    plateau, is at least :data:`LEVEL_STEP` slower and spans :data:`DRAM_SPAN_NAMED`.
     """
     last = last_cache(capacities)
     if last is None or last not in named or not named[last].distinct or not plateaus:
@@ -251,8 +255,8 @@ def dram_reached(points: Sequence[tuple[int, float]], capacities: dict[str, int]
     if not points or points[-1][0] < min_bytes:
         return None
     sizes = [s for s, _ in points]
-    # One slowed point (6 GB/s between 53 and 41) would otherwise split the last cache's plateau
-    # or the DRAM tail, and the sweep would run on to its end.
+    # One slowed point would otherwise split the last cache's plateau or the DRAM tail, and the
+    # sweep would run on to its end.
     rates = never_rising([r for _, r in points])
     points = list(zip(sizes, rates, strict=True))
     found = detect_plateaus(sizes, rates, min_points=min_points)
@@ -271,9 +275,9 @@ def _slow_tail(points: Sequence[tuple[int, float]], named: dict[str, Plateau], c
     :data:`LEVEL_STEP` (one level), spans :data:`DRAM_SPAN` and is a level slower than that cache.
     ``points``' rates never rise with the working set (see :func:`dram_reached`).
 
-    Plateau detection splits a DRAM tail whose points jitter by more than its tolerance (26, 27,
-    23, 26 GB/s from 128 MiB to 1 GiB on a shared VM): the sweep would go on to its end, seconds
-    of first touch and passes over GiBs, for nothing it does not already know.
+    Plateau detection splits a DRAM tail whose points jitter by more than its tolerance (as on a
+    shared VM): the sweep would go on to its end, seconds of first touch and passes over GiBs, for
+    nothing it does not already know.
     """
     last = last_cache(capacities)
     cache = named.get(last) if last else None
@@ -386,5 +390,5 @@ def sweep_sizes(max_bytes: int, steps_per_octave: int, min_bytes: int = 4096) ->
 
 def level_warnings(kind: str, named: dict[str, Plateau]) -> list[str]:
     """A warning for each level of one kernel's sweep that no distinct plateau named."""
-    return [f"{kind}: no distinct {lvl} plateau in the sweep; {lvl} bandwidth is the median of the {p.points} "
-            "points inside its capacity range" for lvl, p in named.items() if not p.distinct]
+    return [f"{kind}: no distinct {lvl} plateau in the sweep; {lvl} bandwidth is the median of the "
+            f"{p.points} points inside its capacity range" for lvl, p in named.items() if not p.distinct]

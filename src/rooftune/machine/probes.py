@@ -27,6 +27,7 @@ from rooftune.machine.kernels import (
     stream_kernel,
 )
 from rooftune.machine.plateaus import SweepEnd
+from rooftune.machine.roofline import Progress, RooflineEffort
 from rooftune.machine.team import ThreadTeam
 
 #: Ceilings are upper bounds. Other tenants and the OS can only slow a kernel down, so the fastest
@@ -39,37 +40,28 @@ CEILING_ESTIMATOR = "best sample"
 #: keeps that below 1 % of what is timed.
 CALL_TIME_S = 0.005
 
-Progress = Callable[[str, int, int], None]
-
 #: Pilot rounds before giving up on calibration (each at least doubles the work per call).
 MAX_PILOT_ROUNDS = 48
 #: Growing the work by k must grow a pilot's time by at least 0.6 k for the time to be trusted.
 WORK_DOMINATED_FRACTION = 0.6
 
 
-@dataclass(frozen=True)
-class Effort:
-    """How hard the probes try: the full run or --quick."""
+@dataclass(frozen=True, kw_only=True)
+class Effort(RooflineEffort):
+    """How hard the CPU's probes try: the full run or --quick. To what every device's effort holds
+    (:class:`rooftune.machine.roofline.RooflineEffort`) it adds the FMA chain counts, the sweep's
+    passes and the second looks at DRAM and the GEMM roofs; its ``late_looks`` also looks once more
+    at the fastest points of every cache level's plateau."""
 
-    quick: bool
-    #: Working-set steps per doubling in the bandwidth sweep.
-    steps_per_octave: int
-    sweep_kernels: tuple[str, ...]
+    #: The FMA chain counts tried on a core with 32 vector registers, and with 16.
     chain_candidates_32reg: tuple[int, ...]
     chain_candidates_16reg: tuple[int, ...]
-    peak_policy: Policy
-    sweep_policy: Policy
-    gemm_policy: Policy
-    gemm_size: int
     #: Passes over the sweep; each point keeps its best pass, so a burst of interference from
     #: another tenant spoils one pass of a few points, not the level.
     sweep_passes: int = 1
     #: Measure the DRAM points of the sweep, and the GEMM roofs, once more at the end of the run.
     late_dram_pass: bool = False
     late_gemm: bool = False
-    #: Measure the FMA peaks, and the fastest points of every cache level's plateau, once more at
-    #: the end of the run (the host's placement of two vCPUs on one core or two changes over seconds).
-    late_looks: bool = False
 
 
 FULL = Effort(
@@ -139,8 +131,8 @@ def units_for_call_time(make_call: Callable[[int], Callable[[], Any]]) -> int:
 
 #: A compute-bound kernel on t threads must reach this share of t times its 1-thread rate, else it
 #: is measured again (up to SCALING_RETRIES times, SCALING_PAUSE_S apart) and the best kept. On a
-#: shared VM the host sometimes runs both vCPUs on one physical core for a while: the 2-thread
-#: FMA peak then reads the 1-thread value (240 against 472 GFLOP/s in one of three runs).
+#: shared VM the host sometimes runs both vCPUs on one physical core for a while, and the 2-thread
+#: FMA peak then reads about the 1-thread value (BENCHMARKS.md, "Ceilings against likwid-bench").
 SCALING_FLOOR = 0.75
 SCALING_RETRIES = 3
 SCALING_PAUSE_S = 0.2
@@ -201,7 +193,8 @@ def fma_peak(
         m = measure(
             call(iters),
             label=f"peak.{precision}",
-            params={"threads": team.size, "chains": chains, "lanes": lanes, "iters": iters, "flops_per_call": work},
+            params={"threads": team.size, "chains": chains, "lanes": lanes, "iters": iters,
+                    "flops_per_call": work},
             policy=effort.peak_policy,
         )
         return _best_rate(m, work), m
@@ -307,7 +300,8 @@ def bandwidth_sweep(
                 m = measure(
                     call(reps),
                     label=f"bandwidth.{kind}",
-                    params={"bytes": bytes_per_rep, "threads": team_size, "reps": reps, "bytes_per_call": work},
+                    params={"bytes": bytes_per_rep, "threads": team_size, "reps": reps,
+                            "bytes_per_call": work},
                     policy=effort.sweep_policy,
                 )
                 point = SweepPoint(bytes=bytes_per_rep, bandwidth=_best_rate(m, work), measurement=m)
