@@ -31,7 +31,8 @@ def _print_analysis(a: Any, top: int) -> None:
 
     where = f"on {a.device}, " if a.device != "cpu" else ""
     out.print(
-        f"[bold]{escape(a.model)}[/bold] ({a.workload_kind}), batch {a.batch}, {where}{a.threads} thread{'s' if a.threads > 1 else ''}, "
+        f"[bold]{escape(a.model)}[/bold] ({a.workload_kind}), batch {a.batch}, "
+        f"{where}{a.threads} thread{'s' if a.threads > 1 else ''}, "
         f"input {', '.join(format_shape(tuple(s)) for s in a.input_shapes)}; {len(a.ops)} ops captured by {a.capture}"
     )
     out.print(
@@ -73,8 +74,12 @@ def analyze(
     model: Annotated[str, typer.Argument(help="torchvision name (resnet50), lstm, gru, transformer-encoder, "
                                          "package.module:callable or a .pt2 file.")],
     batch: Annotated[str | None, batch_option("Batch size; several (1,8,32) draw a trajectory.")] = None,
-    input_shape: Annotated[list[str] | None, input_option("Input shape, e.g. 1x3x224x224; repeat for several inputs.")] = None,
-    option: Annotated[list[str] | None, model_option("Model option KEY=VALUE (e.g. hidden=512 for lstm); repeatable.")] = None,
+    input_shape: Annotated[
+        list[str] | None, input_option("Input shape, e.g. 1x3x224x224; repeat for several inputs.")
+    ] = None,
+    option: Annotated[
+        list[str] | None, model_option("Model option KEY=VALUE (e.g. hidden=512 for lstm); repeatable.")
+    ] = None,
     threads: Annotated[
         str | None, threads_option("Intra-op threads; several (1,2) draw a trajectory (default all usable).")
     ] = None,

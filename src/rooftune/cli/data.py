@@ -50,7 +50,8 @@ def data_import(
 
 @data_app.command("prune")
 def data_prune(
-    older_than: Annotated[float | None, typer.Option("--older-than", help="Days unused before something is removed (default 30).")] = None,
+    older_than: Annotated[float | None, typer.Option("--older-than", help="Days unused before something is removed "
+                                                     "(default 30).")] = None,
     apply: Annotated[bool, typer.Option("--apply", help="Remove them (without it: only list what would go).")] = False,
     db: Db = None,
 ) -> None:

@@ -123,7 +123,8 @@ def profile(
             ("--isa-variant", isa_variant, None), ("--summary", summary, False), ("--db", db, None)) if value != default]
         if given:
             raise InvalidArgument("--check", f"with {', '.join(given)}",
-                                  "allowed alone or with --json (it verifies every primitive on the shipped check specs and stores nothing)")
+                                  "allowed alone or with --json (it verifies every primitive on the shipped check "
+                                  "specs and stores nothing)")
         _check_primitives(json_out)
         return
     from rooftune.profiling import profile as run_profile
