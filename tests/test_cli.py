@@ -177,7 +177,7 @@ def test_progress_to_a_file_or_pipe_is_plain_lines(monkeypatch: pytest.MonkeyPat
 
     from rich.console import Console
 
-    from rooftune import cli
+    from rooftune.cli import printing as cli
 
     buf = io.StringIO()
     monkeypatch.setattr(cli, "err", Console(file=buf, width=40))
@@ -213,7 +213,7 @@ def test_many_thread_counts_print_one_row_per_count(fake_platform, monkeypatch: 
 
     from rich.console import Console
 
-    from rooftune import cli
+    from rooftune.cli import machine as cli
     from tests.conftest import make_ceilings
 
     c = make_ceilings(fake_platform)
@@ -238,9 +238,9 @@ def test_stdout_to_a_file_or_pipe_is_wide_and_tables_fold() -> None:
 
     from rich.console import Console
 
-    from rooftune import cli
+    from rooftune.cli import printing as cli
 
-    code = "from rooftune import cli; print(cli.out.width)"
+    code = "from rooftune.cli import printing as cli; print(cli.out.width)"
     env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
     piped = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert int(piped.stdout) == cli.PLAIN_WIDTH

@@ -58,7 +58,7 @@ def test_values_in_a_table_and_a_title_are_printed_as_typed(tmp_path: Path, monk
     module.write_bytes(b"pt2")
     old = time.time() - 90 * 86400
     os.utime(module, (old, old))
-    from rooftune import cli
+    from rooftune.cli import printing as cli
 
     monkeypatch.setattr(cli.out, "width", 2000)  # a long temporary path folds onto more lines of a cell
     proc = rooftune_in_process("data", "prune", "--db", str(store))

@@ -40,8 +40,21 @@ SELECT_SHARE, SELECT_MAX_S = 0.12, 60.0
 #: Kept for the report and the figures.
 REPORT_RESERVE_S = 15.0
 STEPS = ("machine", "analyze", "tune", "select", "report")
+#: The steps ``rooftune optimize --skip`` leaves out: the ceilings and the analysis are what the
+#: report explains, and the report is what the command is for.
+SKIPPABLE = ("tune", "select")
 
 Progress = Callable[[str, int, int], None]
+
+
+def steps_without(skip: str | Sequence[str] | None, name: str = "skip") -> tuple[str, ...]:
+    """The pipeline's steps less those in ``skip`` (each one of :data:`SKIPPABLE`), in order: what
+    :func:`optimize` is given as ``steps`` for a run that leaves some out."""
+    left_out = as_names(skip, name) or ()
+    for s in left_out:
+        if s not in SKIPPABLE:
+            raise InvalidArgument(name, s, f"allowed {', '.join(SKIPPABLE)}")
+    return tuple(s for s in STEPS if s not in left_out)
 
 
 @dataclass
@@ -463,7 +476,7 @@ def _commands(r: OptimizeResult, db: str | None, precisions: Sequence[str] = ("f
     prec = " --fp32" if tuple(precisions) == ("fp32",) else "".join(f" --{p}" for p in ("bf16", "int8") if p in precisions)
     if "int8" in precisions and calibration_size not in (None, CALIBRATION_SIZE):
         prec += f" --calibration {calibration_size}"
-    left_out = [n for n in ("tune", "select") if n not in steps]
+    left_out = [n for n in SKIPPABLE if n not in steps]
     skip = f" --skip {','.join(left_out)}" if left_out else ""
     # the model as given: its input shapes (at the run's batch) and options
     given = "".join(f" --input {'x'.join(map(str, s))}" for s in inputs or ())

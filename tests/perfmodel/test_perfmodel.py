@@ -679,7 +679,7 @@ def test_train_eval_prints_the_second_look(monkeypatch: pytest.MonkeyPatch) -> N
 
     from rich.console import Console
 
-    from rooftune import cli
+    from rooftune.cli import perfmodel as cli
 
     buf = io.StringIO()
     monkeypatch.setattr(cli, "out", Console(file=buf, width=200))
@@ -698,7 +698,7 @@ def test_each_primitive_is_scored_with_the_way_it_misses(monkeypatch: pytest.Mon
 
     from rich.console import Console
 
-    from rooftune import cli
+    from rooftune.cli import perfmodel as cli
     from rooftune.perfmodel.evaluate import by_primitive, by_primitive_line
 
     true = np.array([[1.0, 2.0, np.nan], [1.0, 4.0, 1.0], [2.0, 1.0, np.nan]])

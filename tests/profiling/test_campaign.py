@@ -483,7 +483,7 @@ def test_a_campaign_on_a_slow_host_says_so(monkeypatch: pytest.MonkeyPatch) -> N
 
     from rich.console import Console
 
-    from rooftune import cli
+    from rooftune.cli import profile as cli
     from rooftune.profiling.campaign import CampaignResult
 
     def printed(result: CampaignResult) -> str:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import numbers
 import re
 from typing import Any
 
+from rooftune.errors import InvalidArgument, is_int
 from rooftune.workload.graph import OpNode
 
 #: A GEMM whose rows (batch x tokens) are at most this is a matrix-vector product: it streams its
@@ -191,11 +193,19 @@ def group_reason(reasons: list[str], efficiencies: list[float | None]) -> str:
     return re.sub(r"\d+% of roof", span, reasons[0], count=1)
 
 
+def check_top(n: object, name: str = "top") -> int:
+    """How many ops and opportunities to list: a positive integer (none listed would say nothing)."""
+    if not is_int(n) or not isinstance(n, numbers.Integral) or n < 1:  # numpy's integers too, no bool
+        raise InvalidArgument(name, n, "allowed a positive integer")
+    return int(n)
+
+
 def opportunity_groups(ops: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
     """The ``n`` largest headrooms, alike ops (the same work done the same way, e.g. a block
     repeated down a network) taken together: ``ops`` (their indices, largest headroom first),
     ``count``, ``time_s`` and ``headroom_s`` (summed), ``module`` (a pattern such as
     ``layer1.*.conv2``), ``reason`` (its share of the roof as the group's range)."""
+    n = check_top(n)
     groups: dict[str, list[dict[str, Any]]] = {}
     for o in ops:
         if o.get("headroom_s") is not None and o["headroom_s"] > 0:

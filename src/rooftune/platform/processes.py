@@ -156,6 +156,49 @@ def run(cmd: Sequence[str], *, timeout_s: float | None = None, input: str | None
     return subprocess.CompletedProcess(list(cmd), proc.returncode, out, err)
 
 
+def run_copies(cmd: Sequence[str], env: dict[str, str], n: int) -> int:
+    """``n`` copies of ``cmd`` side by side, copy ``i`` with ``ROOFTUNE_INSTANCE=i`` and
+    ``ROOFTUNE_INSTANCES=n`` added to ``env``; the first non-zero status among them (128 + N for
+    a copy a signal ended), else 0. Each copy leads a process group of its own: SIGINT (Ctrl-C),
+    SIGTERM and SIGHUP sent to this process reach every process of every copy once (a wrapper
+    script's children too), copies not yet started are not started, and this process waits for
+    them all; a copy whose parent dies is sent SIGTERM (Linux). The copies are not in the
+    terminal's foreground group: they must not read the terminal, and Ctrl-Z stops the parent
+    alone."""
+    procs: list[subprocess.Popen[bytes]] = []
+    stopping: list[int] = []
+
+    def forward(signum: int, _frame: Any) -> None:
+        stopping.append(signum)
+        for p in procs:
+            if p.poll() is None:
+                signal_group(p, signum)
+
+    handled = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {sig: signal.signal(sig, forward) for sig in handled}
+    try:
+        for i in range(n):
+            if stopping:
+                break
+            # the user's programs are sent SIGTERM, not SIGKILL, when their parent dies: they may clean up
+            procs.append(start(cmd, parent_death=signal.SIGTERM,
+                               env={**env, "ROOFTUNE_INSTANCE": str(i), "ROOFTUNE_INSTANCES": str(n)}))
+        codes = [p.wait() for p in procs]
+        if stopping and len(procs) < n:
+            codes.append(-stopping[0])
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                signal_group(p, signal.SIGTERM)
+                p.wait()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    bad = [c for c in codes if c != 0]
+    if not bad:
+        return 0
+    return bad[0] if bad[0] > 0 else 128 - bad[0]
+
+
 def _end(proc: subprocess.Popen[Any]) -> None:
     kill_group(proc)
     for pipe in (proc.stdin, proc.stdout, proc.stderr):

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rooftune.fileio import save_figure as _save
-from rooftune.report.figures import _LEVEL_COLOURS, _figure, label_roofs
+from rooftune.report.figures import _LEVEL_COLOURS, _figure, check_figure_format, label_roofs
 from rooftune.units import fmt_rate, threads_of
 
 if TYPE_CHECKING:
@@ -178,6 +178,7 @@ def plot_trajectory(analyses: Sequence[Analysis], path: str | Path, top: int = 5
 def plot_analysis(analyses: Sequence[Analysis], directory: str | Path, fmt: str = "png") -> list[Path]:
     """All analysis figures into ``directory``: per point the ops roofline and the time-based
     roofline, and a trajectory when there is more than one point."""
+    check_figure_format(fmt)
     d = Path(directory)
     out: list[Path] = []
     for a in analyses:

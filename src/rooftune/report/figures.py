@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rooftune.errors import InvalidArgument
 from rooftune.fileio import save_figure
 from rooftune.units import fmt_rate, fmt_size
 
@@ -33,6 +34,13 @@ def check_figure_path(path: str | Path, option: str = "plot file") -> Path:
     from rooftune.paths import output_file
 
     return output_file(path, option, FIGURE_FORMATS)
+
+
+def check_figure_format(fmt: str, option: str = "format") -> str:
+    """Refuse a figure format matplotlib is not asked to write here, before anything is measured."""
+    if f".{fmt}" not in FIGURE_FORMATS:
+        raise InvalidArgument(option, fmt, f"allowed {', '.join(f[1:] for f in FIGURE_FORMATS)}")
+    return fmt
 
 
 def _figure() -> tuple[Any, Any]:

@@ -1,0 +1,167 @@
+"""The ``rooftune`` command: parses, calls the public API, prints with Rich. Nothing else.
+
+One module per command or family of commands (:mod:`.machine`, :mod:`.analyze`, :mod:`.tune`
+with ``exec``, :mod:`.profile`, :mod:`.perfmodel` with train, transfer, select and
+model-convert, :mod:`.optimize`, :mod:`.data`); the options they share are declared once in
+:mod:`.options`, what they print goes through :mod:`.printing`. This module holds the Typer app
+that gathers them and :func:`main`, the only place where errors become exit codes and one-line
+messages.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from rooftune.cli import analyze, data, machine, optimize, perfmodel, profile, tune
+from rooftune.cli.printing import _labelled, err, out
+from rooftune.errors import RooftuneError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Why does my deep-learning model run this fast on this machine, and how do I make it faster?",
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+# In the order `rooftune --help` lists them.
+app.command()(machine.machine)
+app.command()(analyze.analyze)
+app.command()(analyze.models)
+app.command()(tune.tune)
+app.command()(profile.profile)
+app.command()(perfmodel.train)
+app.command()(perfmodel.transfer)
+app.command()(perfmodel.select)
+app.command("model-convert")(perfmodel.model_convert)
+app.command()(optimize.optimize)
+app.add_typer(data.data_app, name="data")
+app.command(name="exec", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(tune.exec_)
+
+
+def version_callback(value: bool) -> None:
+    if value:
+        import rooftune
+
+        out.print(f"rooftune {rooftune.__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=version_callback, is_eager=True, help="Print the version.")
+    ] = False,
+) -> None:
+    """rooftune: measure the roofline, place a model on it, and make it run faster."""
+
+
+def _usage_line(exc: Any, argv: list[str]) -> str:
+    """A usage error (click's) in one line: what was wrong, the value given for the option when
+    there was one, and where the options are listed."""
+    msg = str(exc.format_message()).strip().rstrip(".")
+    if not msg:  # a group run without its command: click printed the group's help, and says nothing
+        msg = "give a command, one of those listed above"
+    # click's versions word this "No such option: --x" or "No such option '--x'": one form.
+    msg = re.sub(r"^No such option: (\S+)", r"No such option '\1'", msg)
+    param = getattr(exc, "param", None)
+    value = None
+    for opt in getattr(param, "opts", None) or []:
+        if not opt.startswith("-"):
+            break
+        for i, tok in enumerate(argv):
+            if tok == opt and i + 1 < len(argv):
+                value = argv[i + 1]
+            elif tok.startswith(opt + "="):
+                value = tok[len(opt) + 1:]
+    if value is not None:
+        # The value beside the option it was given for, whichever way click's version words it
+        # ("Invalid value for '--x': 'v' is not a valid float" or "...: input should be ...").
+        head, sep, tail = msg.partition(": ")
+        if sep:
+            head = head if repr(value) in head else f"{head} {value!r}"
+            tail = tail.removeprefix(f"{value!r} is ")
+            msg = f"{head}{sep}{tail[:1].lower()}{tail[1:]}"
+        elif repr(value) not in msg:
+            msg = f"{msg} ({value!r})"
+    ctx = getattr(exc, "ctx", None)
+    where = getattr(ctx, "command_path", None) or "rooftune"
+    return f"{msg[:1].lower()}{msg[1:]} (see {where} --help)"
+
+
+#: Signals that end a command as Ctrl-C does, by KeyboardInterrupt in the main thread, so that the
+#: same paths run: trial processes killed, the store's open transaction rolled back, temporary
+#: folders removed, a partial report written.
+STOP_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: the only place errors become exit codes and one-line messages. A command ended
+    by one of STOP_SIGNALS exits 128 + the signal's number (130 for Ctrl-C, 143 for SIGTERM)."""
+    import signal
+    import threading
+
+    received: list[int] = []
+
+    def stop(signum: int, _frame: Any) -> None:
+        received.append(signum)
+        raise KeyboardInterrupt
+
+    previous = {}
+    if threading.current_thread() is threading.main_thread():  # where Python runs signal handlers
+        for name in STOP_SIGNALS:
+            sig = getattr(signal, name)
+            if signal.getsignal(sig) is not signal.SIG_IGN:  # ignored by whoever started us (nohup)
+                previous[sig] = signal.signal(sig, stop)
+    try:
+        rc = _main(argv)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    # typer turns a KeyboardInterrupt out of a command into exit status 130
+    if received and rc == 130:
+        err.print(f"interrupted ({signal.Signals(received[0]).name}): nothing half-written was kept")
+        return 128 + received[0]
+    return rc
+
+
+def _main(argv: list[str] | None) -> int:
+    try:
+        rc = app(args=argv, standalone_mode=False, prog_name="rooftune")
+        if isinstance(rc, int) and rc:  # typer.Exit(code) inside a command, as click returns it
+            return rc
+    except RooftuneError as exc:
+        _labelled(err, "error", "red", exc)
+        return 2
+    except OSError as exc:
+        # A file that could not be read or written past the checks made up front (a path that
+        # changed under the run, a full disk): one line naming it, not a traceback.
+        where = f" {exc.filename}" if exc.filename else ""
+        _labelled(err, "error", "red", f"cannot use{where}: {exc.strerror or exc}")
+        return 2
+    except KeyboardInterrupt:
+        err.print("interrupted: nothing half-written was kept")
+        return 130
+    except typer.Exit as exc:
+        return int(exc.exit_code or 0)
+    except typer.Abort:
+        err.print("aborted")
+        return 130
+    except Exception as exc:
+        # Usage errors (unknown option, bad value): click's ClickException, which typer >= 0.25
+        # vendors as typer._click (no `click` module installed), so recognised by what it does.
+        if callable(getattr(exc, "format_message", None)) and isinstance(getattr(exc, "exit_code", None), int):
+            if exc.exit_code == 0:  # type: ignore[attr-defined]
+                return 0
+            _labelled(err, "error", "red", _usage_line(exc, sys.argv[1:] if argv is None else argv))
+            return int(exc.exit_code)  # type: ignore[attr-defined]
+        raise
+    return 0
+
+
+def run() -> None:
+    """Console-script wrapper around :func:`main`."""
+    raise SystemExit(main())

@@ -1,0 +1,5 @@
+"""``python -m rooftune.cli``: the command line, as the ``rooftune`` script runs it."""
+
+from rooftune.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,152 @@
+"""``rooftune analyze``: every op of a model on the measured roofline; ``rooftune models``: the
+model names it takes."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from rooftune.cli.options import (
+    Db,
+    _parse_int_list,
+    batch_option,
+    budget_option,
+    device_option,
+    input_option,
+    json_option,
+    model_option,
+    threads_option,
+)
+from rooftune.cli.printing import Table, _labelled, _progress, _rate, _seconds, err, out
+from rooftune.paths import output_dir, output_file
+from rooftune.units import fmt_size
+
+
+def _print_analysis(a: Any, top: int) -> None:
+    from rooftune.workload.shapes import format_shape
+
+    where = f"on {a.device}, " if a.device != "cpu" else ""
+    out.print(
+        f"[bold]{escape(a.model)}[/bold] ({a.workload_kind}), batch {a.batch}, "
+        f"{where}{a.threads} thread{'s' if a.threads > 1 else ''}, "
+        f"input {', '.join(format_shape(tuple(s)) for s in a.input_shapes)}; {len(a.ops)} ops captured by {a.capture}"
+    )
+    out.print(
+        f"end-to-end [bold]{_seconds(a.end_to_end_s)}[/bold] (IQR {_seconds(a.end_to_end_iqr_s)}, {a.runs} runs); "
+        f"sum of op times {_seconds(a.ops_sum_s)} per run (median); each run of the ops against the end-to-end run "
+        f"beside it: {a.accounting_ratio:.1%} of it (median, 95% CI {a.accounting_ci[0]:.1%}-{a.accounting_ci[1]:.1%}); "
+        + (f"unattributed {_seconds(a.between_ops_s)}" if a.between_ops_s is not None
+           else "its interval reaches 100%: no time between ops measurable")
+    )
+    out.print(
+        f"roofline lower bound [bold]{_seconds(a.lower_bound_s)}[/bold]: efficiency {a.efficiency:.1%}; "
+        f"{_rate(a.flops, 'FLOP')}, {fmt_size(a.bytes)} compulsory, {_rate(a.flops / a.end_to_end_s, 'FLOP/s')} attained"
+    )
+    out.print("time by bound (each op's median time, share of end-to-end): "
+              + ", ".join(f"{k} {v:.0%}" for k, v in a.by_bound().items()))
+    out.print("time by kind (the same):  "
+              + ", ".join(f"{k['kind']} {k['share']:.0%}" for k in a.by_kind() if k["share"] >= 0.005))
+    t = Table(title=f"Top {top} ops by time", title_justify="left")
+    for col, just in (("op", "left"), ("kind", "left"), ("time", "right"), ("share", "right"),
+                      ("GFLOP/s", "right"), ("bound", "left"), ("roof", "right"), ("headroom", "right")):
+        t.add_column(col, justify=just)
+    for o in sorted(a.ops, key=lambda o: -o.time_s)[:top]:
+        t.add_row(
+            o.module or o.name, o.kind, _seconds(o.time_s), f"{o.time_s / a.end_to_end_s:.1%}",
+            f"{o.attained_flops / 1e9:.1f}" if o.attained_flops else "-",
+            o.bound, f"{o.efficiency:.0%}" if o.efficiency is not None else "-",
+            _seconds(o.headroom_s) if o.headroom_s is not None else "-",
+        )
+    out.print(t)
+    out.print("[bold]Top opportunities[/bold] (headroom = measured - roofline lower bound; alike ops summed):")
+    for i, g in enumerate(a.opportunity_groups(top), 1):
+        who = f"{g['name']} ({g['module']})" if g["count"] == 1 else f"{g['count']} alike ops ({g['module']})"
+        out.print(f" {i:2d}. {who}: {_seconds(g['headroom_s'])} - {g['reason']}", markup=False, highlight=False)
+    for w in a.warnings:
+        _labelled(err, "warning", "yellow", w)
+
+
+def analyze(
+    model: Annotated[str, typer.Argument(help="torchvision name (resnet50), lstm, gru, transformer-encoder, "
+                                         "package.module:callable or a .pt2 file.")],
+    batch: Annotated[str | None, batch_option("Batch size; several (1,8,32) draw a trajectory.")] = None,
+    input_shape: Annotated[
+        list[str] | None, input_option("Input shape, e.g. 1x3x224x224; repeat for several inputs.")
+    ] = None,
+    option: Annotated[
+        list[str] | None, model_option("Model option KEY=VALUE (e.g. hidden=512 for lstm); repeatable.")
+    ] = None,
+    threads: Annotated[
+        str | None, threads_option("Intra-op threads; several (1,2) draw a trajectory (default all usable).")
+    ] = None,
+    top: Annotated[int, typer.Option("--top", help="How many ops and opportunities to list.")] = 10,
+    json_out: Annotated[bool, json_option("the analysis")] = False,
+    csv_path: Annotated[str | None, typer.Option("--csv", help="Write one row per op to FILE.")] = None,
+    plot_dir: Annotated[str | None, typer.Option("--plot-dir", help="Write the roofline, time-based roofline and "
+                                                 "trajectory figures to DIR.")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="Figure format: png, svg or pdf.")] = "png",
+    budget: Annotated[float, budget_option("Timing budget per analysis point, seconds.")] = 10.0,
+    quick: Annotated[bool, typer.Option("--quick", help="Accept (or measure) quick ceilings.")] = False,
+    db: Db = None,
+    device: Annotated[str, device_option("cpu, or cuda / cuda:N: run the model there and place its ops on that "
+                                         "device's roofline.")] = "cpu",
+) -> None:
+    """Place every op of a model on the measured roofline and say where the time goes."""
+    from pathlib import Path
+
+    from rooftune.analysis import analyze as run_analysis
+    from rooftune.analysis import write_csv
+    from rooftune.analysis.findings import check_top
+    from rooftune.report import plot_analysis
+    from rooftune.report.figures import check_figure_format
+    from rooftune.workload import parse_options, parse_shape
+
+    batches = _parse_int_list(batch, "batch")
+    thread_list = _parse_int_list(threads, "thread count")
+    shapes = [parse_shape(s) for s in input_shape or []]
+    options = parse_options(option or [])
+    check_top(top, "--top")  # the library's rules, checked before anything is measured
+    check_figure_format(fmt, "--format")
+    if csv_path is not None:
+        output_file(csv_path, "--csv")
+    if plot_dir is not None:
+        output_dir(plot_dir, "--plot-dir", parents=True)
+    progress, update = _progress()
+    with progress:
+        analyses = run_analysis(
+            model, batch=batches, inputs=shapes or None, options=options, threads=thread_list,
+            budget_s=budget, quick=quick, db=db, progress=update, device=device,
+        )
+    written = []
+    if csv_path:
+        written.append(write_csv(analyses, csv_path))
+    if plot_dir:
+        Path(plot_dir).mkdir(parents=True, exist_ok=True)
+        written += plot_analysis(analyses, plot_dir, fmt)
+    if json_out:
+        data: Any = analyses[0].to_dict(top) if len(analyses) == 1 else {
+            "model": analyses[0].model, "points": [a.to_dict(top) for a in analyses]}
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+    else:
+        for a in analyses:
+            _print_analysis(a, top)
+        for p in written:
+            out.print(f"wrote {p}", markup=False)
+
+
+def models() -> None:
+    """List the model names `rooftune analyze` accepts besides module:callable and .pt2 files."""
+    from rooftune.workload import BUILTINS, zoo_names
+
+    for name, b in BUILTINS.items():
+        opts = ", ".join(f"{k}={v}" for k, v in b.defaults.items())
+        out.print(f"[bold]{name}[/bold]: {b.description} (options {opts})", highlight=False)
+    by_family: dict[str, list[str]] = {}
+    for name, family in zoo_names().items():
+        by_family.setdefault(family, []).append(name)
+    for family, names in by_family.items():
+        out.print(f"[bold]torchvision {family}[/bold]: {' '.join(sorted(names))}", highlight=False)

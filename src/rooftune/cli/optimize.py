@@ -1,0 +1,94 @@
+"""``rooftune optimize``: the ceilings, the analysis, the tuning and the selection of one model in
+one run, and the report that explains them."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated
+
+import typer
+from rich.text import Text
+
+from rooftune.cli.options import (
+    INT8_GUARD,
+    Calibration,
+    Db,
+    Fp32,
+    ModelOptions,
+    Objective,
+    _parse_names,
+    batch_option,
+    bf16_option,
+    budget_option,
+    input_option,
+    int8_option,
+    json_option,
+    runtime_option,
+)
+from rooftune.cli.printing import Table, _print_load_hint, _progress, err, out
+from rooftune.units import ci_text
+
+
+def optimize(
+    model: Annotated[str, typer.Argument(help="A model as `rooftune analyze` takes it (default: the embedded "
+                                         "resnet18, batch 1).")] = "resnet18",
+    batch: Annotated[int | None, batch_option("Batch size (default: the model's, 1 for resnet18).")] = None,
+    input_shape: Annotated[list[str] | None, input_option("Input shape, e.g. 1x3x224x224; repeatable.")] = None,
+    option: ModelOptions = None,
+    objective: Objective = "latency",
+    budget: Annotated[float, budget_option("Seconds for the whole run (at least 60), split between the steps.")] = 480.0,
+    out_dir: Annotated[str, typer.Option("--out", help="Folder for report.html, summary.json, best.json, the "
+                                         "figures.")] = "rooftune-out",
+    runtime: Annotated[str | None, runtime_option("tuning")] = None,
+    skip: Annotated[str | None, typer.Option("--skip", help="Leave out steps: tune, select (comma-separated).")] = None,
+    json_out: Annotated[bool, json_option("the summary")] = False,
+    db: Db = None,
+    fp32: Fp32 = False,
+    bf16: Annotated[bool, bf16_option("Tune in bf16 (native bf16 CPUs only; the default where a peer runs it).")] = False,
+    int8: Annotated[bool, int8_option(f"Also tune in int8 ({INT8_GUARD}).")] = False,
+    calibration: Calibration = None,
+) -> None:
+    """Measure, explain and speed up a model end to end; write a self-contained report."""
+    from rooftune.pipeline import optimize as run_optimize
+    from rooftune.pipeline import steps_without
+    from rooftune.tuning import precisions_for
+    from rooftune.workload import parse_options, parse_shape
+
+    shapes = [parse_shape(s) for s in input_shape or []]
+    options = parse_options(option or [])
+    skipped = _parse_names(skip, "--skip", "tune,select", "steps") or []
+    steps = steps_without(skipped, "--skip")
+    runtimes = _parse_names(runtime, "--runtime", "eager,onnxruntime")
+    progress, update = _progress()
+    with progress:
+        r = run_optimize(model, batch=batch, inputs=shapes or None, options=options or None, objective=objective,
+                         budget_s=budget, out=out_dir, db=db,
+                         runtimes=runtimes, steps=steps, progress=update,
+                         precisions=precisions_for(fp32=fp32, bf16=bf16, int8=int8, runtimes=runtimes),
+                         calibration_size=calibration)
+    if json_out:
+        sys.stdout.write(json.dumps(r.to_dict(), indent=2, default=str) + "\n")
+    else:
+        # the title as a line of its own: a table's title wraps at the table's (narrow) width
+        out.print(f"rooftune optimize {r.title} ({r.batch_text()}, {r.objective}) in {r.duration_s:.0f} s",
+                  markup=False, highlight=False)
+        t = Table()
+        for col in ("step", "status", "seconds", "message"):
+            t.add_column(col, justify="right" if col == "seconds" else "left")
+        for s in r.steps.values():
+            colour = {"ok": "green", "failed": "red", "interrupted": "yellow"}.get(s.status, "dim")
+            t.add_row(s.name, Text(s.status, style=colour), f"{s.seconds:.1f}", s.message)
+        out.print(t)
+        out.print(Text(r.headline(), style="bold"))
+        if r.select is not None and "vanilla" in r.select.comparisons:
+            c = r.select.comparisons["vanilla"]
+            out.print(f"selected primitives (PyTorch eager) vs vanilla: {c['speedup']:.2f}x "
+                      f"({ci_text(c['ci'][0], c['ci'][1], label='95 % CI ')})", highlight=False)
+        out.print(f"report: {r.out / 'report.html'}", markup=False, highlight=False)
+        if "best configuration" in r.files:
+            _print_load_hint(r.out / "best.json")
+    if r.interrupted:
+        err.print(f"interrupted: the partial report is {r.out / 'report.html'}; measurements taken are stored",
+                  markup=False)
+        raise typer.Exit(130)

@@ -1,0 +1,171 @@
+"""What the commands print: the Rich consoles, tables that fold instead of cutting, progress as a
+spinner and bars on a terminal or as plain lines elsewhere, and the units every command shares."""
+
+from __future__ import annotations
+
+import math
+import os
+import shlex
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table as _RichTable
+from rich.text import Text
+
+from rooftune.units import fmt_rate
+
+#: Columns of what is written to a file or a pipe, where there is no terminal to fit (Rich would
+#: take 80 and cut table cells short); COLUMNS, when set, still decides.
+PLAIN_WIDTH = 160
+out = Console(width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else PLAIN_WIDTH)
+err = Console(stderr=True)
+
+
+class Table(_RichTable):
+    """A Rich table whose cells fold onto more lines on a narrow terminal instead of being cut
+    short ('onnxrun…', '911.7 …'), so nothing a table reports is lost at any width. Its title and
+    cells are plain text, never Rich markup: they hold layer names, configurations, errors and
+    model names, any of which may have brackets in it (a styled cell is given as a Text)."""
+
+    def __init__(self, *args: Any, title: Any = None, **kwargs: Any) -> None:
+        super().__init__(*args, title=Text(title, style="table.title") if isinstance(title, str) else title, **kwargs)
+
+    def add_column(self, *args: Any, overflow: Any = "fold", **kwargs: Any) -> None:
+        super().add_column(*args, overflow=overflow, **kwargs)
+
+    def add_row(self, *cells: Any, **kwargs: Any) -> None:
+        super().add_row(*(Text(c) if isinstance(c, str) else c for c in cells), **kwargs)
+
+
+def _labelled(console: Console, label: str, style: str, message: object) -> None:
+    """``label: message`` on one line, the label styled and the message printed as it is: a
+    message carries what the user gave (a model name, a path, an option's value), which Rich must
+    not read as markup (``net[/x]`` would end in a MarkupError, ``[bold]`` restyle the line)."""
+    console.print(Text.assemble((f"{label}:", style), " ", str(message)), highlight=False, soft_wrap=True)
+
+
+def _rate(v: float, unit: str) -> str:
+    return fmt_rate(v, unit, decimals=1)
+
+
+#: How often a step that goes on (a search, a campaign) is reported again as a line of its own
+#: when stderr is a file or a pipe.
+PLAIN_EVERY_S = 30.0
+
+
+class _Lines:
+    """Progress as plain lines on stderr, where a bar or a spinner would be noise (a file, a pipe,
+    a CI log): a line when a step starts, and one every ``every_s`` while it goes on, each led by
+    the minutes and seconds since the command started. ``first`` (a spinner's message) comes
+    before the first step's line: not before, so that input refused before any step began stays
+    a one-line error; ``at_once``: on entering, for a step that reports nothing while it runs
+    and follows every check of the input."""
+
+    def __init__(self, first: str | None = None, every_s: float = PLAIN_EVERY_S,
+                 clock: Callable[[], float] = time.monotonic, at_once: bool = False) -> None:
+        self.first, self.every_s, self.clock, self.at_once = first, every_s, clock, at_once
+        self.started = clock()
+        self.step: str | None = None
+        self.at = -math.inf
+
+    def __enter__(self) -> _Lines:
+        if self.at_once:
+            self._say_first()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def _say_first(self) -> None:
+        if self.first:
+            first, self.first = self.first, None
+            self.update(first)
+
+    def update(self, step: str, done: int = 0, total: int = 0) -> None:
+        self._say_first()
+        now = self.clock()
+        if step == self.step and now - self.at < self.every_s:
+            return
+        self.step, self.at = step, now
+        s = int(now - self.started)
+        count = f" ({done}/{total})" if total > 1 else ""
+        err.print(f"{s // 60}:{s % 60:02d} {step}{count}", markup=False, highlight=False, soft_wrap=True)
+
+
+class _Spinner:
+    """Rich's spinner, its messages shown as plain text (they may name a model or a file)."""
+
+    def __init__(self, first: str) -> None:
+        self.status = err.status(Text(first))
+
+    def __enter__(self) -> _Spinner:
+        self.status.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.status.__exit__(*exc)
+
+    def update(self, message: str) -> None:
+        self.status.update(Text(message))
+
+
+def _status(first: str, at_once: bool = False) -> Any:
+    """A spinner with a message on a terminal (``.update(message)``), else :class:`_Lines`."""
+    return _Spinner(first) if err.is_terminal else _Lines(first, at_once=at_once)
+
+
+def _progress() -> tuple[Any, Any]:
+    """A context and ``update(step, done, total)``: Rich's transient bars on a terminal, else
+    :class:`_Lines`."""
+    if not err.is_terminal:
+        lines = _Lines()
+        return lines, lines.update
+
+    from rich.progress import (
+        BarColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    progress = Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}", markup=False),  # a step may name a model or a file
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=err,
+        transient=True,
+    )
+    tasks: dict[str, Any] = {}
+
+    def update(step: str, done: int, total: int) -> None:
+        if step not in tasks:
+            tasks[step] = progress.add_task(step, total=total)
+        progress.update(tasks[step], completed=done, total=total)
+
+    return progress, update
+
+
+def _seconds(t: float) -> str:
+    if abs(t) >= 1:
+        return f"{t:.2f} s"
+    if abs(t) >= 1e-3:
+        return f"{t * 1e3:.2f} ms"
+    return f"{t * 1e6:.1f} us"
+
+
+def _pct(v: Any) -> str:
+    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v * 100:.1f} %"
+
+
+def _print_load_hint(path: Any) -> None:
+    """How to run a saved configuration in one's own program, in one line."""
+    out.print(f"in your program: rooftune.load_tuned({str(path)!r}), started by "
+              f"rooftune exec --config {shlex.quote(str(path))} -- ...", markup=False, highlight=False, soft_wrap=True)

@@ -1,0 +1,122 @@
+"""``rooftune tune``: the study of a model's runtime configurations; ``rooftune exec``: a program
+run with the configuration a study saved."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from rooftune.cli.options import (
+    INT8_GUARD,
+    Batch,
+    Calibration,
+    Db,
+    Fp32,
+    Inputs,
+    JsonOut,
+    ModelOptions,
+    Objective,
+    _parse_names,
+    bf16_option,
+    budget_option,
+    int8_option,
+    runtime_option,
+    save_option,
+)
+from rooftune.cli.printing import Table, _labelled, _print_load_hint, _progress, err, out
+from rooftune.paths import output_file
+
+
+def _print_tune(r: Any) -> None:
+    out.print(f"[bold]{escape(r.model)}[/bold], objective {r.objective}, {r.batch_text()}: {len(r.trials)} trials "
+              f"({sum(1 for t in r.trials if not t.ok)} failed, {r.resumed} from the store) in {r.duration_s:.0f} s")
+    from rooftune.tuning.table import TUNE_COLUMNS, guard_lines, tune_rows
+
+    t = Table(title="Configurations (p50 and samples/s from the interleaved comparisons where compared; "
+                    "speedup of the best, interleaved, 95% CI)", title_justify="left")
+    for col in TUNE_COLUMNS:
+        t.add_column(col, justify="left" if col in ("name", "configuration", "precision") else "right")
+    for row in tune_rows(r):
+        t.add_row(*row)
+    out.print(t)
+    for line in (*r.headline_lines(), r.reversal_line(), r.unsteady_line(), r.drift_line()):
+        if line:
+            out.print(line, markup=False, highlight=False)
+    for line in guard_lines(r):
+        out.print(line, markup=False, highlight=False)
+    standing = r.guideline_text()
+    if standing:
+        out.print(f"guideline: {standing}; " + "; ".join(r.guideline_reasons), markup=False, highlight=False)
+    if r.time_line():
+        out.print(r.time_line(), markup=False, highlight=False)
+    for n in r.notes:
+        _labelled(err, "note", "yellow", n)
+
+
+def tune(
+    model: Annotated[str, typer.Argument(help="A model as `rooftune analyze` takes it.")],
+    objective: Objective = "latency",
+    budget: Annotated[float, budget_option(
+        "Seconds for the whole study; the guideline, the baselines and their comparisons with the best are measured "
+        "whatever it is (about 1-2 minutes on a 2-core machine).")] = 240.0,
+    trials: Annotated[int | None, typer.Option("--trials", help="At most this many searched trials.")] = None,
+    batch: Batch = None,
+    input_shape: Inputs = None,
+    option: ModelOptions = None,
+    guidelines_only: Annotated[bool, typer.Option("--guidelines-only", help="No search: the guideline (in each "
+                                                  "precision allowed) and the baselines only.")] = False,
+    runtime: Annotated[str | None, runtime_option("the search")] = None,
+    fp32: Fp32 = False,
+    bf16: Annotated[bool, bf16_option("Search bf16 (native bf16 CPUs only; the default where a peer runs it).")] = False,
+    int8: Annotated[bool, int8_option(f"Also search int8 ({INT8_GUARD}).")] = False,
+    calibration: Calibration = None,
+    validate: Annotated[str | None, typer.Option("--validate", help="module:function(outputs, references) -> bool, "
+                                                 "in place of the built-in guard.")] = None,
+    save: Annotated[str | None, save_option("Write the best configuration to FILE (JSON), its artifact beside it.")] = None,
+    json_out: JsonOut = False,
+    db: Db = None,
+) -> None:
+    """Tune the runtime configuration of a model, against vanilla PyTorch and the vendor defaults."""
+    from rooftune.tuning import precisions_for
+    from rooftune.tuning import tune as run_tune
+    from rooftune.workload import parse_options, parse_shape
+
+    shapes = [parse_shape(s) for s in input_shape or []]
+    options = parse_options(option or [])
+    runtimes = _parse_names(runtime, "--runtime", "eager,onnxruntime")
+    if save is not None:
+        output_file(save, "--save")
+    progress, update = _progress()
+    with progress:
+        r = run_tune(model, objective=objective, budget_s=budget, trials=trials, batch=batch, inputs=shapes or None,
+                     options=options, guidelines_only=guidelines_only,
+                     precisions=precisions_for(fp32=fp32, bf16=bf16, int8=int8, runtimes=runtimes),
+                     runtimes=runtimes, db=db, save=save, progress=update, validate=validate, calibration_size=calibration)
+    if json_out:
+        sys.stdout.write(json.dumps(r.to_dict(), indent=2, default=str) + "\n")
+    else:
+        _print_tune(r)
+        if save:
+            out.print(f"wrote {save}", markup=False)
+            _print_load_hint(save)
+
+
+def exec_(
+    ctx: typer.Context,
+    config: Annotated[str, typer.Option("--config", help="A configuration saved by `rooftune tune --save`.")],
+    instances: Annotated[int | None, typer.Option(
+        "--instances", help="Copies of the command to start side by side (default: the configuration's instances).")] = None,
+) -> None:
+    """Run a command with a saved configuration's environment: rooftune exec --config best.json -- CMD ...
+
+    A configuration of N concurrent instances (the throughput objective) starts N copies side by
+    side, as the study ran them (not pinned to cores of their own, where PyTorch's launcher pins
+    its --ninstances); each copy finds ROOFTUNE_INSTANCE (0..N-1) and ROOFTUNE_INSTANCES in its
+    environment, and exec exits with the first failing copy's status."""
+    from rooftune.tuning.exec import exec_config
+
+    raise typer.Exit(exec_config(config, ctx.args, instances))
