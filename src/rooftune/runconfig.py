@@ -96,6 +96,7 @@ def check_omp(omp: object) -> None:
         if not isinstance(v, str) or not ok(v):
             raise InvalidArgument(f"omp {k}", v, f"allowed {shape}")
 
+
 @dataclass(frozen=True)
 class RuntimeOptions:
     """What a configuration may set for one runtime: its own ``options`` with their allowed values,
@@ -115,11 +116,11 @@ def register_runtime(name: str, options: Mapping[str, tuple[Any, ...]], absent: 
     _RUNTIMES[name] = RuntimeOptions(options, absent)
 
 
-def runtime_options(name: str) -> RuntimeOptions:
+def runtime_options(name: object) -> RuntimeOptions:
     """The registered runtime ``name``'s options; an unknown name is refused with the known ones."""
     if not _RUNTIMES:  # a programming error, not a user's: the registry fills when runtimes is imported
         raise RuntimeError("no runtime is registered: import rooftune.runtimes, which registers each one")
-    if name not in _RUNTIMES:
+    if not isinstance(name, str) or name not in _RUNTIMES:
         raise InvalidArgument("runtime", name, f"allowed {', '.join(_RUNTIMES)}")
     return _RUNTIMES[name]
 
@@ -222,8 +223,8 @@ class RunConfig:
         return cfg
 
     def validate(self, usable_cores: int | None = None) -> None:
-        if not isinstance(self.runtime, str):
-            raise InvalidArgument("runtime", self.runtime, f"allowed {', '.join(_RUNTIMES)}")
+        """Refuse a setting the registered runtime or this machine does not allow (InvalidArgument
+        naming it, with the allowed values); thread counts are bounded by ``usable_cores``."""
         runtime = runtime_options(self.runtime)
         limit = usable_cores or os.cpu_count() or 1
         for key in ("intra_threads", "inter_threads"):
