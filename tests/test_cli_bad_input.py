@@ -14,7 +14,6 @@ from rooftune.errors import InvalidArgument
 from tests.test_cli import assert_one_line_error, rooftune, rooftune_in_process
 
 
-
 def _paths(tmp_path: Path) -> dict[str, str]:
     (tmp_path / "adir.png").mkdir()
     (tmp_path / "adir.csv").mkdir()

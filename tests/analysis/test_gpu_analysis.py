@@ -44,9 +44,9 @@ class FakeEvent:
 
 @pytest.fixture
 def fake_device(monkeypatch: pytest.MonkeyPatch) -> Any:
-    from rooftune.machine import gpu
-
     import contextlib
+
+    from rooftune.machine import gpu
 
     synced: list[int] = []
     monkeypatch.setattr(torch.cuda, "Event", FakeEvent)

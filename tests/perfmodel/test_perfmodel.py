@@ -802,7 +802,7 @@ def test_times_are_brought_to_the_quiet_machine_by_the_probe_read_at_their_faste
         row(b, "p", [5.0e-3], [0.5e-4], threads=1),  # another thread count: not the reference
     ]
     data = rows_to_data(rows, "plat", 2)
-    t = dict(zip([s.key() for s in data.specs], data.times[:, 0]))
+    t = dict(zip([s.key() for s in data.specs], data.times[:, 0], strict=False))
     assert t[a.key()] == pytest.approx(1.0e-3)
     assert t[b.key()] == pytest.approx(2.0e-3 / 1.44 ** PROBE_ELASTICITY)
     assert t[c.key()] == pytest.approx(3.0e-3)

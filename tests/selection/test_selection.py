@@ -491,7 +491,13 @@ def test_fast_algorithms_are_kept_only_if_the_network_runs_faster() -> None:
     """Winograd's and FFT's profiled times are the least sure: a selection that uses them is
     checked end to end as one group, like a thread pool of its own, and they are left out when the
     network did not run faster with them."""
-    from rooftune.selection.pools import FAST_ALGORITHMS, OPENMP, GroupCheck, check_group, solve_checking_groups
+    from rooftune.selection.pools import (
+        FAST_ALGORITHMS,
+        OPENMP,
+        GroupCheck,
+        check_group,
+        solve_checking_groups,
+    )
 
     assert check_group("winograd-f2x2") == check_group("winograd-f4x4") == check_group("fft") == FAST_ALGORITHMS
     assert check_group("im2col-gemm") == OPENMP and check_group("nnpack") == "pthreadpool"
@@ -522,7 +528,13 @@ def test_a_thread_pool_of_its_own_is_kept_only_if_the_network_runs_faster(
     from types import SimpleNamespace
 
     import rooftune.bench
-    from rooftune.selection.pools import OPENMP, GroupCheck, check_group, solve_checking_groups, without_groups
+    from rooftune.selection.pools import (
+        OPENMP,
+        GroupCheck,
+        check_group,
+        solve_checking_groups,
+        without_groups,
+    )
 
     assert check_group("nnpack") == "pthreadpool" and check_group("onnxruntime-mlas") == "onnxruntime"
     assert check_group("onednn-prepacked-nhwc") == check_group("pytorch-default") == OPENMP

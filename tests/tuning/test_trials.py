@@ -15,8 +15,8 @@ from rooftune.bench import Policy
 from rooftune.runtimes import output_tensors
 from rooftune.store import Store
 from rooftune.tuning import RunConfig, TrialFailed, Worker, tune
-from rooftune.workload import load_workload
 from rooftune.units import speedup_text
+from rooftune.workload import load_workload
 
 CNN = "tests.analysis.tiny_models:small_cnn"
 FAST = Policy(number=1, warmup_s=0.05, budget_s=0.3, min_samples=6, max_samples=60)
@@ -813,7 +813,7 @@ def test_the_final_comparisons_cost_what_was_measured_and_keep_to_the_budget(
     whether or not pytorch-launcher and intel-recommended are twins)."""
     import types
 
-    import rooftune.tuning.config as config
+    import rooftune.runconfig as config
     import rooftune.tuning.study as study
     from rooftune.platform import current_platform
     from rooftune.tuning.compare import COMPARE_POLICY, comparison_s, pair_start_s
@@ -1098,7 +1098,6 @@ def test_a_module_is_tuned_as_a_pt2_named_by_its_content(tmp_path: Path, monkeyp
     """tune(module, example_inputs=...) exports it where the trials' processes can load it: beside
     --save, else in rooftune's data folder; the same module (the same weights) lands on the same
     file and its study resumes, other weights on another."""
-    import rooftune.store as store
     import rooftune.tuning.study as study
     from rooftune.tuning.study import TrialResult
 

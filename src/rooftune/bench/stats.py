@@ -179,7 +179,7 @@ def grouped_ratio_ci(
     :func:`comparison_ci` of the pooled pairs (``pooled``, where the caller has it already). With
     one group it is :func:`comparison_ci`.
     """
-    groups = [(np.asarray(ga, dtype=float), np.asarray(gb, dtype=float)) for ga, gb in zip(a_groups, b_groups)]
+    groups = [(np.asarray(ga, dtype=float), np.asarray(gb, dtype=float)) for ga, gb in zip(a_groups, b_groups, strict=False)]
     groups = [(ga[: min(len(ga), len(gb))], gb[: min(len(ga), len(gb))]) for ga, gb in groups]
     groups = [g for g in groups if len(g[0])]
     if pooled is None:

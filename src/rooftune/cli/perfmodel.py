@@ -149,9 +149,10 @@ def train(
     db: Db = None,
 ) -> None:
     """Learn a performance model of the convolution primitives from profiled data."""
-    from rooftune.perfmodel import ESTIMATORS, evaluate, load_profile_data, select_time
+    from rooftune.perfmodel import ESTIMATORS, evaluate, load_profile_data
     from rooftune.perfmodel import train as fit
     from rooftune.perfmodel.regressors import resolve_target
+    from rooftune.selection.timing import select_time
     from rooftune.store import Store
 
     if estimator not in ESTIMATORS:

@@ -163,7 +163,7 @@ __all__ = [
     "check_base", "choose_samples", "convert_pickle", "evaluate", "featurize", "fit_transfer", "framework_default", "learning_curve", "load_base_model",
     "load_base_models",
     "load_model", "load_profile_data", "read_header", "regression_metrics", "rows_to_data", "sample_weights", "save_model",
-    "default_model", "select_time", "train", "transfer", "transferred_model_path",
+    "default_model", "train", "transfer", "transferred_model_path",
 ]
 
 
@@ -188,22 +188,6 @@ def default_model(platform_id: str | None = None) -> tuple[Any, str]:
         return load_model(legacy), str(legacy)
     base = load_base_model()
     return base, f"shipped base model nearest this machine: {describe_base(base)}"
-
-
-def select_time(model: Any, name: str = "resnet50", batch: int = 1) -> dict[str, Any]:
-    """Seconds to select a primitive for every convolution of ``name`` with ``model``: features,
-    predictions and the layout-aware solve (the graph is read once, outside the timing)."""
-    import time
-
-    from rooftune.selection import candidate_primitives, conv_graph, layout_aware, predicted_table
-    from rooftune.workload import load_workload
-
-    wl = load_workload(name, batch=batch, check=False)
-    graph = conv_graph(wl.module, list(wl.inputs))
-    prims = candidate_primitives()
-    t0 = time.perf_counter()
-    layout_aware(predicted_table(graph, model, prims))
-    return {"model": name, "layers": len(graph), "seconds": time.perf_counter() - t0}
 
 
 def default_method(base: Any) -> str:

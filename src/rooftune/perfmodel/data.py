@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from rooftune.errors import InvalidArgument
+from rooftune.perfmodel.metrics import regression_metrics
 from rooftune.primitives.spec import ConvSpec
 
 #: A row is steady when its second-fastest pass lies within this factor of its stored time.
@@ -102,8 +103,6 @@ class ProfileData:
                                "within_10pct": float(np.mean(known <= STEADY))}
         # per spec with two primitives or more of two passes: the top-1 of the second-fastest
         # passes (as a prediction) against the stored times
-        from rooftune.perfmodel.evaluate import regression_metrics
-
         both = ~np.isnan(self.times) & ~np.isnan(self.spread)
         rows = both.sum(axis=1) >= 2
         if rows.any():

@@ -16,7 +16,6 @@ import torch.nn.functional as F
 from rooftune.primitives.base import Kernel, Primitive
 from rooftune.primitives.spec import ConvSpec
 
-
 #: The deprecation torch 2.15 attaches to quantized tensors: these primitives exist to time the
 #: quantized engines, which take only such tensors. torch warns once per process; that one warning
 #: is consumed at prepare (outside any timed region) by :func:`quantized_tensors`.

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from rooftune.units import ci_text, finite, fmt_rate, fmt_size, fmt_time, threads_of
 
 if TYPE_CHECKING:
-    from rooftune.pipeline import OptimizeResult
+    from rooftune.report.optimize_result import OptimizeResult
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;

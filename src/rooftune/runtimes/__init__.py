@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rooftune.errors import InvalidArgument
+from rooftune.runconfig import register_runtime
 from rooftune.runtimes.base import Prepared, Runtime, like_output, output_tensors
 from rooftune.runtimes.ncnn_runtime import Ncnn
 from rooftune.runtimes.onnx_runtime import OnnxRuntime
@@ -22,6 +23,9 @@ RUNTIMES: dict[str, type[Runtime]] = {
     "openvino": OpenVINO,
     "ncnn": Ncnn,
 }
+# a configuration names a runtime and sets its options; rooftune.runconfig learns them from here
+for _name, _runtime in RUNTIMES.items():
+    register_runtime(_name, _runtime.options, _runtime.absent)
 
 
 def get_runtime(name: str) -> Runtime:

@@ -31,13 +31,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rooftune.platform.processes import run, time_left
-from rooftune.runtimes.base import Prepared, Runtime, missing, output_tensors
+from rooftune.runtimes.base import Prepared, Runtime
+from rooftune.runtimes.packages import missing
 from rooftune.runtimes.torch_runtimes import torch_inputs, torch_module
+from rooftune.workload.outputs import output_tensors
 
 if TYPE_CHECKING:
     import torch
 
-    from rooftune.tuning.config import RunConfig
+    from rooftune.runconfig import RunConfig
     from rooftune.workload import Workload
 
 #: The converter's time limit (a large model's trace and conversion take seconds to a minute); in

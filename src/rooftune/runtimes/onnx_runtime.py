@@ -9,11 +9,13 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from rooftune.runtimes.base import Prepared, Runtime, missing, output_tensors, without_option
+from rooftune.runtimes.base import Prepared, Runtime, without_option
+from rooftune.runtimes.packages import missing
 from rooftune.runtimes.torch_runtimes import torch_inputs, torch_module
+from rooftune.workload.outputs import output_tensors
 
 if TYPE_CHECKING:
-    from rooftune.tuning.config import RunConfig
+    from rooftune.runconfig import RunConfig
     from rooftune.workload import Workload
 
 #: ONNX opset: the newest both torch.onnx and onnxruntime 1.2x handle for every op we export.

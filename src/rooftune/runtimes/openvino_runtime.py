@@ -11,12 +11,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rooftune.runtimes.base import Prepared, Runtime, missing, output_tensors, without_option
+from rooftune.runtimes.base import Prepared, Runtime, without_option
+from rooftune.runtimes.packages import missing
 from rooftune.runtimes.telemetry import quiet_vendor_telemetry
 from rooftune.runtimes.torch_runtimes import torch_inputs, torch_module
+from rooftune.workload.outputs import output_tensors
 
 if TYPE_CHECKING:
-    from rooftune.tuning.config import RunConfig
+    from rooftune.runconfig import RunConfig
     from rooftune.workload import Workload
 
 # before anything here imports openvino or nncf: this module is imported with the runtimes'

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from rooftune.runtimes.base import missing
+from rooftune.runtimes.packages import missing
 
 Inputs = tuple[torch.Tensor, ...]
 #: Inputs in a calibration set unless the caller asks otherwise: enough for stable activation

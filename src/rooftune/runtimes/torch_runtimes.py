@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from rooftune.runtimes.base import Prepared, Runtime, output_tensors
+from rooftune.runtimes.base import Prepared, Runtime
+from rooftune.workload.outputs import output_tensors
 
 if TYPE_CHECKING:
-    from rooftune.tuning.config import RunConfig
+    from rooftune.runconfig import RunConfig
     from rooftune.workload import Workload
 
 

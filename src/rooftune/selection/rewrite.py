@@ -16,9 +16,8 @@ import torch.nn.functional as F
 from rooftune.primitives import get_primitive, in_layout, to_layout
 from rooftune.primitives.check import output_error, tolerance_for
 from rooftune.primitives.spec import ConvSpec, explicit_padding
-from rooftune.runtimes.base import output_tensors
 from rooftune.selection.solve import Selection
-from rooftune.tuning.verify import compare_outputs
+from rooftune.workload.outputs import compare_outputs, output_tensors
 
 
 class SelectedConv(torch.nn.Module):

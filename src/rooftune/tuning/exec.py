@@ -27,7 +27,7 @@ def exec_config(config: str | Path, cmd: Sequence[str], instances: int | None = 
     ended), else 0: see :func:`rooftune.platform.processes.run_copies`. Bad arguments raise
     :class:`InvalidArgument` before anything starts."""
     from rooftune.platform.processes import run_copies
-    from rooftune.tuning.config import load_config
+    from rooftune.runconfig import load_config
 
     cmd = list(cmd)
     if not cmd:
@@ -41,7 +41,7 @@ def exec_config(config: str | Path, cmd: Sequence[str], instances: int | None = 
     if cfg.pin:
         if n > 1:
             raise InvalidArgument("--instances", n, "allowed 1 for a pinned configuration (its cores are one instance's)")
-        from rooftune.tuning.config import pinned_cpus
+        from rooftune.runconfig import pinned_cpus
 
         os.sched_setaffinity(0, pinned_cpus(cfg.intra_threads))  # inherited by the command run
     if shutil.which(cmd[0]) is None and not os.path.exists(cmd[0]):

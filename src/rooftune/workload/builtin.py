@@ -10,7 +10,6 @@ from torch import nn
 
 from rooftune.errors import InvalidArgument
 
-
 #: A built-in with more weights than this (4 GiB of fp32) is a typo in its options, not a workload.
 MAX_PARAMETERS = 2**30
 

@@ -513,7 +513,7 @@ def _quiet_logger(name: str) -> Iterator[None]:
 def run_once(wl: Workload) -> Any:
     """Run the workload once; a failure, or an output that holds no tensor to check a faster
     variant against, becomes a one-line WorkloadError naming the inputs."""
-    from rooftune.runtimes.base import output_tensors
+    from rooftune.workload.outputs import output_tensors
 
     try:
         with torch.no_grad():
