@@ -22,6 +22,7 @@ from rooftune.selection.tables import predicted_table, profiled_table
 #: The measurement of a whole rewritten network against another: interleaved, 2 % target.
 SELECT_POLICY_BUDGET_S = 8.0
 
+
 @dataclass
 class Candidate:
     name: str
