@@ -46,9 +46,10 @@ def main() -> int:
     args = ap.parse_args()
 
     from rooftune.errors import InvalidArgument
-    from rooftune.perfmodel import PerfModel, evaluate, learning_curve, load_profile_data, select_time
+    from rooftune.perfmodel import PerfModel, evaluate, learning_curve, load_profile_data
     from rooftune.perfmodel.evaluate import REGRESSORS, by_primitive_line
     from rooftune.platform import current_platform
+    from rooftune.selection.timing import select_time
     from rooftune.store import Store
 
     regressors = tuple(r for r in (args.regressors or ",".join(REGRESSORS)).split(",") if r)

@@ -475,7 +475,7 @@ def test_transfer_profiles_the_chosen_samples_and_saves_where_select_looks(
         return profiling.CampaignResult(current_platform().id, added=len(rows))
 
     monkeypatch.setattr(profiling, "run_campaign", fake_campaign)
-    monkeypatch.setattr(pm, "transferred_model_path", lambda pid: tmp_path / f"perfmodel-{pid}.rtmodel")
+    monkeypatch.setattr("rooftune.perfmodel.adapt.transferred_model_path", lambda pid: tmp_path / f"perfmodel-{pid}.rtmodel")
     model, info = pm.transfer(base, samples=12, models=["resnet18"], pool=30, db=str(tmp_path / "t.db"))
     assert len(profiled) == 12 == info["samples"] and Path(info["saved"]).is_file()
     loaded, source = pm.default_model()

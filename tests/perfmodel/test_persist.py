@@ -284,7 +284,7 @@ def test_an_earlier_releases_transferred_pickle_is_refused_not_passed_over(
         monkeypatch: pytest.MonkeyPatch, fitted: dict[str, Any], tmp_path: Path) -> None:
     import rooftune.perfmodel as pm
 
-    monkeypatch.setattr(pm, "transferred_model_path", lambda pid: tmp_path / f"perfmodel-{pid}.rtmodel")
+    monkeypatch.setattr("rooftune.perfmodel.adapt.transferred_model_path", lambda pid: tmp_path / f"perfmodel-{pid}.rtmodel")
     old_pickle(fitted["mlp"], tmp_path / "perfmodel-x.pkl")
     with pytest.raises(InvalidArgument, match=f"model-convert {tmp_path / 'perfmodel-x.pkl'} "
                                               f"{tmp_path / 'perfmodel-x.rtmodel'} --trust-pickle"):

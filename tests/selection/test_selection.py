@@ -280,7 +280,7 @@ def test_optimize_exports_a_module_called_with_keywords(tmp_path: Path) -> None:
 def test_a_network_that_fails_end_to_end_falls_back_layer_by_layer(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every layer passes its own check but the whole output disagrees: the lossy primitives fall
     back first, then, if it still disagrees, every layer; a tiny output (~1e-10) is no failure."""
-    import rooftune.selection as selection
+    import rooftune.selection.network as selection
     from rooftune.selection.rewrite import Verification
 
     m, x = _model()

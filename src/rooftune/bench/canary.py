@@ -2,9 +2,9 @@
 measurement carries how fast the machine was around it) and the hypervisor's steal time.
 
 On shared hosts the machine runs in stretches (seconds to minutes) that slow every kernel
-together: on a 2-vCPU VM measured here, a "slow" stretch read 1.3-1.4x (another tenant on the
-cores' siblings) or 1.9x (both vCPUs on one physical core), and convolutions read 1.4-1.9x then
-(BENCHMARKS.md, "quiet stretches"). The factor differs per kernel, so a reading cannot be divided
+together, by a factor that depends on the cause (another tenant on the cores' siblings, or both
+vCPUs on one physical core) and differs per kernel (BENCHMARKS.md, "quiet stretches" has
+figures). Since the factor differs per kernel, a reading cannot be divided
 by the probe's; but the probe tells the stretches apart: a measurement taken while the probe read
 within :data:`QUIET` of its fastest is one taken on a quiet machine. (Over many rows the probe
 does say how slow a campaign's host was: the performance model's data divides each profiled
@@ -30,8 +30,8 @@ from rooftune.bench.timer import Clock, measure
 #: Five samples of >= 1 ms each and no convergence test: a reading is cheap (~10 ms) and is only
 #: compared with the probe's own fastest reading.
 CANARY_POLICY = Policy(min_sample_time_s=0.001, warmup_s=0.002, budget_s=0.03, min_samples=5, target_rel_ci=1.0)
-#: A reading within this factor of the fastest one seen is quiet. Measured: quiet stretches read
-#: 1.00-1.09, slow ones 1.2-2.0 (BENCHMARKS.md).
+#: A reading within this factor of the fastest one seen is quiet: it lies between the spread of
+#: quiet stretches and the slowdown of slow ones on the hosts in BENCHMARKS.md ("quiet stretches").
 QUIET = 1.10
 #: Between two readings while waiting for a quiet stretch.
 POLL_S = 0.25

@@ -151,8 +151,8 @@ def comparison_ci(a: Sequence[float], b: Sequence[float], confidence: float = CO
     Infinite below 6 pairs at 95 %.
 
     With few pairs the percentile bootstrap of a median is too narrow (at 6 pairs it resamples
-    from 6 values): A/A comparisons of a 10 ms network missed 1.0 in 3 of 16 intervals, two of
-    them stopped at 6 pairs (BENCHMARKS.md, the harness's A/A check). The order-statistic interval holds its coverage at any n (at 6 pairs it is
+    from 6 values), and A/A comparisons miss 1.0 far more often than 5 % (``benchmarks/harness_aa.py``
+    checks it; BENCHMARKS.md). The order-statistic interval holds its coverage at any n (at 6 pairs it is
     the pairs' [min, max]) and shrinks like the bootstrap's as pairs accumulate.
     """
     lo, hi = ratio_of_medians_ci(a, b, confidence)

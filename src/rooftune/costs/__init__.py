@@ -3,34 +3,6 @@
 from __future__ import annotations
 
 from rooftune.costs.formulas import FORMULAS, OpCost
-from rooftune.workload.graph import OpGraph, OpNode
+from rooftune.costs.lookup import cost_of, costs_of
 
 __all__ = ["FORMULAS", "OpCost", "cost_of", "costs_of"]
-
-
-def _lookup(op: OpNode) -> str:
-    name = op.target.removeprefix("aten.")
-    if name in FORMULAS:
-        return name
-    stripped = name.rstrip("_")  # relu_ -> relu, add_ -> add
-    return stripped if stripped in FORMULAS else ""
-
-
-def cost_of(op: OpNode) -> OpCost:
-    """The cost of one op; an op no formula covers (or whose arguments it cannot read) has
-    ``flops=None`` and a ``formula`` saying why."""
-    name = _lookup(op)
-    if not name:
-        return OpCost("unknown", None, None, f"no cost formula for {op.target}")
-    kind, formula = FORMULAS[name]
-    try:
-        flops, nbytes, *more = formula(op)  # a recurrent op also gives its traffic and working set
-    except (ValueError, KeyError, IndexError, TypeError) as exc:
-        return OpCost(kind, None, None, f"{op.target}: {exc}")
-    if kind == "view" and nbytes:  # a reshape that copies (its input is not contiguous)
-        kind = "copy"
-    return OpCost(kind, flops, nbytes, formula.__name__, *more)
-
-
-def costs_of(graph: OpGraph) -> list[OpCost]:
-    return [cost_of(op) for op in graph.ops]

@@ -207,9 +207,9 @@ def recurrent(op: OpNode) -> tuple[float, float, float, float]:
     step reads the layer's recurrent weights (G*H x H per direction) again: a layer moves its
     input weights once and its recurrent weights once per step, besides the inputs and outputs.
     The working set is one layer's recurrent weights (all directions). At batch 1 a 2-layer LSTM
-    of hidden 512 over 64 steps (input 128) moves 542 MB where its compulsory bytes are 13.2 MiB;
-    with s8 weights (ONNX Runtime's dynamic quantization) it ran 3.28x faster on a 2-core Zen 4
-    VM (BENCHMARKS.md, tuning run 27): bound by those reads, not by its FLOPs."""
+    of hidden 512 over 64 steps (input 128) moves 542 MB where its compulsory bytes are 13.2 MiB:
+    bound by those reads, not by its FLOPs, which is why s8 weights (ONNX Runtime's dynamic
+    quantization) speed it far more than its FLOPs would say (BENCHMARKS.md, tuning run 27)."""
     cell = op.op
     x = op.tensor("input") or _first(op)
     params = [p for p in op.args.get("params", []) if isinstance(p, TensorMeta)]

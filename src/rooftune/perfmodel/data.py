@@ -3,10 +3,9 @@ seconds (NaN where the primitive does not apply, failed, or was not profiled), w
 each spec comes from (for splitting by network) and the layout transforms' times.
 
 Times are brought to the quiet machine. A campaign on a busy host keeps each row's fastest pass,
-but on such a host even that pass ran while the machine-speed probe (:mod:`rooftune.bench.canary`)
-read slow: on the Emerald Rapids VM, rows of a quiet campaign had their fastest pass at a median
-probe reading of 1.02x the platform's fastest, rows of two busy ones at 1.17x and 1.19x
-(BENCHMARKS.md, perfmodel Run 12). A row's time is divided by ``(probe / fastest probe) **``
+but on such a host even that pass runs while the machine-speed probe (:mod:`rooftune.bench.canary`)
+reads slow (BENCHMARKS.md, perfmodel Run 12, compares quiet and busy campaigns). A row's time is
+divided by ``(probe / fastest probe) **``
 :data:`PROBE_ELASTICITY`, the probe read at the pass whose time the row keeps, so that networks
 profiled in busy hours and in quiet ones are on one scale. The factor differs per kernel (a
 reading cannot stand for every kernel's slowdown), so the exponent is the one that predicted
@@ -27,12 +26,10 @@ from rooftune.primitives.spec import ConvSpec
 
 #: A row is steady when its second-fastest pass lies within this factor of its stored time.
 STEADY = 1.10
-#: A profiled time is divided by (probe reading / the platform's fastest) to this power. Chosen
-#: on the 10 networks of a 24-network store whose rows were measured on a quiet host, each held
-#: out in turn and scored as stored, training on the rest (11 networks profiled in busy hours
-#: among them) scaled with each exponent (the mlp, three seeds; `benchmarks/probe_scaling.py`):
-#: within +-10 % 69.1 % as stored, 77.4 % at 0.3, 79.6 % at 0.5, 79.0 % at 0.7, 70.6 % at 1
-#: (BENCHMARKS.md, perfmodel Run 12).
+#: A profiled time is divided by (probe reading / the platform's fastest) to this power: the
+#: exponent that best predicted quiet-measured held-out networks from a store with busy-hour rows
+#: among them. Fitted on one store; `benchmarks/probe_scaling.py` checks it (BENCHMARKS.md,
+#: perfmodel Run 12).
 PROBE_ELASTICITY = 0.5
 #: The platform's fastest probe reading is taken as this percentile of all its rows' readings
 #: (the least one could be a lucky outlier).

@@ -4,13 +4,11 @@ cache sizes, and how well the shape fills the blocks vectorized kernels work in 
 blocks of 16 fp32 lanes, output rows in blocks of 8 and 16, Winograd's 4x4 output tiles): a layer
 with 24 channels pays for 32. The channels are counted per group and in all (schema 3): a
 depthwise layer has one channel per group, but oneDNN blocks its groups' channels together, so a
-depthwise layer of 24 channels pays for 32 too (on the Emerald Rapids VM its NCHW time was 2.2x
-the pre-packed NHWC one in the median where the channels fill the blocks, 2.9-3.5x where they do
-not: BENCHMARKS.md, perfmodel Run 13). Schema 3 also says which path PyTorch's own convolution
-(the ``pytorch-default`` primitive) takes, :func:`torch_onednn`: a batch-1 1x1 layer of 80
-channels at 14x14 runs ATen's GEMM (there in 0.6x the time of pre-packed oneDNN, for 200 output
-channels), one of 112 channels runs oneDNN. Sizes and counts enter as log2 (times are roughly
-multiplicative in them)."""
+depthwise layer of 24 channels pays for 32 too (BENCHMARKS.md, perfmodel Run 13). Schema 3 also
+says which path PyTorch's own convolution (the ``pytorch-default`` primitive) takes,
+:func:`torch_onednn`: a batch-1 1x1 layer of 80 channels at 14x14 runs ATen's GEMM, one of 112
+channels runs oneDNN, and the two paths differ in time. Sizes and counts enter as log2 (times are
+roughly multiplicative in them)."""
 
 from __future__ import annotations
 

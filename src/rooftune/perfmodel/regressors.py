@@ -7,10 +7,9 @@ self, learned attributes end in ``_``, ``predict`` refuses before ``fit``, ``get
 ``estimator`` is ``gbr`` (gradient boosting, one per primitive), ``rf`` (random forest, one per
 primitive) or ``mlp`` (a PyTorch MLP with a trunk shared by all primitives and one output head per
 primitive: what the transfer learning fine-tunes). The mlp is ``n_nets`` such nets (default 5),
-trained alike from different initial weights, their log predictions averaged: on 18 networks,
-each held out in turn, five nets predicted the fastest primitive for 85.0 % of layers where one
-net did for 81.7-84.9 % depending on its seed, and 73.1 % of times within +-10 % against
-69.2-71.0 % (BENCHMARKS.md, perfmodel Run 11).
+trained alike from different initial weights, their log predictions averaged: an ensemble
+predicts held-out networks better than any one of its nets and does not depend on a seed
+(``benchmarks/perfmodel_eval.py``; BENCHMARKS.md, perfmodel Run 11).
 
 ``target`` is what each estimator learns: ``time`` (log seconds) or ``per_flop`` (log seconds per
 FLOP of the spec; the prediction adds log FLOPs back). A tree predicts a constant per leaf: learning
@@ -27,10 +26,9 @@ from the spec's features. Small convolutions come out at their fixed cost and la
 FLOPs over a learned throughput, so a layer larger or smaller than any seen in training is
 predicted from the part that dominates it. The features are clamped to the training range when
 predicting (the throughput of a layer larger than any seen is that of the largest seen; its FLOPs
-still count in full). Trained on 18 networks it beat the mlp of log time on held-out networks
-with every seed tried (top-1 82-83 % against 80-81 %, mean regret 0.8-1.0 % against 1.2-5.6 %,
-worst 35-48 % against 105-1733 %) and in fine-tuning to a new platform (BENCHMARKS.md, perfmodel
-Run 10), so it is the mlp's default target.
+still count in full). It predicts held-out networks better than the mlp of log time, above all
+in the worst case, and fine-tunes better to a new platform (``benchmarks/perfmodel_eval.py``;
+BENCHMARKS.md, perfmodel Run 10), so it is the mlp's default target.
 """
 
 from __future__ import annotations

@@ -65,10 +65,8 @@ def choose_samples(specs: Sequence[ConvSpec], k: int, sampler: str = "cluster", 
     the specs into ``k`` clusters in the standardized space of schema 1's features (sizes and
     shapes: the block-fill columns, bounded and many-valued, would split on odd channel counts
     instead; BENCHMARKS.md, perfmodel Run 7) and the spec nearest each cluster's centre is taken,
-    so the samples are typical specs spread over the range. On the Zen 4 store of 39 networks,
-    transferred from the two other platforms' bases (seeds 0-4), it gave 60.9 / 64.9 / 71.9 %
-    within +-10 % at k = 10 / 25 / 50 against 53.6 / 62.2 / 68.8 % for ``random`` and
-    39.2 / 54.0 / 61.4 % for the farthest-point (k-center) choice it replaced, which took the
+    so the samples are typical specs spread over the range: it transfers better than ``random``
+    at every k tried, and better than a farthest-point (k-center) choice, which takes the
     outliers (BENCHMARKS.md, perfmodel Run 22)."""
     if sampler not in SAMPLERS:
         raise InvalidArgument("sampler", sampler, f"allowed {', '.join(SAMPLERS)}")
@@ -453,13 +451,9 @@ def stack_weights(bases: Sequence[PerfModel], X: Any, Y: np.ndarray, primitives:
     each member fitted on all folds of the samples but one predicts that one, and the non-negative
     least-squares combination of those out-of-fold log times that best matches the measured ones
     gives the weights (summing to 1). A base near the new platform then carries the ensemble
-    instead of being averaged with far ones: on the AVX2 variant of a Zen 4 VM, with the Zen 4
-    base among three, k = 50, within +-10 % went from 74.8 / 75.9 % (equal weights) to 82.3 / 81.9 %
-    (active / random sampler, seeds 0-2); on the Zen 4 VM itself, with no near base, it stayed near
-    where equal weights had it (68.0 / 72.5 % against 67.8 / 73.5 %; BENCHMARKS.md, perfmodel Run
-    17). With the shifted bases among the members (Run 18), a near base's median shift can
-    outweigh its retrained heads: the Zen 4 VM with its own kind's base, k = 25 / 50 (active
-    sampler), 76.6 / 83.3 % -> 82.9 / 86.0 %; with no near base, 60.8 / 66.1 % -> 58.2 / 65.2 %.
+    instead of being averaged with far ones; with no near base the weights stay near equal
+    (BENCHMARKS.md, perfmodel Run 17). With the shifted bases among the members, a near base's
+    median shift can outweigh its retrained heads (perfmodel Run 18).
     ``weights``: each sample's (:func:`sample_weights`), in the members' fits and in the least squares.
     None (equal weights) for fewer than two members or fewer samples than folds."""
     from scipy.optimize import nnls

@@ -63,7 +63,7 @@ class CampaignResult:
     #: The hypervisor's share of the CPU time during the campaign (None where not known).
     steal_share: float | None = None
     #: The probe's stored readings (every pass of every ok row) against the fastest one: their
-    #: median and the share within QUIET (None without readings). A host that slows the VM
+    #: median and the share within QUIET (None without readings). A host that slows the machine
     #: without steal time (another tenant on its cores, caches or memory) shows here.
     probe_median: float | None = None
     probe_quiet_share: float | None = None
@@ -88,13 +88,12 @@ def _row(spec: ConvSpec, name: str, threads: int, status: str, sources: Sequence
 
 
 #: A campaign times every row in this many passes over all its specs and keeps the fastest pass's
-#: median. The hosts these campaigns run on are shared: a measurement can land in a stretch where
-#: another tenant holds a core (a tiny convolution then reads ~8 ms instead of 0.1 ms, with a tight
-#: IQR), and such stretches last seconds to minutes, so that two measurements of one row taken back
-#: to back are slowed together. Passes over the whole campaign put a full pass between two
-#: measurements of a row. Measured on resnet50 + mobilenet_v2 (BENCHMARKS.md): the fastest of 3
-#: passes agreed within 5 % with that of 3 other passes on 92 % of rows; of 2, on 86 %; one pass
-#: against another, 64 %.
+#: median. On a shared host a measurement can land in a stretch where another tenant holds a core
+#: (a tiny convolution then reads many times its time, with a tight IQR), and such stretches last
+#: seconds to minutes, so that two measurements of one row taken back to back are slowed together.
+#: Passes over the whole campaign put a full pass between two measurements of a row; three is where
+#: the fastest pass of one campaign agrees with another's on nearly every row
+#: (``benchmarks/profile_passes.py`` checks it; BENCHMARKS.md).
 PROFILE_PASSES = 3
 MAX_PASSES = 10
 #: After the fixed passes, a row is confirmed when a pass timed while the probe read quiet has a
@@ -107,10 +106,9 @@ CONFIRM = 1.03
 EXTRA_PASSES = 3
 #: Longest wait for a quiet stretch before one spec of a confirmation pass; the waits of a campaign
 #: together take at most QUIET_WAIT_SHARE of the time its fixed passes took (of the budget left, in
-#: a run that resumes after its fixed passes). Slow stretches were
-#: measured lasting 5-40 s on a shared VM; with 15 s and half the fixed passes' time, two
-#: campaigns on a host that was rarely quiet waited 119 s and 174 s, the budget of two of their
-#: three confirmation passes (BENCHMARKS.md, profiling run 6).
+#: a run that resumes after its fixed passes). Slow stretches on a shared host last seconds to tens
+#: of seconds; the caps keep a host that is rarely quiet from spending the confirmation passes'
+#: budget on waiting (BENCHMARKS.md, profiling throughput).
 QUIET_WAIT_S = 10.0
 QUIET_WAIT_SHARE = 0.25
 #: Passes further apart than this (slowest / fastest median) are noted on the row.

@@ -33,7 +33,7 @@ from rooftune.profiling.work import REASON_CHARS, Outcome
 
 WORKER_MODULE = "rooftune.profiling._worker"
 #: Longest wait for a fresh worker's first answer: the interpreter, torch and the primitives'
-#: libraries import in 1-5 s on a loaded two-core VM; the margin covers a slow disk's first import.
+#: libraries import in seconds on a loaded small machine; the margin covers a slow disk's first import.
 WORKER_START_S = 120.0
 #: Longest a primitive's preparation may take: weight packing, an ONNX Runtime session, int8
 #: calibration, and the fp64 reference the spec's first supported primitive computes (tens of

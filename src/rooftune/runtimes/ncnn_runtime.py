@@ -3,16 +3,12 @@
 ncnn picks a convolution kernel per layer at load: Winograd F(6x6,3x3), F(4x4,3x3) or F(2x2,3x3)
 for 3x3 stride-1 layers where its rules say so, packed GEMM (im2col or 1x1) elsewhere, in its
 blocked (packed) layout, where the ONNX-graph form (:mod:`rooftune.runtimes.winograd_onnx`) pays
-for whole tensors of tiles in memory. On a 2-core Zen 4 VM, 2 threads, batch 1, fp32, in the
-study's interleaved comparisons of separate processes: vgg16 72.9 ms, 2.05x as fast as ONNX
-Runtime's default (whose best with the ONNX-graph Winograd read 120.5 ms in an earlier suite);
-googlenet 1.17x as fast as ONNX Runtime's default (BENCHMARKS.md). With Winograd off, vgg16 ran
-2.4x slower. Its times moved with the host more than ONNX Runtime's: resnet50 read 35-38 ms in
-most processes and 49-51 ms in others, for stretches of a process's life. ncnn splits each
-layer's work evenly between its threads and waits for the slower: when the host slows one vCPU
-its two threads run as fast as one (googlenet 22.0 ms against 12.6, one thread 23.6 ms), where
-ONNX Runtime's pool, handing out smaller pieces, loses a fifth (15.1 -> 18.6 ms), measured
-alternating in one process (benchmarks/ncnn_stretches.py, BENCHMARKS.md).
+for whole tensors of tiles in memory: it is the strong runtime for networks of 3x3 stride-1
+convolutions (the guideline's NCNN_MIN_SHARE; figures in BENCHMARKS.md, the tuning suite). Its
+times move with the host more than ONNX Runtime's: ncnn splits each layer's work evenly between
+its threads and waits for the slowest, so when the host slows one core its threads run as fast
+as one, where ONNX Runtime's pool, handing out smaller pieces, loses less
+(``benchmarks/ncnn_stretches.py`` measures both, alternating in one process).
 
 ``conv=winograd`` (ncnn's default) lets ncnn use its Winograd kernels, ``conv=direct`` forbids
 them. ncnn runs one sample per inference (its tensors have no batch dimension): batch 1 only.

@@ -1,9 +1,8 @@
 """OpenVINO on the CPU plugin: the model converted with ``openvino.convert_model`` from the PyTorch
 module (``source=pytorch``, what OpenVINO documents for PyTorch users and the ``openvino-latency``
 baseline) or read from the model's ONNX export (``source=onnx``: the same file ONNX Runtime runs).
-The two graphs are not the same to OpenVINO's CPU plugin: from ONNX, 2-core Emerald Rapids,
-batch 1, fp32, interleaved in one process, mobilenet_v2 ran 1.08-1.10x, googlenet 1.12x,
-squeezenet1_0 1.07x, inception_v3 1.03x as fast, resnet50 and vgg16 the same (BENCHMARKS.md)."""
+The two graphs are not the same to OpenVINO's CPU plugin: some networks run faster from the ONNX
+file, others the same (BENCHMARKS.md has the figures), so both are measured."""
 
 from __future__ import annotations
 

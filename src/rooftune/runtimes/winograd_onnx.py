@@ -15,15 +15,14 @@ convolution becomes standard ONNX operators that ONNX Runtime already runs well:
   4x4 output tiles back into the feature map; the bias is one Add.
 
 Whether this beats the direct convolution depends on the layer (channels, spatial size) and the
-machine: on a 2-core Zen 4 VM, 2 threads, 1.2-1.9x on 128-512 channel layers at 14-112 pixels,
-slower on 64-channel ones. So :func:`choose` measures each candidate layer both ways, interleaved,
+machine (wide layers tend to gain, narrow ones to lose). So :func:`choose` measures each
+candidate layer both ways, interleaved,
 and only the layers that are faster by the margin are rewritten; the whole network is then timed
 with and without them (:func:`network_speedup`), and the rewrite is kept only where the network
-is faster with its whole interval; the model is verified and timed as any other configuration is. OpenVINO reading the file ONNX Runtime's measurements
-chose ran vgg16 1.30x as fast but googlenet and inception_v3 8-17 % slower (its direct
-convolutions are faster than ONNX Runtime's on the small layers), so OpenVINO's layers are
-measured with OpenVINO (:func:`ov_session_factory`): on the same VM it took one layer each of
-googlenet (1.11x) and inception_v3 (1.14x), and none of resnet50 (BENCHMARKS.md).
+is faster with its whole interval; the model is verified and timed as any other configuration is.
+OpenVINO's direct convolutions are faster than ONNX Runtime's on small layers, so the layers
+ONNX Runtime's measurements choose are the wrong ones for OpenVINO: OpenVINO's layers are
+measured with OpenVINO (:func:`ov_session_factory`; BENCHMARKS.md has the figures).
 """
 
 from __future__ import annotations
@@ -364,10 +363,8 @@ def network_speedup(direct: Any, rewritten: Any, session: Callable[[bytes], Any]
     ``direct``, with the 95 % interval, both built by ``session`` and fed the same random inputs
     (shapes and dtypes from the graph; a dimension without a value reads 1), interleaved by the
     harness. The layers were chosen one at a time between 1x1 neighbours; inside the network
-    their neighbours, caches and memory traffic are others: on the Zen 4 VM six of resnet18's
-    thirteen layers measured faster so, and its guideline with them read 1.22x the best's time
-    where ONNX Runtime's default, the same but the rewrite, read 1.00x; all thirteen rewritten
-    ran the network 0.84x as fast (BENCHMARKS.md)."""
+    their neighbours, caches and memory traffic are others, and layers each faster alone can
+    make the network slower together (BENCHMARKS.md has such a case), so the network decides."""
     from onnx import helper
 
     if compare is None:

@@ -4,11 +4,9 @@ own, and the fast algorithms (Winograd, FFT), whose profiled times the selection
 Every primitive but two runs its threads on the OpenMP pool that ATen, oneDNN and MKL share;
 NNPACK runs on its own pthreadpool and ONNX Runtime's MLAS on its own pool. Profiled alone, such a
 primitive never meets OpenMP; inside a network it starts while OpenMP's workers still spin after
-the layer before (libgomp's default wait policy) and the two pools contend for the cores. On a
-2-core Zen 4 VM, NNPACK's 3x3 layer of resnet50's first stage took 0.78 ms profiled alone and
-ran 0.95-1.9x as long as oneDNN's right after a oneDNN layer, from one measurement to the next
-in the same process; resnet50 with three NNPACK layers ran 1.04-1.10x slower than with oneDNN on
-them, and with OMP_WAIT_POLICY=passive the difference vanished (BENCHMARKS.md, perfmodel Run 16).
+the layer before (libgomp's default wait policy) and the two pools contend for the cores: the
+layer then takes longer than profiled, by a factor that varies from one call to the next, and
+with OMP_WAIT_POLICY=passive the contention goes (BENCHMARKS.md, perfmodel Run 16).
 
 A cost per layer measured on one layer swings too much to be added to a table. So the decision is
 taken where it shows: when a selection puts layers in such a group, the same network solved
@@ -17,16 +15,12 @@ end to end. The group stays only if it made the network faster with the whole in
 decision holds for every table of that network (the predicted one, the best uniform's, the
 oracle's).
 
-Winograd and FFT form one group (:data:`FAST_ALGORITHMS`). On the Zen 4 VM Winograd's profiled
-rows repeat the least of all primitives: a third of Winograd F(4x4)'s rows had a second pass
-more than 10 % slower than their fastest, which the row keeps, against 4 % of pre-packed
-oneDNN's, and one layer's time moved by 1.5x from one process to the next where oneDNN's moved
-by 1.1x. On the layers of four networks no base model was trained on, the shipped base predicted
-Winograd 9-12 % too fast in the median (on its three layers there) and every other primitive
-within 5 %; it put Winograd F(4x4) on those three layers of wide_resnet50_2, and that network
-ran 0.943x as fast as without them. Their weights read from memory are not the cause: with the
-caches evicted before every call, Winograd F(4x4) stood 1.04x better against pre-packed oneDNN
-than warm, in the geometric mean of eight layers (BENCHMARKS.md, perfmodel Runs 20 and 21).
+Winograd and FFT form one group (:data:`FAST_ALGORITHMS`): their profiled rows repeat the least
+of all primitives (a row's passes and a layer's time from one process to the next differ more
+than oneDNN's), and the shipped base models predict them too fast more often than the others, so
+a network can run slower with them than its table says. Their weights read from memory are not
+the cause (a cold-cache profile ranks them as a warm one does). BENCHMARKS.md, perfmodel Runs 20
+and 21, has the figures.
 """
 
 from __future__ import annotations

@@ -1,16 +1,19 @@
-"""How long selecting takes: the seconds to choose a primitive for every convolution of a network
-with a performance model, the figure `rooftune train --eval` reports beside the model's accuracy."""
+"""How long selecting takes with a performance model: features, predictions and the solve, timed
+(the figure `rooftune evaluate` reports beside the model's accuracy)."""
 
 from __future__ import annotations
 
 import time
 from typing import Any
 
+from rooftune.selection.graph import conv_graph
+from rooftune.selection.solve import candidate_primitives, layout_aware
+from rooftune.selection.tables import predicted_table
+
 
 def select_time(model: Any, name: str = "resnet50", batch: int = 1) -> dict[str, Any]:
     """Seconds to select a primitive for every convolution of ``name`` with ``model``: features,
     predictions and the layout-aware solve (the graph is read once, outside the timing)."""
-    from rooftune.selection import candidate_primitives, conv_graph, layout_aware, predicted_table
     from rooftune.workload import load_workload
 
     wl = load_workload(name, batch=batch, check=False)

@@ -85,14 +85,13 @@ def winograd_share(graph: OpGraph, costs: Sequence[OpCost] | None = None) -> flo
 #: The guideline asks for Winograd (ONNX Runtime, fp32) when at least this share of the FLOPs is
 #: in eligible 3x3 convolutions: each layer is then measured both ways before the model runs
 #: (about a second per distinct layer shape), and only those faster by Winograd are rewritten.
-#: The threshold is a chosen cost gate, not a measured optimum. 2-core Zen 4 VM, batch 1, ONNX
-#: Runtime: vgg16 (99 % eligible) 1.33x as fast with the layers chosen so; resnet50 and
-#: inception_v3 (37 %, 36 %) within 1 %, googlenet (67 %) 1.02x (BENCHMARKS.md).
+#: The threshold is a cost gate (below it the per-layer measurements cost more than they can
+#: win), not a measured optimum; ``benchmarks/tune_suite.py`` checks the rewrite (BENCHMARKS.md).
 WINOGRAD_MIN_SHARE = 0.25
-#: The share of the FLOPs in such convolutions from which the guideline runs ncnn (see guideline):
-#: only vgg16-like nets (99 %) kept ncnn's lead on both machines measured; googlenet (67 %),
-#: resnet18 (83 %) and resnet34 (92 %) lost 1.1-1.2x on the Zen 5 VM, googlenet 1.1-1.7x in the
-#: Zen 4 VM's slow stretches.
+#: The share of the FLOPs in such convolutions from which the guideline runs ncnn (see guideline).
+#: A heuristic fitted on a few machines: only networks nearly all 3x3 stride-1 convolutions
+#: (vgg16-like) kept ncnn's lead on every one; ``benchmarks/tune_suite.py`` and
+#: ``benchmarks/ncnn_stretches.py`` check it (BENCHMARKS.md).
 NCNN_MIN_SHARE = 0.95
 
 #: Batch the throughput guideline runs when the user fixes none: large enough to fill the GEMMs'
@@ -113,8 +112,8 @@ def guideline(platform: Platform, graph: OpGraph, available: dict[str, Any], *, 
     if objective == "throughput":
         instances = max(1, cores // CORES_PER_INSTANCE) if cores > CORES_PER_INSTANCE else cores
         cores = max(1, cores // instances)
-    # Wang et al.'s inter-op pools, only where each pool keeps MIN_INTRA threads: on 2 cores, two
-    # 1-thread pools ran inception_v3 (width 2.3) at 53.3 ms against 28.6 ms for one 2-thread pool.
+    # Wang et al.'s inter-op pools, only where each pool keeps MIN_INTRA threads: pools of one or
+    # two threads each leave every operator too few cores and run the network slower than one pool.
     pools = max(1, min(cores // MIN_INTRA, round(width))) if graph.capture == "torch.export" else 1
     intra = max(1, cores // pools)
     from rooftune.costs import costs_of
@@ -125,32 +124,19 @@ def guideline(platform: Platform, graph: OpGraph, available: dict[str, Any], *, 
     if objective == "throughput":
         why.append(f"throughput: {instances} instance(s) of {cores} core(s), batch {batch or THROUGHPUT_BATCH}")
     why.append(f"average width {width:.2f} heavy ops per level -> {pools} inter-op pool(s) x {intra} intra-op threads")
-    # Graph runtimes fold batch norm and fuse elementwise ops, which the analysis shows are a large
-    # share of a model's time at batch 1. Measured on a 2-core Zen 5 (fp32, batch 1, 2 threads):
-    # ONNX Runtime 21.9 / 2.8 / 4.2 ms, OpenVINO f32 21.9 / 3.0 / 4.7 ms and eager 47.6 / 14.2 / 10.0 ms
-    # on resnet50 / mobilenet_v2 / a 2-layer LSTM: ONNX Runtime first, OpenVINO next - except where
-    # 3-D convolutions carry the work: ONNX Runtime's CPU provider has blocked (NCHWc) kernels for
-    # 2-D convolutions only and runs 3-D ones as im2col + GEMM, OpenVINO has direct 3-D kernels
-    # (2-core Emerald Rapids, batch 1: ONNX Runtime 1.49-1.71x slower than OpenVINO's defaults on
-    # r3d_18, mc3_18, r2plus1d_18; BENCHMARKS.md).
-    # Where matrix products carry the work (transformers, convnext's MLPs), OpenVINO reading the
-    # ONNX export beat ONNX Runtime's guideline configuration at batch 1 on every such model
-    # measured on a 2-core Zen 4 VM: transformer-encoder 1.18x, vit_b_32 1.08x, convnext_tiny
-    # 1.08x, swin_t 1.21x, maxvit_t (63 % of its FLOPs in products) 1.64x (resnet50: 1.02x); per
-    # sample at batch 8 in two instances 1.04-1.08x (BENCHMARKS.md).
-    # ncnn's Winograd kernels (F(6x6,3x3) and smaller) where 3x3 stride-1 convolutions carry
-    # nearly all the FLOPs: on a 2-core Zen 4 VM at batch 1, interleaved in separate processes,
-    # vgg16 (99 % of its FLOPs in them) ran 2.05x as fast as the best of ONNX Runtime's and
-    # OpenVINO's defaults, on a 2-core Zen 5 VM 1.48x. Below that its lead did not hold on both
-    # machines: googlenet (67 %) 1.17x as fast on the Zen 4 VM in its fast stretches and 1.1-1.7x
-    # slower in its slow ones (ncnn splits each layer evenly between its threads and waits for
-    # the slower, so when the host slows one vCPU its two threads run as fast as one, 22.0 ms
-    # against 12.6; ONNX Runtime's pool, handing out smaller pieces, went 15.1 -> 18.6 ms,
-    # benchmarks/ncnn_stretches.py); on the Zen 5 VM googlenet 1.19x, resnet18 (83 %) 1.21x and
-    # resnet34 (92 %) 1.12x slower, steadily; resnet50 (37 %) and squeezenet1_0 (54 %) unsteady
-    # either way on the Zen 4 VM (BENCHMARKS.md). Neither the FLOP/byte balance nor AVX-512 told
-    # the two machines apart. Below the line the guideline keeps the graph runtime and measures
-    # ncnn as a seed beside it (runtime_seeds); above it, the other way round. ncnn runs batch 1 only.
+    # The runtime follows from where the FLOPs are (each rule is a heuristic fitted on a few
+    # machines; benchmarks/tune_suite.py checks the guideline against the baselines, BENCHMARKS.md):
+    # - graph runtimes fold batch norm and fuse elementwise ops, a large share of a model's time at
+    #   batch 1: ONNX Runtime first, OpenVINO next;
+    # - 3-D convolutions: ONNX Runtime's CPU provider has blocked (NCHWc) kernels for 2-D
+    #   convolutions only and runs 3-D ones as im2col + GEMM, OpenVINO has direct 3-D kernels;
+    # - matrix products (transformers, convnext's MLPs): OpenVINO reading the ONNX export;
+    # - 3x3 stride-1 convolutions carrying nearly all the FLOPs: ncnn's Winograd kernels
+    #   (F(6x6,3x3) and smaller). ncnn splits each layer evenly between its threads and waits for
+    #   the slowest, so its lead shrinks where the host slows one core
+    #   (benchmarks/ncnn_stretches.py); below NCNN_MIN_SHARE the guideline keeps the graph runtime
+    #   and measures ncnn as a seed beside it (runtime_seeds), above it the other way round. ncnn
+    #   runs batch 1 only.
     share3d = conv3d_share(graph, costs)
     products = product_share(costs)
     wino = winograd_share(graph, costs)
@@ -166,13 +152,12 @@ def guideline(platform: Platform, graph: OpGraph, available: dict[str, Any], *, 
             RunConfig(runtime="openvino", runtime_options={"source": "onnx"})) is None:
         runtime, options = "openvino", {"hint": hint, "streams": 1, "source": "onnx"}
         why.append(f"OpenVINO reading the ONNX export: matrix products carry {products:.0%} of the FLOPs "
-                   "(it ran such models 1.08-1.64x as fast as ONNX Runtime)")
+                   "(more than half: OpenVINO's kernels for them; ONNX Runtime's default is measured among the baselines)")
     elif wino >= NCNN_MIN_SHARE and nc is not None and nc.unsupported(RunConfig(runtime="ncnn", batch=batch)) is None:
         runtime, options = "ncnn", {"conv": "winograd"}
         pools, intra = 1, cores  # one network, its threads over every core: ncnn has no inter-op pools
         why.append(f"ncnn with its Winograd kernels: {wino:.0%} of the FLOPs are in 3x3 stride-1 convolutions "
-                   "(at batch 1 vgg16, 99 %, ran 2.05x as fast as ONNX Runtime and OpenVINO on a 2-core Zen 4 VM "
-                   "and 1.48x on a Zen 5 VM; the graph runtime's guideline is measured beside it)")
+                   f"(at least {NCNN_MIN_SHARE:.0%}; the graph runtime's guideline is measured beside it)")
     elif "onnxruntime" in available:
         runtime, options = "onnxruntime", {"execution_mode": "parallel" if pools > 1 else "sequential",
                                            "graph_optimization": "all", "spinning": True}
@@ -195,8 +180,8 @@ def guideline(platform: Platform, graph: OpGraph, available: dict[str, Any], *, 
         layout = "channels_last" if convolutional else "contiguous"
         why.append("OpenMP threads bound one per core" + (", channels_last for the convolutions" if convolutional else ""))
     # Allocator: glibc. Graph runtimes plan their buffers in their own arenas, and a preloaded
-    # allocator is a measured choice, not a rule: the search tries jemalloc and tcmalloc (on a
-    # 2-core Zen 5, ONNX Runtime with jemalloc ran resnet50 1.7x slower than with glibc).
+    # allocator can as well slow a runtime as speed it: it is a measured choice, not a rule, so
+    # the search tries jemalloc and tcmalloc.
     allocator = "glibc"
     cfg = RunConfig(runtime=runtime, intra_threads=intra, inter_threads=pools, memory_format=layout,
                     allocator=allocator, omp=omp, runtime_options=options, name="guideline",
@@ -231,9 +216,9 @@ def runtime_seeds(platform: Platform, graph: OpGraph, available: dict[str, Any],
 
 
 #: Runtimes whose own quantizer the reduced-precision seeds use, in the guideline's order of
-#: preference (measured on a 2-core Zen 5, int8, batch 1: resnet50 ONNX Runtime 7.2 ms, OpenVINO
-#: 6.1 ms, PT2E eager 9.8 ms, PT2E + inductor 8.6 ms against 20-22 ms fp32; OpenVINO's NNCF int8
-#: failed the guard on mobilenet_v2 where ONNX Runtime's passed, so both are tried).
+#: preference (a heuristic from the tuning suite's int8 runs in BENCHMARKS.md, where both ran
+#: faster than PyTorch's PT2E paths); either quantizer can fail the output guard on a model where
+#: the other passes, so both are tried.
 SEED_RUNTIMES = ("onnxruntime", "openvino")
 
 
@@ -261,12 +246,11 @@ def precision_seeds(guide: RunConfig, available: dict[str, Any], precisions: Any
 
 def source_seeds(guide: RunConfig, available: dict[str, Any], objective: str = "latency") -> list[RunConfig]:
     """The guideline's threads on OpenVINO reading the ONNX export (fp32), evaluated before the
-    search: the OpenVINO baseline converts the PyTorch module, and the same network read from its
-    ONNX file ran up to 1.12x as fast (see the OpenVINO runtime), a choice a short search could
-    otherwise miss. Where the guideline asks for Winograd, so does the seed (OpenVINO measures
-    which layers take it: googlenet and inception_v3 ran 1.03-1.04x as fast so on a Zen 4 VM, and
-    a model none of whose layers takes it runs its direct graph). No seed where OpenVINO cannot
-    read ONNX here (the onnx package missing)."""
+    search: the OpenVINO baseline converts the PyTorch module, and OpenVINO's CPU plugin can run
+    the same network read from its ONNX file faster (see the OpenVINO runtime), a choice a short
+    search could otherwise miss. Where the guideline asks for Winograd, so does the seed (OpenVINO
+    measures which layers take it; a model none of whose layers takes it runs its direct graph).
+    No seed where OpenVINO cannot read ONNX here (the onnx package missing)."""
     from dataclasses import replace
 
     ov = available.get("openvino")

@@ -42,8 +42,8 @@ class TrialFailed(MeasurementError):
 
 def _wait_stopped(pid: int, timeout_s: float = 0.5) -> None:
     """Wait until every thread of the process ``pid`` is stopped (SIGSTOP is delivered
-    asynchronously, thread by thread: on a busy host a worker was seen still running right after
-    it was sent), reading /proc/PID/task/*/stat; returns at once where there is no /proc, and after
+    asynchronously, thread by thread: on a busy host a worker can still run right after it is
+    sent), reading /proc/PID/task/*/stat; returns at once where there is no /proc, and after
     ``timeout_s`` at most."""
     deadline = time.perf_counter() + timeout_s
     while time.perf_counter() < deadline:
