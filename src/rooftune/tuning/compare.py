@@ -42,7 +42,7 @@ MAX_PROCESS_PAIRS = 4
 #: past the study's budget: a quarter of COMPARE_POLICY's, where a model of 150 ms still gets
 #: about a dozen pairs of samples.
 LATE_BUDGET_S = 2.0
-#: Seconds a final comparison's pair adds to a lone trial's start. None: the two processes
+#: Seconds a final comparison's pair adds to a lone trial's start. Zero: the two processes
 #: starting side by side cost about what a pair's processes save by running the prepared artifact
 #: instead of building the model (benchmarks/final_pair_cost.py checks it; BENCHMARKS.md).
 CACHED_START_S = 0.0
@@ -56,16 +56,16 @@ def against_baselines(best: TrialResult, base: dict[str, TrialResult], setup: Se
     """The best re-measured interleaved against every baseline, fastest baseline first; returns
     the best (perhaps a baseline) and each baseline's comparison, in ``base``'s order.
 
-    A baseline that measured faster than the best, by the medians of the comparison, becomes
-    the best (a user never gets a slower configuration than one they could have picked by
-    hand), once per baseline at most; the baselines already compared with the one it replaces
-    are compared again with it. Where the interval still holds 1, the search's configuration is
-    not measurably faster either, and the configuration the user could have picked needs no
-    tuning to reproduce. Two baselines that are the same configuration are compared once. Where a comparison over
-    ``pairs`` pairs of processes and the rest over one each would not fit before ``deadline``
+    A baseline that measured faster than the best, by the medians of the comparison, becomes the
+    best (a user never gets a slower configuration than one they could have picked by hand), once
+    per baseline at most; the baselines already compared with the one it replaces are compared again
+    with it. Where the interval still holds 1, the search's configuration is not measurably faster
+    either, and the configuration the user could have picked needs no tuning to reproduce. Two
+    baselines that are the same configuration are compared once. Where a comparison over ``pairs``
+    pairs of processes and the rest over one each would not fit before ``deadline``
     (``perf_counter`` seconds; ``cost(pairs)`` seconds a comparison), it is spread over one pair
-    instead, with a note; ``cost`` counts the comparisons' seconds as they run. ``comparisons`` pools
-    a comparison with earlier ones of the same two configurations (:class:`Comparisons`);
+    instead, with a note; ``cost`` counts the comparisons' seconds as they run. ``comparisons``
+    pools a comparison with earlier ones of the same two configurations (:class:`Comparisons`);
     ``promoted`` names the baselines handed back already, and is added to.
     """
     comparisons = comparisons if comparisons is not None else Comparisons(setup, objective, policy)
@@ -293,14 +293,14 @@ def summary(groups_a: list[list[float]], groups_b: list[list[float]], objective:
 
 
 class Comparisons:
-    """The interleaved comparisons of one study's last phase. Two configurations compared again
-    pool their pairs of processes with the earlier comparisons': one process can run up to a
-    quarter slower than the next for its whole life, and a comparison over one or two pairs can
-    land on the slow side of it: reported apart, two comparisons of the same configurations can
-    each exclude the other's ratio, and a best handed on by one is contradicted by the next. The
-    pooled figure counts every pair of processes
-    once and states how many came from earlier comparisons (``earlier_process_pairs``);
-    ``process_pairs`` counts those run this time, ``pairs_run`` all this object ran."""
+    """The interleaved comparisons of one study's last phase. Two configurations compared again pool
+    their pairs of processes with the earlier comparisons': one process can run up to a quarter
+    slower than the next for its whole life, and a comparison over one or two pairs can land on the
+    slow side of it: reported apart, two comparisons of the same configurations can each exclude the
+    other's ratio, and a best handed on by one is contradicted by the next. The pooled figure counts
+    every pair of processes once and states how many came from earlier comparisons
+    (``earlier_process_pairs``); ``process_pairs`` counts those run this time, ``pairs_run`` all
+    this object ran."""
 
     def __init__(self, setup: Setup, objective: str, policy: Policy, *, deadline: float | None = None,
                  cost: FinalCost | None = None) -> None:

@@ -101,7 +101,7 @@ from rooftune.tuning.space import (
 )
 from rooftune.tuning.trial import PREPARE_TIMEOUT_S, TrialFailed
 
-#: Default budget of a whole study (the issue's suite allows 5 minutes per model).
+#: Default budget of a whole study, in seconds (what benchmarks/tune_suite.py gives each model).
 DEFAULT_BUDGET_S = 240.0
 #: Runners-up re-measured interleaved against the best before it is reported.
 RUNNERS_UP = 2
