@@ -312,7 +312,8 @@ def test_every_configuration_rooftune_makes_sets_an_allowed_environment(fake_pla
 
     from rooftune.runtimes import get_runtime
     from rooftune.tuning import baselines, guideline
-    from rooftune.tuning.study import _suggest, search_space
+    from rooftune.tuning.space import search_space
+    from rooftune.tuning.space import suggest as _suggest
     from rooftune.workload import OpGraph, OpNode, TensorMeta
 
     platform = replace(fake_platform, openmp={**(fake_platform.openmp or {}), "library": openmp})

@@ -82,7 +82,8 @@ def test_search_asks_only_what_the_chosen_runtime_uses(fake_platform: Platform) 
     import optuna
 
     from rooftune.runtimes import get_runtime
-    from rooftune.tuning.study import _suggest, search_space
+    from rooftune.tuning.space import search_space
+    from rooftune.tuning.space import suggest as _suggest
 
     available = {n: get_runtime(n) for n in ("eager", "onnxruntime", "openvino")}
     space = search_space(fake_platform, available, ["fp32"])

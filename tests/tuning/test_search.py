@@ -11,7 +11,8 @@ import pytest
 from rooftune.platform import Platform
 from rooftune.runtimes import get_runtime
 from rooftune.tuning import RunConfig
-from rooftune.tuning.study import NEIGHBOUR_ORDER, _suggest, known_trial, neighbours, run_key, search_space
+from rooftune.tuning.space import NEIGHBOUR_ORDER, known_trial, neighbours, run_key, search_space
+from rooftune.tuning.space import suggest as _suggest
 
 RUNTIMES = ("eager", "onnxruntime", "openvino", "ncnn", "compile")
 

@@ -882,7 +882,7 @@ def test_a_runtime_that_crashed_under_a_preloaded_allocator_is_not_run_under_it_
     import rooftune.tuning.study as study
     from rooftune.tuning.study import TrialResult
 
-    monkeypatch.setattr(study, "allocator_library", lambda name: f"/lib/{name}.so")
+    monkeypatch.setattr("rooftune.tuning.space.allocator_library", lambda name: f"/lib/{name}.so")
     ran: list[RunConfig] = []
 
     def fake_evaluate(cfg: RunConfig, setup, policy, prepare_timeout_s) -> TrialResult:  # noqa: ANN001
@@ -912,7 +912,7 @@ def test_a_runtime_that_crashed_under_a_preloaded_allocator_is_not_run_under_it_
     with Store(tmp_path / "c.db") as s:  # what was not run is not stored
         assert s.count("trials") == len(ran)
     # the out-of-memory killer's SIGKILL is one configuration's, not the pair's
-    from rooftune.tuning.study import _crashed_under_preload
+    from rooftune.tuning.skips import crashed_under_preload as _crashed_under_preload
 
     aborted, other, killed, silent, bus = (
         TrialResult(RunConfig(runtime="torchscript", allocator="tcmalloc"), False,
@@ -938,7 +938,8 @@ def test_a_model_openvinos_pytorch_frontend_cannot_convert_is_read_from_onnx(
     pytest.importorskip("openvino")
     pytest.importorskip("onnx")
     import rooftune.tuning.study as study
-    from rooftune.tuning.study import TrialResult, _frontend_refused
+    from rooftune.tuning.skips import frontend_refused as _frontend_refused
+    from rooftune.tuning.study import TrialResult
 
     ran: list[RunConfig] = []
     refusal = ("OpConversionFailure: No conversion rule found for operations: aten::_nested_tensor_from_mask, "
@@ -987,7 +988,8 @@ def test_int8_on_a_runtime_whose_quantizer_quantized_nothing_is_not_tried_again(
     if int8_missing("onnxruntime") or int8_missing("eager"):
         pytest.skip(int8_missing("onnxruntime") or int8_missing("eager"))
     import rooftune.tuning.study as study
-    from rooftune.tuning.study import TrialResult, _nothing_quantized
+    from rooftune.tuning.skips import nothing_quantized as _nothing_quantized
+    from rooftune.tuning.study import TrialResult
 
     ran: list[RunConfig] = []
     nothing = ("ValueError: int8: ONNX Runtime's static quantizer quantized no op of this model (its ops: GRU, "

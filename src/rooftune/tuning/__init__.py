@@ -2,23 +2,18 @@
 
 from __future__ import annotations
 
+from rooftune.tuning.arguments import OBJECTIVES, default_precisions, precisions_for
 from rooftune.tuning.config import RunConfig, allocator_library
 from rooftune.tuning.deploy import TunedModel, load_tuned
 from rooftune.tuning.guidelines import average_width, baselines, guideline
-from rooftune.tuning.study import (
-    OBJECTIVES,
-    TrialResult,
-    TuneResult,
-    default_precisions,
-    precisions_for,
-    save_config,
-    tune,
-)
+from rooftune.tuning.result import TrialResult, TuneResult, save_config
+from rooftune.tuning.study import Study, tune
 from rooftune.tuning.trial import TrialFailed, Worker
 
 __all__ = [
     "OBJECTIVES",
     "RunConfig",
+    "Study",
     "TrialFailed",
     "TrialResult",
     "TuneResult",

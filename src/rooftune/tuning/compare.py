@@ -17,10 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 from rooftune.bench import Policy, compare, stats
 from rooftune.tuning.config import RunConfig
+from rooftune.tuning.result import TrialResult, unsteady_ratios
 from rooftune.tuning.trial import TrialFailed, VirtualClock
 
 if TYPE_CHECKING:
-    from rooftune.tuning.study import Setup, TrialResult
+    from rooftune.tuning.setup import Setup
 
 #: Untimed calls before each timed one in the interleaved comparisons, after the worker resumes.
 RESUME_WARMUP_CALLS = 1
@@ -38,16 +39,12 @@ PAIR_START_S = 6.0
 #: Most pairs of processes an unsteady comparison is spread over with the budget's time left.
 MAX_PROCESS_PAIRS = 4
 #: The least sampling time (wall-clock seconds) a final comparison is cut to where it would end
-#: past the study's budget: a quarter of COMPARE_POLICY's, 140 pairs of samples of a 14 ms
-#: model, 13 of vgg16's 150 ms baseline.
+#: past the study's budget: a quarter of COMPARE_POLICY's, where a model of 150 ms still gets
+#: about a dozen pairs of samples.
 LATE_BUDGET_S = 2.0
-#: Seconds a final comparison's pair adds to a lone trial's start: the prepared artifact loaded
-#: from the cache and the two processes starting side by side. resnet50 on a 2-core VM, while
-#: every process built the model: trials started in 3.7-4.9 s apart from their preparation, pairs
-#: in 4.3-5.6 s (1.0 s was added). Since a process that runs a prepared ONNX Runtime or OpenVINO
-#: artifact skips building the model, the same trials start in 3.3-4.0 s and the pairs of the
-#: final comparisons (those processes, and eager ones that build the model) are ready in 1.8-3.7 s:
-#: a one-pair comparison took 9.1-11.9 s, against 12.2 s modelled with nothing added.
+#: Seconds a final comparison's pair adds to a lone trial's start. Zero: the two processes
+#: starting side by side cost about what a pair's processes save by running the prepared artifact
+#: instead of building the model (benchmarks/final_pair_cost.py checks it; BENCHMARKS.md).
 CACHED_START_S = 0.0
 
 
@@ -60,15 +57,13 @@ def against_baselines(best: TrialResult, base: dict[str, TrialResult], setup: Se
     """The best re-measured interleaved against every baseline, fastest baseline first; returns
     the best (perhaps a baseline) and each baseline's comparison, in ``base``'s order.
 
-    A baseline that measured faster than the best, by the medians of the comparison, becomes
-    the best (a user never gets a slower configuration than one they could have picked by
-    hand), once per baseline at most; the baselines already compared with the one it replaces
-    are compared again with it. Where the interval still holds 1, the search's configuration is
-    not measurably faster either, and the configuration the user could have picked needs no
-    tuning to reproduce (run 35: mobilenet_v2's searched best read 0.96x, 0.94-1.12, against
-    ONNX Runtime's default, and was kept until this rule). Two
-    baselines that are the same configuration are compared once. Where a comparison over
-    ``pairs`` pairs of processes and the rest over one each would not fit before ``deadline``
+    A baseline that measured faster than the best, by the medians of the comparison, becomes the
+    best (a user never gets a slower configuration than one they could have picked by hand), once
+    per baseline at most; the baselines already compared with the one it replaces are compared again
+    with it. Where the interval still holds 1, the search's configuration is not measurably faster
+    either, and the configuration the user could have picked needs no tuning to reproduce. Two
+    baselines that are the same configuration are compared once. Where a comparison over ``pairs``
+    pairs of processes and the rest over one each would not fit before ``deadline``
     (``perf_counter`` seconds; ``cost(pairs)`` seconds a comparison), it is spread over one pair
     instead, with a note; ``cost`` counts the comparisons' seconds as they run. ``comparisons`` pools
     a comparison with earlier ones of the same two configurations (:class:`Comparisons`);
@@ -134,13 +129,6 @@ def against_baselines(best: TrialResult, base: dict[str, TrialResult], setup: Se
     return best, {n: results[n] for n in ok if n in results}
 
 
-def unsteady_ratios(c: dict[str, Any] | None, spread: float) -> list[float] | None:
-    """A comparison's pairs of processes' own ratios where the largest is more than ``spread``
-    times the smallest (None otherwise, or with fewer than two pairs)."""
-    ratios = [float(x) for x in (c or {}).get("process_pair_ratios") or () if math.isfinite(x) and x > 0]
-    return ratios if len(ratios) >= 2 and max(ratios) > spread * min(ratios) else None
-
-
 def steadier(best: TrialResult, base: dict[str, TrialResult], speedup: dict[str, dict[str, Any]],
              comparisons: Comparisons, cost: FinalCost, deadline: float, spread: float,
              step: Callable[[str, int, int], None] | None = None) -> list[str]:
@@ -149,9 +137,8 @@ def steadier(best: TrialResult, base: dict[str, TrialResult], speedup: dict[str,
     time, pooled with the earlier ones (:class:`Comparisons`), up to MAX_PROCESS_PAIRS, while one
     fits before ``deadline``. Only where the best was faster with its whole interval (a baseline
     the best is as fast as decides nothing more by a pair). ``speedup`` is updated in place (a
-    twin baseline with it); returns a note per comparison extended. resnet18's main job: its
-    search ran out of configurations a minute early, and the headline over vanilla read 1.87x
-    over two pairs of processes that read 1.49x and 1.83x."""
+    twin baseline with it); returns a note per comparison extended: a study whose search ends
+    early would otherwise report a headline pooled from two pairs that disagree."""
     notes = []
     by_key: dict[str, str] = {}  # one comparison per configuration: twin baselines share it
     for n, c in speedup.items():
@@ -186,10 +173,9 @@ def steadier(best: TrialResult, base: dict[str, TrialResult], speedup: dict[str,
 def guideline_wins(c: dict[str, Any], was_best: bool) -> bool:
     """Whether the guideline takes the best's place after the comparison ``c`` (median(guideline)
     / median(best)): faster with its whole CI, as in its first comparison with the best; or, where
-    a baseline handed back by the medians had taken the place from it, faster by the medians
-    (resnet18's ncnn guideline lost to ONNX Runtime's default by 1.04x, CI 0.92-1.29, which lost
-    to OpenVINO's by 1.03x, and then read 0.81x, 0.80-0.82, OpenVINO's time; reported as the
-    guideline's distance from that best). Once per study: the caller keeps count."""
+    a baseline handed back by the medians had taken the place from it, faster by the medians (the
+    guideline lost its place by the same rule that now gives it back; otherwise the result would
+    report the guideline as faster than the best). Once per study: the caller keeps count."""
     ratio = c.get("ratio", math.inf)
     return c.get("ci_high", math.inf) < 1.0 or (was_best and ratio < 1.0)
 
@@ -249,9 +235,8 @@ def pair_start_s(trials: Sequence[TrialResult], cores: int) -> float:
 def comparison_s(pairs: int, start_s: float, policy: Policy) -> float:
     """Seconds an interleaved comparison takes spread over ``pairs`` fresh pairs of processes
     starting in ``start_s``: each pair's start and warm-up, then the budget (both on the wall clock).
-    resnet50 on a 2-core VM with 5 s starts: 13.3-14.0 s over one pair, 18.1-19.6 s over two; this
-    model says 13.3 and 18.6. With 3.6 s starts: 9.1-11.9 s and 15.2-15.5 s against 11.9 and 15.8
-    (a comparison stops early when its CI is tight)."""
+    A comparison that stops early (its CI tight) takes less; benchmarks/final_pair_cost.py checks
+    the model against measured comparisons (BENCHMARKS.md)."""
     return pairs * (start_s + policy.warmup_s) + policy.budget_s
 
 
@@ -259,19 +244,17 @@ def interleaved(a: RunConfig, b: RunConfig, setup: Setup, objective: str = "late
                  policy: Policy = COMPARE_POLICY, pairs: int | None = None) -> dict[str, Any]:
     """median(b) / median(a) from A B B A ... samples of two live sets of subprocesses (the one not
     being timed is paused), with the 95 % CI: time per call for latency, per item for throughput.
-    The policy's warm-up and budget are spent on the wall clock. Metered by the samples' clock,
-    which leaves out the pauses, resumes and pipes around each call and counts a batch's sample
-    per item, the comparisons of a 33-58 us model took about 35 s each and those of mobilenet_v2's
-    batch of 8 in two instances 36-74 s, where about 8 s of wall clock had been allowed for them.
+    The policy's warm-up and budget are spent on the wall clock: the samples' clock leaves out the
+    pauses, resumes and pipes around each call and counts a batch's sample per item, so a budget
+    metered by it runs several times over on a small model or a large batch.
 
     The budget is split over ``pairs`` fresh pairs of processes and their samples pooled: one
     process can run a few percent to 25 % slower than the next for its whole life (where its
     memory landed), which more samples from the same process cannot average out. The interval
     resamples the pairs of processes as well as the samples (``stats.grouped_ratio_ci``): the
-    samples' own interval, taken as if every sample were independent, covered the ratio that
-    other processes found in 16 of 24 comparisons over two pairs, this one in 20
-    (``benchmarks/compare_coverage.py``, BENCHMARKS.md). ``process_pair_ratios`` gives each pair's
-    own ratio, ``pooled_ci`` the samples' interval.
+    samples' own interval, taken as if every sample were independent, covers the ratio other
+    processes find less often (``benchmarks/compare_coverage.py`` measures both; BENCHMARKS.md).
+    ``process_pair_ratios`` gives each pair's own ratio, ``pooled_ci`` the samples' interval.
     """
     if a.key() == b.key():
         return itself()
@@ -316,15 +299,14 @@ def summary(groups_a: list[list[float]], groups_b: list[list[float]], objective:
 
 
 class Comparisons:
-    """The interleaved comparisons of one study's last phase. Two configurations compared again
-    pool their pairs of processes with the earlier comparisons': one process can run up to a
-    quarter slower than the next for its whole life, and a comparison over one or two pairs can
-    land on the slow side of it. googlenet's ncnn best read 1.18x slower than OpenVINO's default
-    over two pairs of processes (95 % CI of best/baseline 0.84-0.86), which was then made the
-    best, and 1.20x faster than it over the next pair (0.82-0.85): reported apart, the guideline
-    read 0.83x the best it had just lost to. The pooled figure counts every pair of processes
-    once and states how many came from earlier comparisons (``earlier_process_pairs``);
-    ``process_pairs`` counts those run this time, ``pairs_run`` all this object ran."""
+    """The interleaved comparisons of one study's last phase. Two configurations compared again pool
+    their pairs of processes with the earlier comparisons': one process can run up to a quarter
+    slower than the next for its whole life, and a comparison over one or two pairs can land on the
+    slow side of it: reported apart, two comparisons of the same configurations can each exclude the
+    other's ratio, and a best handed on by one is contradicted by the next. The pooled figure counts
+    every pair of processes once and states how many came from earlier comparisons
+    (``earlier_process_pairs``); ``process_pairs`` counts those run this time, ``pairs_run`` all
+    this object ran."""
 
     def __init__(self, setup: Setup, objective: str, policy: Policy, *, deadline: float | None = None,
                  cost: FinalCost | None = None) -> None:
@@ -346,8 +328,7 @@ class Comparisons:
         """The policy of a comparison over ``pairs`` pairs of processes starting now: the study's,
         or, where it would end past the deadline, the same with its sampling budget cut by the
         overrun (not below LATE_BUDGET_S; its interval comes out wider, and it is counted in
-        ``shortened``). A best handed on twice brings comparisons the reserve did not count
-        (googlenet's study ran 259 s of its 240 with 21 pairs of processes)."""
+        ``shortened``): a best handed on twice brings comparisons the reserve did not count."""
         if self.deadline is None or self.cost is None:
             return self.policy
         over = self.cost(pairs) - (self.deadline - time.perf_counter())

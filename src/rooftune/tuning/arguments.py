@@ -1,0 +1,130 @@
+"""The refusals of :func:`rooftune.tuning.tune`'s arguments, and the precisions a study searches:
+every check runs before anything is measured, and says what is allowed."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from rooftune.bench import Policy
+from rooftune.errors import InvalidArgument, as_names, is_int, is_real
+
+OBJECTIVES = ("latency", "throughput")
+
+
+def native_bf16(platform: Any) -> bool:
+    """Whether the CPU computes bf16 natively (AVX512-BF16 or AMX-BF16, as the ISA in effect says)."""
+    return bool(set(platform.effective_isa) & {"avx512_bf16", "amx_bf16"})
+
+
+#: Runtimes whose as-installed default computes in bf16 on a CPU with native bf16: OpenVINO's CPU
+#: plugin sets INFERENCE_PRECISION_HINT to bf16 there (its documentation, "Inference Precision").
+PICK_BF16_BY_DEFAULT = ("openvino",)
+
+
+def default_precisions(platform: Any, available: dict[str, Any]) -> tuple[str, ...]:
+    """What a study searches when the caller names no precision: fp32, and bf16 where the CPU has
+    it natively and a peer installed here computes in it by default, so that the answer is never
+    slower than what the user would have got from that peer as shipped. int8 is never a default:
+    it needs a calibration set."""
+    if native_bf16(platform) and any(n in available for n in PICK_BF16_BY_DEFAULT):
+        return ("fp32", "bf16")
+    return ("fp32",)
+
+
+def precisions_for(*, fp32: bool = False, bf16: bool = False, int8: bool = False,
+                   runtimes: Sequence[str] | None = None) -> tuple[str, ...] | None:
+    """The ``precisions`` a study searches from the command line's switches: ``fp32`` alone keeps
+    to fp32 (refused beside ``bf16`` or ``int8``); ``bf16`` and ``int8`` add to the default
+    (:func:`default_precisions`); None where no switch is set (the default)."""
+    if fp32 and (bf16 or int8):
+        raise InvalidArgument("--fp32", "with " + " and ".join(f for f, on in (("--bf16", bf16), ("--int8", int8)) if on),
+                              "allowed alone: it keeps the search to fp32, which --bf16 and --int8 widen")
+    if fp32:
+        return ("fp32",)
+    if not (bf16 or int8):
+        return None
+    from rooftune.platform import current_platform
+    from rooftune.runtimes import chosen_runtimes
+
+    base = default_precisions(current_platform(), chosen_runtimes(runtimes)[0])
+    return tuple(dict.fromkeys((*base, *(("bf16",) if bf16 else ()), *(("int8",) if int8 else ()))))
+
+
+def check_precisions(precisions: Sequence[str], calibration_size: int | None, platform: Any) -> int:
+    """Refuse an unknown precision, bf16 on a CPU without native bf16, and an impossible
+    calibration size; returns the calibration size to use."""
+    from rooftune.runtimes.quantize import check_calibration_size
+
+    for p in precisions:
+        if p not in ("fp32", "bf16", "int8"):
+            raise InvalidArgument("precision", p, "allowed fp32, bf16, int8")
+    if "bf16" in precisions and not native_bf16(platform):
+        raise InvalidArgument("precision", "bf16", "this CPU has no native bf16 (avx512_bf16 or amx_bf16)")
+    if calibration_size is not None and "int8" not in precisions:
+        raise InvalidArgument("--calibration", calibration_size, "allowed only with --int8 (the int8 calibration set)")
+    return check_calibration_size(calibration_size)
+
+
+def validation_spec(validate: str | Callable[..., Any] | None) -> str | None:
+    """``module:function`` for the trial processes, from a string or an importable function."""
+    if validate is None:
+        return None
+    if callable(validate):
+        mod, name = getattr(validate, "__module__", ""), getattr(validate, "__qualname__", "")
+        if not mod or mod == "__main__" or "<" in name:
+            raise InvalidArgument("validate", repr(validate), "allowed a function importable by name (module:function)")
+        return f"{mod}:{name}"
+    mod, sep, name = str(validate).partition(":")
+    if not sep or not mod or not name:
+        raise InvalidArgument("--validate", validate, "allowed module:function")
+    from rooftune.platform.processes import import_user_module
+
+    # the current directory is importable, as for a module:callable model (and in the trials)
+    try:
+        module = import_user_module(mod)
+    except Exception as exc:  # an import runs the user's code: any failure is theirs
+        why = f"No module named {exc.name!r}" if isinstance(exc, ModuleNotFoundError) else f"{type(exc).__name__}: {exc}"
+        raise InvalidArgument("--validate", validate, f"cannot import {mod!r} ({why.splitlines()[0][:200]})") from None
+    fn = getattr(module, name, None)
+    if fn is None:
+        raise InvalidArgument("--validate", validate, f"module {mod!r} has no function {name!r}")
+    if not callable(fn):
+        raise InvalidArgument("--validate", validate, "not a function")
+    return str(validate)
+
+
+def check_arguments(*, objective: str, budget_s: float, compare_pairs: int, trials: int | None,
+                    guidelines_only: bool, precisions: Sequence[str] | None, runtimes: Sequence[str] | None,
+                    trial_policy: Any, compare_policy: Any, save: Any
+                    ) -> tuple[tuple[str, ...] | None, tuple[str, ...] | None]:
+    """Refuse what a study cannot run, before anything is measured (``save``'s folder included,
+    rather than after the whole budget); returns ``precisions`` and ``runtimes`` as tuples of names
+    (None: the default)."""
+    if objective not in OBJECTIVES:
+        raise InvalidArgument("objective", objective, f"allowed {', '.join(OBJECTIVES)}")
+    if not (is_real(budget_s) and math.isfinite(budget_s) and budget_s > 0):
+        raise InvalidArgument("budget", budget_s, "allowed a positive number of seconds")
+    if not is_int(compare_pairs) or compare_pairs < 1:
+        raise InvalidArgument("compare pairs", compare_pairs, "allowed an integer >= 1")
+    if trials is not None and (not is_int(trials) or trials < 0):
+        raise InvalidArgument("trials", trials, "allowed an integer >= 0")
+    if guidelines_only and trials:
+        raise InvalidArgument("trials", trials, "allowed only without guidelines-only (no search runs)")
+    names = None
+    if precisions is not None:
+        names = as_names(precisions, "precisions") or ()
+        if not names:
+            raise InvalidArgument("precisions", names, "allowed at least one of fp32, bf16, int8")
+    chosen = as_names(runtimes, "runtimes")
+    if chosen is not None and not chosen:
+        raise InvalidArgument("runtimes", chosen, "allowed at least one runtime, or None for every installed one")
+    for name, policy in (("trial_policy", trial_policy), ("compare_policy", compare_policy)):
+        if not isinstance(policy, Policy):
+            raise InvalidArgument(name, policy, "allowed a rooftune.bench.Policy")
+    if save is not None:
+        from rooftune.paths import output_file
+
+        output_file(save, "save", parents=True)
+    return names, chosen
