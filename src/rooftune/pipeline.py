@@ -140,25 +140,37 @@ def optimize(
     ``calibration_size`` inputs and guarded) and ``bf16`` (native bf16 CPUs) to the tuning's
     space. Bad arguments raise :class:`InvalidArgument` before anything is measured or written.
     """
-    from rooftune.store import Store
-    from rooftune.tuning import OBJECTIVES
-    from rooftune.workload import load_workload
-
     started = time.perf_counter()
-    say = progress or (lambda *_: None)
-    if objective not in OBJECTIVES:
-        raise InvalidArgument("objective", objective, f"allowed {', '.join(OBJECTIVES)}")
-    if not is_real(budget_s) or not math.isfinite(budget_s) or budget_s < MIN_BUDGET_S:
-        raise InvalidArgument("budget", budget_s, f"allowed a number of seconds >= {MIN_BUDGET_S:g}")
-    from rooftune.workload.models import check_batch
-
-    check_batch(batch)
-    batch = None if batch is None else int(batch)
-    budget_s = float(budget_s)
+    objective, budget_s, batch, steps, runtimes, precisions, calibration_size = _check_arguments(
+        objective, budget_s, batch, steps, runtimes, precisions, calibration_size, trial_policy, compare_policy)
     import torch
 
     if isinstance(example_inputs, torch.Tensor):  # one input given as itself, not in a tuple
         example_inputs = (example_inputs,)
+    run = _Run(model, out, started=started, say=progress or (lambda *_: None), batch=batch, inputs=inputs,
+               options=options, objective=objective, budget_s=budget_s, example_inputs=example_inputs,
+               example_kwargs=example_kwargs, db=db, runtimes=runtimes, trials=trials, steps=steps,
+               trial_policy=trial_policy, compare_policy=compare_policy, precisions=precisions,
+               calibration_size=calibration_size)
+    return run.execute()
+
+
+def _check_arguments(objective: str, budget_s: float, batch: int | None, steps: Sequence[str],
+                     runtimes: Sequence[str] | None, precisions: Sequence[str] | None, calibration_size: int | None,
+                     trial_policy: Any, compare_policy: Any) -> tuple[Any, ...]:
+    """:func:`optimize`'s arguments checked before anything is measured or written, as used."""
+    from rooftune.bench import Policy
+    from rooftune.platform import current_platform
+    from rooftune.runtimes import chosen_runtimes
+    from rooftune.tuning import OBJECTIVES
+    from rooftune.tuning.study import check_precisions, default_precisions
+    from rooftune.workload.models import check_batch
+
+    if objective not in OBJECTIVES:
+        raise InvalidArgument("objective", objective, f"allowed {', '.join(OBJECTIVES)}")
+    if not is_real(budget_s) or not math.isfinite(budget_s) or budget_s < MIN_BUDGET_S:
+        raise InvalidArgument("budget", budget_s, f"allowed a number of seconds >= {MIN_BUDGET_S:g}")
+    check_batch(batch)
     steps = as_names(steps, "steps") or ()
     for s in steps:
         if s not in STEPS:
@@ -172,54 +184,100 @@ def optimize(
         precisions = as_names(precisions, "precisions") or ()
         if not precisions:
             raise InvalidArgument("precisions", precisions, "allowed at least one of fp32, bf16, int8")
-    from rooftune.bench import Policy
-
     for name, policy in (("trial_policy", trial_policy), ("compare_policy", compare_policy)):
         if policy is not None and not isinstance(policy, Policy):
             raise InvalidArgument(name, policy, "allowed a rooftune.bench.Policy, or None for the tuner's")
-    from rooftune.platform import current_platform
-    from rooftune.runtimes import chosen_runtimes
-    from rooftune.tuning.study import check_precisions, default_precisions
-
     available = chosen_runtimes(runtimes)[0]
     if precisions is None:
         precisions = default_precisions(current_platform(), available)
     calibration_size = check_precisions(precisions, calibration_size, current_platform())
-    out_dir = _check_out(out)
-    # the caller's module, which select rewrites (the .pt2 file's graph has no nn.Conv2d to rewrite)
-    given = None if isinstance(model, str) else model
-    from rooftune.workload.models import check_shapes
+    return (objective, float(budget_s), None if batch is None else int(batch), steps, runtimes, precisions,
+            calibration_size)
 
-    inputs = check_shapes(inputs) or None
-    options = dict(options or {}) or None
-    if given is not None:
-        from rooftune.workload.models import module_takes_no_shapes
 
-        module_takes_no_shapes(inputs, options)
-        name = _export(model, example_inputs, out_dir, example_kwargs)
-    else:
-        name = model
-    # a model that cannot load fails here, before anything runs
-    wl = load_workload(name, batch=batch, inputs=inputs, options=options)
-    store = Store(db)  # a bad store URL fails here too
-    out_dir.mkdir(parents=True, exist_ok=True)
-    _clear_previous(out_dir)
-    result = OptimizeResult(model=name, batch=wl.batch, objective=objective, budget_s=float(budget_s), out=out_dir,
-                            steps={s: Step(s, "pending" if s in steps else "skipped") for s in STEPS},
-                            call=wl.call.describe() if wl.call is not None else None,
-                            given=f"{type(given).__name__} (exported to {name})" if given is not None else None)
-    from rooftune.selection.graph import selectable
+class _Run:
+    """One run of :func:`optimize`: its set-up (the model loaded, the store opened, the folder
+    cleared, the result begun), then one method per step, each within its share of the budget."""
 
-    if "select" in steps and not any(selectable(m) for m in (given if given is not None else wl.module).modules()):
-        # nothing to select: the step is left out and its share of the budget goes to tuning
-        result.steps["select"].status = "skipped"
-        result.steps["select"].message = (
-            "an exported program (.pt2) holds its convolutions as graph ops, not nn.Conv2d modules to rewrite: "
-            "give optimize the module itself (optimize(module, example_inputs=...)) to select primitives"
-            if given is None and name.endswith(".pt2") else "the model has no 2-D convolution: no primitive to select")
-    result.commands = _commands(result, db, precisions, calibration_size, steps, inputs, options)
+    def __init__(self, model: Any, out: str | Path, *, started: float, say: Progress, **args: Any) -> None:
+        from rooftune.store import Store
+        from rooftune.workload import load_workload
+        from rooftune.workload.models import check_shapes
 
-    def run(step: str, fn: Callable[[], None]) -> bool:
+        self.started, self.say = started, say
+        self.args = args
+        self.budget_s: float = args["budget_s"]
+        out_dir = _check_out(out)
+        # the caller's module, which select rewrites (the .pt2 file's graph has no nn.Conv2d to rewrite)
+        self.given = given = None if isinstance(model, str) else model
+        self.inputs = inputs = check_shapes(args["inputs"]) or None
+        self.options = options = dict(args["options"] or {}) or None
+        if given is not None:
+            from rooftune.workload.models import module_takes_no_shapes
+
+            module_takes_no_shapes(inputs, options)
+            self.name = _export(model, args["example_inputs"], out_dir, args["example_kwargs"])
+        else:
+            self.name = model
+        # a model that cannot load fails here, before anything runs
+        self.wl = wl = load_workload(self.name, batch=args["batch"], inputs=inputs, options=options)
+        self.store = Store(args["db"])  # a bad store URL fails here too
+        out_dir.mkdir(parents=True, exist_ok=True)
+        _clear_previous(out_dir)
+        self.out_dir = out_dir
+        steps = args["steps"]
+        self.result = result = OptimizeResult(
+            model=self.name, batch=wl.batch, objective=args["objective"], budget_s=self.budget_s, out=out_dir,
+            steps={s: Step(s, "pending" if s in steps else "skipped") for s in STEPS},
+            call=wl.call.describe() if wl.call is not None else None,
+            given=f"{type(given).__name__} (exported to {self.name})" if given is not None else None)
+        from rooftune.selection.graph import selectable
+
+        if "select" in steps and not any(selectable(m) for m in (given if given is not None else wl.module).modules()):
+            # nothing to select: the step is left out and its share of the budget goes to tuning
+            result.steps["select"].status = "skipped"
+            result.steps["select"].message = (
+                "an exported program (.pt2) holds its convolutions as graph ops, not nn.Conv2d modules to rewrite: "
+                "give optimize the module itself (optimize(module, example_inputs=...)) to select primitives"
+                if given is None and self.name.endswith(".pt2") else
+                "the model has no 2-D convolution: no primitive to select")
+        result.commands = _commands(result, args["db"], args["precisions"], args["calibration_size"], steps, inputs,
+                                    options)
+        self.select_reserve = (max(20.0, min(SELECT_MAX_S, SELECT_SHARE * self.budget_s))
+                               if result.steps["select"].status != "skipped" else 0.0)
+        self.threads = 1
+
+    def left(self) -> float:
+        return self.budget_s - (time.perf_counter() - self.started)
+
+    def execute(self) -> OptimizeResult:
+        """The steps in order; a step that fails is recorded and the next runs; Ctrl-C stops
+        them, and the report of what finished is written in any case."""
+        result = self.result
+        try:
+            from rooftune.platform import current_platform
+
+            result.platform = current_platform()
+            self.threads = result.platform.usable_cores
+            for step, fn in (("machine", self.machine), ("analyze", self.analyze), ("tune", self.tune),
+                             ("select", self.select)):
+                if result.steps[step].status == "skipped":
+                    continue
+                self.say(f"{step}", STEPS.index(step), len(STEPS))
+                if not self.run(step, fn):
+                    break
+            for st in result.steps.values():
+                if st.status == "pending" and st.name != "report":
+                    st.status, st.message = "skipped", "not run: the run was interrupted"
+        finally:
+            self.store.close()
+            result.duration_s = time.perf_counter() - self.started
+            _write_outputs(result)
+        return result
+
+    def run(self, step: str, fn: Callable[[], None]) -> bool:
+        """Run one step, recording its status, message and seconds; False after Ctrl-C."""
+        result = self.result
         st = result.steps[step]
         if st.status == "skipped":
             return True
@@ -242,102 +300,84 @@ def optimize(
             st.seconds = time.perf_counter() - t0
         return True
 
-    def left() -> float:
-        return budget_s - (time.perf_counter() - started)
+    def machine(self) -> None:
+        from rooftune.machine import get_ceilings
 
-    try:
-        from rooftune.platform import current_platform
+        result = self.result
+        self.say("machine: ceilings (from the store when measured)", 0, 1)
+        result.ceilings = get_ceilings(quick=True, store=self.store, platform=result.platform)
+        if result.ceilings.from_store:
+            result.steps["machine"].message = "ceilings from the store" + (" (quick)" if result.ceilings.quick else "")
+        else:
+            result.steps["machine"].message = "ceilings measured now (quick); `rooftune machine` measures them fully"
 
-        result.platform = current_platform()
-        threads = result.platform.usable_cores
+    def analyze(self) -> None:
+        import torch
 
-        def machine_step() -> None:
-            from rooftune.machine import get_ceilings
+        from rooftune.analysis import analyze
 
-            say("machine: ceilings (from the store when measured)", 0, 1)
-            result.ceilings = get_ceilings(quick=True, store=store, platform=result.platform)
-            if result.ceilings.from_store:
-                result.steps["machine"].message = "ceilings from the store" + (" (quick)" if result.ceilings.quick else "")
-            else:
-                result.steps["machine"].message = "ceilings measured now (quick); `rooftune machine` measures them fully"
+        result = self.result
+        if result.ceilings is None:
+            raise RooftuneError("no ceilings: the machine step failed")
+        self.say("analyze: every op on the roofline", 0, 1)
+        b = max(3.0, min(ANALYZE_MAX_S, ANALYZE_SHARE * self.budget_s))
+        previous = torch.get_num_threads()
+        try:  # stored with its platform, as `rooftune analyze` stores it
+            [result.analysis] = analyze(self.wl, ceilings=result.ceilings, threads=self.threads, budget_s=b,
+                                        store=self.store)
+        finally:
+            torch.set_num_threads(previous)
 
-        def analyze_step() -> None:
-            from rooftune.analysis import analyze
+    def tune(self) -> None:
+        from rooftune.tuning import save_config, tune
 
-            if result.ceilings is None:
-                raise RooftuneError("no ceilings: the machine step failed")
-            say("analyze: every op on the roofline", 0, 1)
-            b = max(3.0, min(ANALYZE_MAX_S, ANALYZE_SHARE * budget_s))
-            previous = torch.get_num_threads()
-            try:  # stored with its platform, as `rooftune analyze` stores it
-                [result.analysis] = analyze(wl, ceilings=result.ceilings, threads=threads, budget_s=b, store=store)
-            finally:
-                torch.set_num_threads(previous)
+        a, result, out_dir = self.args, self.result, self.out_dir
+        b = self.left() - self.select_reserve - REPORT_RESERVE_S
+        if b < 20:
+            raise RooftuneError(f"only {max(b, 0):.0f} s of the budget left for tuning; give a larger --budget")
+        kwargs: dict[str, Any] = {}
+        if a["trial_policy"] is not None:
+            kwargs["trial_policy"] = a["trial_policy"]
+        if a["compare_policy"] is not None:
+            kwargs["compare_policy"] = a["compare_policy"]
+        precisions = a["precisions"]
+        r = tune(self.name, objective=a["objective"], budget_s=b, trials=a["trials"], batch=a["batch"],
+                 inputs=self.inputs, options=self.options, runtimes=a["runtimes"], precisions=precisions,
+                 calibration_size=a["calibration_size"] if "int8" in precisions else None, store=self.store,
+                 save=out_dir / "best.json", progress=lambda s, d, t: self.say(f"tune: {s}", d, t), **kwargs)
+        result.tune = r
+        result.files["best configuration"] = "best.json"
+        vanilla = r.baselines.get("vanilla")
+        if vanilla is not None and vanilla.ok:
+            save_config(vanilla, out_dir / "vanilla.json", r.workload)
+            result.files["vanilla configuration"] = "vanilla.json"
+        if r.best.artifact:  # the copy beside best.json (tune drops paths into its removed folder)
+            result.files["optimized artifact"] = Path(r.best.artifact).name
 
-        select_reserve = (max(20.0, min(SELECT_MAX_S, SELECT_SHARE * budget_s))
-                          if result.steps["select"].status != "skipped" else 0.0)
+    def select(self) -> None:
+        from rooftune.perfmodel import default_model
+        from rooftune.primitives import PRIMITIVES
+        from rooftune.selection import save_selection, select
+        from rooftune.selection.pools import OPENMP, check_group
 
-        def tune_step() -> None:
-            from rooftune.tuning import save_config, tune
-
-            b = left() - select_reserve - REPORT_RESERVE_S
-            if b < 20:
-                raise RooftuneError(f"only {max(b, 0):.0f} s of the budget left for tuning; give a larger --budget")
-            kwargs: dict[str, Any] = {}
-            if trial_policy is not None:
-                kwargs["trial_policy"] = trial_policy
-            if compare_policy is not None:
-                kwargs["compare_policy"] = compare_policy
-            r = tune(name, objective=objective, budget_s=b, trials=trials, batch=batch, inputs=inputs, options=options,
-                     runtimes=runtimes,
-                     precisions=precisions, calibration_size=calibration_size if "int8" in precisions else None, store=store, save=out_dir / "best.json", progress=lambda s, d, t: say(f"tune: {s}", d, t), **kwargs)
-            result.tune = r
-            result.files["best configuration"] = "best.json"
-            vanilla = r.baselines.get("vanilla")
-            if vanilla is not None and vanilla.ok:
-                save_config(vanilla, out_dir / "vanilla.json", r.workload)
-                result.files["vanilla configuration"] = "vanilla.json"
-            if r.best.artifact:  # the copy beside best.json (tune drops paths into its removed folder)
-                result.files["optimized artifact"] = Path(r.best.artifact).name
-
-        def select_step() -> None:
-            from rooftune.perfmodel import default_model
-            from rooftune.primitives import PRIMITIVES
-            from rooftune.selection import save_selection, select
-            from rooftune.selection.pools import OPENMP, check_group
-
-            perf, source = default_model()
-            # vanilla, best uniform, oracle; vanilla again when one of those replaces the prediction;
-            # half a comparison for each group a selection may be checked for (a thread pool of
-            # its own, the fast algorithms)
-            groups = {check_group(p) for p in PRIMITIVES} - {OPENMP}
-            n_cmp = 4 + 0.5 * len(groups)
-            measure_s = max(2.0, min(10.0, (min(select_reserve, left() - REPORT_RESERVE_S) - 10.0) / n_cmp))
-            say("select: a primitive per convolution", 0, 1)
-            target = ({"model": name, "batch": wl.batch, "shapes": inputs, "options": options} if given is None
-                      else {"model": given, "inputs": list(example_inputs or ()), "kwargs": example_kwargs})
-            r = select(**target, threads=threads, perfmodel=perf, store=store, measure_s=measure_s,
-                       progress=lambda m: say(f"select: {m}", 0, 1))
-            r.notes.append(f"performance model: {source}")
-            result.select = r
-            save_selection(r, out_dir / "selection")
-            result.files["rewritten model"] = "selection/load.py"
-
-        for step, fn in (("machine", machine_step), ("analyze", analyze_step), ("tune", tune_step),
-                         ("select", select_step)):
-            if result.steps[step].status == "skipped":
-                continue
-            say(f"{step}", STEPS.index(step), len(STEPS))
-            if not run(step, fn):
-                break
-        for st in result.steps.values():
-            if st.status == "pending" and st.name != "report":
-                st.status, st.message = "skipped", "not run: the run was interrupted"
-    finally:
-        store.close()
-        result.duration_s = time.perf_counter() - started
-        _write_outputs(result)
-    return result
+        a, result = self.args, self.result
+        perf, source = default_model()
+        # vanilla, best uniform, oracle; vanilla again when one of those replaces the prediction;
+        # half a comparison for each group a selection may be checked for (a thread pool of
+        # its own, the fast algorithms)
+        groups = {check_group(p) for p in PRIMITIVES} - {OPENMP}
+        n_cmp = 4 + 0.5 * len(groups)
+        measure_s = max(2.0, min(10.0, (min(self.select_reserve, self.left() - REPORT_RESERVE_S) - 10.0) / n_cmp))
+        self.say("select: a primitive per convolution", 0, 1)
+        target = ({"model": self.name, "batch": self.wl.batch, "shapes": self.inputs, "options": self.options}
+                  if self.given is None
+                  else {"model": self.given, "inputs": list(a["example_inputs"] or ()), "kwargs": a["example_kwargs"]})
+        r = select(**target, threads=self.threads, perfmodel=perf, store=self.store, measure_s=measure_s,
+                   progress=lambda m: self.say(f"select: {m}", 0, 1))
+        r.notes.append(f"performance model: {source}")
+        result.select = r
+        save_selection(r, self.out_dir / "selection")
+        result.files["rewritten model"] = "selection/load.py"
 
 
 def _write_outputs(result: OptimizeResult) -> None:
