@@ -24,15 +24,14 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import pickle
-import tempfile
 import zipfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from rooftune.errors import InvalidArgument
+from rooftune.fileio import atomic_open
 from rooftune.perfmodel.features import FEATURE_SCHEMA_VERSION, FEATURES, SCHEMA_FEATURES
 
 MAGIC = "rooftune-perfmodel"
@@ -174,19 +173,10 @@ def _write(model: Any, path: Path, header: Mapping[str, Any]) -> Path:
                                           if any(t.split(".")[0] == mod for t in types)),
             "kind": type(model).__name__, "provenance": getattr(model, "provenance_", {})}
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".perfmodel-", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f, zipfile.ZipFile(f, "w") as z:
-            z.writestr(HEADER_MEMBER, json.dumps(full, indent=1, default=_json_default),
-                       compress_type=zipfile.ZIP_DEFLATED)
-            z.writestr(MODEL_MEMBER, body)  # stored: skops has deflated its members
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would hide a shared model from other users
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_open(path, "wb") as f, zipfile.ZipFile(f, "w") as z:
+        z.writestr(HEADER_MEMBER, json.dumps(full, indent=1, default=_json_default),
+                   compress_type=zipfile.ZIP_DEFLATED)
+        z.writestr(MODEL_MEMBER, body)  # stored: skops has deflated its members
     return path
 
 

@@ -15,12 +15,10 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import select
 import signal
 import subprocess
 import tempfile
-import time
 from dataclasses import asdict
 from typing import IO, Any
 
@@ -49,8 +47,6 @@ EXIT_WAIT_S = 5.0
 #: A probe reading is taken again once in a fresh worker when the worker is lost during it (a
 #: kernel that corrupted the worker's memory may crash it later); a second loss ends the campaign.
 PROBE_TRIES = 2
-#: Polling interval while waiting for a worker that closed its pipe to exit.
-_REAP_POLL_S = 0.01
 
 
 def measure_limit(policy: Policy) -> float:
@@ -137,14 +133,15 @@ class Isolated:
         proc = self._proc
         if proc is None:
             return
-        if proc.poll() is None and not self._busy:
+        if proc.returncode is None and not self._busy:
             try:
                 assert proc.stdin is not None
                 proc.stdin.write(json.dumps({"cmd": "exit"}) + "\n")
                 proc.stdin.flush()
-                proc.wait(timeout=EXIT_WAIT_S)
-            except (OSError, subprocess.TimeoutExpired):
+            except OSError:
                 pass
+            # not reaped: the group is killed while the pid still names it
+            processes.wait_exit(proc, EXIT_WAIT_S)
         self._end()
 
     def __enter__(self) -> Isolated:
@@ -226,11 +223,7 @@ class Isolated:
         """Why the worker closed its pipe (waited for briefly), once it and its group are gone."""
         proc = self._proc
         assert proc is not None
-        deadline = time.monotonic() + EXIT_WAIT_S
-        # (waited for without reaping: the group is killed while the pid still names it)
-        flags = os.WEXITED | os.WNOHANG | os.WNOWAIT
-        while time.monotonic() < deadline and os.waitid(os.P_PID, proc.pid, flags) is None:
-            time.sleep(_REAP_POLL_S)
+        processes.wait_exit(proc, EXIT_WAIT_S)  # not reaped: the group is killed while the pid names it
         last = self._last_stderr()
         code = self._end()
         if code < 0:
