@@ -117,22 +117,30 @@ def main(argv: list[str] | None = None) -> int:
             if signal.getsignal(sig) is not signal.SIG_IGN:  # ignored by whoever started us (nohup)
                 previous[sig] = signal.signal(sig, stop)
     try:
-        rc = _main(argv)
+        return _main(argv, received)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    # typer turns a KeyboardInterrupt out of a command into exit status 130
-    if received and rc == 130:
-        err.print(f"interrupted ({signal.Signals(received[0]).name}): nothing half-written was kept")
-        return 128 + received[0]
-    return rc
 
 
-def _main(argv: list[str] | None) -> int:
+def _interrupted(received: list[int], fallback: str) -> int:
+    """The one line and the exit status of a command a stop signal ended (``fallback`` where no
+    signal came: a KeyboardInterrupt or Abort raised otherwise)."""
+    import signal
+
+    if not received:
+        err.print(fallback)
+        return 130
+    err.print(f"interrupted ({signal.Signals(received[0]).name}): nothing half-written was kept")
+    return 128 + received[0]
+
+
+def _main(argv: list[str] | None, received: list[int]) -> int:
     try:
         rc = app(args=argv, standalone_mode=False, prog_name="rooftune")
         if isinstance(rc, int) and rc:  # typer.Exit(code) inside a command, as click returns it
-            return rc
+            # (a command that handled the stop itself, optimize's partial report, exits 130)
+            return _interrupted(received, "") if rc == 130 and received else rc
     except RooftuneError as exc:
         _labelled(err, "error", "red", exc)
         return 2
@@ -143,13 +151,12 @@ def _main(argv: list[str] | None) -> int:
         _labelled(err, "error", "red", f"cannot use{where}: {exc.strerror or exc}")
         return 2
     except KeyboardInterrupt:
-        err.print("interrupted: nothing half-written was kept")
-        return 130
+        return _interrupted(received, "interrupted: nothing half-written was kept")
     except typer.Exit as exc:
-        return int(exc.exit_code or 0)
-    except typer.Abort:
-        err.print("aborted")
-        return 130
+        code = int(exc.exit_code or 0)
+        return _interrupted(received, "") if code == 130 and received else code
+    except typer.Abort:  # click's own form of a KeyboardInterrupt out of a command
+        return _interrupted(received, "aborted")
     except Exception as exc:
         # Usage errors (unknown option, bad value): click's ClickException, which typer >= 0.25
         # vendors as typer._click (no `click` module installed), so recognised by what it does.
