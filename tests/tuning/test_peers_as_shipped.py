@@ -316,3 +316,20 @@ def test_under_fp32_a_peer_that_ran_bf16_stays_a_peer_however_fast(monkeypatch: 
     assert r.headlines()["best_peer_as_shipped"]["ratio"] == 0.5  # the honest headline: the peer is faster
     both = tune(CNN, precisions=("fp32", "bf16"), db=str(tmp_path / "b.db"), **kw)
     assert both.best.config.name == "openvino-default"  # bf16 allowed: the faster peer is the answer
+
+
+def test_the_fp32_best_row_divides_into_the_ratio_with_its_peer() -> None:
+    sp = {"vanilla": {"ratio": 4.0, "ci_low": 3.8, "ci_high": 4.2, "pairs": 20,
+                      "baseline_latency_s": 0.041, "best_latency_s": 0.0102},
+          "openvino-default": {"ratio": 1.10, "ci_low": 1.05, "ci_high": 1.15, "pairs": 20,
+                               "baseline_latency_s": 0.011, "best_latency_s": 0.0099},
+          "openvino-latency": {"ratio": 1.9, "ci_low": 1.8, "ci_high": 2.0, "pairs": 20,
+                               "baseline_latency_s": 0.019, "best_latency_s": 0.0101}}
+    r = _result(_trial("guideline bf16", "onnxruntime", 0.010, "bf16"), sp, fp32_best=_trial("trial 3", "onnxruntime", 0.030),
+                fp32_vs_peer={"ratio": 1.07, "ci_low": 1.03, "ci_high": 1.11, "pairs": 20, "peer": "openvino-latency",
+                              "baseline_latency_s": 0.0185, "best_latency_s": 0.0170}).with_interleaved_figures()
+    assert r.fp32_best is not None and r.fp32_best.figures_from == "interleaved"
+    peer = r.baselines["openvino-latency"]
+    assert peer.latency_s / r.fp32_best.latency_s == pytest.approx(1.07)
+    assert peer.latency_s / r.best.latency_s == pytest.approx(1.9)
+    assert r.fp32_best.trial_latency_s == 0.030

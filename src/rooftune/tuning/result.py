@@ -299,10 +299,6 @@ class TuneResult:
                 f"trials and the comparisons, so compare the configurations by the interleaved ratios, not by the "
                 f"trial columns.")
 
-    def peer_precision(self, name: str) -> str:
-        """The precision the baseline ``name`` computed in."""
-        return self.baselines[name].precision
-
     def headlines(self) -> dict[str, dict[str, Any] | None]:
         """The two answers a tuning result states: the best against the fastest peer as shipped
         (any precision its vendor runs by default), and the fastest fp32 configuration against the
@@ -315,13 +311,13 @@ class TuneResult:
             return min(found, key=lambda x: x[1]["ratio"]) if found else None
 
         def line(name: str, c: dict[str, Any], of: TrialResult) -> dict[str, Any]:
-            return {"peer": name, "peer_precision": self.peer_precision(name), "ratio": c["ratio"],
+            return {"peer": name, "peer_precision": self.baselines[name].precision, "ratio": c["ratio"],
                     "ci_low": c.get("ci_low", math.nan), "ci_high": c.get("ci_high", math.nan),
                     "of": of.describe(), "precision": of.precision}
 
         ok = [n for n, b in self.baselines.items() if b.ok]
         shipped = fastest(self.speedup, ok)
-        fp32_peers = [n for n in ok if self.peer_precision(n) == "fp32"]
+        fp32_peers = [n for n in ok if self.baselines[n].precision == "fp32"]
         if self.fp32_best is None:
             fp32 = fastest(self.speedup, fp32_peers)
             fp32_line = line(*fp32, self.best) if fp32 else None
@@ -371,11 +367,13 @@ class TuneResult:
                 return at(tr, best_s)
             return at(tr, best_s * c.get("ratio", math.nan)) if c.get("pairs") else tr
 
+        # the fp32 best reads its peer's figure divided by the ratio measured between them, so that
+        # its row and its peer's divide into that ratio too (the peer itself: the peer's figure)
         fp32_best = self.fp32_best
         c = self.fp32_vs_peer or {}
-        unit = "item" if self.objective == "throughput" else "latency"
-        if fp32_best is not None and c.get(f"best_{unit}_s"):
-            fp32_best = at(fp32_best, float(c[f"best_{unit}_s"]))
+        peer_ratio = (self.speedup.get(c.get("peer", "")) or {}).get("ratio", math.nan)
+        if fp32_best is not None and math.isfinite(peer_ratio) and math.isfinite(c.get("ratio", math.nan)):
+            fp32_best = at(fp32_best, best_s * peer_ratio / c["ratio"])
         return replace(self, best=at(self.best, best_s), guideline=compared("guideline", self.guideline),
                        baselines={n: compared(n, b) for n, b in self.baselines.items()}, fp32_best=fp32_best)
 
