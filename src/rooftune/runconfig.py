@@ -131,11 +131,10 @@ ALLOCATOR_LIBRARIES = {
     "tcmalloc": ("libtcmalloc_minimal.so.4", "libtcmalloc.so.4"),
 }
 _LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib", "/usr/local/lib")
-#: jemalloc runs with its defaults. PyTorch's launcher sets
-#: "oversize_threshold:1,background_thread:true,metadata_thp:auto" for many-core Xeons; on a 2-core
-#: machine that made resnet50 2-4x slower (eager 1 thread 199.7 ms, torch.compile 228.5 ms against
-#: 50.3 ms with tcmalloc): a background purging thread and every large buffer unmapped and faulted
-#: back in on each inference.
+#: jemalloc runs with its defaults in the search. PyTorch's launcher sets
+#: "oversize_threshold:1,background_thread:true,metadata_thp:auto", tuned for many-core servers: on
+#: small machines its background purging thread and every large buffer unmapped and faulted back in
+#: per inference make inference several times slower (BENCHMARKS.md, the tuning runs).
 JEMALLOC_CONF = ""
 
 
