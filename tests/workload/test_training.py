@@ -1,0 +1,70 @@
+"""The training step shared by --train workloads and the sweep's step pass."""
+
+import pytest
+import torch
+from torch import nn
+
+from rooftune.errors import InvalidArgument, WorkloadError
+from rooftune.workload.training import TrainSpec, TrainStep, update_bytes
+
+
+def _mlp() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+
+
+def test_step_lowers_the_loss_and_updates_every_parameter():
+    model = _mlp()
+    before = [p.detach().clone() for p in model.parameters()]
+    step = TrainStep(model, (torch.randn(32, 8, generator=torch.Generator().manual_seed(0)),))
+    assert step.kind == "cross-entropy"
+    losses = [step() for _ in range(20)]
+    assert losses[-1] < losses[0]
+    assert all(not torch.equal(a, b) for a, b in zip(before, step.parameters(), strict=True))
+    assert all(p.grad is None for p in model.parameters())  # zero_grad after each update
+
+
+def test_same_seed_same_training_and_impls_agree():
+    x = torch.randn(16, 8, generator=torch.Generator().manual_seed(0))
+    runs = []
+    for impl in ("default", "foreach", "fused"):
+        step = TrainStep(_mlp(), (x,), TrainSpec(impl=impl))
+        for _ in range(3):
+            step()
+        runs.append(step.parameters())
+    for other in runs[1:]:
+        for a, b in zip(runs[0], other, strict=True):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_regression_output_takes_mse_and_adamw():
+    model = nn.Linear(8, 1)
+    step = TrainStep(model, (torch.randn(4, 8),), TrainSpec(optimizer="adamw"))
+    assert step.kind == "mse"
+    step()
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    ({"optimizer": "lbfgs"}, "optimizer"), ({"impl": "fast"}, "optimizer implementation"),
+    ({"loss": "huber"}, "loss"), ({"lr": 0}, "lr"), ({"momentum": float("nan")}, "momentum"),
+])
+def test_bad_spec_is_refused_with_its_name(kwargs, words):
+    with pytest.raises(InvalidArgument, match=words):
+        TrainSpec(**kwargs)
+
+
+def test_untrainable_batchnorm_and_non_scalar_loss_are_refused(tmp_path, monkeypatch):
+    frozen = nn.Linear(4, 2).requires_grad_(False)
+    with pytest.raises(WorkloadError, match="no trainable parameters"):
+        TrainStep(frozen, (torch.randn(2, 4),))
+    with pytest.raises(WorkloadError, match="BatchNorm .* batch 1"):
+        TrainStep(nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4)), (torch.randn(1, 3, 8, 8),))
+    (tmp_path / "myloss.py").write_text("def per_sample(out, target):\n    return (out - 0).abs().sum(1)\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(WorkloadError, match="not a scalar"):
+        TrainStep(nn.Linear(4, 2), (torch.randn(3, 4),), TrainSpec(loss="myloss:per_sample"))
+
+
+def test_update_bytes_count_state_buffers():
+    assert update_bytes(TrainSpec(), 100) == 500  # p, grad read, p written, momentum read+write
+    assert update_bytes(TrainSpec(optimizer="adamw"), 100) == 700
