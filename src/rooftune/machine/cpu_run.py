@@ -72,8 +72,7 @@ class CpuRun(RooflineRun):
         self.capacities = level_capacities(platform, self.team_cpus)
         self.last = last_cache(self.capacities)
         self.last_bytes = self.capacities[self.last] if self.last else 0
-        # A level must span at least an octave of working sets; shorter runs are transitions.
-        self.min_points = max(2, self.effort.steps_per_octave)
+        self.min_points = self.effort.min_points
         self.points: dict[str, list[probes.SweepPoint]] = {}
         self.sizes: list[int] = []
         self.stop: SweepStop | None = None
@@ -140,10 +139,9 @@ class CpuRun(RooflineRun):
         """The DRAM part of the sweep, the GEMM roofs and the fastest points of every cache level
         measured once more, seconds later: another tenant's memory traffic or a shared core slows
         them for seconds at a time, and each keeps its faster look (interference only ever slows)."""
-        effort, stop = self.effort, self.stop
-        dram_start = stop.dram_start if stop is not None else None
-        dram_from = dram_start if dram_start is not None else DRAM_MIN_FACTOR * self.last_bytes
-        dram = [s for s in self.sizes if (dram_start is not None or self.last_bytes) and s >= dram_from]
+        effort = self.effort
+        dram_from = self.dram_from
+        dram = [s for s in self.sizes if dram_from is not None and s >= dram_from]
         if dram and effort.late_dram_pass:
             self._sweep_again(effort.sweep_kernels, dram, "DRAM bandwidth again")
         for precision in GEMM_PRECISIONS:
@@ -160,6 +158,14 @@ class CpuRun(RooflineRun):
                     self._sweep_again((kind,), at_sizes, "cache bandwidth again")
         for points in self.points.values():  # the looks kept (the slower ones are in already)
             self.measurements += [p.measurement for p in points]
+
+    @property
+    def dram_from(self) -> int | None:
+        """The working set (a target size of the sweep) where DRAM starts: where the stop rule
+        confirmed it, else twice the last cache; None without a cache to go past."""
+        if self.stop is not None and self.stop.dram_start is not None:
+            return self.stop.dram_start
+        return int(DRAM_MIN_FACTOR * self.last_bytes) if self.last_bytes else None
 
     def _sweep_again(self, kernels: tuple[str, ...], at_sizes: list[int], name: str) -> None:
         self.step(name, 0, len(at_sizes) * len(kernels))
@@ -180,8 +186,7 @@ class CpuRun(RooflineRun):
             if stop is not None and stop.tail_from is not None:
                 # The sweep ended on a flat tail: DRAM is that plateau. The stop rule saw target
                 # sizes; the points hold the bytes measured (whole blocks).
-                start = (stop.dram_start if stop.dram_start is not None
-                         else int(DRAM_MIN_FACTOR * self.last_bytes))
+                start = self.dram_from or 0
                 at = {size: x for size, x in zip(self.sizes, xs, strict=True)}
                 named["DRAM"] = kernel_dram(xs, ys, at.get(start, start), at[stop.tail_from], self.min_points)
                 named = {lvl: named[lvl] for lvl in LEVELS if lvl in named}

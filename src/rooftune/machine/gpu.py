@@ -115,11 +115,11 @@ def triton_missing() -> str | None:
     return None
 
 
-def name_levels(sweep: dict[str, list[tuple[int, float]]], capacities: dict[str, int], steps_per_octave: int,
+def name_levels(sweep: dict[str, list[tuple[int, float]]], capacities: dict[str, int], min_points: int,
                 ) -> tuple[dict[str, dict[str, float]], dict[str, list[Plateau]], list[str]]:
     """Plateaus of each kernel's sweep named L2 / DRAM: (bandwidth by kernel and level, plateaus,
-    warnings for a level found by no distinct plateau)."""
-    min_points = max(2, steps_per_octave)
+    warnings for a level found by no distinct plateau); a level spans at least ``min_points``
+    points (:attr:`rooftune.machine.roofline.RooflineEffort.min_points`)."""
     named = {kind: named_levels([b for b, _ in points], [r for _, r in points], capacities, min_points)
              for kind, points in sweep.items()}
     plateaus, by_kernel = sweep_levels(named)
@@ -240,7 +240,7 @@ class GpuRun(RooflineRun):
             self.measurements += [p.measurement for p in pts]
             self.sweep_points[kind] = [(p.bytes, p.bandwidth) for p in pts]
         self.bandwidth_by_kernel, self.plateaus, more = name_levels(self.sweep_points, self.capacities,
-                                                                    effort.steps_per_octave)
+                                                                    effort.min_points)
         self.warnings += more
         self.bandwidth = level_bandwidth(self.bandwidth_by_kernel, GPU_LEVELS)
         if self.sweep_points:

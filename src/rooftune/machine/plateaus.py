@@ -252,8 +252,15 @@ def dram_reached(points: Sequence[tuple[int, float]], capacities: dict[str, int]
     """Where the DRAM plateau of a sweep in progress starts, once the sweep has seen every cache
     level and a DRAM plateau after them (see :func:`dram_below_nominal`); None before. The sweep
     can end there."""
+    return _reached(points, capacities, min_points, min_bytes)[0]
+
+
+def _reached(points: Sequence[tuple[int, float]], capacities: dict[str, int], min_points: int,
+             min_bytes: int) -> tuple[int | None, dict[str, Plateau]]:
+    """:func:`dram_reached`'s answer with the plateaus it named, which :func:`dram_confirmed`
+    reads next."""
     if not points or points[-1][0] < min_bytes:
-        return None
+        return None, {}
     sizes = [s for s, _ in points]
     # One slowed point would otherwise split the last cache's plateau or the DRAM tail, and the
     # sweep would run on to its end.
@@ -262,11 +269,11 @@ def dram_reached(points: Sequence[tuple[int, float]], capacities: dict[str, int]
     found = detect_plateaus(sizes, rates, min_points=min_points)
     named = name_plateaus(found, capacities, sizes, rates)
     if any(lv not in named or not named[lv].distinct for lv in LEVELS[:-1] if lv in capacities):
-        return None
+        return None, named
     dram = named.get("DRAM")
     if dram is not None and dram.distinct and dram.end_bytes >= DRAM_SPAN * dram.start_bytes:
-        return dram.start_bytes
-    return _slow_tail(points, named, capacities, min_points)
+        return dram.start_bytes, named
+    return _slow_tail(points, named, capacities, min_points), named
 
 
 def _slow_tail(points: Sequence[tuple[int, float]], named: dict[str, Plateau], capacities: dict[str, int],
@@ -359,26 +366,23 @@ class SweepEnd:
 
 
 def dram_confirmed(points: Sequence[tuple[int, float]], capacities: dict[str, int], min_points: int,
-                   min_bytes: int) -> int | None:
-    """Where DRAM starts in a sweep in progress once its plateau is confirmed; None before.
+                   min_bytes: int) -> tuple[int, Plateau] | None:
+    """Where DRAM starts in a sweep in progress once its plateau is confirmed, with the flat tail
+    that confirmed it; None before.
 
     Confirmed means: the sweep has seen every cache level and DRAM after them
     (:func:`dram_reached`), has gone :data:`DRAM_CONFIRM_FACTOR` past the last cache the cores see
     (:func:`seen_capacity`), and its last octave is flat (:func:`dram_tail`). A sweep that ends
     earlier ends on a curve still falling, and its "DRAM" is part cache.
     """
-    start = dram_reached(points, capacities, min_points, min_bytes)
+    start, named = _reached(points, capacities, min_points, min_bytes)
     if start is None:
         return None
     sizes = [s for s, _ in points]
-    rates = [r for _, r in points]
-    steady = never_rising(rates)
-    named = name_plateaus(detect_plateaus(sizes, steady, min_points=min_points), capacities, sizes, steady)
     if sizes[-1] < DRAM_CONFIRM_FACTOR * seen_capacity(capacities, named, start):
         return None
-    if dram_tail(sizes, rates, min_points=min_points, from_bytes=start) is None:
-        return None
-    return start
+    tail = dram_tail(sizes, [r for _, r in points], min_points=min_points, from_bytes=start)
+    return None if tail is None else (start, tail)
 
 
 def sweep_sizes(max_bytes: int, steps_per_octave: int, min_bytes: int = 4096) -> list[int]:

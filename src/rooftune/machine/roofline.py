@@ -52,6 +52,12 @@ class RooflineEffort:
     #: placement of the vCPUs change over seconds, and each ceiling keeps its faster look.
     late_looks: bool = False
 
+    @property
+    def min_points(self) -> int:
+        """The fewest sweep points a memory level spans: an octave of working sets; a shorter run
+        is a transition between levels."""
+        return max(2, self.steps_per_octave)
+
 
 @dataclass(frozen=True, kw_only=True)
 class Roofline:

@@ -107,13 +107,16 @@ class SweepStop:
         self.tail_from: int | None = None
 
     def __call__(self, points: list[tuple[int, float]]) -> SweepEnd | None:
-        start = dram_confirmed(points, self.capacities, self.min_points, MIN_SWEEP_BYTES)
-        if start is None and points[-1][0] < self.plan.planned_bytes:
+        confirmed = dram_confirmed(points, self.capacities, self.min_points, MIN_SWEEP_BYTES)
+        if confirmed is not None:
+            start, tail = confirmed
+        elif points[-1][0] < self.plan.planned_bytes:
             return None
-        sizes = [s for s, _ in points]
-        tail = dram_tail(sizes, [r for _, r in points], min_points=self.min_points, from_bytes=start or 0)
-        if tail is None:
-            return None
+        else:
+            start = None
+            tail = dram_tail([s for s, _ in points], [r for _, r in points], min_points=self.min_points)
+            if tail is None:
+                return None
         self.dram_start, self.tail_from = start, tail.start_bytes
         return SweepEnd(dram_from=start)
 
