@@ -59,6 +59,9 @@ def _kmp_blocktime(value: str) -> bool:
     return re.fullmatch(r"[0-9]{1,10}", value) is not None and int(value) <= _KMP_BLOCKTIME_MAX
 
 
+#: jemalloc's options a configuration may set in ``MALLOC_CONF``.
+_MALLOC_KEYS = "oversize_threshold|background_thread|metadata_thp|dirty_decay_ms|muzzy_decay_ms|narenas|percpu_arena|thp|retain"
+
 #: The environment variables a configuration's ``omp`` may set, each with the values it may take
 #: and how to say them: exactly those the search, the guideline and the baselines set. An OpenMP
 #: runtime reads others at its start that are no tuning setting and run code (OMP_TOOL_LIBRARIES,
@@ -75,6 +78,11 @@ OMP_VARIABLES: dict[str, tuple[Callable[[str], object], str]] = {
     "KMP_AFFINITY": (_kmp_affinity, "[granularity=fine|core|...,][verbose,...]compact|scatter|balanced|"
                                     "none|disabled|logical|physical[,permute][,offset], "
                                     "e.g. granularity=fine,compact,1,0"),
+    # jemalloc's tuning options only (no profiling or file output): the launcher sets them when it
+    # preloads jemalloc, and a configuration replays what a peer ran.
+    "MALLOC_CONF": (re.compile(rf"({_MALLOC_KEYS}):[A-Za-z0-9_.-]+(,({_MALLOC_KEYS}):[A-Za-z0-9_.-]+)*").fullmatch,
+                    f"comma-separated key:value of {_MALLOC_KEYS.replace('|', ', ')}, "
+                    "e.g. oversize_threshold:1,background_thread:true"),
 }
 
 #: Where a configuration sets what it does not set through ``omp``.
@@ -91,7 +99,7 @@ def check_omp(omp: object) -> None:
     for k, v in omp.items():
         if k not in OMP_VARIABLES:
             raise InvalidArgument("omp variable", k, f"allowed {', '.join(OMP_VARIABLES)} (the settings "
-                                  "the search tunes)", _SET_ELSEWHERE.get(k))
+                                  "the search and the peers set)", _SET_ELSEWHERE.get(k))
         ok, shape = OMP_VARIABLES[k]
         if not isinstance(v, str) or not ok(v):
             raise InvalidArgument(f"omp {k}", v, f"allowed {shape}")
@@ -132,10 +140,12 @@ ALLOCATOR_LIBRARIES = {
 }
 _LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib", "/usr/local/lib")
 #: jemalloc runs with its defaults in the search. PyTorch's launcher sets
-#: "oversize_threshold:1,background_thread:true,metadata_thp:auto", tuned for many-core servers: on
-#: small machines its background purging thread and every large buffer unmapped and faulted back in
-#: per inference make inference several times slower (BENCHMARKS.md, the tuning runs).
+#: :data:`LAUNCHER_JEMALLOC_CONF`, tuned for many-core servers: on small machines its background
+#: purging thread and every large buffer unmapped and faulted back in per inference make inference
+#: slower (BENCHMARKS.md, the tuning runs). The launcher's peer runs it as the launcher does.
 JEMALLOC_CONF = ""
+#: What ``torch.backends.xeon.run_cpu`` exports as MALLOC_CONF when it preloads jemalloc.
+LAUNCHER_JEMALLOC_CONF = "oversize_threshold:1,background_thread:true,metadata_thp:auto"
 
 
 def intel_openmp_library() -> str | None:

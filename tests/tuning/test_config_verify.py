@@ -263,9 +263,9 @@ def test_the_int8_guard_says_when_the_quantized_outputs_are_all_zeros() -> None:
     [
         # LLVM's and Intel's OpenMP load the libraries it names at their start
         ({"OMP_TOOL_LIBRARIES": "/tmp/tool.so"}, "invalid omp variable 'OMP_TOOL_LIBRARIES': allowed OMP_PROC_BIND, "
-                                                 "OMP_PLACES, OMP_WAIT_POLICY, KMP_BLOCKTIME, KMP_AFFINITY"),
+                                                 "OMP_PLACES, OMP_WAIT_POLICY, KMP_BLOCKTIME, KMP_AFFINITY, MALLOC_CONF"),
         ({"LD_PRELOAD": "/tmp/evil.so"}, "'LD_PRELOAD': allowed OMP_PROC_BIND, OMP_PLACES, OMP_WAIT_POLICY, KMP_BLOCKTIME, "
-                                         "KMP_AFFINITY (the settings the search tunes); a preloaded allocator is set by "
+                                         "KMP_AFFINITY, MALLOC_CONF (the settings the search and the peers set); a preloaded allocator is set by "
                                          "allocator (glibc, jemalloc, tcmalloc)"),
         ({"OMP_NUM_THREADS": "4; rm"}, "'OMP_NUM_THREADS': allowed OMP_PROC_BIND"),
         ({"OMP_PROC_BIND": "close; rm -rf ~"}, "invalid omp OMP_PROC_BIND 'close; rm -rf ~': allowed close, spread"),

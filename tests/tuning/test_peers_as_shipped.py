@@ -222,6 +222,20 @@ def test_the_launcher_and_intel_recipes_pin_cores_and_preload_intel_openmp() -> 
     assert "intel OpenMP, pinned" in launcher.describe()
 
 
+def test_the_launcher_falls_back_to_jemalloc_with_its_own_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without tcmalloc the launcher preloads jemalloc and exports its MALLOC_CONF with it."""
+    from rooftune.runconfig import LAUNCHER_JEMALLOC_CONF
+    from rooftune.tuning import guidelines
+
+    monkeypatch.setattr(guidelines, "allocator_library",
+                        lambda name: "/usr/lib/libjemalloc.so.2" if name == "jemalloc" else None)
+    launcher = {c.name: c for c in baselines(_platform(("avx512f",)), {})}["pytorch-launcher"]  # type: ignore[arg-type]
+    assert launcher.allocator == "jemalloc"
+    assert launcher.omp["MALLOC_CONF"] == LAUNCHER_JEMALLOC_CONF
+    with pytest.raises(InvalidArgument, match="MALLOC_CONF"):
+        RunConfig(runtime="eager", omp={"MALLOC_CONF": "prof:true,prof_prefix:/tmp/x"})
+
+
 def test_settings_added_later_leave_a_stored_configurations_key_alone() -> None:
     import hashlib
 

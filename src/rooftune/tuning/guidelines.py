@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from rooftune.runconfig import LAUNCHER_JEMALLOC_CONF
 from rooftune.tuning.config import RunConfig, allocator_library, intel_openmp_library
 
 if TYPE_CHECKING:
@@ -282,6 +283,8 @@ def baselines(platform: Platform, available: dict[str, Any]) -> list[RunConfig]:
     # physical cores (numactl -C, or taskset -c without numactl).
     launcher_alloc = "tcmalloc" if allocator_library("tcmalloc") else "jemalloc" if allocator_library("jemalloc") else "glibc"
     kmp = {"KMP_AFFINITY": "granularity=fine,compact,1,0", "KMP_BLOCKTIME": "1"} if intel_omp else {}
+    if launcher_alloc == "jemalloc":  # the launcher's own jemalloc settings come with it
+        kmp["MALLOC_CONF"] = LAUNCHER_JEMALLOC_CONF
     out.append(RunConfig(runtime="eager", intra_threads=cores, inter_threads=1, allocator=launcher_alloc, omp=kmp,
                          openmp=iomp, pin=True, name="pytorch-launcher"))
     # Intel's guide ("Maximize TensorFlow/PyTorch performance on CPUs", Intel's published settings):
