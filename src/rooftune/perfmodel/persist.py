@@ -128,12 +128,17 @@ def _schema(skops_bytes: bytes) -> Any:
 
 def stored_types(skops_bytes: bytes) -> set[str]:
     """The types (``module.name``) of every object a skops file holds, read from its schema."""
-    return {f"{n.get('__module__')}.{n.get('__class__')}" for n in _nodes(_schema(skops_bytes))}
+    return _types(_schema(skops_bytes))
 
 
-def _untrusted(skops_bytes: bytes) -> str | None:
-    """The first type or loader of a skops file that is not trusted, in words; None when all are."""
-    for node in _nodes(_schema(skops_bytes)):
+def _types(schema: Any) -> set[str]:
+    return {f"{n.get('__module__')}.{n.get('__class__')}" for n in _nodes(schema)}
+
+
+def _untrusted(schema: Any) -> str | None:
+    """The first type or loader of a skops file's schema that is not trusted, in words; None when
+    all are."""
+    for node in _nodes(schema):
         name, loader = f"{node.get('__module__')}.{node.get('__class__')}", node.get("__loader__")
         content = node.get("content")
         if isinstance(content, Mapping) and "function" in content:  # a function's node names it here
@@ -163,11 +168,12 @@ def _write(model: Any, path: Path, header: Mapping[str, Any]) -> Path:
     import skops.io
 
     body = skops.io.dumps(model, compression=zipfile.ZIP_DEFLATED)
-    bad = _untrusted(body)
+    schema = _schema(body)
+    bad = _untrusted(schema)
     if bad is not None:  # refused here, not by the load that would fail later
         raise InvalidArgument("model", type(model).__name__, f"holds {bad}, which a model file may not hold",
                               f"save a fitted rooftune estimator; its types are {__name__}.TRUSTED_TYPES")
-    types = stored_types(body)
+    types = _types(schema)
     full = {"magic": MAGIC, "format": FORMAT, **header, "versions": versions(),
             "versioned_libraries": sorted(lib for mod, lib in VERSIONED_LIBRARIES.items()
                                           if any(t.split(".")[0] == mod for t in types)),
@@ -273,7 +279,7 @@ def load_model(path: str | Path) -> Any:
         _check(header, path, header.get("versioned_libraries", sorted(VERSIONED_LIBRARIES.values())))
         try:
             body = z.read(MODEL_MEMBER)
-            bad = _untrusted(body)
+            bad = _untrusted(_schema(body))
         except (KeyError, ValueError, zipfile.BadZipFile) as exc:
             raise _refused(path, f"is not a saved rooftune model ({type(exc).__name__} in "
                            f"{MODEL_MEMBER})") from None
