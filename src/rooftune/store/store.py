@@ -7,6 +7,7 @@ writing at once queue on the lock instead of failing half-way.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -199,14 +200,20 @@ class Store:
     def _hide(self, text: str) -> str:
         """A driver's message with the URL's password left out, should the driver quote it."""
         text = text.replace(self.url, self.display_url)
-        m = _CREDENTIALS.match(self.url)
-        try:
-            decoded = make_url(self.url).password  # a driver quotes it decoded (%40 as '@')
-        except (ArgumentError, ValueError):
-            decoded = None
-        for secret in sorted({m["password"] if m else "", str(decoded or "")} - {""}, key=len, reverse=True):
+        for secret in self._secrets:
             text = text.replace(secret, HIDDEN)
         return text
+
+    @functools.cached_property
+    def _secrets(self) -> list[str]:
+        """The URL's password as written and as decoded (a driver quotes it decoded: %40 as '@'),
+        longest first."""
+        m = _CREDENTIALS.match(self.url)
+        try:
+            decoded = make_url(self.url).password
+        except (ArgumentError, ValueError):
+            decoded = None
+        return sorted({m["password"] if m else "", str(decoded or "")} - {""}, key=len, reverse=True)
 
     # ------------------------------------------------------------------ schema
 
