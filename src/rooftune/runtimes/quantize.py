@@ -96,12 +96,16 @@ ONNX_INT8_OPS = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantiz
                            "QLinearConv", "QLinearMatMul", "MatMulInteger", "ConvInteger"})
 
 
+#: What the error of :func:`nothing_quantized` says, which the study's skip rules recognise.
+NOTHING_QUANTIZED = "quantized no op of this model"
+
+
 def nothing_quantized(quantizer: str, ops: Sequence[str]) -> ValueError:
     """The error of a quantizer that left every op of the model in fp32: such a configuration would
     run fp32 under the name int8, so its trial fails and says why."""
     heavy = sorted(set(ops))
     shown = ", ".join(heavy[:8]) + (f" and {len(heavy) - 8} more" if len(heavy) > 8 else "")
-    return ValueError(f"int8: {quantizer} quantized no op of this model (its ops: {shown}); it would run in fp32")
+    return ValueError(f"int8: {quantizer} {NOTHING_QUANTIZED} (its ops: {shown}); it would run in fp32")
 
 
 def pt2e_int8(module: torch.nn.Module, example: Inputs, calibration: Sequence[Inputs], *,

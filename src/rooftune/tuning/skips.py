@@ -7,13 +7,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from rooftune.runtimes.quantize import NOTHING_QUANTIZED
 from rooftune.tuning.config import RunConfig
 from rooftune.tuning.result import TrialResult
+from rooftune.tuning.trial import CRASHED_PREFIX
 
 #: How a skipped configuration's error begins.
 NOT_RUN = "not run: "
-#: How a trial whose process a signal ended reads (rooftune.tuning.trial).
-CRASHED = "the trial process crashed (exit -"
+#: How a trial whose process a signal ended reads (a negative exit status).
+CRASHED = f"{CRASHED_PREFIX}-"
 #: glibc's malloc aborting on a pointer it did not allocate: what a preloaded allocator and a
 #: library bound to glibc's own malloc do to each other.
 HEAP_ABORTS = ("free(): ", "double free", "munmap_chunk", "malloc(): ", "realloc(): ", "corrupted ")
@@ -21,8 +23,6 @@ HEAP_ABORTS = ("free(): ", "double free", "munmap_chunk", "malloc(): ", "realloc
 SILENT_FAULTS = (f"{CRASHED}11):", f"{CRASHED}7):")
 #: How OpenVINO's PyTorch frontend refuses a model it has no conversion rule for some op of.
 CONVERSION_FAILED = "OpConversionFailure: "
-#: How a trial whose quantizer left the whole model in fp32 fails (rooftune.runtimes.quantize).
-NOTHING_QUANTIZED = "quantized no op of this model"
 
 
 def crashed_under_preload(trial: TrialResult, config: RunConfig) -> bool:

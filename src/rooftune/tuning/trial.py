@@ -25,6 +25,9 @@ from rooftune.platform.processes import (
 )
 from rooftune.tuning.config import OMP_VARIABLES, RunConfig
 
+#: How a trial whose process ended before answering reads, its exit status next.
+CRASHED_PREFIX = "the trial process crashed (exit "
+
 #: Time limit of preparing a configuration (export, compile, convert) and checking its output.
 PREPARE_TIMEOUT_S = 240.0
 #: Time limit of one measurement beyond its own budget (start-up of the timer, slow first calls).
@@ -134,7 +137,7 @@ class Worker:
         if not line:
             wait_exit(self.proc, EXIT_TIMEOUT_S)
             kill_group(self.proc)  # with what it started
-            raise TrialFailed(f"the trial process crashed (exit {self.proc.returncode}): {self._last_stderr()}")
+            raise TrialFailed(f"{CRASHED_PREFIX}{self.proc.returncode}): {self._last_stderr()}")
         answer = json.loads(line)
         if not answer.get("ok"):
             raise TrialFailed(answer.get("error", "failed"))
