@@ -197,11 +197,13 @@ class Study:
 
         if not isinstance(model, str):
             from rooftune.store import modules_dir
+            from rooftune.workload.keras_models import is_keras_model, save_keras_file
             from rooftune.workload.models import export_module_file, module_takes_no_shapes
 
-            module_takes_no_shapes(inputs, options)
+            module_takes_no_shapes(inputs if not is_keras_model(model) else None, options)
             folder = Path(self.save).resolve().parent if self.save is not None else modules_dir()
-            model = str(export_module_file(model, example_inputs, example_kwargs, folder))
+            model = str(save_keras_file(model, folder, example_inputs or example_kwargs) if is_keras_model(model)
+                        else export_module_file(model, example_inputs, example_kwargs, folder))
         elif example_inputs is not None or example_kwargs is not None:
             raise InvalidArgument("example_inputs", type(example_inputs if example_inputs is not None else example_kwargs).__name__,
                                   "allowed only with an nn.Module (a model name comes with its own inputs: --input)")

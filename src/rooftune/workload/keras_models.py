@@ -341,3 +341,35 @@ def load_tf_workload(model: str, batch: int | None, inputs: Sequence[tuple[int, 
             raise InvalidArgument("model", model, "a directory without saved_model.pb; a SavedModel directory")
         return _saved_model(model, path, batch, inputs, options, check)
     return _keras_file(model, path, batch, inputs, options, check)
+
+
+def save_keras_file(keras_model: Any, folder: Path, example_inputs: Any = None) -> Path:
+    """A Keras model object saved as a ``.keras`` file in ``folder`` (named by the model and a hash
+    of its weights, so the same model saved again is the same file), for processes that load it by
+    path: tuning trials, a saved configuration. It is loaded back in safe mode like any .keras file."""
+    import hashlib
+
+    if example_inputs is not None:
+        raise InvalidArgument("example_inputs", type(example_inputs).__name__,
+                              "a Keras model's inputs are its own: give their shapes (inputs=[...]) where they are open")
+    _tf()
+    h = hashlib.sha256(str(getattr(keras_model, "name", "")).encode())
+    try:
+        for w in keras_model.get_weights():
+            h.update(str(w.shape).encode())
+            h.update(w.tobytes())
+    except Exception as exc:
+        raise InvalidArgument("model", type(keras_model).__name__, f"a built Keras model ({one_line(exc, 120)})") from None
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = "".join(c if c.isalnum() or c in "_-" else "_" for c in str(getattr(keras_model, "name", "model")))
+    path = folder / f"{stem}-{h.hexdigest()[:16]}.keras"
+    if not path.exists():
+        part = path.with_name(f".{path.stem}.part.keras")
+        try:
+            keras_model.save(str(part))
+        except Exception as exc:
+            part.unlink(missing_ok=True)
+            raise WorkloadError(f"model {stem!r} cannot be saved as a .keras file: {type(exc).__name__}: "
+                                f"{one_line(exc, 200)}") from exc
+        part.replace(path)
+    return path
