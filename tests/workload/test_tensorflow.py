@@ -4,6 +4,7 @@ guideline and baselines, and one verified trial in its own process; with the bad
 
 from __future__ import annotations
 
+import importlib
 import math
 from pathlib import Path
 
@@ -13,6 +14,8 @@ import torch
 
 from rooftune.errors import InvalidArgument, WorkloadError
 
+# Triton (torch's compiler stack) before TensorFlow, as rooftune loads them (keras_models._tf)
+importlib.import_module("torch._dynamo")
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("keras")
 

@@ -57,6 +57,12 @@ def _tf() -> Any:
     # TensorFlow's C++ start-up notes (oneDNN, CPU features) go to stderr at import; rooftune
     # reports what matters itself
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # torch's compiler stack (torch.export, torch.compile) loads Triton, which brings its own LLVM:
+    # loaded after TensorFlow's, it crashes the process at its import; loaded before, both run.
+    # So it is loaded first, whichever framework the process runs next.
+    import importlib
+
+    importlib.import_module("torch._dynamo")
     import tensorflow as tf
 
     return tf
