@@ -96,8 +96,11 @@ def _export(module: Any, example_inputs: Sequence[Any] | None, out: Path,
     import torch
 
     from rooftune.fileio import atomic_path
+    from rooftune.workload.keras_models import is_keras_model, save_keras_file
     from rooftune.workload.models import export_module
 
+    if is_keras_model(module):  # a Keras model: a .keras file (loaded back in safe mode)
+        return str(save_keras_file(module, out, example_inputs or example_kwargs))
     ep = export_module(module, example_inputs, example_kwargs)
     out.mkdir(parents=True, exist_ok=True)
     path = out / "model.pt2"
@@ -232,8 +235,13 @@ class _Run:
             call=wl.call.describe() if wl.call is not None else None,
             given=f"{type(given).__name__} (exported to {self.name})" if given is not None else None)
         from rooftune.selection.graph import selectable
+        from rooftune.workload import is_tensorflow
 
-        if "select" in steps and not any(selectable(m) for m in (given if given is not None else wl.module).modules()):
+        if "select" in steps and is_tensorflow(wl):
+            result.steps["select"].status = "skipped"
+            result.steps["select"].message = ("a TensorFlow model: select rewrites a PyTorch module's convolutions, "
+                                              "TensorFlow picks its own kernels (oneDNN's)")
+        elif "select" in steps and not any(selectable(m) for m in (given if given is not None else wl.module).modules()):
             # nothing to select: the step is left out and its share of the budget goes to tuning
             result.steps["select"].status = "skipped"
             result.steps["select"].message = (

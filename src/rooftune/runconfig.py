@@ -292,6 +292,8 @@ class RunConfig:
             env["OMP_NUM_THREADS"] = str(self.intra_threads)
             env["MKL_NUM_THREADS"] = str(self.intra_threads)
         env.update(self.omp)
+        if self.runtime == "tensorflow" and "onednn" in self.runtime_options:  # read at TensorFlow's import
+            env["TF_ENABLE_ONEDNN_OPTS"] = "1" if self.runtime_options["onednn"] else "0"
         preload = []
         if self.openmp == "intel":
             iomp = intel_openmp_library()

@@ -33,7 +33,7 @@ import torch
 from rooftune.analysis.findings import lower_precisions, opportunity_groups, reason, top_opportunities
 from rooftune.analysis.placement import Roofs, place
 from rooftune.bench import Policy, measure_parts, stats
-from rooftune.costs import cost_of
+from rooftune.costs import cost_of, formula_view
 from rooftune.errors import InvalidArgument, thread_counts
 from rooftune.units import threads_of
 
@@ -353,7 +353,7 @@ def _analyze(wl: Any, ceilings: Any, threads: int, budget_s: float, progress: Pr
                 shapes=op.shapes(), dtype=dtype, flops=cost.flops, bytes=cost.bytes, formula=cost.formula,
                 time_s=t, time_iqr_s=m.iqr, level=pl.level, roof_name=pl.roof_name, roof_flops=pl.roof_flops,
                 lower_bound_s=pl.lower_bound_s, efficiency=pl.efficiency, bound=pl.bound,
-                headroom_s=pl.headroom_s, reason=reason(op, cost.kind, pl.bound, pl.efficiency, pl.level, faster),
+                headroom_s=pl.headroom_s, reason=reason(formula_view(op), cost.kind, pl.bound, pl.efficiency, pl.level, faster),
                 traffic=cost.traffic,
             )
         )
@@ -438,7 +438,8 @@ def analyze(
     from rooftune.platform import current_platform
     from rooftune.platform.gpu import check_cuda, parse_device
     from rooftune.store import Store
-    from rooftune.workload import Workload, load_workload
+    from rooftune.workload import KerasWorkload, Workload, load_workload
+    from rooftune.workload.keras_models import from_keras_model, is_keras_model
 
     budget_s = check_budget(budget_s)
     kind, index = parse_device(device)
@@ -473,10 +474,18 @@ def analyze(
             raise InvalidArgument("inputs" if inputs is not None else "options", inputs if inputs is not None else options,
                                   "allowed only with a model name (a module comes with example_inputs)")
         model = Workload(type(model).__name__, "module", model.eval(), tuple(example_inputs))
+    elif is_keras_model(model):  # traced at its inputs' shapes with the batch given (one)
+        if example_inputs is not None or options is not None or len(batches) > 1:
+            raise InvalidArgument("example_inputs" if example_inputs is not None else "options" if options is not None
+                                  else "batch", example_inputs if example_inputs is not None else options or batch,
+                                  "a Keras model takes one batch and its input shapes (inputs=[...]), no options")
+        model = from_keras_model(model, str(getattr(model, "name", type(model).__name__)), "keras model",
+                                 batches[0], inputs)
+        batches = [None]
     elif example_inputs is not None:
         raise InvalidArgument("example_inputs", type(example_inputs).__name__,
                               "allowed only with an nn.Module (a name builds its own inputs)")
-    if isinstance(model, Workload):
+    if isinstance(model, (Workload, KerasWorkload)):
         if len(batches) > 1 or batches[0] is not None:
             raise InvalidArgument("batch", batch, "a loaded Workload has its batch; pass the model name instead")
         loaded = {None: model}

@@ -72,7 +72,8 @@ def _print_analysis(a: Any, top: int) -> None:
 
 def analyze(
     model: Annotated[str, typer.Argument(help="torchvision name (resnet50), lstm, gru, transformer-encoder, "
-                                         "package.module:callable or a .pt2 file.")],
+                                         "keras:NAME (keras:ResNet50), package.module:callable, a .pt2 or .keras file or a "
+                                         "SavedModel directory.")],
     batch: Annotated[str | None, batch_option("Batch size; several (1,8,32) draw a trajectory.")] = None,
     input_shape: Annotated[
         list[str] | None, input_option("Input shape, e.g. 1x3x224x224; repeat for several inputs.")
@@ -150,3 +151,7 @@ def models() -> None:
         by_family.setdefault(family, []).append(name)
     for family, names in by_family.items():
         out.print(f"[bold]torchvision {family}[/bold]: {' '.join(sorted(names))}", highlight=False)
+    from rooftune.workload import KERAS_APPLICATIONS
+
+    out.print(f"[bold]keras applications[/bold] (TensorFlow, untrained, at their standard input size): "
+              f"{' '.join('keras:' + n for n in KERAS_APPLICATIONS)}", highlight=False)

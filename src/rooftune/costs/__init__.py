@@ -3,6 +3,6 @@
 from __future__ import annotations
 
 from rooftune.costs.formulas import FORMULAS, OpCost
-from rooftune.costs.lookup import cost_of, costs_of
+from rooftune.costs.lookup import cost_of, costs_of, formula_view
 
-__all__ = ["FORMULAS", "OpCost", "cost_of", "costs_of"]
+__all__ = ["FORMULAS", "OpCost", "cost_of", "costs_of", "formula_view"]

@@ -13,6 +13,7 @@ from rooftune.runtimes.base import Prepared, Runtime, like_output, output_tensor
 from rooftune.runtimes.ncnn_runtime import Ncnn
 from rooftune.runtimes.onnx_runtime import OnnxRuntime
 from rooftune.runtimes.openvino_runtime import OpenVINO
+from rooftune.runtimes.tensorflow_runtime import TensorFlow
 from rooftune.runtimes.torch_runtimes import Compile, Eager, TorchScript
 
 RUNTIMES: dict[str, type[Runtime]] = {
@@ -22,6 +23,7 @@ RUNTIMES: dict[str, type[Runtime]] = {
     "onnxruntime": OnnxRuntime,
     "openvino": OpenVINO,
     "ncnn": Ncnn,
+    "tensorflow": TensorFlow,
 }
 # a configuration names a runtime and sets its options; rooftune.runconfig learns them from here
 for _name, _runtime in RUNTIMES.items():

@@ -65,6 +65,8 @@ class Runtime(ABC):
     uses_openmp: bool = True
     #: Precisions this runtime can run (int8 also needs its quantizer, see rooftune.runtimes.quantize).
     precisions: tuple[str, ...] = ("fp32",)
+    #: The frameworks whose models this runtime runs (a workload's ``framework``; PyTorch's by default).
+    frameworks: tuple[str, ...] = ("torch",)
 
     def unsupported(self, config: RunConfig) -> str | None:
         """None when this runtime can run ``config`` here, else why not."""

@@ -98,6 +98,8 @@ NCNN_MIN_SHARE = 0.95
 #: Batch the throughput guideline runs when the user fixes none: large enough to fill the GEMMs'
 #: blocking on CNNs at 224x224, small enough to stay within the last-level cache's reach per layer.
 THROUGHPUT_BATCH = 8
+#: How a TensorFlow model's graph is captured (rooftune.workload.tf_graph): its guideline is TensorFlow's.
+TF_CAPTURE = "tensorflow step stats"
 #: Fewest intra-op threads an inter-op pool is given (else one pool takes every core).
 MIN_INTRA = 4
 #: Cores per instance for throughput (Intel's multi-instance guidance: 4 cores per instance).
@@ -115,8 +117,18 @@ def guideline(platform: Platform, graph: OpGraph, available: dict[str, Any], *, 
         cores = max(1, cores // instances)
     # Wang et al.'s inter-op pools, only where each pool keeps MIN_INTRA threads: pools of one or
     # two threads each leave every operator too few cores and run the network slower than one pool.
-    pools = max(1, min(cores // MIN_INTRA, round(width))) if graph.capture == "torch.export" else 1
+    pools = max(1, min(cores // MIN_INTRA, round(width))) if graph.capture in (
+        "torch.export", TF_CAPTURE) else 1
     intra = max(1, cores // pools)
+    if graph.capture == TF_CAPTURE:  # a TensorFlow model: TensorFlow's executor and its two pools
+        why = [f"{physical_usable(platform)} usable physical cores (SMT siblings left idle)"]
+        if objective == "throughput":
+            why.append(f"throughput: {instances} instance(s) of {cores} core(s), batch {batch or THROUGHPUT_BATCH}")
+        why.append(f"average width {width:.2f} heavy ops per level -> {pools} inter-op thread(s) x {intra} "
+                   "intra-op threads (TensorFlow's two pools)")
+        return RunConfig(runtime="tensorflow", intra_threads=intra, inter_threads=pools, name="guideline",
+                         batch=batch or (THROUGHPUT_BATCH if objective == "throughput" else 1),
+                         instances=instances), why
     from rooftune.costs import costs_of
 
     costs = costs_of(graph)
@@ -266,10 +278,40 @@ def source_seeds(guide: RunConfig, available: dict[str, Any], objective: str = "
     return [ov.normalize(cfg)] if ov.unsupported(cfg) is None else []
 
 
-def baselines(platform: Platform, available: dict[str, Any]) -> list[RunConfig]:
+def tf_baselines(platform: Platform) -> list[RunConfig]:
+    """A TensorFlow model's peers as their users run it:
+
+    - ``tensorflow-vanilla``: TensorFlow's defaults (no thread setting: each pool one thread per
+      logical core, oneDNN on, as installed);
+    - ``tensorflow-recommended``: TensorFlow's performance guide ("Optimizing for CPU",
+      tensorflow.org's Performance Guide): intra_op_parallelism_threads = physical cores,
+      inter_op_parallelism_threads = sockets;
+    - ``intel-recommended-tf``: Intel's "Maximize TensorFlow Performance on CPU: Considerations and
+      Recommendations for Inference Workloads": intra = cores per socket, inter = sockets,
+      OMP_NUM_THREADS = cores per socket, KMP_BLOCKTIME = 1, KMP_AFFINITY =
+      granularity=fine,verbose,compact,1,0 (the KMP settings where Intel OpenMP is there to read
+      them), the process bound to its cores (numactl in the article)."""
+    cores = physical_usable(platform)
+    sockets = 1  # one NUMA node's worth of cores is what a single process is pinned to
+    built_with_iomp = (platform.openmp or {}).get("library", "").startswith(("libiomp", "libomp"))
+    iomp = "default" if built_with_iomp or not intel_openmp_library() else "intel"
+    intel_omp = built_with_iomp or iomp == "intel"
+    kmp = {"KMP_AFFINITY": "granularity=fine,verbose,compact,1,0", "KMP_BLOCKTIME": "1"} if intel_omp else {}
+    return [
+        RunConfig(runtime="tensorflow", set_threads=False, name="tensorflow-vanilla"),
+        RunConfig(runtime="tensorflow", intra_threads=cores, inter_threads=sockets, name="tensorflow-recommended"),
+        RunConfig(runtime="tensorflow", intra_threads=cores, inter_threads=sockets, omp=kmp, openmp=iomp, pin=True,
+                  name="intel-recommended-tf"),
+    ]
+
+
+def baselines(platform: Platform, available: dict[str, Any], framework: str = "torch") -> list[RunConfig]:
     """The peers as their users run them: vanilla, pytorch-launcher, intel-recommended,
     onnxruntime-default, openvino-default (as installed, in the precision it picks) and
-    openvino-latency (pinned to f32); the last three only when installed."""
+    openvino-latency (pinned to f32); the last three only when installed. A TensorFlow model's:
+    :func:`tf_baselines`."""
+    if framework == "tensorflow":
+        return tf_baselines(platform)
     cores = physical_usable(platform)
     sockets = 1  # one NUMA node's worth of cores is what a single process is pinned to
     # Intel OpenMP: the one torch was built with, or the intel-openmp package's, preloaded

@@ -62,6 +62,7 @@ from rooftune.tuning.compare import (
 )
 from rooftune.tuning.config import RunConfig, allocator_library
 from rooftune.tuning.guidelines import (
+    TF_CAPTURE,
     baselines,
     guideline,
     precision_seeds,
@@ -196,11 +197,13 @@ class Study:
 
         if not isinstance(model, str):
             from rooftune.store import modules_dir
+            from rooftune.workload.keras_models import is_keras_model, save_keras_file
             from rooftune.workload.models import export_module_file, module_takes_no_shapes
 
-            module_takes_no_shapes(inputs, options)
+            module_takes_no_shapes(inputs if not is_keras_model(model) else None, options)
             folder = Path(self.save).resolve().parent if self.save is not None else modules_dir()
-            model = str(export_module_file(model, example_inputs, example_kwargs, folder))
+            model = str(save_keras_file(model, folder, example_inputs or example_kwargs) if is_keras_model(model)
+                        else export_module_file(model, example_inputs, example_kwargs, folder))
         elif example_inputs is not None or example_kwargs is not None:
             raise InvalidArgument("example_inputs", type(example_inputs if example_inputs is not None else example_kwargs).__name__,
                                   "allowed only with an nn.Module (a model name comes with its own inputs: --input)")
@@ -213,6 +216,16 @@ class Study:
         # inputs as Python integers: the trials' processes read them from JSON
         self.workload = {"model": model, "inputs": [list(s) for s in inputs] if inputs else None,
                          "options": options or {}}
+        # the runtimes that run this framework's models (a TensorFlow model: TensorFlow's own)
+        from rooftune.runtimes import RUNTIMES
+
+        self.framework: str = getattr(self.wl, "framework", "torch")
+        own = {n for n, rt in RUNTIMES.items() if self.framework in rt.frameworks}
+        if not own & set(self.available):
+            raise InvalidArgument("runtime", ",".join(self.available) or "none",
+                                  f"a {self.framework} model runs on {', '.join(sorted(own))}")
+        self.available = {n: rt for n, rt in self.available.items() if n in own}
+        notes_by_rt = {n: why for n, why in notes_by_rt.items() if n in own}
         self.notes = [f"{k}: {v}" for k, v in notes_by_rt.items()]
         if "openvino" in self.available:
             self.notes.append("openvino-default runs OpenVINO as installed (it picks its own precision, verified by that "
@@ -222,7 +235,7 @@ class Study:
                               "allocator not tuned")
         self.step("capture and reference output", 0, 1)
         self.graph = capture(self.wl)
-        if self.graph.capture != "torch.export":
+        if self.graph.capture not in ("torch.export", TF_CAPTURE):
             self.notes.append(f"{self.graph.capture_note.split(';', 1)[0]}: the graph runtimes (TorchScript, ONNX Runtime, "
                               "OpenVINO, ncnn) run the model as traced on its example input, which fixes any data-dependent "
                               "branch to the one that input takes, and every configuration was verified on that input alone: "
@@ -302,7 +315,7 @@ class Study:
         runs from the model's ONNX export instead (what an OpenVINO user does next)."""
         self.guide_cfg, self.reasons = guideline(self.platform, self.graph, self.available,
                                                  objective=self.objective, batch=self.batch)
-        fixed = [self.guide_cfg, *(replace(b, batch=self.wl.batch) for b in baselines(self.platform, self.available))]
+        fixed = [self.guide_cfg, *(replace(b, batch=self.wl.batch) for b in baselines(self.platform, self.available, self.framework))]
         from_onnx: list[str] = []
         why_onnx = ""
         for i, cfg in enumerate(fixed):

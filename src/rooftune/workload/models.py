@@ -22,6 +22,13 @@ from torch import nn
 from rooftune.errors import InvalidArgument, WorkloadError, is_int, one_line
 from rooftune.workload.builtin import BUILTINS
 from rooftune.workload.calls import CallStructure, flat_module, needs_structure, positional_names, take_apart
+from rooftune.workload.keras_models import (
+    from_keras_model,
+    is_keras_model,
+    is_keras_name,
+    is_saved_model,
+    load_tf_workload,
+)
 from rooftune.workload.shapes import batched_like_first, check_elements, format_shape, with_batch
 
 #: Seed of the example inputs: the same workload always gets the same numbers.
@@ -196,6 +203,8 @@ def _load_callable(spec: str, options: dict[str, Any]) -> tuple[nn.Module, tuple
         result = obj(**options)
     except Exception as exc:
         raise WorkloadError(f"model {spec!r}: calling {attr}() failed: {type(exc).__name__}: {one_line(exc, 200)}") from exc
+    if is_keras_model(result):  # a Keras model: its inputs say its shapes (rooftune.workload.keras_models)
+        return result, (), {}
     args: tuple[Any, ...] = ()
     kwargs: dict[str, Any] = {}
     if isinstance(result, tuple) and len(result) in (2, 3) and isinstance(result[0], nn.Module):
@@ -358,10 +367,14 @@ def _load(
     if not model:
         raise InvalidArgument("model", model, "allowed a torchvision name, a built-in, module:callable or a .pt2 file")
     path = Path(model)
+    if is_keras_name(model) or model.endswith(".keras") or is_saved_model(path):
+        return load_tf_workload(model, batch, inputs, options, check)
     if model.endswith(".pt2") or (path.suffix and path.is_file()):
         wl = _load_exported(model, path, batch, inputs, options)
     elif ":" in model:
         module, args, kwargs = _load_callable(model, options)
+        if is_keras_model(module):
+            return from_keras_model(module, model, "keras callable", batch, inputs, options, check)
         if not args and not kwargs and not inputs:
             raise WorkloadError(
                 f"model {model!r} returned a module without example inputs; give their shapes, e.g. --input 1x3x224x224"
@@ -385,7 +398,8 @@ def _load(
             close = difflib.get_close_matches(model, known, n=3, cutoff=0.6)
             hint = f"did you mean {', '.join(close)}?" if close else "see `rooftune models` for the list"
             raise InvalidArgument(
-                "model", model, "allowed a torchvision model name, lstm, gru, transformer-encoder, module:callable or a .pt2 file", hint
+                "model", model, "allowed a torchvision model name, lstm, gru, transformer-encoder, keras:NAME, module:callable, a .pt2 "
+                "or .keras file or a SavedModel directory", hint
             )
         import torchvision.models as tvm
 

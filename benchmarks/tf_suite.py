@@ -1,0 +1,112 @@
+"""The TensorFlow suite: batch-1 latency of five Keras applications, tuned within a budget each,
+against TensorFlow as its users run it (issue "TensorFlow and Keras models").
+
+    .venv/bin/python benchmarks/tf_suite.py [--budget 240] [--models keras:ResNet50,...] [--db PATH] [--json OUT]
+    .venv/bin/python benchmarks/tf_suite.py --flops        # keras:ResNet50's FLOPs against torchvision resnet50's
+
+Targets:
+  * over tensorflow-vanilla, geometric mean over the five models >= 2.5x, and >= 3.5x on one;
+  * over intel-recommended-tf and tensorflow-recommended >= 1.3x geomean each;
+  * the guideline within 15 % of the searched best.
+
+Every speedup is the interleaved (A B B A) comparison `rooftune tune` makes at its end, in live
+pairs of subprocesses, with its 95 % CI. The targets are for a machine of many cores, where the
+thread pools' settings matter: on 2 cores every setting runs the same two threads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+
+SUITE = ("keras:ResNet50", "keras:MobileNetV2", "keras:InceptionV3", "keras:VGG16", "keras:DenseNet121")
+PEERS = ("tensorflow-vanilla", "tensorflow-recommended", "intel-recommended-tf")
+
+
+def geomean(xs: list[float]) -> float:
+    xs = [x for x in xs if x > 0 and math.isfinite(x)]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else math.nan
+
+
+def flops() -> int:
+    """keras:ResNet50's FLOPs (TensorFlow's graph) against torchvision resnet50's (torch.export),
+    by op kind: the two architectures differ where they downsample (see the README)."""
+    from rooftune.costs import costs_of
+    from rooftune.workload import capture, load_workload
+
+    by: dict[str, dict[str, float]] = {}
+    for name in ("keras:ResNet50", "resnet50"):
+        g = capture(load_workload(name))
+        for c in costs_of(g):
+            by.setdefault(name, {}).setdefault(c.kind, 0.0)
+            by[name][c.kind] += c.flops or 0.0
+    for name, kinds in by.items():
+        total = sum(kinds.values())
+        print(f"{name}: {total / 1e9:.3f} GFLOP; " + ", ".join(f"{k} {v / 1e9:.3f}" for k, v in sorted(kinds.items()) if v))
+    k, t = sum(by["keras:ResNet50"].values()), sum(by["resnet50"].values())
+    print(f"keras/torch: {k / t:.4f} ({(k - t) / 1e9:+.3f} GFLOP)")
+    return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--budget", type=float, default=240.0, help="seconds per model")
+    ap.add_argument("--models", default=",".join(SUITE))
+    ap.add_argument("--db", default=None)
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--guidelines-only", action="store_true", help="no search: the guideline against the peers")
+    ap.add_argument("--flops", action="store_true", help="keras:ResNet50's FLOPs against torchvision resnet50's")
+    args = ap.parse_args()
+    if args.flops:
+        return flops()
+
+    from rooftune.platform import current_platform
+    from rooftune.tuning import tune
+
+    platform = current_platform()
+    print(f"# {platform.cpu_model}, {platform.usable_cores} usable cores, platform {platform.id}; "
+          f"budget {args.budget:.0f} s per model")
+    rows = []
+    for name in args.models.split(","):
+        t0 = time.perf_counter()
+        r = tune(name, budget_s=args.budget, db=args.db, precisions=("fp32",), guidelines_only=args.guidelines_only)
+        gap, lo, hi, _ = r.guideline_gap()
+        row = {"model": name, "best": r.best.config.describe(), "best_latency_s": r.best.latency_s,
+               "speedup": r.speedup, "guideline_vs_best": gap, "guideline_ci": (lo, hi),
+               "trials": len(r.trials), "failed": sum(1 for t in r.trials if not t.ok),
+               "wall_s": time.perf_counter() - t0}
+        rows.append(row)
+        print(f"\n{name}: best {r.best.latency_s * 1e3:.2f} ms = {row['best']}  "
+              f"[{row['trials']} trials, {row['failed']} failed, {row['wall_s']:.0f} s]")
+        for k in PEERS:
+            s = r.speedup.get(k)
+            b = r.baselines.get(k)
+            lat = f"{b.latency_s * 1e3:8.2f} ms" if b and b.ok else "  failed" if b else "       -"
+            ratio = f"{s['ratio']:.2f} ({s['ci_low']:.2f}-{s['ci_high']:.2f})" if s else "-"
+            print(f"  {k:24s} {lat}  best is {ratio}x faster")
+        print(f"  guideline {r.guideline.latency_s * 1e3:.2f} ms = {gap:.2f} ({lo:.2f}-{hi:.2f})x the best "
+              f"({r.guideline.config.describe()})", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=2, default=str)
+
+    def col(k: str) -> list[float]:
+        return [r["speedup"][k]["ratio"] for r in rows if k in r["speedup"]]
+
+    print()
+    for k in PEERS:
+        xs = col(k)
+        print(f"over {k}: geomean {geomean(xs):.2f}x, max {max(xs, default=math.nan):.2f}x over {len(xs)} model(s)")
+    gaps = [r["guideline_vs_best"] for r in rows]
+    print(f"guideline/best: worst {max(gaps, default=math.nan):.2f}")
+    met = (geomean(col("tensorflow-vanilla")) >= 2.5 and max(col("tensorflow-vanilla"), default=0) >= 3.5
+           and geomean(col("tensorflow-recommended")) >= 1.3 and geomean(col("intel-recommended-tf")) >= 1.3
+           and all(g <= 1.15 for g in gaps))
+    print(f"targets met: {met}")
+    return 0 if met else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

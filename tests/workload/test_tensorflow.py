@@ -1,0 +1,204 @@
+"""TensorFlow and Keras models: loading (module:callable, .keras, SavedModel, keras:NAME, a Keras
+object), the op graph with shapes and costs, the analysis, the tensorflow runtime with its
+guideline and baselines, and one verified trial in its own process; with the bad input each refuses."""
+
+from __future__ import annotations
+
+import importlib
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from rooftune.errors import InvalidArgument, WorkloadError
+
+# Triton (torch's compiler stack) before TensorFlow, as rooftune loads them (keras_models._tf)
+importlib.import_module("torch._dynamo")
+tf = pytest.importorskip("tensorflow")
+keras = pytest.importorskip("keras")
+
+TINY = "tests.workload.tf_models:tiny_cnn"
+C = 8  # tiny_cnn's channels
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    from rooftune.workload import load_workload
+
+    return load_workload(TINY)
+
+
+@pytest.fixture(scope="module")
+def tiny_graph(tiny):
+    from rooftune.workload import capture
+
+    return capture(tiny)
+
+
+def test_a_callable_returning_a_keras_model_runs_as_keras_does(tiny) -> None:
+    from tests.workload.tf_models import tiny_cnn
+
+    assert tiny.kind == "keras callable" and tiny.framework == "tensorflow"
+    assert tiny.input_shapes == [(1, 16, 16, 3)] and tiny.batch == 1
+    [out] = tiny()
+    expected = tiny_cnn()(tiny.inputs[0].numpy(), training=False)
+    np.testing.assert_allclose(out.numpy(), np.asarray(expected), rtol=1e-5, atol=1e-6)
+
+
+def test_the_op_graph_has_the_ops_tensorflow_ran_with_shapes_and_costs(tiny_graph) -> None:
+    from rooftune.costs import cost_of
+    from rooftune.costs.tf_ops import tf_type
+
+    g = tiny_graph
+    assert g.capture == "tensorflow step stats"
+    types = {tf_type(op.module_type) for op in g.ops}
+    assert {"Conv2D", "DepthwiseConv2dNative", "MatMul", "Softmax", "Mean"} <= types
+    costs = {op.name: cost_of(op) for op in g.ops}
+    assert not [op.target for op in g.ops if costs[op.name].flops is None]  # every op has a formula
+    conv = [costs[op.name].flops for op in g.ops if tf_type(op.module_type) == "Conv2D"]
+    depthwise = [costs[op.name].flops for op in g.ops if tf_type(op.module_type) == "DepthwiseConv2dNative"]
+    matmul = [costs[op.name].flops for op in g.ops if tf_type(op.module_type) == "MatMul"]
+    # 2 * N * K * H * W * C * kh * kw: the conv 3 -> 8, the depthwise 8 channels of one filter each
+    assert conv == [2 * 16 * 16 * C * 3 * 9] and depthwise == [2 * 16 * 16 * C * 9] and matmul == [2 * C * 4]
+    first = next(op for op in g.ops if tf_type(op.module_type) == "Conv2D")
+    assert first.args["x0"].shape == (1, 16, 16, 3) and first.outputs[0].shape == (1, 16, 16, C)
+    times = g.run_timed(lambda: 0.0)
+    assert len(times) == len(g.ops) and sum(times) > 0
+
+
+def test_analyze_places_every_tensorflow_op(tiny, ceilings_db: Path) -> None:
+    from rooftune.analysis import analyze
+
+    [a] = analyze(tiny, budget_s=0.5, db=str(ceilings_db), threads=1)
+    assert a.capture == "tensorflow step stats" and a.workload_kind == "keras callable"
+    assert a.runs >= 10 and a.end_to_end_s > 0 and a.ops_sum_s > 0
+    assert math.isfinite(a.accounting_ratio) and a.accounting_ci[0] <= a.accounting_ratio <= a.accounting_ci[1]
+    assert {o.kind for o in a.ops} >= {"conv", "matmul", "softmax", "reduction"}
+    assert a.flops >= 2 * 16 * 16 * C * 3 * 9 + 2 * 16 * 16 * C * 9 + 2 * C * 4
+    assert all(o.bound in {"compute", "overhead", "memory-L1", "memory-L2", "memory-L3", "memory-DRAM"}
+               for o in a.ops)
+    assert a.to_dict()["opportunities"]
+
+
+def test_a_keras_object_is_analyzed_and_saved_to_a_keras_file(tmp_path: Path, ceilings_db: Path) -> None:
+    from rooftune.analysis import analyze
+    from rooftune.workload import load_workload
+    from rooftune.workload.keras_models import save_keras_file
+    from tests.workload.tf_models import tiny_cnn
+
+    model = tiny_cnn()
+    [a] = analyze(model, budget_s=0.3, db=str(ceilings_db), threads=1, batch=2)
+    assert a.model == "tiny_cnn" and a.batch == 2
+    path = save_keras_file(model, tmp_path)
+    assert save_keras_file(model, tmp_path) == path  # the same model, the same file
+    wl = load_workload(str(path))
+    assert wl.kind == "keras file"
+    np.testing.assert_allclose(wl()[0].numpy(), np.asarray(model(wl.inputs[0].numpy(), training=False)),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_a_keras_file_with_code_is_refused_in_safe_mode(tmp_path: Path) -> None:
+    from rooftune.workload import load_workload
+    from tests.workload.tf_models import with_lambda
+
+    path = tmp_path / "lam.keras"
+    with_lambda().save(str(path))
+    with pytest.raises(WorkloadError, match="cannot load the .keras file") as e:
+        load_workload(str(path))
+    assert "\n" not in str(e.value)
+
+
+def test_a_saved_model_runs_its_serving_signature_and_one_without_is_refused(tmp_path: Path) -> None:
+    from rooftune.workload import load_workload
+
+    class Double(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None, 3], tf.float32)])
+        def __call__(self, x):
+            return {"y": x * 2.0}
+
+    m = Double()
+    tf.saved_model.save(m, str(tmp_path / "served"), signatures={"serving_default": m.__call__})
+    wl = load_workload(str(tmp_path / "served"), batch=4)
+    assert wl.kind == "tensorflow savedmodel" and wl.input_shapes == [(4, 3)]
+    torch.testing.assert_close(wl()[0], wl.inputs[0] * 2.0)
+    with pytest.raises(InvalidArgument, match="invalid input shape '4x5': this model takes \\?x3"):
+        load_workload(str(tmp_path / "served"), inputs=[(4, 5)])
+
+    bare = tf.Module()
+    bare.v = tf.Variable(1.0)
+    tf.saved_model.save(bare, str(tmp_path / "bare"), signatures={})
+    with pytest.raises(WorkloadError, match="no serving signature"):
+        load_workload(str(tmp_path / "bare"))
+
+
+def test_keras_applications_by_name_and_their_bad_names() -> None:
+    from rooftune.workload import load_workload
+
+    wl = load_workload("keras:MobileNetV2", inputs=[(1, 32, 32, 3)])
+    assert wl.kind == "keras application" and wl()[0].shape == (1, 1000)
+    with pytest.raises(InvalidArgument, match="did you mean keras:ResNet50"):
+        load_workload("keras:ResNet5O")
+    with pytest.raises(InvalidArgument, match="invalid input shape"):
+        load_workload("keras:MobileNetV2", inputs=[(1, 32, 32)])
+
+
+def test_a_missing_tensorflow_is_named_with_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    from rooftune.workload import load_workload
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "tensorflow" else real(name, *a))
+    with pytest.raises(WorkloadError, match=r"TensorFlow is not installed: pip install 'rooftune\[tf\]'"):
+        load_workload("keras:ResNet50")
+    from rooftune.runtimes import get_runtime
+
+    assert "pip install" in get_runtime("tensorflow").available()
+
+
+def test_the_tensorflow_runtime_matches_tensorflows_fp32_output(tiny, tmp_path: Path) -> None:
+    from rooftune.runconfig import RunConfig
+    from rooftune.runtimes import get_runtime
+
+    rt = get_runtime("tensorflow")
+    ref = tiny()
+    for options in ({}, {"remapper": False}, {"xla": True}):
+        cfg = RunConfig(runtime="tensorflow", intra_threads=1, inter_threads=1, runtime_options=options)
+        prepared = rt.prepare(tiny, cfg, tmp_path)
+        for got, want in zip(prepared.output(), ref, strict=True):
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    assert rt.normalize(RunConfig(runtime="tensorflow", memory_format="channels_last")).memory_format == "contiguous"
+    assert RunConfig(runtime="tensorflow", runtime_options={"onednn": False}).environment()["TF_ENABLE_ONEDNN_OPTS"] == "0"
+    with pytest.raises(ValueError, match="PyTorch model"):
+        from rooftune.workload import load_workload
+
+        rt.prepare(load_workload("tests.analysis.tiny_models:small_cnn"), RunConfig(runtime="tensorflow"), tmp_path)
+
+
+def test_guideline_and_baselines_of_a_tensorflow_graph(tiny_graph, fake_platform) -> None:
+    from rooftune.runtimes import get_runtime
+    from rooftune.tuning.guidelines import baselines, guideline
+
+    guide, why = guideline(fake_platform, tiny_graph, {"tensorflow": get_runtime("tensorflow")})
+    assert guide.runtime == "tensorflow" and guide.intra_threads * guide.inter_threads <= fake_platform.usable_cores
+    assert any("inter-op" in w for w in why)
+    peers = {c.name: c for c in baselines(fake_platform, {"tensorflow": get_runtime("tensorflow")}, "tensorflow")}
+    assert set(peers) == {"tensorflow-vanilla", "tensorflow-recommended", "intel-recommended-tf"}
+    assert not peers["tensorflow-vanilla"].set_threads and peers["intel-recommended-tf"].pin
+    for c in peers.values():
+        c.validate()
+
+
+def test_a_trial_of_a_keras_model_is_verified_in_its_own_process(tmp_path: Path) -> None:
+    from rooftune.bench import Policy
+    from rooftune.runconfig import RunConfig
+    from rooftune.tuning.setup import Setup, run_trial
+
+    setup = Setup({"model": TINY, "inputs": None, "options": {}}, tmp_path)
+    setup.files(1)
+    cfg = RunConfig(runtime="tensorflow", intra_threads=1, inter_threads=1, name="t")
+    r = run_trial(cfg, setup, Policy(number=1, warmup_s=0.0, budget_s=0.2, min_samples=3, max_samples=20))
+    assert r.ok, r.error
+    assert r.verify["ok"] and r.latency_s > 0
