@@ -1,8 +1,13 @@
-"""The store: SQLAlchemy over SQLite by default, any SQLAlchemy URL otherwise.
+"""The store: SQLAlchemy over SQLite by default, PostgreSQL (``postgresql+psycopg://``) for a
+store that several machines share, any SQLAlchemy URL otherwise.
 
 Every write is one transaction. On SQLite the database runs in WAL mode and every transaction
 starts with ``BEGIN IMMEDIATE`` (SQLAlchemy's documented pysqlite recipe), so two processes
-writing at once queue on the lock instead of failing half-way.
+writing at once queue on the lock instead of failing half-way. On PostgreSQL writers do not
+queue: rows that two writers may both add (a platform, a profiled row, a study's trial) are
+inserted with ``INSERT ... ON CONFLICT DO NOTHING`` against the table's unique key, so the first
+writer's row stays and the second adds nothing, without a check-then-insert race; readers see
+the last committed state and never wait for a writer.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ from pathlib import Path
 from typing import Any, cast
 
 from sqlalchemy import Engine, Table, create_engine, event, inspect, select
+from sqlalchemy.dialects import postgresql as pg_dialect
+from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import Session
@@ -26,7 +33,7 @@ from sqlalchemy.orm import Session
 from rooftune.errors import StoreError
 from rooftune.platform import Platform
 from rooftune.platform.gpu import GpuDevice
-from rooftune.store.migrations import MIGRATIONS, SCHEMA_VERSION
+from rooftune.store.migrations import MIGRATIONS, SCHEMA_VERSION, pending
 from rooftune.store.schema import (
     AnalysisRow,
     CeilingsRow,
@@ -42,6 +49,13 @@ DB_ENV = "ROOFTUNE_DB"
 #: How long a writer waits for another process's transaction before giving up (ms). Ceilings
 #: runs write once at the end, so 30 s is far longer than any lock is held.
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+#: Seconds a connection to a database server may take before it is given up (libpq's
+#: connect_timeout, per address tried): an unreachable server is named within 10 s. A URL's own
+#: ``connect_timeout`` wins.
+CONNECT_TIMEOUT_S = 5
+#: Lock that serializes the schema check and migrations of processes opening one PostgreSQL store
+#: at the same moment (a transaction-level advisory lock: released at commit).
+PG_MIGRATION_LOCK = 0x726F6F66
 
 
 def data_dir() -> Path:
@@ -161,8 +175,12 @@ class Store:
                 raise StoreError(f"no store at '{url.database}'{origin}: nothing was measured there yet; "
                                  f"pass --db with the store's path, or measure first (rooftune profile)")
             _check_sqlite_file(Path(url.database), chosen=db is not None or bool(os.environ.get(DB_ENV)))
+        self._postgres = url.get_backend_name() == "postgresql"
+        connect_args: dict[str, Any] = {}
+        if self._postgres and "connect_timeout" not in url.query:
+            connect_args["connect_timeout"] = CONNECT_TIMEOUT_S
         try:
-            self.engine: Engine = create_engine(self.url)
+            self.engine: Engine = create_engine(self.url, connect_args=connect_args)
         except ImportError as exc:
             raise StoreError(f"cannot use database URL {self.display_url!r}: {self._hide(str(exc))}; install the database's driver for "
                              f"SQLAlchemy (e.g. pip install psycopg for postgresql://)") from None
@@ -188,7 +206,9 @@ class Store:
 
     def _wrap(self, exc: SQLAlchemyError) -> StoreError:
         orig = getattr(exc, "orig", None)
-        detail = self._hide(str(orig) if orig is not None else str(exc).splitlines()[0])
+        # a server's message runs over several lines (libpq adds hints); the first says what failed
+        text = str(orig) if orig is not None else str(exc)
+        detail = self._hide(next((line.strip() for line in text.splitlines() if line.strip()), text))
         if isinstance(orig, sqlite3.DatabaseError) and "not a database" in detail:
             return StoreError(
                 f"database {self.display_url!r} is not a SQLite database (file is corrupt or of another kind); "
@@ -213,6 +233,8 @@ class Store:
     def _migrate(self) -> None:
         try:
             with self.engine.begin() as conn:
+                if self._postgres:
+                    conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({PG_MIGRATION_LOCK})")
                 tables = set(inspect(conn).get_table_names())
                 if tables and "schema_info" not in tables:
                     raise StoreError(
@@ -236,7 +258,7 @@ class Store:
                         f"database {self.display_url!r} has schema version {current}, newer than this rooftune "
                         f"supports ({SCHEMA_VERSION}); upgrade rooftune or pass --db with another path"
                     )
-                for version in range(current + 1, SCHEMA_VERSION + 1):
+                for version in pending(current):
                     MIGRATIONS[version](conn)
                 if current < SCHEMA_VERSION:
                     # a mapped class's __table__ is its Table; SQLAlchemy types it as the FromClause
@@ -275,17 +297,27 @@ class Store:
     # ------------------------------------------------------------------ platforms
 
     @staticmethod
-    def _upsert_platform(session: Session, platform: Platform | GpuDevice) -> None:
-        if session.get(PlatformRow, platform.id) is None:
-            session.add(
-                PlatformRow(
-                    id=platform.id,
-                    cpu_model=platform.cpu_model,
-                    created_at=time.time(),
-                    fingerprint=platform.to_dict(),
-                )
-            )
-            session.flush()  # rows that refer to it are inserted after it
+    def _insert_new(session: Session, model: Any, values: Mapping[str, Any], keys: Sequence[str]) -> bool:
+        """Insert ``values`` into ``model``'s table unless a row with the same ``keys`` (a unique
+        key of the table) is there; whether it was inserted. One statement on SQLite and
+        PostgreSQL (``ON CONFLICT DO NOTHING``), so two writers never both insert it nor fail."""
+        table = cast(Table, model.__table__)
+        name = session.get_bind().dialect.name
+        if name in ("postgresql", "sqlite"):
+            insert = pg_dialect.insert if name == "postgresql" else sqlite_dialect.insert
+            done = session.execute(insert(table).values(**values).on_conflict_do_nothing(index_elements=list(keys)))
+            return bool(cast(Any, done).rowcount)
+        found = session.execute(select(*[table.c[k] for k in keys])
+                                .where(*[table.c[k] == values[k] for k in keys])).first()
+        if found is None:
+            session.execute(table.insert().values(**values))
+        return found is None
+
+    @classmethod
+    def _upsert_platform(cls, session: Session, platform: Platform | GpuDevice) -> None:
+        session.flush()  # (so that the statement below sees what the session added before)
+        cls._insert_new(session, PlatformRow, {"id": platform.id, "cpu_model": platform.cpu_model,
+                                               "created_at": time.time(), "fingerprint": platform.to_dict()}, ["id"])
 
     def save_platform(self, platform: Platform) -> str:
         with self.transaction() as s:
@@ -414,12 +446,13 @@ class Store:
         keeps every trial it finished); returns its id."""
         with self.transaction() as s:
             self._upsert_platform(s, platform)
-            row = TrialRow(platform_id=platform.id, study_key=study_key, config_key=config_key,
-                           created_at=time.time(), status=status, config=_finite(dict(config)),
-                           result=_finite(dict(result)))
-            s.add(row)
-            s.flush()
-            return row.id
+            values = {"platform_id": platform.id, "study_key": study_key, "config_key": config_key,
+                      "created_at": time.time(), "status": status, "config": _finite(dict(config)),
+                      "result": _finite(dict(result))}
+            # a configuration another node of the study stored first keeps its row
+            self._insert_new(s, TrialRow, values, ["study_key", "config_key"])
+            return int(s.scalars(select(TrialRow.id).where(TrialRow.study_key == study_key,
+                                                           TrialRow.config_key == config_key)).one())
 
     def trials(self, study_key: str) -> list[dict[str, Any]]:
         """The trials of a study, oldest first: ``config_key``, ``status``, ``config``, ``result``."""
@@ -450,10 +483,8 @@ class Store:
                     self._upsert_platform(s, platform)
                 else:
                     pid = str(platform["id"])
-                    if s.get(PlatformRow, pid) is None:
-                        s.add(PlatformRow(id=pid, cpu_model=str(platform.get("cpu_model", "")), created_at=time.time(),
-                                          fingerprint=dict(platform)))
-                        s.flush()
+                    self._insert_new(s, PlatformRow, {"id": pid, "cpu_model": str(platform.get("cpu_model", "")),
+                                                      "created_at": time.time(), "fingerprint": dict(platform)}, ["id"])
                 have = self._profile_keys(s, pid)
                 seen_sources: dict[str, list[str]] = {}
                 for r in rows:
@@ -468,8 +499,13 @@ class Store:
                                   repetitions=int(r.get("repetitions") or 0), reason=r.get("reason") or "",
                                   pass_medians=_pass_medians(values))
                     values["pass_canary"] = _pass_canary(values)
-                    s.add(ProfileRow(platform_id=pid, created_at=float(r.get("created_at") or time.time()), **values))
-                    added += 1
+                    row = {"platform_id": pid, "created_at": float(r.get("created_at") or time.time()), **values}
+                    # another writer (a node of a fleet) may have stored it since it was read: its row stays
+                    if self._insert_new(s, ProfileRow, row, ["platform_id", "spec_key", "primitive", "threads"]):
+                        added += 1
+                    else:
+                        known = seen_sources.setdefault(r["spec_key"], [])
+                        known.extend(x for x in r.get("sources") or [] if x not in known)
                 self._merge_sources(s, pid, seen_sources)  # autoflush: rows added above are seen
         return added
 
