@@ -37,6 +37,7 @@ from rooftune.store.migrations import MIGRATIONS, SCHEMA_VERSION, pending
 from rooftune.store.schema import (
     AnalysisRow,
     CeilingsRow,
+    FleetRunRow,
     MeasurementRow,
     PlatformRow,
     ProfileRow,
@@ -305,8 +306,10 @@ class Store:
         name = session.get_bind().dialect.name
         if name in ("postgresql", "sqlite"):
             insert = pg_dialect.insert if name == "postgresql" else sqlite_dialect.insert
-            done = session.execute(insert(table).values(**values).on_conflict_do_nothing(index_elements=list(keys)))
-            return bool(cast(Any, done).rowcount)
+            # RETURNING says whether it was inserted (a driver's rowcount is not reliable here)
+            done = session.execute(insert(table).values(**values).on_conflict_do_nothing(index_elements=list(keys))
+                                   .returning(table.c[keys[0]]))
+            return done.first() is not None
         found = session.execute(select(*[table.c[k] for k in keys])
                                 .where(*[table.c[k] == values[k] for k in keys])).first()
         if found is None:
@@ -590,6 +593,42 @@ class Store:
             q = select(ProfileRow.platform_id, func.count()).group_by(ProfileRow.platform_id)
             return {pid: int(n) for pid, n in s.execute(q).all()}
 
+    # ------------------------------------------------------------------ fleet runs
+
+    def start_fleet_run(self, run_id: str, *, kind: str, name: str, cluster: str, nodes: Mapping[str, str],
+                        planned: int) -> None:
+        """Record a campaign or study that a fleet starts (``nodes``: node id -> platform id)."""
+        now = time.time()
+        with self.transaction() as s:
+            s.add(FleetRunRow(id=run_id, kind=kind, name=name[:256], cluster=redact_url(cluster)[:256], started_at=now,
+                              heartbeat_at=now, finished_at=None, planned=planned, done=0, nodes=dict(nodes),
+                              status="running"))
+
+    def update_fleet_run(self, run_id: str, *, done: int | None = None, nodes: Mapping[str, str] | None = None,
+                         status: str | None = None) -> None:
+        """Its progress (and the time of it); a ``status`` other than running also ends it."""
+        with self.transaction() as s:
+            row = s.get_one(FleetRunRow, run_id)
+            row.heartbeat_at = time.time()
+            if done is not None:
+                row.done = done
+            if nodes is not None:
+                row.nodes = dict(nodes)
+            if status is not None:
+                row.status = status
+                if status != "running":
+                    row.finished_at = row.heartbeat_at
+
+    def fleet_runs(self, in_flight: bool = True) -> list[dict[str, Any]]:
+        """Fleet runs, oldest first: those not finished, or all."""
+        with self.transaction() as s:
+            q = select(FleetRunRow).order_by(FleetRunRow.started_at)
+            if in_flight:
+                q = q.where(FleetRunRow.finished_at.is_(None))
+            return [{c: getattr(r, c) for c in ("id", "kind", "name", "cluster", "started_at", "heartbeat_at",
+                                                 "finished_at", "planned", "done", "status")} | {"nodes": dict(r.nodes)}
+                    for r in s.scalars(q).all()]
+
     def fingerprints(self) -> dict[str, dict[str, Any]]:
         """Every stored platform's fingerprint as stored (JSON), by id."""
         with self.transaction() as s:
@@ -600,7 +639,7 @@ class Store:
 
         model = {
             "platforms": PlatformRow, "ceilings": CeilingsRow, "measurements": MeasurementRow,
-            "analyses": AnalysisRow, "trials": TrialRow, "profiles": ProfileRow,
+            "analyses": AnalysisRow, "trials": TrialRow, "profiles": ProfileRow, "fleet_runs": FleetRunRow,
         }[table]
         with self.transaction() as s:
             return int(s.scalar(select(func.count()).select_from(model)) or 0)
