@@ -619,6 +619,23 @@ class Store:
                 if status != "running":
                     row.finished_at = row.heartbeat_at
 
+    def recent_studies(self, since: float) -> dict[str, dict[str, Any]]:
+        """Studies with a trial stored at ``since`` or later: study key -> trials, newest trial's
+        time and platform ids."""
+        from sqlalchemy import func
+
+        with self.transaction() as s:
+            keys = select(TrialRow.study_key).where(TrialRow.created_at >= since).distinct()
+            q = (select(TrialRow.study_key, TrialRow.platform_id, func.count(), func.max(TrialRow.created_at))
+                 .where(TrialRow.study_key.in_(keys)).group_by(TrialRow.study_key, TrialRow.platform_id))
+            out: dict[str, dict[str, Any]] = {}
+            for key, pid, n, last in s.execute(q).all():
+                entry = out.setdefault(key, {"trials": 0, "last_at": 0.0, "platforms": []})
+                entry["trials"] += int(n)
+                entry["last_at"] = max(entry["last_at"], float(last))
+                entry["platforms"].append(pid)
+            return out
+
     def fleet_runs(self, in_flight: bool = True) -> list[dict[str, Any]]:
         """Fleet runs, oldest first: those not finished, or all."""
         with self.transaction() as s:
