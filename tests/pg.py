@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 #: Seconds the server gets to start or stop.
 PG_START_S = 60
@@ -97,3 +98,23 @@ def server() -> Iterator[Server]:
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=PG_START_S, check=False)
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def _fixture() -> Any:
+    import pytest
+
+    @pytest.fixture(scope="session")
+    def pg_server() -> Iterator[Server]:
+        """A PostgreSQL server for this test process (one per xdist worker), or the test skipped
+        with the reason."""
+        reason = unavailable()
+        if reason:
+            pytest.skip(reason)
+        with server() as s:
+            yield s
+
+    return pg_server
+
+
+#: The session fixture; a conftest imports it to offer it to its tests.
+pg_server = _fixture()

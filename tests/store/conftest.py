@@ -2,23 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests import pg
+from tests.pg import pg_server  # noqa: F401 (the fixture, offered to these tests)
 
 BACKENDS = ["sqlite", "postgresql"]
-
-
-@pytest.fixture(scope="session")
-def pg_server() -> Iterator[pg.Server]:
-    reason = pg.unavailable()
-    if reason:
-        pytest.skip(reason)
-    with pg.server() as server:
-        yield server
 
 
 @pytest.fixture(params=BACKENDS)

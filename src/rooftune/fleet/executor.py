@@ -19,11 +19,14 @@ kept and skipped (the store's unique keys), so nothing is lost and nothing is st
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from rooftune.errors import ClusterError, InvalidArgument, RooftuneError, one_line
@@ -122,16 +125,52 @@ def check_address(address: object) -> str:
     return address
 
 
+@contextmanager
+def _node_environment() -> Iterator[None]:
+    """(On a node) the environment the worker process started with, for a task's duration: Ray sets
+    OMP_NUM_THREADS to the task's CPUs where that environment does not set it, and OpenMP's
+    settings are part of the platform id, so a node's units would otherwise run (and be stored)
+    as another platform than the node itself. Ray takes its value out again after the task."""
+    try:
+        initial = Path("/proc/self/environ").read_bytes().split(b"\0")
+    except OSError:  # (not Linux: nothing to compare with)
+        yield
+        return
+    added = os.environ.get("OMP_NUM_THREADS")
+    if added is None or any(v.startswith(b"OMP_NUM_THREADS=") for v in initial):
+        yield
+        return
+    del os.environ["OMP_NUM_THREADS"]
+    try:
+        yield
+    finally:
+        os.environ["OMP_NUM_THREADS"] = added
+
+
 def _remote_platform() -> dict[str, Any]:
     """(On a node) its platform's fingerprint."""
     from rooftune.platform import current_platform
 
-    return current_platform().to_dict()
+    with _node_environment():
+        return current_platform().to_dict()
 
 
-def _call(fn: Callable[[Any], Any], unit: Any) -> Any:
-    """(On a node) one unit."""
-    return fn(unit)
+def _call(fn: Callable[[Any], Any], unit: Any) -> tuple[str, Any]:
+    """(On a node) one unit: ("ok", its result), or ("refused", (error class, message)) when it
+    raised a RooftuneError (bad input a node finds, such as more threads than its cores), which
+    the driver raises as it is. (rooftune's errors take their parts as arguments, so they are
+    carried by class and message: Ray cannot rebuild them from their pickled args.)"""
+    with _node_environment():
+        try:
+            return "ok", fn(unit)
+        except RooftuneError as exc:
+            return "refused", (type(exc), str(exc))
+
+
+def _rebuilt(cls: type[RooftuneError], message: str) -> RooftuneError:
+    err = cls.__new__(cls)
+    Exception.__init__(err, message)
+    return err
 
 
 class RayExecutor:
@@ -160,6 +199,8 @@ class RayExecutor:
         self._probe = ray.remote(_remote_platform)
         self._run = ray.remote(_call)
         self._nodes: dict[str, Node] = {}
+        #: Units sent again because their node (or its worker) was lost.
+        self.rerun = 0
         self._refresh()
 
     # ------------------------------------------------------------------ nodes
@@ -249,7 +290,9 @@ class RayExecutor:
             for ref in ready:
                 node, index, unit = running.pop(ref)
                 try:
-                    result = ray.get(ref)
+                    kind, result = ray.get(ref)
+                    if kind == "refused":
+                        raise _rebuilt(*result)
                 except ray.exceptions.RayTaskError as exc:  # the unit itself raised
                     cause = exc.cause if isinstance(exc.cause, BaseException) else exc
                     if isinstance(cause, RooftuneError):
@@ -264,6 +307,7 @@ class RayExecutor:
                                            f"{node.address}: {one_line(exc)}); not sent again") from None
                     queues[node.platform_id].appendleft((index, unit))
                     suspect[node.id] = time.monotonic()
+                    self.rerun += 1
                     continue
                 results[node.platform_id].append(result)
                 if on_result is not None:

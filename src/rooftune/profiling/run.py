@@ -108,10 +108,10 @@ def profile_fleet(cluster: str, models: Sequence[str] = (), *, sample: int = 0, 
             raise InvalidArgument("threads", t, "allowed integers >= 1 (each node checks them against its cores)")
     if isinstance(budget_s, bool) or not (isinstance(budget_s, (int, float)) and budget_s > 0):
         raise InvalidArgument("budget", budget_s, "allowed a positive number of seconds")
-    with Store(db) as store:  # created (or refused) here, before any node opens it
-        url = store.url
-    executor = RayExecutor(cluster)
+    executor = RayExecutor(cluster)  # an unreachable cluster is named before anything is written
     try:
+        with Store(db) as store:  # created (or refused) here, before any node opens it
+            url = store.url
         specs, layers = collect_specs(models, sample, batches, seed, precisions)
         result = run_on_fleet(executor, specs, db=url, threads=threads, primitives=primitives, budget_s=budget_s,
                               passes=passes, extra_passes=extra_passes, transforms=transforms, progress=progress,
