@@ -34,6 +34,11 @@ PRIMITIVES = ["pytorch-default", "im2col-gemm"]
 POLICY = Policy(min_sample_time_s=0.001, warmup_s=0.005, budget_s=0.03, min_samples=3, target_rel_ci=0.5)
 
 
+#: A killed node is declared dead within about a second (Ray's default health checks take tens of
+#: seconds), so that the test of a killed node does not wait for it.
+FAST_DEATH = {"health_check_period_ms": 300, "health_check_timeout_ms": 300, "health_check_failure_threshold": 3}
+
+
 def specs(n: int, first: int = 0) -> list[tuple[ConvSpec, list[str]]]:
     return [(ConvSpec(1, 4, 5 + i, 5 + i, 4, 3, 3, padding=1), ["t"]) for i in range(first, first + n)]
 
@@ -42,7 +47,8 @@ def specs(n: int, first: int = 0) -> list[tuple[ConvSpec, list[str]]]:
 def cluster() -> Iterator[Any]:
     from ray.cluster_utils import Cluster
 
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False,
+                                                      "_system_config": FAST_DEATH})
     try:
         for _ in range(2):
             c.add_node(num_cpus=1, resources={NODE_RESOURCE: 1})
