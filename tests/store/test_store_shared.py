@@ -17,6 +17,7 @@ from sqlalchemy import create_engine, inspect, text
 from rooftune.errors import StoreError
 from rooftune.platform import Platform
 from rooftune.store import SCHEMA_VERSION, Store
+from tests import pg
 
 WRITER = r"""
 import json, os, sys, time
@@ -147,3 +148,10 @@ def test_a_server_that_does_not_answer_is_named_within_10_s() -> None:
         assert time.monotonic() - t0 < 10
     message = str(e.value)
     assert "\n" not in message and "pw-secret" not in message and f"alice:***@127.0.0.1:{port}" in message
+
+
+def test_a_plain_postgresql_url_uses_psycopg(pg_server: pg.Server, fake_platform: Platform) -> None:
+    url = pg_server.new_database().replace("postgresql+psycopg://", "postgresql://")
+    with Store(url) as s:
+        s.save_platform(fake_platform)
+        assert s.url == url and s.engine.dialect.driver == "psycopg" and s.count("platforms") == 1

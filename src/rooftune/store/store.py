@@ -180,8 +180,11 @@ class Store:
         connect_args: dict[str, Any] = {}
         if self._postgres and "connect_timeout" not in url.query:
             connect_args["connect_timeout"] = CONNECT_TIMEOUT_S
+        if url.drivername == "postgresql":
+            # SQLAlchemy's default PostgreSQL driver is psycopg2; rooftune installs psycopg (3)
+            url = url.set(drivername="postgresql+psycopg")
         try:
-            self.engine: Engine = create_engine(self.url, connect_args=connect_args)
+            self.engine: Engine = create_engine(url, connect_args=connect_args)
         except ImportError as exc:
             raise StoreError(f"cannot use database URL {self.display_url!r}: {self._hide(str(exc))}; install the database's driver for "
                              f"SQLAlchemy (e.g. pip install psycopg for postgresql://)") from None
