@@ -184,3 +184,21 @@ def test_a_malformed_cluster_address_is_refused() -> None:
     assert check_address(" head:6379 ") == "head:6379"
     with pytest.raises(ClusterError, match="cannot reach"):
         RayExecutor("127.0.0.1:1")
+
+
+def test_profile_on_the_cluster_from_the_command_line(cluster: Any, shared_db: str,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # the sampled spec replaced by a tiny one: what is checked is the way from the command to the nodes
+    monkeypatch.setattr("rooftune.profiling.run.collect_specs", lambda *a, **k: (specs(1), {}))
+    proc = rooftune_in_process("profile", "--sample", "1", "--primitives", "pytorch-default", "--threads", "1",
+                               "--passes", "1", "--extra-passes", "0", "--budget", "300", "--cluster", cluster.address,
+                               "--json", "--db", shared_db)
+    assert proc.returncode == 0, proc.stderr
+    campaigns = json.loads(proc.stdout)["campaigns"]
+    pid = current_platform().id
+    assert list(campaigns) == [pid] and campaigns[pid]["ok"] >= 1 and campaigns[pid]["planned"] == 1
+    with Store(shared_db) as s:
+        assert s.profiled_platforms() == {pid: campaigns[pid]["added"]}
+    refused = rooftune_in_process("profile", "--sample", "1", "--cluster", cluster.address, "--isa-variant", "avx2",
+                                  "--db", shared_db)
+    assert_one_line_error(refused, "--isa-variant", "not allowed with --cluster")
