@@ -319,6 +319,31 @@ class Store:
             session.execute(table.insert().values(**values))
         return found is None
 
+    #: Profiled rows per INSERT statement: 50 rows of 17 values stay within SQLite's oldest limit of
+    #: 999 bound parameters; one statement per row costs a round trip each on a database server.
+    _ROWS_PER_INSERT = 50
+
+    @classmethod
+    def _insert_new_rows(cls, session: Session, rows: Sequence[dict[str, Any]]) -> set[tuple[str, str, int]]:
+        """Insert profiled ``rows`` (one platform's, none stored when read) but those another writer
+        stored since; the (spec_key, primitive, threads) of those inserted."""
+        table = cast(Table, ProfileRow.__table__)
+        name = session.get_bind().dialect.name
+        keys = ["platform_id", "spec_key", "primitive", "threads"]
+        if name not in ("postgresql", "sqlite"):
+            return {(r["spec_key"], r["primitive"], int(r["threads"])) for r in rows
+                    if cls._insert_new(session, ProfileRow, r, keys)}
+        insert = pg_dialect.insert if name == "postgresql" else sqlite_dialect.insert
+        inserted: set[tuple[str, str, int]] = set()
+        columns = [c.name for c in table.columns if c.name != "id"]
+        for i in range(0, len(rows), cls._ROWS_PER_INSERT):
+            chunk = [{c: r.get(c, table.c[c].default.arg if table.c[c].default is not None else None) for c in columns}
+                     for r in rows[i:i + cls._ROWS_PER_INSERT]]
+            done = session.execute(insert(table).values(chunk).on_conflict_do_nothing(index_elements=keys)
+                                   .returning(table.c.spec_key, table.c.primitive, table.c.threads))
+            inserted.update((a, b, int(c)) for a, b, c in done.all())
+        return inserted
+
     @classmethod
     def _upsert_platform(cls, session: Session, platform: Platform | GpuDevice) -> None:
         session.flush()  # (so that the statement below sees what the session added before)
@@ -493,11 +518,16 @@ class Store:
                                                       "created_at": time.time(), "fingerprint": dict(platform)}, ["id"])
                 have = self._profile_keys(s, pid)
                 seen_sources: dict[str, list[str]] = {}
+
+                def seen(r: Mapping[str, Any]) -> None:
+                    known = seen_sources.setdefault(r["spec_key"], [])
+                    known.extend(x for x in r.get("sources") or [] if x not in known)
+
+                new: list[tuple[Mapping[str, Any], dict[str, Any]]] = []
                 for r in rows:
                     k = (r["spec_key"], r["primitive"], int(r["threads"]))
                     if k in have:
-                        known = seen_sources.setdefault(r["spec_key"], [])
-                        known.extend(x for x in r.get("sources") or [] if x not in known)
+                        seen(r)
                         continue
                     have.add(k)
                     values = _finite({f: r.get(f) for f in self._PROFILE_FIELDS})
@@ -505,13 +535,15 @@ class Store:
                                   repetitions=int(r.get("repetitions") or 0), reason=r.get("reason") or "",
                                   pass_medians=_pass_medians(values))
                     values["pass_canary"] = _pass_canary(values)
-                    row = {"platform_id": pid, "created_at": float(r.get("created_at") or time.time()), **values}
-                    # another writer (a node of a fleet) may have stored it since it was read: its row stays
-                    if self._insert_new(s, ProfileRow, row, ["platform_id", "spec_key", "primitive", "threads"]):
+                    new.append((r, {"platform_id": pid, "created_at": float(r.get("created_at") or time.time()),
+                                     **values}))
+                # another writer (a node of a fleet) may have stored some since they were read: its rows stay
+                inserted = self._insert_new_rows(s, [row for _, row in new])
+                for r, row in new:
+                    if (row["spec_key"], row["primitive"], int(row["threads"])) in inserted:
                         added += 1
                     else:
-                        known = seen_sources.setdefault(r["spec_key"], [])
-                        known.extend(x for x in r.get("sources") or [] if x not in known)
+                        seen(r)
                 self._merge_sources(s, pid, seen_sources)  # autoflush: rows added above are seen
         return added
 
