@@ -519,7 +519,7 @@ class Store:
                 have = self._profile_keys(s, pid)
                 seen_sources: dict[str, list[str]] = {}
 
-                def seen(r: Mapping[str, Any]) -> None:
+                def seen(r: Mapping[str, Any], seen_sources: dict[str, list[str]] = seen_sources) -> None:
                     known = seen_sources.setdefault(r["spec_key"], [])
                     known.extend(x for x in r.get("sources") or [] if x not in known)
 
