@@ -6,6 +6,7 @@ and the refusals."""
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections import Counter
@@ -175,6 +176,17 @@ def test_an_unreachable_cluster_is_named_within_10_s(command: list[str], tmp_pat
     proc = rooftune_in_process(*command, "--cluster", "127.0.0.1:1", "--db", str(tmp_path / "r.db"))
     assert time.monotonic() - t0 < 10
     assert_one_line_error(proc, "cannot reach the Ray cluster at 127.0.0.1:1")
+
+
+def test_a_port_that_is_not_a_ray_head_is_named_within_10_s() -> None:
+    with socket.socket() as listener:  # accepts connections, never answers
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        address = f"127.0.0.1:{listener.getsockname()[1]}"
+        t0 = time.monotonic()
+        proc = rooftune_in_process("fleet", "status", "--cluster", address)
+        assert time.monotonic() - t0 < 10
+    assert_one_line_error(proc, f"cannot connect to the Ray cluster at {address}")
 
 
 def test_a_malformed_cluster_address_is_refused() -> None:

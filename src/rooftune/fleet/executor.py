@@ -37,6 +37,9 @@ NODE_RESOURCE = "rooftune_node"
 #: Seconds the head's port may take to accept a connection: an unreachable cluster is named
 #: within 10 s (Ray's own connect retries for a minute).
 CONNECT_TIMEOUT_S = 5.0
+#: Attempts (about a second each) Ray makes to reach the head's GCS once its port accepts: a port
+#: where something else answers is named within 10 s too (Ray's default is 20 attempts).
+GCS_ATTEMPTS = 5
 #: Longest a node may take to say its platform: a fresh worker process imports rooftune.
 PROBE_TIMEOUT_S = 120.0
 #: How often the driver looks for nodes that died or (re)joined while units run.
@@ -147,6 +150,31 @@ def _node_environment() -> Iterator[None]:
         os.environ["OMP_NUM_THREADS"] = added
 
 
+#: HTTP/2's client preface and an empty SETTINGS frame: a gRPC server (Ray's GCS) answers with a
+#: SETTINGS frame of its own at once.
+_HTTP2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+
+
+def _answers_grpc(host: str, port: int, timeout: float) -> bool:
+    """Whether ``host:port`` accepts a connection and answers as an HTTP/2 server within ``timeout``
+    (OSError when it cannot be reached). Ray's own connection attempts wait tens of seconds each
+    on a port that accepts and never answers."""
+    deadline = time.monotonic() + timeout
+    with socket.create_connection((host, port), timeout=timeout) as conn:
+        conn.sendall(_HTTP2_HELLO)
+        frame = b""
+        while len(frame) < 9:
+            conn.settimeout(max(deadline - time.monotonic(), 0.01))
+            try:
+                chunk = conn.recv(9 - len(frame))
+            except TimeoutError:
+                return False
+            if not chunk:
+                return False
+            frame += chunk
+        return frame[3] == 4  # the frame type: SETTINGS
+
+
 def _remote_platform() -> dict[str, Any]:
     """(On a node) its platform's fingerprint."""
     from rooftune.platform import current_platform
@@ -182,20 +210,33 @@ class RayExecutor:
         if self.address != "auto":
             host, _, port = self.address.rpartition(":")
             try:
-                socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()
+                answers = _answers_grpc(host.strip("[]"), int(port), CONNECT_TIMEOUT_S)
             except OSError as exc:
-                reason = exc.strerror or type(exc).__name__.replace("timeout", "timed out")
+                reason = exc.strerror or "timed out"
                 raise ClusterError(f"cannot reach the Ray cluster at {self.address}: {reason}; start its head "
                                    f"(ray start --head --port={port}) or pass --cluster with its address") from None
+            if not answers:
+                raise ClusterError(f"cannot connect to the Ray cluster at {self.address}: something listens there "
+                                   f"but does not answer as a Ray head (its GCS port, {port} by default 6379)")
         try:
             import ray
         except ImportError:
             raise ClusterError("ray is not installed: pip install ray (on this machine and every node)") from None
         self._ray = ray
+        wait = "RAY_gcs_server_port_wait_time_s"  # (read by ray.init alone; the user's own value wins)
+        given = os.environ.get(wait)
+        os.environ.setdefault(wait, str(GCS_ATTEMPTS))
+        # Ray's own C++ warnings (each failed attempt) would precede the one-line error; they stay
+        # in the session's log files
+        os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "error")
         try:
             ray.init(address=self.address, logging_level="error", log_to_driver=False, configure_logging=False)
         except (ConnectionError, RuntimeError, ValueError) as exc:
-            raise ClusterError(f"cannot connect to the Ray cluster at {self.address}: {one_line(exc)}") from None
+            raise ClusterError(f"cannot connect to the Ray cluster at {self.address}: {one_line(exc)} (is it "
+                               f"a Ray head of the same Ray version?)") from None
+        finally:
+            if given is None:
+                os.environ.pop(wait, None)
         self._probe = ray.remote(_remote_platform)
         self._run = ray.remote(_call)
         self._nodes: dict[str, Node] = {}
