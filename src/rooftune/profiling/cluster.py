@@ -45,8 +45,10 @@ class Unit:
 
 
 #: The node's profiling worker, kept warm across the units its process runs (a Ray worker process
-#: runs many); it is a child of this process and dies with it.
+#: runs many); it is a child of this process and dies with it. The store is kept open likewise
+#: (by URL): opening one checks its schema, a round trip or more to a database server per unit.
 _RUNNER: dict[str, Runner] = {}
+_STORES: dict[str, Any] = {}
 
 
 def run_unit(unit: Unit) -> dict[str, Any]:
@@ -59,11 +61,15 @@ def run_unit(unit: Unit) -> dict[str, Any]:
     if runner is None:
         runner = _RUNNER["warm"] = Isolated()
     threads = list(unit.threads or [current_platform().usable_cores])
-    with Store(unit.db) as store:
-        result = run_campaign([(unit.spec, list(unit.sources))], store=store, primitives=unit.primitives,
-                              threads=threads, budget_s=unit.budget_s, policy=unit.policy,
-                              transforms=unit.transforms, passes=unit.passes, extra_passes=unit.extra_passes,
-                              runner=runner)
+    store = _STORES.get(unit.db)
+    if store is None:
+        for other in _STORES.values():  # (one store at a time: another campaign's is closed)
+            other.close()
+        _STORES.clear()
+        store = _STORES[unit.db] = Store(unit.db)
+    result = run_campaign([(unit.spec, list(unit.sources))], store=store, primitives=unit.primitives,
+                          threads=threads, budget_s=unit.budget_s, policy=unit.policy, transforms=unit.transforms,
+                          passes=unit.passes, extra_passes=unit.extra_passes, runner=runner)
     return result.to_dict()
 
 
