@@ -38,6 +38,10 @@ class WorkloadError(RooftuneError):
     """A model cannot be loaded, or fails on the inputs it was given."""
 
 
+class ClusterError(RooftuneError):
+    """A fleet's cluster cannot be reached, has no node for the work, or lost more than it can rerun."""
+
+
 def one_line(error: BaseException | str, limit: int = 300) -> str:
     """The line of an error's message that says what went wrong, at most ``limit`` characters.
 

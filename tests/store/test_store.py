@@ -1,4 +1,5 @@
-"""The store: round trips, which ceilings are returned, transactions and SQLite settings."""
+"""The store: round trips, which ceilings are returned, transactions and SQLite settings; every
+test that takes ``db_url`` or ``store`` runs on SQLite and on PostgreSQL (tests/store/conftest.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from sqlalchemy import text
 
 from rooftune.bench import Measurement, Method, Policy
 from rooftune.errors import StoreError
@@ -44,9 +46,14 @@ def fake_time(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("rooftune.store.store.time", SimpleNamespace(time=lambda: float(next(counter))))
 
 
+def sql(store: Store, query: str) -> list[tuple]:
+    with store.engine.connect() as conn:
+        return [tuple(r) for r in conn.execute(text(query)).all()]
+
+
 @pytest.fixture
-def store(tmp_path: Path, fake_platform: Platform):
-    with Store(tmp_path / "r.db") as s:
+def store(db_url: str, fake_platform: Platform):
+    with Store(db_url) as s:
         s.save_platform(fake_platform)
         yield s
 
@@ -59,17 +66,15 @@ def other_platform(fake_root, collect_on) -> Platform:
 # --------------------------------------------------------------------------- round trip
 
 
-def test_new_store_has_current_schema(tmp_path: Path) -> None:
-    path = tmp_path / "r.db"
-    with Store(path) as s:
-        assert s.schema_version() == SCHEMA_VERSION == 8
-        assert s.url == f"sqlite:///{path}"
+def test_new_store_has_current_schema(db_url: str) -> None:
+    with Store(db_url) as s:
+        assert s.schema_version() == SCHEMA_VERSION == 11
+        assert s.url == (db_url if "://" in db_url else f"sqlite:///{db_url}")
         assert (s.count("platforms"), s.count("ceilings"), s.count("measurements")) == (0, 0, 0)
-    assert path.is_file()
 
 
-def test_ceilings_and_measurements_round_trip(tmp_path: Path, fake_platform: Platform) -> None:
-    path = tmp_path / "r.db"
+def test_ceilings_and_measurements_round_trip(db_url: str, fake_platform: Platform) -> None:
+    path = db_url
     m1 = measurement("peak_fp32", (3.0e-3, 1.0e-3, 2.0e-3))
     m2 = measurement("stream_triad", (5.0e-4,))
     with Store(path) as s:
@@ -93,10 +98,9 @@ def test_ceilings_and_measurements_round_trip(tmp_path: Path, fake_platform: Pla
         assert s.measurements(platform_id="0000000000000000") == []
         assert Measurement.from_dict(s.measurements(label="peak_fp32")[0]) == Measurement.from_dict(m1)
         assert (s.count("platforms"), s.count("ceilings"), s.count("measurements")) == (1, 1, 2)
-    with sqlite3.connect(path) as db:
-        row = db.execute("SELECT platform_id, quick, threads, rooftune_version FROM ceilings").fetchone()
-        assert row == (fake_platform.id, 0, "0,1", "0.1.0")
-        rows = db.execute("SELECT label, ceilings_id, median_s FROM measurements ORDER BY id").fetchall()
+        row = sql(s, "SELECT platform_id, quick, threads, rooftune_version FROM ceilings")[0]
+        assert row == (fake_platform.id, False, "0,1", "0.1.0")
+        rows = sql(s, "SELECT label, ceilings_id, median_s FROM measurements ORDER BY id")
         assert rows == [("peak_fp32", cid, 2.0e-3), ("stream_triad", cid, 5.0e-4)]
 
 
@@ -169,7 +173,7 @@ def test_database_is_in_wal_mode(tmp_path: Path) -> None:
 def test_foreign_keys_are_enforced(store: Store) -> None:
     from rooftune.store.schema import CeilingsRow
 
-    with pytest.raises(StoreError, match="FOREIGN KEY constraint failed"):
+    with pytest.raises(StoreError, match="FOREIGN KEY constraint failed|violates foreign key constraint"):
         with store.transaction() as s:
             s.add(
                 CeilingsRow(
@@ -193,7 +197,7 @@ def test_interrupted_transaction_writes_nothing(store: Store) -> None:
 
 
 def test_database_errors_become_store_errors(store: Store, fake_platform: Platform) -> None:
-    with pytest.raises(StoreError, match="UNIQUE constraint failed: platforms.id"):
+    with pytest.raises(StoreError, match="UNIQUE constraint failed: platforms.id|duplicate key value violates unique"):
         with store.transaction() as s:
             s.add(PlatformRow(id=fake_platform.id, cpu_model="dup", created_at=0.0, fingerprint={}))
     assert store.count("platforms") == 1
@@ -208,26 +212,25 @@ def test_failed_save_ceilings_leaves_no_partial_rows(store: Store, fake_platform
     assert store.load_ceilings(fake_platform.id, threads=[0]) is None
 
 
-def test_save_ceilings_saves_a_new_platform(tmp_path: Path, fake_platform: Platform) -> None:
+def test_save_ceilings_saves_a_new_platform(db_url: str, fake_platform: Platform) -> None:
     # The platform row must be inserted before the ceilings row that refers to it.
-    with Store(tmp_path / "r.db") as s:
+    with Store(db_url) as s:
         s.save_ceilings(fake_platform, CEILINGS, quick=False, threads=[0, 1])
         assert (s.count("platforms"), s.count("ceilings")) == (1, 1)
         assert s.platforms() == [fake_platform]
 
 
-def test_failed_save_ceilings_does_not_save_the_new_platform(tmp_path: Path, fake_platform: Platform) -> None:
-    with Store(tmp_path / "r.db") as s:
+def test_failed_save_ceilings_does_not_save_the_new_platform(db_url: str, fake_platform: Platform) -> None:
+    with Store(db_url) as s:
         with pytest.raises(KeyError, match="samples"):
             s.save_ceilings(fake_platform, CEILINGS, quick=False, threads=[0], measurements=[{"label": "x"}])
         assert (s.count("platforms"), s.count("ceilings"), s.count("measurements")) == (0, 0, 0)
 
 
-def test_stored_median_is_the_median(store: Store, fake_platform: Platform, tmp_path: Path) -> None:
+def test_stored_median_is_the_median(store: Store, fake_platform: Platform) -> None:
     m = measurement("even", (4.0, 1.0, 3.0, 2.0))
     store.save_ceilings(fake_platform, CEILINGS, quick=False, threads=[0], measurements=[m])
-    with sqlite3.connect(tmp_path / "r.db") as db:
-        (median_s,) = db.execute("SELECT median_s FROM measurements").fetchone()
+    ((median_s,),) = sql(store, "SELECT median_s FROM measurements")
     assert median_s == Measurement.from_dict(m).median == 2.5
 
 
@@ -269,9 +272,6 @@ def test_bad_urls_are_store_errors() -> None:
         Store("nosuchdialect://host/db")
 
 
-def test_platform_fingerprint_is_stored_as_json(
-    store: Store, fake_platform: Platform, tmp_path: Path
-) -> None:
-    with sqlite3.connect(tmp_path / "r.db") as db:
-        (fp,) = db.execute("SELECT fingerprint FROM platforms").fetchone()
+def test_platform_fingerprint_is_stored_as_json(store: Store, fake_platform: Platform) -> None:
+    ((fp,),) = sql(store, "SELECT CAST(fingerprint AS TEXT) FROM platforms")
     assert json.loads(fp) == json.loads(json.dumps(fake_platform.to_dict()))

@@ -93,6 +93,10 @@ Fp32 = Annotated[bool, typer.Option("--fp32", help="Search fp32 only (by default
                                     "natively and a peer runs it by default).")]
 Calibration = Annotated[int | None, typer.Option("--calibration", help="Inputs in the int8 calibration set (default 32).")]
 
+#: A Ray cluster's head (rooftune.fleet): the work runs on its nodes, into the shared --db.
+Cluster = Annotated[str | None, typer.Option("--cluster", help="Run on the nodes of this Ray cluster (HOST:PORT of "
+                                             "its head, or auto), every node writing to the shared --db.")]
+
 #: What ``--int8`` guards a quantized trial with, as the help of tune and optimize says it.
 INT8_GUARD = "post-training static quantization; guard: cosine >= 0.99, top-1 >= 99%"
 

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from rooftune.cli.options import (
+    Cluster,
     Db,
     JsonOut,
     _parse_int_list,
@@ -113,14 +114,17 @@ def profile(
                                         "check specs.")] = False,
     json_out: JsonOut = False,
     db: Db = None,
+    cluster: Cluster = None,
 ) -> None:
-    """Profile convolution primitives per layer on this machine (resumable campaign)."""
+    """Profile convolution primitives per layer on this machine, or on every platform of a Ray
+    cluster's nodes (resumable campaign)."""
     if check:
         given = [flag for flag, value, default in (
             ("--models", models, None), ("--sample", sample, 0), ("--batch", batch, "1"), ("--threads", threads, None),
             ("--primitives", primitives, None), ("--int8", int8, False), ("--budget", budget, 3600.0),
             ("--passes", passes, 3), ("--extra-passes", extra_passes, 3), ("--seed", seed, 0),
-            ("--isa-variant", isa_variant, None), ("--summary", summary, False), ("--db", db, None)) if value != default]
+            ("--isa-variant", isa_variant, None), ("--summary", summary, False), ("--db", db, None),
+            ("--cluster", cluster, None)) if value != default]
         if given:
             raise InvalidArgument("--check", f"with {', '.join(given)}",
                                   "allowed alone or with --json (it verifies every primitive on the shipped check "
@@ -135,6 +139,14 @@ def profile(
     thread_list = _parse_int_list(threads, "threads")
     names = _parse_names(models, "--models", "resnet50,mobilenet_v2", "model names") or []
     prims = _parse_names(primitives, "--primitives", "onednn-nchw,aten-im2col-gemm")
+    if cluster is not None:
+        if isa_variant is not None:
+            raise InvalidArgument("--isa-variant", isa_variant, "not allowed with --cluster (a node profiles as "
+                                  "the platform it is)")
+        _profile_fleet(cluster, names, sample=sample, batches=batches, threads=thread_list, primitives=prims,
+                       int8=int8, budget=budget, seed=seed, db=db, passes=passes, extra_passes=extra_passes,
+                       json_out=json_out)
+        return
     if isa_variant is not None:  # run_isa_variant refuses an unknown variant before it starts anything
         argv = ["--batch", batch, "--budget", str(budget), "--passes", str(passes), "--extra-passes", str(extra_passes),
                 "--seed", str(seed)]
@@ -160,3 +172,23 @@ def profile(
         sys.stdout.write(json.dumps({"campaign": result.to_dict(), "summary": rows_summary}, indent=2, default=str) + "\n")
     else:
         _print_profile(result, rows_summary)
+
+
+def _profile_fleet(cluster: str, names: list[str], *, sample: int, batches: list[int], threads: list[int] | None,
+                   primitives: list[str] | None, int8: bool, budget: float, seed: int, db: str | None, passes: int,
+                   extra_passes: int, json_out: bool) -> None:
+    from rooftune.profiling import profile_fleet
+
+    progress, update = _progress()
+    with progress:
+        result, _ = profile_fleet(cluster, names, sample=sample, batches=batches, threads=threads,
+                                  primitives=primitives, precisions=("fp32", "int8") if int8 else ("fp32",),
+                                  budget_s=budget, seed=seed, db=db, progress=update, passes=passes,
+                                  extra_passes=extra_passes)
+    if json_out:
+        sys.stdout.write(json.dumps({"campaigns": {pid: r.to_dict() for pid, r in result.results.items()},
+                                     "units": result.units, "stopped_by_budget": result.stopped_by_budget},
+                                    indent=2, default=str) + "\n")
+        return
+    for r in result.results.values():
+        _print_profile(r, [])

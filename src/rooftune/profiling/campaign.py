@@ -235,6 +235,7 @@ def run_campaign(
     extra_passes: int = EXTRA_PASSES,
     isolate: bool = True,
     time_limit_s: float | None = None,
+    runner: Runner | None = None,
 ) -> CampaignResult:
     """Profile ``specs`` (each with the names of the models it comes from) and store every row, then
     time the ok rows again in ``passes - 1`` more passes over all the specs (each row keeps its
@@ -245,7 +246,8 @@ def run_campaign(
     The kernels run in a warm worker subprocess (:mod:`rooftune.profiling.isolated`): a primitive
     that crashes it or does not answer within its time limit (``time_limit_s``, default from the
     policy's budget) is stored failed with the reason at once, and skipped when the campaign is run
-    again. ``isolate=False`` runs them in this process (for primitives registered in it alone)."""
+    again. ``isolate=False`` runs them in this process (for primitives registered in it alone).
+    ``runner``: one the caller keeps warm across campaigns (a fleet node's), used instead and left open."""
     from rooftune.platform import current_platform
 
     platform = current_platform()
@@ -281,7 +283,9 @@ def run_campaign(
     total = len(todo) + sum(1 for w in later if (w[1], w[2].key()) in fresh or _due(stored, *w[:3], names))
     step = progress or (lambda *_: None)
     previous = torch.get_num_threads()
-    runner: Runner = Isolated(time_limit_s) if isolate else InProcess(prims, Canary())
+    own_runner = runner is None
+    if runner is None:
+        runner = Isolated(time_limit_s) if isolate else InProcess(prims, Canary())
     canary = runner.probe  # read where the kernels run, at their threads
     # What quiet is measured against, per thread count: the fastest of the rows' stored readings
     # (each the slower of the two around a row), so that a resumed campaign judges its stored
@@ -386,7 +390,8 @@ def run_campaign(
         if not result.stopped_by_budget:
             step("profiling", total, total)
     finally:
-        runner.close()
+        if own_runner:
+            runner.close()
         torch.set_num_threads(previous)
     result.duration_s = time.perf_counter() - started
     result.steal_share = steal.share()

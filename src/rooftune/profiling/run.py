@@ -16,6 +16,7 @@ from rooftune.profiling.campaign import (
     check_passes,
     run_campaign,
 )
+from rooftune.profiling.cluster import FleetCampaign, run_on_fleet
 from rooftune.profiling.specs import model_layers, sample_specs
 
 #: ISA variants a campaign can emulate, and the caps each sets for oneDNN, ATen and MKL.
@@ -70,6 +71,60 @@ def profile(models: Sequence[str] = (), *, sample: int = 0, batches: Sequence[in
     from rooftune.platform import current_platform
     from rooftune.store import Store
 
+    models, precisions, primitives, batches, threads = _checked(models, sample, batches, threads, primitives,
+                                                                precisions, passes, extra_passes)
+    threads = list(threads or [current_platform().usable_cores])
+    check_campaign(threads, budget_s)
+    specs, layers = collect_specs(models, sample, batches, seed, precisions)
+    own = store is None
+    store = store if store is not None else Store(db)
+    try:
+        result = run_campaign(specs, store=store, primitives=primitives, threads=threads, budget_s=budget_s,
+                              progress=progress, transforms=transforms, passes=passes,
+                              extra_passes=extra_passes)
+    finally:
+        if own:
+            store.close()
+    return result, layers
+
+
+def profile_fleet(cluster: str, models: Sequence[str] = (), *, sample: int = 0, batches: Sequence[int] = (1,),
+                  threads: Sequence[int] | None = None, primitives: Sequence[str] | None = None,
+                  precisions: Sequence[str] = ("fp32",), budget_s: float = 3600.0, seed: int = 0,
+                  db: str | None = None, progress: Any = None, transforms: bool = True,
+                  passes: int = PROFILE_PASSES, extra_passes: int = EXTRA_PASSES) -> tuple[FleetCampaign, dict[str, list[Any]]]:
+    """Run (or continue) a campaign on every platform of a Ray cluster's nodes (``cluster``: the
+    head's address), into the store every node shares (:mod:`rooftune.profiling.cluster`); returns
+    the results per platform and the models' layers. Thread counts are checked on each node
+    against its own cores (default: all of them)."""
+    from rooftune.fleet import RayExecutor, check_address
+    from rooftune.store import Store
+
+    check_address(cluster)
+    models, precisions, primitives, batches, threads = _checked(models, sample, batches, threads, primitives,
+                                                                precisions, passes, extra_passes)
+    for t in threads or ():
+        if t < 1:
+            raise InvalidArgument("threads", t, "allowed integers >= 1 (each node checks them against its cores)")
+    if isinstance(budget_s, bool) or not (isinstance(budget_s, (int, float)) and budget_s > 0):
+        raise InvalidArgument("budget", budget_s, "allowed a positive number of seconds")
+    executor = RayExecutor(cluster)  # an unreachable cluster is named before anything is written
+    try:
+        with Store(db) as store:  # created (or refused) here, before any node opens it
+            url = store.url
+        specs, layers = collect_specs(models, sample, batches, seed, precisions)
+        result = run_on_fleet(executor, specs, db=url, threads=threads, primitives=primitives, budget_s=budget_s,
+                              passes=passes, extra_passes=extra_passes, transforms=transforms, progress=progress,
+                              name=",".join([*models, *([f"sample {sample}"] if sample else [])]))
+    finally:
+        executor.close()
+    return result, layers
+
+
+def _checked(models: Sequence[str], sample: int, batches: Sequence[int], threads: Sequence[int] | None,
+             primitives: Sequence[str] | None, precisions: Sequence[str], passes: int,
+             extra_passes: int) -> tuple[Any, Any, Any, Any, Any]:
+    """A campaign's arguments as lists, or the one-line error of the first that is not allowed."""
     models = as_names(models, "models") or ()
     precisions = as_names(precisions, "precisions") or ()
     primitives = as_names(primitives, "primitives")
@@ -90,19 +145,7 @@ def profile(models: Sequence[str] = (), *, sample: int = 0, batches: Sequence[in
         for name in primitives:
             if name not in PRIMITIVES:
                 raise InvalidArgument("primitive", name, f"allowed {', '.join(PRIMITIVES)}")
-    threads = list(threads or [current_platform().usable_cores])
-    check_campaign(threads, budget_s)
-    specs, layers = collect_specs(models, sample, batches, seed, precisions)
-    own = store is None
-    store = store if store is not None else Store(db)
-    try:
-        result = run_campaign(specs, store=store, primitives=primitives, threads=threads, budget_s=budget_s,
-                              progress=progress, transforms=transforms, passes=passes,
-                              extra_passes=extra_passes)
-    finally:
-        if own:
-            store.close()
-    return result, layers
+    return models, precisions, primitives, batches, threads
 
 
 def run_isa_variant(variant: str, argv: Sequence[str]) -> int:

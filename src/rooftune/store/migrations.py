@@ -37,6 +37,23 @@ def _add_columns(table: str, *columns: str) -> Callable[[Connection], None]:
     return step
 
 
+def _unique_trials(conn: Connection) -> None:
+    """Trials unique per (study, configuration): duplicates an older rooftune may have stored (two
+    processes resuming one study) are dropped, the first kept, before the index is built."""
+    conn.exec_driver_sql(
+        "DELETE FROM trials WHERE id NOT IN (SELECT min(id) FROM trials GROUP BY study_key, config_key)"
+    )
+    conn.exec_driver_sql("CREATE UNIQUE INDEX IF NOT EXISTS uq_trial ON trials (study_key, config_key)")
+
+
+def _steps(*steps: Callable[[Connection], None]) -> Callable[[Connection], None]:
+    def step(conn: Connection) -> None:
+        for one in steps:
+            one(conn)
+
+    return step
+
+
 #: version -> step that brings a database from version-1 to version.
 MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     1: _create("schema_info", "platforms", "ceilings"),
@@ -47,6 +64,13 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     6: _add_columns("profiles", "pass_medians"),
     7: _add_columns("profiles", "pass_canary"),
     8: _add_columns("profiles", "fastest_s"),
+    11: _steps(_unique_trials, _create("fleet_runs")),
 }
 
 SCHEMA_VERSION = max(MIGRATIONS)
+
+
+def pending(current: int) -> list[int]:
+    """The steps a database at version ``current`` still needs, in order (the numbers are assigned
+    ahead of the steps, so there may be gaps)."""
+    return sorted(v for v in MIGRATIONS if v > current)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, Float, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy import JSON, Boolean, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -77,6 +77,9 @@ class TrialRow(Base):
     it failed. A study is resumed from its rows."""
 
     __tablename__ = "trials"
+    #: One row per configuration of a study (schema 11): nodes of a fleet running one study store
+    #: each configuration once, whichever finishes first.
+    __table_args__ = (Index("uq_trial", "study_key", "config_key", unique=True),)
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     platform_id: Mapped[str] = mapped_column(ForeignKey("platforms.id"), index=True)
     study_key: Mapped[str] = mapped_column(String(64), index=True)
@@ -118,3 +121,23 @@ class ProfileRow(Base):
     #: and on a shared host it repeats better than a pass's median (BENCHMARKS.md); NULL in rows
     #: stored before it was kept (schema 7) and in rows not timed.
     fastest_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class FleetRunRow(Base):
+    """A campaign or study run on a fleet (schema 11): what ``rooftune fleet status`` lists as in
+    flight until ``finished_at`` is set. The driver refreshes ``heartbeat_at`` as work completes,
+    so a run whose driver died shows as stale rather than running forever."""
+
+    __tablename__ = "fleet_runs"
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    name: Mapped[str] = mapped_column(String(256))
+    cluster: Mapped[str] = mapped_column(String(256))
+    started_at: Mapped[float] = mapped_column(Float)
+    heartbeat_at: Mapped[float] = mapped_column(Float)
+    finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    planned: Mapped[int] = mapped_column(Integer, default=0)
+    done: Mapped[int] = mapped_column(Integer, default=0)
+    #: Node id -> platform id of the nodes the run was given.
+    nodes: Mapped[dict[str, Any]] = mapped_column(JSON)
+    status: Mapped[str] = mapped_column(String(16))

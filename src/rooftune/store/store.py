@@ -1,8 +1,13 @@
-"""The store: SQLAlchemy over SQLite by default, any SQLAlchemy URL otherwise.
+"""The store: SQLAlchemy over SQLite by default, PostgreSQL (``postgresql+psycopg://``) for a
+store that several machines share, any SQLAlchemy URL otherwise.
 
 Every write is one transaction. On SQLite the database runs in WAL mode and every transaction
 starts with ``BEGIN IMMEDIATE`` (SQLAlchemy's documented pysqlite recipe), so two processes
-writing at once queue on the lock instead of failing half-way.
+writing at once queue on the lock instead of failing half-way. On PostgreSQL writers do not
+queue: rows that two writers may both add (a platform, a profiled row, a study's trial) are
+inserted with ``INSERT ... ON CONFLICT DO NOTHING`` against the table's unique key, so the first
+writer's row stays and the second adds nothing, without a check-then-insert race; readers see
+the last committed state and never wait for a writer.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from pathlib import Path
 from typing import Any, cast
 
 from sqlalchemy import Engine, Table, create_engine, event, inspect, select
+from sqlalchemy.dialects import postgresql as pg_dialect
+from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import Session
@@ -27,10 +34,11 @@ from sqlalchemy.orm import Session
 from rooftune.errors import StoreError
 from rooftune.platform import Platform
 from rooftune.platform.gpu import GpuDevice
-from rooftune.store.migrations import MIGRATIONS, SCHEMA_VERSION
+from rooftune.store.migrations import MIGRATIONS, SCHEMA_VERSION, pending
 from rooftune.store.schema import (
     AnalysisRow,
     CeilingsRow,
+    FleetRunRow,
     MeasurementRow,
     PlatformRow,
     ProfileRow,
@@ -43,6 +51,13 @@ DB_ENV = "ROOFTUNE_DB"
 #: How long a writer waits for another process's transaction before giving up (ms). Ceilings
 #: runs write once at the end, so 30 s is far longer than any lock is held.
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+#: Seconds a connection to a database server may take before it is given up (libpq's
+#: connect_timeout, per address tried): an unreachable server is named within 10 s. A URL's own
+#: ``connect_timeout`` wins.
+CONNECT_TIMEOUT_S = 5
+#: Lock that serializes the schema check and migrations of processes opening one PostgreSQL store
+#: at the same moment (a transaction-level advisory lock: released at commit).
+PG_MIGRATION_LOCK = 0x726F6F66
 
 
 def data_dir() -> Path:
@@ -162,8 +177,15 @@ class Store:
                 raise StoreError(f"no store at '{url.database}'{origin}: nothing was measured there yet; "
                                  f"pass --db with the store's path, or measure first (rooftune profile)")
             _check_sqlite_file(Path(url.database), chosen=db is not None or bool(os.environ.get(DB_ENV)))
+        self._postgres = url.get_backend_name() == "postgresql"
+        connect_args: dict[str, Any] = {}
+        if self._postgres and "connect_timeout" not in url.query:
+            connect_args["connect_timeout"] = CONNECT_TIMEOUT_S
+        if url.drivername == "postgresql":
+            # SQLAlchemy's default PostgreSQL driver is psycopg2; rooftune installs psycopg (3)
+            url = url.set(drivername="postgresql+psycopg")
         try:
-            self.engine: Engine = create_engine(self.url)
+            self.engine: Engine = create_engine(url, connect_args=connect_args)
         except ImportError as exc:
             raise StoreError(f"cannot use database URL {self.display_url!r}: {self._hide(str(exc))}; install the database's driver for "
                              f"SQLAlchemy (e.g. pip install psycopg for postgresql://)") from None
@@ -189,7 +211,9 @@ class Store:
 
     def _wrap(self, exc: SQLAlchemyError) -> StoreError:
         orig = getattr(exc, "orig", None)
-        detail = self._hide(str(orig) if orig is not None else str(exc).splitlines()[0])
+        # a server's message runs over several lines (libpq adds hints); the first says what failed
+        text = str(orig) if orig is not None else str(exc)
+        detail = self._hide(next((line.strip() for line in text.splitlines() if line.strip()), text))
         if isinstance(orig, sqlite3.DatabaseError) and "not a database" in detail:
             return StoreError(
                 f"database {self.display_url!r} is not a SQLite database (file is corrupt or of another kind); "
@@ -220,6 +244,8 @@ class Store:
     def _migrate(self) -> None:
         try:
             with self.engine.begin() as conn:
+                if self._postgres:
+                    conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({PG_MIGRATION_LOCK})")
                 tables = set(inspect(conn).get_table_names())
                 if tables and "schema_info" not in tables:
                     raise StoreError(
@@ -243,7 +269,7 @@ class Store:
                         f"database {self.display_url!r} has schema version {current}, newer than this rooftune "
                         f"supports ({SCHEMA_VERSION}); upgrade rooftune or pass --db with another path"
                     )
-                for version in range(current + 1, SCHEMA_VERSION + 1):
+                for version in pending(current):
                     MIGRATIONS[version](conn)
                 if current < SCHEMA_VERSION:
                     # a mapped class's __table__ is its Table; SQLAlchemy types it as the FromClause
@@ -282,17 +308,54 @@ class Store:
     # ------------------------------------------------------------------ platforms
 
     @staticmethod
-    def _upsert_platform(session: Session, platform: Platform | GpuDevice) -> None:
-        if session.get(PlatformRow, platform.id) is None:
-            session.add(
-                PlatformRow(
-                    id=platform.id,
-                    cpu_model=platform.cpu_model,
-                    created_at=time.time(),
-                    fingerprint=platform.to_dict(),
-                )
-            )
-            session.flush()  # rows that refer to it are inserted after it
+    def _insert_new(session: Session, model: Any, values: Mapping[str, Any], keys: Sequence[str]) -> bool:
+        """Insert ``values`` into ``model``'s table unless a row with the same ``keys`` (a unique
+        key of the table) is there; whether it was inserted. One statement on SQLite and
+        PostgreSQL (``ON CONFLICT DO NOTHING``), so two writers never both insert it nor fail."""
+        table = cast(Table, model.__table__)
+        name = session.get_bind().dialect.name
+        if name in ("postgresql", "sqlite"):
+            insert = pg_dialect.insert if name == "postgresql" else sqlite_dialect.insert
+            # RETURNING says whether it was inserted (a driver's rowcount is not reliable here)
+            done = session.execute(insert(table).values(**values).on_conflict_do_nothing(index_elements=list(keys))
+                                   .returning(table.c[keys[0]]))
+            return done.first() is not None
+        found = session.execute(select(*[table.c[k] for k in keys])
+                                .where(*[table.c[k] == values[k] for k in keys])).first()
+        if found is None:
+            session.execute(table.insert().values(**values))
+        return found is None
+
+    #: Profiled rows per INSERT statement: 50 rows of 17 values stay within SQLite's oldest limit of
+    #: 999 bound parameters; one statement per row costs a round trip each on a database server.
+    _ROWS_PER_INSERT = 50
+
+    @classmethod
+    def _insert_new_rows(cls, session: Session, rows: Sequence[dict[str, Any]]) -> set[tuple[str, str, int]]:
+        """Insert profiled ``rows`` (one platform's, none stored when read) but those another writer
+        stored since; the (spec_key, primitive, threads) of those inserted."""
+        table = cast(Table, ProfileRow.__table__)
+        name = session.get_bind().dialect.name
+        keys = ["platform_id", "spec_key", "primitive", "threads"]
+        if name not in ("postgresql", "sqlite"):
+            return {(r["spec_key"], r["primitive"], int(r["threads"])) for r in rows
+                    if cls._insert_new(session, ProfileRow, r, keys)}
+        insert = pg_dialect.insert if name == "postgresql" else sqlite_dialect.insert
+        inserted: set[tuple[str, str, int]] = set()
+        columns = [c.name for c in table.columns if c.name != "id"]
+        for i in range(0, len(rows), cls._ROWS_PER_INSERT):
+            chunk = [{c: r.get(c, table.c[c].default.arg if table.c[c].default is not None else None) for c in columns}
+                     for r in rows[i:i + cls._ROWS_PER_INSERT]]
+            done = session.execute(insert(table).values(chunk).on_conflict_do_nothing(index_elements=keys)
+                                   .returning(table.c.spec_key, table.c.primitive, table.c.threads))
+            inserted.update((a, b, int(c)) for a, b, c in done.all())
+        return inserted
+
+    @classmethod
+    def _upsert_platform(cls, session: Session, platform: Platform | GpuDevice) -> None:
+        session.flush()  # (so that the statement below sees what the session added before)
+        cls._insert_new(session, PlatformRow, {"id": platform.id, "cpu_model": platform.cpu_model,
+                                               "created_at": time.time(), "fingerprint": platform.to_dict()}, ["id"])
 
     def save_platform(self, platform: Platform) -> str:
         with self.transaction() as s:
@@ -421,12 +484,13 @@ class Store:
         keeps every trial it finished); returns its id."""
         with self.transaction() as s:
             self._upsert_platform(s, platform)
-            row = TrialRow(platform_id=platform.id, study_key=study_key, config_key=config_key,
-                           created_at=time.time(), status=status, config=_finite(dict(config)),
-                           result=_finite(dict(result)))
-            s.add(row)
-            s.flush()
-            return row.id
+            values = {"platform_id": platform.id, "study_key": study_key, "config_key": config_key,
+                      "created_at": time.time(), "status": status, "config": _finite(dict(config)),
+                      "result": _finite(dict(result))}
+            # a configuration another node of the study stored first keeps its row
+            self._insert_new(s, TrialRow, values, ["study_key", "config_key"])
+            return int(s.scalars(select(TrialRow.id).where(TrialRow.study_key == study_key,
+                                                           TrialRow.config_key == config_key)).one())
 
     def trials(self, study_key: str) -> list[dict[str, Any]]:
         """The trials of a study, oldest first: ``config_key``, ``status``, ``config``, ``result``."""
@@ -457,17 +521,20 @@ class Store:
                     self._upsert_platform(s, platform)
                 else:
                     pid = str(platform["id"])
-                    if s.get(PlatformRow, pid) is None:
-                        s.add(PlatformRow(id=pid, cpu_model=str(platform.get("cpu_model", "")), created_at=time.time(),
-                                          fingerprint=dict(platform)))
-                        s.flush()
+                    self._insert_new(s, PlatformRow, {"id": pid, "cpu_model": str(platform.get("cpu_model", "")),
+                                                      "created_at": time.time(), "fingerprint": dict(platform)}, ["id"])
                 have = self._profile_keys(s, pid)
                 seen_sources: dict[str, list[str]] = {}
+
+                def seen(r: Mapping[str, Any], seen_sources: dict[str, list[str]] = seen_sources) -> None:
+                    known = seen_sources.setdefault(r["spec_key"], [])
+                    known.extend(x for x in r.get("sources") or [] if x not in known)
+
+                new: list[tuple[Mapping[str, Any], dict[str, Any]]] = []
                 for r in rows:
                     k = (r["spec_key"], r["primitive"], int(r["threads"]))
                     if k in have:
-                        known = seen_sources.setdefault(r["spec_key"], [])
-                        known.extend(x for x in r.get("sources") or [] if x not in known)
+                        seen(r)
                         continue
                     have.add(k)
                     values = _finite({f: r.get(f) for f in self._PROFILE_FIELDS})
@@ -475,8 +542,15 @@ class Store:
                                   repetitions=int(r.get("repetitions") or 0), reason=r.get("reason") or "",
                                   pass_medians=_pass_medians(values))
                     values["pass_canary"] = _pass_canary(values)
-                    s.add(ProfileRow(platform_id=pid, created_at=float(r.get("created_at") or time.time()), **values))
-                    added += 1
+                    new.append((r, {"platform_id": pid, "created_at": float(r.get("created_at") or time.time()),
+                                     **values}))
+                # another writer (a node of a fleet) may have stored some since they were read: its rows stay
+                inserted = self._insert_new_rows(s, [row for _, row in new])
+                for r, row in new:
+                    if (row["spec_key"], row["primitive"], int(row["threads"])) in inserted:
+                        added += 1
+                    else:
+                        seen(r)
                 self._merge_sources(s, pid, seen_sources)  # autoflush: rows added above are seen
         return added
 
@@ -561,6 +635,59 @@ class Store:
             q = select(ProfileRow.platform_id, func.count()).group_by(ProfileRow.platform_id)
             return {pid: int(n) for pid, n in s.execute(q).all()}
 
+    # ------------------------------------------------------------------ fleet runs
+
+    def start_fleet_run(self, run_id: str, *, kind: str, name: str, cluster: str, nodes: Mapping[str, str],
+                        planned: int) -> None:
+        """Record a campaign or study that a fleet starts (``nodes``: node id -> platform id)."""
+        now = time.time()
+        with self.transaction() as s:
+            s.add(FleetRunRow(id=run_id, kind=kind, name=name[:256], cluster=redact_url(cluster)[:256], started_at=now,
+                              heartbeat_at=now, finished_at=None, planned=planned, done=0, nodes=dict(nodes),
+                              status="running"))
+
+    def update_fleet_run(self, run_id: str, *, done: int | None = None, nodes: Mapping[str, str] | None = None,
+                         status: str | None = None) -> None:
+        """Its progress (and the time of it); a ``status`` other than running also ends it."""
+        with self.transaction() as s:
+            row = s.get_one(FleetRunRow, run_id)
+            row.heartbeat_at = time.time()
+            if done is not None:
+                row.done = done
+            if nodes is not None:
+                row.nodes = dict(nodes)
+            if status is not None:
+                row.status = status
+                if status != "running":
+                    row.finished_at = row.heartbeat_at
+
+    def recent_studies(self, since: float) -> dict[str, dict[str, Any]]:
+        """Studies with a trial stored at ``since`` or later: study key -> trials, newest trial's
+        time and platform ids."""
+        from sqlalchemy import func
+
+        with self.transaction() as s:
+            keys = select(TrialRow.study_key).where(TrialRow.created_at >= since).distinct()
+            q = (select(TrialRow.study_key, TrialRow.platform_id, func.count(), func.max(TrialRow.created_at))
+                 .where(TrialRow.study_key.in_(keys)).group_by(TrialRow.study_key, TrialRow.platform_id))
+            out: dict[str, dict[str, Any]] = {}
+            for key, pid, n, last in s.execute(q).all():
+                entry = out.setdefault(key, {"trials": 0, "last_at": 0.0, "platforms": []})
+                entry["trials"] += int(n)
+                entry["last_at"] = max(entry["last_at"], float(last))
+                entry["platforms"].append(pid)
+            return out
+
+    def fleet_runs(self, in_flight: bool = True) -> list[dict[str, Any]]:
+        """Fleet runs, oldest first: those not finished, or all."""
+        with self.transaction() as s:
+            q = select(FleetRunRow).order_by(FleetRunRow.started_at)
+            if in_flight:
+                q = q.where(FleetRunRow.finished_at.is_(None))
+            return [{c: getattr(r, c) for c in ("id", "kind", "name", "cluster", "started_at", "heartbeat_at",
+                                                 "finished_at", "planned", "done", "status")} | {"nodes": dict(r.nodes)}
+                    for r in s.scalars(q).all()]
+
     def fingerprints(self) -> dict[str, dict[str, Any]]:
         """Every stored platform's fingerprint as stored (JSON), by id."""
         with self.transaction() as s:
@@ -571,7 +698,7 @@ class Store:
 
         model = {
             "platforms": PlatformRow, "ceilings": CeilingsRow, "measurements": MeasurementRow,
-            "analyses": AnalysisRow, "trials": TrialRow, "profiles": ProfileRow,
+            "analyses": AnalysisRow, "trials": TrialRow, "profiles": ProfileRow, "fleet_runs": FleetRunRow,
         }[table]
         with self.transaction() as s:
             return int(s.scalar(select(func.count()).select_from(model)) or 0)
