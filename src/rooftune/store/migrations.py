@@ -47,6 +47,7 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     6: _add_columns("profiles", "pass_medians"),
     7: _add_columns("profiles", "pass_canary"),
     8: _add_columns("profiles", "fastest_s"),
+    9: _create("sweep_points"),
 }
 
 SCHEMA_VERSION = max(MIGRATIONS)

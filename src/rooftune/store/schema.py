@@ -118,3 +118,23 @@ class ProfileRow(Base):
     #: and on a shared host it repeats better than a pass's median (BENCHMARKS.md); NULL in rows
     #: stored before it was kept (schema 7) and in rows not timed.
     fastest_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class SweepPointRow(Base):
+    """One point of a kernel-family sweep (``rooftune sweep``): a family's parameters in one pass,
+    precision and variant on one platform; ``data`` holds its figures or why it failed. A sweep
+    resumes by skipping the (platform, key) it finds."""
+
+    __tablename__ = "sweep_points"
+    __table_args__ = (UniqueConstraint("platform_id", "point_key", name="uq_sweep_point"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    platform_id: Mapped[str] = mapped_column(ForeignKey("platforms.id"), index=True)
+    point_key: Mapped[str] = mapped_column(String(32), index=True)
+    family: Mapped[str] = mapped_column(String(32), index=True)
+    pass_name: Mapped[str] = mapped_column(String(8))
+    precision: Mapped[str] = mapped_column(String(8))
+    variant: Mapped[str] = mapped_column(String(128))
+    params: Mapped[dict[str, Any]] = mapped_column(JSON)
+    status: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[float] = mapped_column(Float)
+    data: Mapped[dict[str, Any]] = mapped_column(JSON)

@@ -1,0 +1,195 @@
+"""Findings in words, derived from a sweep's points.
+
+    bounds      how many points each bound holds, and the largest point still at the dispatch
+                floor (overhead-bound: its time within 2x the floor, or its work less than one
+                dispatch) along each swept parameter
+    crossovers  for each pair of settings that differ in one thing (bf16 against fp32, NHWC
+                against NCHW, a primitive against the framework's default, cuDNN autotuning on
+                against off, CUDA graphs against eager launch): along the parameter swept most, the
+                value from which the second is faster at every larger value, and its speedup there
+                and at the largest value; a speedup is the ratio of the two points' medians, its
+                interval the ratio of their confidence intervals' far ends
+    flagged     points whose interval is wider than +-5 %
+    skipped     each reason a combination was skipped, once
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from rooftune.units import fmt_time
+
+if TYPE_CHECKING:
+    from rooftune.sweep.base import Family
+    from rooftune.sweep.point import SweepPoint
+    from rooftune.sweep.run import SweepResult
+
+#: A speedup below this is "no gain": within the spread of separate measurements of one point.
+SAME = 1.03
+
+
+def _fixed(p: SweepPoint, name: str) -> tuple[Any, ...]:
+    return tuple(sorted((k, v) for k, v in p.params.items() if k != name))
+
+
+def swept(points: list[SweepPoint]) -> list[str]:
+    """The parameters that take more than one value, the one with the most values first."""
+    values: dict[str, set[int]] = {}
+    for p in points:
+        for k, v in p.params.items():
+            values.setdefault(k, set()).add(v)
+    return sorted((k for k, v in values.items() if len(v) > 1), key=lambda k: -len(values[k]))
+
+
+def _setting(p: SweepPoint) -> tuple[Any, ...]:
+    v = p.variant
+    return (p.pass_, p.precision, v.algorithm, v.layout, v.threads, v.autotune, v.launch)
+
+
+def speedup(base: SweepPoint, other: SweepPoint) -> tuple[float, float, float]:
+    """base / other: > 1 when ``other`` is faster, with the interval of the ratio."""
+    assert base.median_s and other.median_s
+    lo = (base.ci_low_s or base.median_s) / (other.ci_high_s or other.median_s)
+    hi = (base.ci_high_s or base.median_s) / (other.ci_low_s or other.median_s)
+    return base.median_s / other.median_s, lo, hi
+
+
+def crossover(pairs: list[tuple[int, float]]) -> int | None:
+    """The smallest value from which every ratio (value, base/other) is above 1, or None."""
+    pairs = sorted(pairs)
+    start = None
+    for value, ratio in pairs:
+        if ratio > 1.0:
+            start = value if start is None else start
+        else:
+            start = None
+    return start
+
+
+def _pairs(points: list[SweepPoint], differ: Callable[[SweepPoint], Any], base: Any, other: Any,
+           ) -> dict[tuple[Any, ...], tuple[SweepPoint, SweepPoint]]:
+    """Points that differ only in ``differ`` (``base`` against ``other``), by everything else."""
+    index: dict[tuple[Any, ...], dict[Any, SweepPoint]] = {}
+    for p in points:
+        rest = (tuple(sorted(p.params.items())), *[x for x in _setting_without(p, differ)])
+        index.setdefault(rest, {})[differ(p)] = p
+    return {k: (d[base], d[other]) for k, d in index.items() if base in d and other in d}
+
+
+def _setting_without(p: SweepPoint, differ: Callable[[SweepPoint], Any]) -> tuple[Any, ...]:
+    # Each differ function reads one field of the setting; the others stay in the key.
+    fields = {"precision": p.precision, "algorithm": p.variant.algorithm, "layout": p.variant.layout,
+              "autotune": p.variant.autotune, "launch": p.variant.launch}
+    name = getattr(differ, "field", "")
+    return (p.pass_, p.variant.threads, *[v for k, v in fields.items() if k != name])
+
+
+def _field(name: str) -> Callable[[SweepPoint], Any]:
+    def get(p: SweepPoint) -> Any:
+        return p.precision if name == "precision" else getattr(p.variant, name)
+
+    get.field = name  # type: ignore[attr-defined]
+    return get
+
+
+def _compare(points: list[SweepPoint], name: str, base: Any, other: Any, what: str) -> list[str]:
+    pairs = _pairs(points, _field(name), base, other)
+    if not pairs:
+        return []
+    params = swept([p for pair in pairs.values() for p in pair])
+    out: list[str] = []
+    if not params:
+        ratios = [speedup(a, b) for a, b in pairs.values()]
+        best = max(ratios)
+        out.append(f"{what}: {best[0]:.2f}x ({best[1]:.2f}-{best[2]:.2f})" if best[0] >= SAME
+                   else f"{what}: no gain ({best[0]:.2f}x)")
+        return out
+    axis = params[0]
+    groups: dict[tuple[Any, ...], list[tuple[int, tuple[float, float, float], SweepPoint]]] = {}
+    for (a, b) in pairs.values():
+        groups.setdefault((_fixed(a, axis), _setting_without(a, _field(name))), []).append(
+            (a.params[axis], speedup(a, b), a))
+    key = max(groups, key=lambda k: len(groups[k]))
+    series = sorted(groups[key], key=lambda x: x[0])
+    if len(series) < 2:
+        return out
+    setting = f"{series[0][2].pass_}, " + (f"{series[0][2].precision}, " if name != "precision" else "") + \
+        (f"{series[0][2].variant.layout}, " if name != "layout" and series[0][2].variant.layout != "-" else "")
+    start = crossover([(v, r[0]) for v, r, _ in series])
+    last_v, last_r, _ = series[-1]
+    if start is None:
+        best_v, best_r, _ = max(series, key=lambda x: x[1][0])
+        out.append(f"{what} along {axis} ({setting.rstrip(', ')}): never faster at every larger {axis}; best "
+                   f"{best_r[0]:.2f}x at {axis} {best_v}, {last_r[0]:.2f}x at {last_v}")
+    elif start == series[0][0]:
+        out.append(f"{what} along {axis} ({setting.rstrip(', ')}): faster at every {axis} swept, "
+                   f"{series[0][1][0]:.2f}x at {start} to {last_r[0]:.2f}x ({last_r[1]:.2f}-{last_r[2]:.2f}) at {last_v}")
+    else:
+        at = next(r for v, r, _ in series if v == start)
+        out.append(f"{what} along {axis} ({setting.rstrip(', ')}): faster only from {axis} {start} "
+                   f"({at[0]:.2f}x), reaching {last_r[0]:.2f}x ({last_r[1]:.2f}-{last_r[2]:.2f}) at {last_v}")
+    return out
+
+
+def _overhead(family: Family, points: list[SweepPoint]) -> list[str]:
+    out = []
+    counts = Counter(p.bound for p in points)
+    out.append("bounds: " + ", ".join(f"{n} {b}" for b, n in counts.most_common()))
+    overhead = [p for p in points if p.bound == "overhead"]
+    for axis in swept(points)[:3]:
+        # the reference's setting (forward, fp32, the default) when swept, else the first
+        for setting in sorted({_setting(p) for p in points},
+                              key=lambda s: (s[0] != "fwd", s[1] != "fp32", s[2] != "default", str(s)))[:1]:
+            series = sorted((p for p in points if _setting(p) == setting), key=lambda p: p.params[axis])
+            groups: dict[tuple[Any, ...], list[SweepPoint]] = {}
+            for p in series:
+                groups.setdefault(_fixed(p, axis), []).append(p)
+            line = max(groups.values(), key=len)
+            if len(line) < 2:
+                continue
+            below = [p for p in line if p.bound == "overhead"]
+            if below and len(below) < len(line):
+                top = max(p.params[axis] for p in below)
+                out.append(f"up to {axis} {top} the time stays at the dispatch floor: overhead-bound "
+                           f"({setting[0]}, {setting[1]}; {fmt_time(below[-1].median_s or 0)} there)")
+            elif below:
+                out.append(f"every {axis} swept is overhead-bound ({setting[0]}, {setting[1]})")
+    if overhead and len(out) == 1:
+        out.append(f"{len(overhead)} points are overhead-bound, the largest "
+                   f"{family.describe(max(overhead, key=lambda p: p.flops or 0).params)}")
+    return out
+
+
+def findings(family: Family, result: SweepResult) -> list[str]:
+    """The findings of ``result`` in words (see the module docstring)."""
+    points = result.ok_points
+    out: list[str] = []
+    if points:
+        out += _overhead(family, points)
+        out += _compare(points, "precision", "fp32", "bf16", "bf16 over fp32")
+        out += _compare(points, "precision", "fp32", "fp16", "fp16 over fp32")
+        out += _compare(points, "precision", "fp32", "tf32", "TF32 over fp32")
+        out += _compare(points, "layout", "NCHW", "NHWC", "NHWC over NCHW")
+        out += _compare(points, "autotune", False, True, "cuDNN autotuning")
+        out += _compare(points, "launch", "eager", "graph", "CUDA graphs over eager launch")
+        for algo in sorted({p.variant.algorithm for p in points} - {"default"}):
+            if points[0].family == "conv2d" and not algo.startswith("int8"):
+                pairs = _pairs(points, _field("algorithm"), "default", algo)
+                if pairs:
+                    wins = [speedup(a, b) for a, b in pairs.values()]
+                    better = [w for w in wins if w[0] >= SAME]
+                    out.append(f"{algo} over the framework default: faster on {len(better)} of {len(wins)} points"
+                               + (f", best {max(better)[0]:.2f}x" if better else ""))
+        flagged = [p for p in points if p.flagged]
+        if flagged:
+            out.append(f"{len(flagged)} of {len(points)} points flagged: confidence interval wider than +-5 % "
+                       "or the harness warned (a busy host); run the sweep again on a quiet machine to confirm them")
+    failed = [p for p in result.points if not p.ok]
+    if failed:
+        out.append(f"{len(failed)} points failed: " + "; ".join(sorted({p.reason for p in failed}))[:300])
+    for reason in sorted({s.reason for s in result.skipped}):
+        n = sum(1 for s in result.skipped if s.reason == reason)
+        out.append(f"skipped {n}: {reason}")
+    return out
