@@ -16,31 +16,46 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rooftune.units import fmt_time
 
 if TYPE_CHECKING:
     from rooftune.sweep.base import Family
+    from rooftune.sweep.plan import Skipped
     from rooftune.sweep.point import SweepPoint
-    from rooftune.sweep.run import SweepResult
 
 #: A speedup below this is "no gain": within the spread of separate measurements of one point.
 SAME = 1.03
 
 
-def _fixed(p: SweepPoint, name: str) -> tuple[Any, ...]:
-    return tuple(sorted((k, v) for k, v in p.params.items() if k != name))
+def tied(points: list[SweepPoint], axis: str) -> frozenset[str]:
+    """``axis`` and the parameters swept with it (an alias's, such as in and out channels: equal
+    to it at every point)."""
+    if not points:
+        return frozenset({axis})
+    return frozenset(k for k in points[0].params if all(p.params.get(k) == p.params[axis] for p in points))
+
+
+def fixed(p: SweepPoint, names: frozenset[str]) -> tuple[Any, ...]:
+    """The point's parameters but ``names``."""
+    return tuple(sorted((k, v) for k, v in p.params.items() if k not in names))
 
 
 def swept(points: list[SweepPoint]) -> list[str]:
-    """The parameters that take more than one value, the one with the most values first."""
+    """The parameters that take more than one value, the one with the most values first; of
+    parameters equal at every point (swept together), the first."""
     values: dict[str, set[int]] = {}
     for p in points:
         for k, v in p.params.items():
             values.setdefault(k, set()).add(v)
-    return sorted((k for k, v in values.items() if len(v) > 1), key=lambda k: -len(values[k]))
+    names = sorted((k for k, v in values.items() if len(v) > 1), key=lambda k: -len(values[k]))
+    out: list[str] = []
+    for k in names:
+        if not any(all(p.params[k] == p.params[o] for p in points) for o in out):
+            out.append(k)
+    return out
 
 
 def _setting(p: SweepPoint) -> tuple[Any, ...]:
@@ -101,15 +116,17 @@ def _compare(points: list[SweepPoint], name: str, base: Any, other: Any, what: s
     params = swept([p for pair in pairs.values() for p in pair])
     out: list[str] = []
     if not params:
-        ratios = [speedup(a, b) for a, b in pairs.values()]
-        best = max(ratios)
-        out.append(f"{what}: {best[0]:.2f}x ({best[1]:.2f}-{best[2]:.2f})" if best[0] >= SAME
-                   else f"{what}: no gain ({best[0]:.2f}x)")
+        ratios = sorted(speedup(a, b)[0] for a, b in pairs.values())
+        if len(ratios) == 1:
+            out.append(f"{what}: {ratios[0]:.2f}x" if ratios[0] >= SAME else f"{what}: no gain ({ratios[0]:.2f}x)")
+        else:
+            out.append(f"{what}: {ratios[0]:.2f}x to {ratios[-1]:.2f}x over {len(ratios)} pairs of points")
         return out
     axis = params[0]
     groups: dict[tuple[Any, ...], list[tuple[int, tuple[float, float, float], SweepPoint]]] = {}
+    together = tied([p for pair in pairs.values() for p in pair], axis)
     for (a, b) in pairs.values():
-        groups.setdefault((_fixed(a, axis), _setting_without(a, _field(name))), []).append(
+        groups.setdefault((fixed(a, together), _setting_without(a, _field(name))), []).append(
             (a.params[axis], speedup(a, b), a))
     key = max(groups, key=lambda k: len(groups[k]))
     series = sorted(groups[key], key=lambda x: x[0])
@@ -144,8 +161,9 @@ def _overhead(family: Family, points: list[SweepPoint]) -> list[str]:
                               key=lambda s: (s[0] != "fwd", s[1] != "fp32", s[2] != "default", str(s)))[:1]:
             series = sorted((p for p in points if _setting(p) == setting), key=lambda p: p.params[axis])
             groups: dict[tuple[Any, ...], list[SweepPoint]] = {}
+            together = tied(points, axis)
             for p in series:
-                groups.setdefault(_fixed(p, axis), []).append(p)
+                groups.setdefault(fixed(p, together), []).append(p)
             line = max(groups.values(), key=len)
             if len(line) < 2:
                 continue
@@ -162,9 +180,9 @@ def _overhead(family: Family, points: list[SweepPoint]) -> list[str]:
     return out
 
 
-def findings(family: Family, result: SweepResult) -> list[str]:
-    """The findings of ``result`` in words (see the module docstring)."""
-    points = result.ok_points
+def findings(family: Family, all_points: Sequence[SweepPoint], skipped: Sequence[Skipped]) -> list[str]:
+    """The findings of a sweep's points in words (see the module docstring)."""
+    points = [p for p in all_points if p.ok]
     out: list[str] = []
     if points:
         out += _overhead(family, points)
@@ -186,10 +204,10 @@ def findings(family: Family, result: SweepResult) -> list[str]:
         if flagged:
             out.append(f"{len(flagged)} of {len(points)} points flagged: confidence interval wider than +-5 % "
                        "or the harness warned (a busy host); run the sweep again on a quiet machine to confirm them")
-    failed = [p for p in result.points if not p.ok]
+    failed = [p for p in all_points if not p.ok]
     if failed:
         out.append(f"{len(failed)} points failed: " + "; ".join(sorted({p.reason for p in failed}))[:300])
-    for reason in sorted({s.reason for s in result.skipped}):
-        n = sum(1 for s in result.skipped if s.reason == reason)
+    for reason in sorted({s.reason for s in skipped}):
+        n = sum(1 for s in skipped if s.reason == reason)
         out.append(f"skipped {n}: {reason}")
     return out

@@ -260,8 +260,8 @@ class _Run:
             (s.variant.threads for s in self.plan.points), default=1))
         roof_dict = {"peak": dict(first.peak), "bandwidth": dict(first.bandwidth), "capacity": dict(first.capacity),
                      "dispatch_s": first.dispatch_s, "threads": first.threads} if first is not None else {}
-        result = SweepResult(
+        return SweepResult(
             family=self.family.name, device=self.device, platform_id=platform.id, platform=platform.to_dict(),
             points=tuple(points), skipped=self.plan.skipped, added=added, resumed=resumed,
-            stopped_by_budget=stopped, duration_s=time.perf_counter() - started, roofs=roof_dict)
-        return SweepResult(**{**result.__dict__, "findings": tuple(findings(self.family, result))})
+            stopped_by_budget=stopped, duration_s=time.perf_counter() - started, roofs=roof_dict,
+            findings=tuple(findings(self.family, points, self.plan.skipped)))
