@@ -3,7 +3,8 @@
 FLOPs are the cost formula's (rooftune.costs.formulas.conv, equal to torch.utils.flop_counter's:
 2 * N * K * P * Q * C/groups * R * S, the bias not counted); the backward pass computes the input
 and the weight gradients, each a product of the forward's size, so it counts twice the forward's
-FLOPs (as flop_counter counts convolution_backward). Compulsory bytes: the forward reads the input,
+FLOPs (as flop_counter counts convolution_backward without groups; with groups it counts the
+weight gradient over every input channel, ``groups`` times what is computed). Compulsory bytes: the forward reads the input,
 weights and bias and writes the output; the backward reads the input, weights and the output's
 gradient and writes the input's and the weights' gradients.
 

@@ -4,7 +4,8 @@ FLOPs are the cost formula's (rooftune.costs.formulas.recurrent), the analytic f
 l, direction and step: 2 * N * 4H * (I_l + H) for the input and hidden projections, 2 * 4H * N
 for the biases and 13 * N * H for the gates (3 sigmoids, 2 tanh, the cell and hidden updates),
 with I_0 the input size and I_l = H * directions above. The backward pass computes the input and
-weight gradients, each a product of the forward projections' size (2 x their FLOPs), the bias
+weight gradients, each a product of the forward projections' size (2 x their FLOPs, the initial
+state's gradient included, as flop_counter counts an unrolled cell whose inputs take one), the bias
 gradients as sums over the batch (4H * N per step) and the gates' backward counted as their
 forward (13 * N * H). Compulsory bytes as for every op (inputs, weights and outputs once); the
 steps depend on each other, so each reads the recurrent weights again: that traffic, from the
