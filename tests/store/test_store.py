@@ -62,7 +62,7 @@ def other_platform(fake_root, collect_on) -> Platform:
 def test_new_store_has_current_schema(tmp_path: Path) -> None:
     path = tmp_path / "r.db"
     with Store(path) as s:
-        assert s.schema_version() == SCHEMA_VERSION == 8
+        assert s.schema_version() == SCHEMA_VERSION == 9
         assert s.url == f"sqlite:///{path}"
         assert (s.count("platforms"), s.count("ceilings"), s.count("measurements")) == (0, 0, 0)
     assert path.is_file()
