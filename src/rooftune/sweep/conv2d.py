@@ -96,9 +96,8 @@ class Conv2d(Family):
         from rooftune.costs import cost_of
         from rooftune.workload.graph import OpNode, TensorMeta
 
-        m = case.module
-        args = {"input": TensorMeta.of(case.inputs[0]), "weight": TensorMeta.of(m.weight),
-                "bias": TensorMeta.of(m.bias)}
+        weight, bias = case.module.get_parameter("weight"), case.module.get_parameter("bias")
+        args = {"input": TensorMeta.of(case.inputs[0]), "weight": TensorMeta.of(weight), "bias": TensorMeta.of(bias)}
         return cost_of(OpNode(0, "conv2d", "aten.conv2d", "", "Conv2d", args, (TensorMeta.of(outputs),)))
 
     def backward_cost(self, p: dict[str, int], forward: OpCost, itemsize: int) -> OpCost:
@@ -151,9 +150,11 @@ class Conv2d(Family):
         from rooftune.primitives.base import to_layout
 
         prim = get_primitive(algorithm)
-        kernel = prim.prepare(self.spec(p, prim.precision), case.module.weight.detach(), case.module.bias.detach())
+        weight, bias = case.module.get_parameter("weight"), case.module.get_parameter("bias")
+        kernel = prim.prepare(self.spec(p, prim.precision), weight.detach(), bias.detach())
         x = to_layout(case.inputs[0], prim.in_layout)
-        return Case(case.module, (x,), lambda: kernel.run(x))
+        run = kernel.run
+        return Case(case.module, (x,), lambda: run(x))
 
     def primitive_layout(self, algorithm: str) -> str:
         from rooftune.primitives import get_primitive

@@ -52,7 +52,8 @@ def _parse_text(text: str, name: str) -> list[int]:
             if step < 2 or start < 1:
                 raise InvalidArgument(name, text, "a geometric range needs a start >= 1 and an integer factor >= 2 "
                                       "(16:1024:*2)")
-            out, v = [], start
+            out: list[int] = []
+            v = start
             while v <= end and len(out) <= MAX_VALUES:
                 out.append(v)
                 v *= step

@@ -75,12 +75,15 @@ class Lstm(Family):
         return Case(module, (x,), lambda: module(x))
 
     def cost(self, case: Case, outputs: Any) -> OpCost:
+        import torch
+
         from rooftune.costs import cost_of
         from rooftune.workload.graph import OpNode, TensorMeta
 
         m = case.module
         out, (h, c) = outputs
-        args = {"input": TensorMeta.of(case.inputs[0]), "params": [TensorMeta.of(w) for w in m._flat_weights],
+        weights = [w for w in m._flat_weights if isinstance(w, torch.Tensor)]  # type: ignore[union-attr]
+        args = {"input": TensorMeta.of(case.inputs[0]), "params": [TensorMeta.of(w) for w in weights],
                 "has_biases": True, "num_layers": m.num_layers, "dropout": 0.0, "train": False,
                 "bidirectional": m.bidirectional, "batch_first": False}
         return cost_of(OpNode(0, "lstm", "aten.lstm", "", "LSTM", args,
