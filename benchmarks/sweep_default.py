@@ -3,7 +3,7 @@ ratios of its points. Each study runs into a fresh store (nothing resumed), agai
 stored in ``--db`` (measured there first if missing). Run it under the CPU lock on a shared host:
 
     flock /work/cpu.lock .venv/bin/python benchmarks/sweep_default.py --db STORE \
-        [--part default|conv100|lstm30|passes] [--json OUT]
+        [--part default|conv100|lstm30|passes] [--threads N] [--json OUT]
 
 Parts:
     default   the default studies of conv2d and lstm (no options: batch, channels/hidden,
@@ -66,12 +66,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--db", required=True, help="Store holding this machine's ceilings (measured if missing).")
     parser.add_argument("--part", choices=sorted(STUDIES), default="default")
+    parser.add_argument("--threads", type=int, help="Thread count of every point (default: all usable cores).")
     parser.add_argument("--json", help="Write the results here.")
     args = parser.parse_args()
     from rooftune.machine import get_ceilings
 
     ceilings = get_ceilings(db=args.db)
-    results = [study(f, g, o, ceilings) for f, g, o in STUDIES[args.part]]
+    extra = {"threads": args.threads} if args.threads else {}
+    results = [study(f, g, {**o, **extra}, ceilings) for f, g, o in STUDIES[args.part]]
     for res in results:
         print(f"{res['family']} {args.part}: {res['points']} points ({res['ok']} ok, {res['failed']} failed, "
               f"{res['skipped']} skipped) in {res['wall_s']} s; CI within +-5 %: {res['ci_within_5pct']}; "

@@ -170,8 +170,11 @@ def _overhead(family: Family, points: list[SweepPoint]) -> list[str]:
             below = [p for p in line if p.bound == "overhead"]
             if below and len(below) < len(line):
                 top = max(p.params[axis] for p in below)
-                out.append(f"up to {axis} {top} the time stays at the dispatch floor: overhead-bound "
-                           f"({setting[0]}, {setting[1]}; {fmt_time(below[-1].median_s or 0)} there)")
+                at = max(below, key=lambda p: p.params[axis])
+                out.append(f"up to {axis} {top} the points are overhead-bound ({setting[0]}, {setting[1]}): their "
+                           f"work takes the hardware less than the dispatch floor of "
+                           f"{fmt_time(at.lower_bound_s or 0)}, or their time is within 2x of it "
+                           f"({fmt_time(at.median_s or 0)} at {axis} {top})")
             elif below:
                 out.append(f"every {axis} swept is overhead-bound ({setting[0]}, {setting[1]})")
     if overhead and len(out) == 1:

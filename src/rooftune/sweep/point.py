@@ -201,7 +201,9 @@ class Pass:
     parameters: int
 
 
-def make_pass(case: Case, spec: PointSpec) -> Pass:
+def make_pass(case: Case, spec: PointSpec, *, check: bool = True) -> Pass:
+    """The pass ready to time; with ``check`` also what it computes, for the comparison with the
+    reference (a reference point itself skips that call)."""
     import torch
 
     from rooftune.workload.training import TrainSpec, TrainStep, first_tensor
@@ -229,14 +231,16 @@ def make_pass(case: Case, spec: PointSpec) -> Pass:
         def bwd() -> Any:
             return torch.autograd.grad(y, targets, gy, retain_graph=True)
 
-        return Pass(bwd, [g.float() for g in bwd()], out, nparams)
+        return Pass(bwd, [g.float() for g in bwd()] if check else [], out, nparams)
     autocast = _dtype(spec.precision) if spec.precision in ("bf16", "fp16") else None
     step = TrainStep(module, inputs, TrainSpec(), name=spec.family, autocast=autocast)
     with torch.no_grad():
         out = module(*inputs)
-    before = step.parameters()
-    step.step()
-    changes = [(a.detach() - b).float() for a, b in zip(step.params, before, strict=True)]
+    changes: list[torch.Tensor] = []
+    if check:
+        before = step.parameters()
+        step.step()
+        changes = [(a.detach() - b).float() for a, b in zip(step.params, before, strict=True)]
     return Pass(step.step, changes, out, nparams)
 
 
@@ -328,7 +332,7 @@ def run_point(family: Family, spec: PointSpec, *, roofs: Roofs, platform_id: str
             reference = None if is_reference(spec, first_layout) else reference_results(family, spec, first_layout)
             with _settings(spec):
                 case, _ = prepare(family, spec)
-                made = make_pass(case, spec)
+                made = make_pass(case, spec, check=reference is not None)
                 error, tolerance, verified = None, None, "reference (fp32, framework default)"
                 if reference is not None:
                     tolerance, why = tolerance_for(spec)
