@@ -122,7 +122,14 @@ def _compare(points: list[SweepPoint], name: str, base: Any, other: Any, what: s
         else:
             out.append(f"{what}: {ratios[0]:.2f}x to {ratios[-1]:.2f}x over {len(ratios)} pairs of points")
         return out
-    axis = params[0]
+    for axis in params[:3]:
+        out += _along(pairs, name, axis, what)
+    return out
+
+
+def _along(pairs: dict[tuple[Any, ...], tuple[SweepPoint, SweepPoint]], name: str, axis: str, what: str) -> list[str]:
+    """The crossover of one comparison along ``axis``, on the line of points most values share."""
+    out: list[str] = []
     groups: dict[tuple[Any, ...], list[tuple[int, tuple[float, float, float], SweepPoint]]] = {}
     together = tied([p for pair in pairs.values() for p in pair], axis)
     for (a, b) in pairs.values():
