@@ -31,11 +31,16 @@ SAME = 1.03
 
 
 def tied(points: list[SweepPoint], axis: str) -> frozenset[str]:
-    """``axis`` and the parameters swept with it (an alias's, such as in and out channels: equal
-    to it at every point)."""
+    """``axis`` and the parameters that follow it: each a function of ``axis`` over the points
+    (in and out channels set together; conv2d's padding derived from the kernel)."""
     if not points:
         return frozenset({axis})
-    return frozenset(k for k in points[0].params if all(p.params.get(k) == p.params[axis] for p in points))
+    out = set()
+    for k in points[0].params:
+        seen: dict[int, int] = {}
+        if all(seen.setdefault(p.params[axis], p.params.get(k, -1)) == p.params.get(k, -1) for p in points):
+            out.add(k)
+    return frozenset(out | {axis})
 
 
 def fixed(p: SweepPoint, names: frozenset[str]) -> tuple[Any, ...]:
@@ -45,7 +50,7 @@ def fixed(p: SweepPoint, names: frozenset[str]) -> tuple[Any, ...]:
 
 def swept(points: list[SweepPoint]) -> list[str]:
     """The parameters that take more than one value, the one with the most values first; of
-    parameters equal at every point (swept together), the first."""
+    parameters that follow another (:func:`tied`), that one."""
     values: dict[str, set[int]] = {}
     for p in points:
         for k, v in p.params.items():
@@ -53,7 +58,7 @@ def swept(points: list[SweepPoint]) -> list[str]:
     names = sorted((k for k, v in values.items() if len(v) > 1), key=lambda k: -len(values[k]))
     out: list[str] = []
     for k in names:
-        if not any(all(p.params[k] == p.params[o] for p in points) for o in out):
+        if not any(k in tied(points, o) for o in out):
             out.append(k)
     return out
 
