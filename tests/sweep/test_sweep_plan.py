@@ -86,6 +86,8 @@ def test_point_keys_name_everything_that_was_measured() -> None:
     ({"grid": {"batch": "100000", "channels": "1024"}}, "above the cap"),
     ({"device": "cuda"}, "invalid --device 'cuda'"),
     ({"device": "tpu"}, "invalid --device 'tpu'"),
+    ({"family": "lstm", "algorithms": "winograd-f4x4"}, "lstm runs only the framework's default"),
+    ({"family": "lstm", "layouts": "NHWC"}, "lstm has no layout choice"),
 ])
 def test_bad_arguments_are_refused_before_anything_is_stored(tmp_path: Path, kwargs: dict[str, object],
                                                              fragment: str) -> None:

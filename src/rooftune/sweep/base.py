@@ -53,6 +53,9 @@ class Family(ABC):
     layouts: ClassVar[tuple[str, ...]] = ("-",)
     #: The parameter whose values the findings speak of as "channels" (or "hidden").
     width_parameter: ClassVar[str]
+    #: Whether other algorithms than the framework's default can run the family (rooftune's
+    #: convolution primitives run conv2d only).
+    has_algorithms: ClassVar[bool] = False
 
     def names(self) -> tuple[str, ...]:
         return tuple(self.parameters) + tuple(self.aliases)

@@ -48,6 +48,7 @@ class Conv2d(Family):
     )
     layouts = ("NCHW", "NHWC")
     width_parameter = "out_channels"
+    has_algorithms = True
 
     def resolve(self, params: dict[str, int]) -> dict[str, int]:
         p = {**self.parameters, **params}

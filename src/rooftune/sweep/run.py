@@ -160,8 +160,14 @@ def sweep(
     from rooftune.primitives import PRIMITIVES
 
     algo_names = (DEFAULT_ALGORITHM, *[n for n in PRIMITIVES if n != "pytorch-default"])
-    algo_list = (algo_names if algorithms == "all" or algorithms == ["all"]
+    every = algorithms == "all" or algorithms == ["all"]
+    algo_list = ((algo_names if fam.has_algorithms else (DEFAULT_ALGORITHM,)) if every
                  else check_names(algorithms, "algorithm", algo_names, (DEFAULT_ALGORITHM,)))
+    if not fam.has_algorithms and any(a != DEFAULT_ALGORITHM for a in algo_list):
+        raise InvalidArgument("algorithm", ",".join(a for a in algo_list if a != DEFAULT_ALGORITHM),
+                              f"{fam.name} runs only the framework's default (rooftune's primitives are convolutions)")
+    if fam.layouts == ("-",) and layouts is not None:
+        raise InvalidArgument("layout", layouts, f"{fam.name} has no layout choice; leave --layout out")
     layout_list = check_names(layouts, "layout", fam.layouts, fam.layouts)
     launch_list = check_names(launches, "launch", LAUNCHES, LAUNCHES) if on_cuda else ("eager",)
     if not autotune or not all(isinstance(a, bool) for a in autotune):
