@@ -34,3 +34,19 @@ def test_findings_state_the_bf16_crossover_and_overhead_bound() -> None:
     assert any(f.startswith("up to in_channels 32 the points are overhead-bound (fwd, fp32)") for f in text)
     assert "skipped 1: no native fp16 arithmetic" in text
     assert not any("out_channels" in f for f in text)  # swept together with in_channels: said once
+
+
+def test_stated_speedups_are_the_interleaved_ones_where_measured() -> None:
+    from rooftune.sweep.findings import to_confirm
+
+    fp32 = {16: 1e-5, 32: 2e-5, 64: 8e-5, 128: 3e-4, 256: 1.2e-3}
+    bf16 = {16: 2e-5, 32: 3e-5, 64: 6e-5, 128: 1.6e-4, 256: 6e-4}
+    points = [_p(c, "fp32", t) for c, t in fp32.items()] + [_p(c, "bf16", t) for c, t in bf16.items()]
+    pairs = to_confirm(points)
+    # the crossover's value, the one below it and the last, of the one comparison these points hold
+    assert sorted(a.params["in_channels"] for a, _ in pairs) == [32, 64, 256]
+    assert all(a.precision == "fp32" and b.precision == "bf16" for a, b in pairs)
+    confirmed = {("256fp32NCHW", "256bf16NCHW"): (2.5, 2.4, 2.6)}
+    text = findings(get_family("conv2d"), points, [], confirmed)
+    assert any("reaching 2.50x (2.40-2.60) at 256" in f for f in text)
+    assert any("1 of the speedups stated" in f and "interleaved" in f for f in text)

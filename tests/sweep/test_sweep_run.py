@@ -22,7 +22,7 @@ CONV = {"batch": "1,2", "channels": "4", "size": "6"}
 
 def test_conv2d_sweep_checks_times_places_stores_and_resumes(ceilings_db: Path, tmp_path: Path) -> None:
     r = rooftune.sweep("conv2d", CONV, passes=["fwd", "bwd", "step"], precisions=["fp32", "bf16", "int8"],
-                       layouts=["NCHW", "NHWC"], threads=1, db=str(ceilings_db), point_budget_s=FAST)
+                       layouts=["NCHW", "NHWC"], threads=1, db=str(ceilings_db), point_budget_s=FAST, confirm=False)
     assert r.added == len(r.points) and r.resumed == 0
     by = {(p.params["batch"], p.pass_, p.precision, p.variant.layout, p.variant.algorithm): p for p in r.points}
     ref = by[(1, "fwd", "fp32", "NCHW", "default")]
@@ -47,7 +47,7 @@ def test_conv2d_sweep_checks_times_places_stores_and_resumes(ceilings_db: Path, 
         assert s.count("sweep_points") == r.added
 
     again = rooftune.sweep("conv2d", CONV, passes=["fwd", "bwd", "step"], precisions=["fp32", "bf16", "int8"],
-                           layouts=["NCHW", "NHWC"], threads=1, db=str(ceilings_db), point_budget_s=FAST)
+                           layouts=["NCHW", "NHWC"], threads=1, db=str(ceilings_db), point_budget_s=FAST, confirm=False)
     assert again.added == 0 and again.resumed == r.added
     assert [p.median_s for p in again.points] == [p.median_s for p in r.points]
 
@@ -71,10 +71,26 @@ def test_conv2d_sweep_checks_times_places_stores_and_resumes(ceilings_db: Path, 
         assert (tmp_path / "report" / f"{name}.svg").read_text().lstrip().startswith("<?xml")
 
 
+def test_a_stated_speedup_is_measured_again_interleaved(ceilings_db: Path) -> None:
+    from rooftune.bench import Policy
+    from rooftune.sweep import get_family
+    from rooftune.sweep.findings import to_confirm
+    from rooftune.sweep.point import interleaved
+
+    r = rooftune.sweep("conv2d", CONV, precisions=["fp32", "bf16"], layouts=["NCHW"], threads=1,
+                       db=str(ceilings_db), point_budget_s=FAST, confirm=False)
+    pairs = to_confirm(r.points)
+    assert pairs and all((a.precision, b.precision) == ("fp32", "bf16") for a, b in pairs)
+    a, b = pairs[0]
+    ratio, lo, hi = interleaved(get_family("conv2d"), a, b, policy=Policy(
+        min_sample_time_s=0.001, warmup_s=0.0, budget_s=2.0, min_samples=6))  # type: ignore[misc]
+    assert 0 < lo <= ratio <= hi
+
+
 def test_lstm_sweep_in_every_pass(ceilings_db: Path) -> None:
     r = rooftune.sweep("lstm", {"batch": "1,2", "hidden": 8, "input_size": 4, "seq_len": 3},
                        passes=["fwd", "bwd", "step"], precisions=["fp32", "bf16", "int8"], threads=1,
-                       db=str(ceilings_db), point_budget_s=FAST)
+                       db=str(ceilings_db), point_budget_s=FAST, confirm=False)
     assert {(p.pass_, p.precision) for p in r.points} == {(a, b) for a in ("fwd", "bwd", "step")
                                                           for b in ("fp32", "bf16")}
     assert all(p.ok for p in r.points), [p.reason for p in r.points]
@@ -88,7 +104,7 @@ def test_lstm_sweep_in_every_pass(ceilings_db: Path) -> None:
 def test_cli_sweep_prints_points_and_findings_and_exports(ceilings_db: Path, tmp_path: Path) -> None:
     csv_path = tmp_path / "out.csv"
     proc = rooftune_in_process("sweep", "conv2d", "--batch", "1", "--channels", "4", "-p", "size=6",
-                               "--precision", "fp32", "--layout", "NCHW,NHWC", "--point-budget", str(FAST),
+                               "--precision", "fp32", "--layout", "NCHW,NHWC", "--point-budget", str(FAST), "--no-confirm",
                                "--export", str(csv_path), "--report", str(tmp_path / "rep"), db=ceilings_db)
     assert proc.returncode == 0, proc.stderr
     assert "conv2d N1 C4->K4 6x6 k3 pad 1" in proc.stdout and "NHWC over NCHW" in proc.stdout

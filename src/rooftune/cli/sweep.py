@@ -92,6 +92,8 @@ def sweep(
     export: Annotated[str | None, typer.Option("--export", help="Write every stored point of this family and "
                                                "platform to a .csv (or .parquet with pyarrow).")] = None,
     quick: Annotated[bool, typer.Option("--quick", help="Use (or measure) quick ceilings.")] = False,
+    confirm: Annotated[bool, typer.Option("--confirm/--no-confirm", help="Measure the speedups the findings state "
+                                          "again, interleaved (CPU).")] = True,
     json_out: JsonOut = False,
     db: Db = None,
 ) -> None:
@@ -112,7 +114,7 @@ def sweep(
             precisions=_parse_names(precision, "--precision", "fp32,bf16"),
             algorithms=_parse_names(algorithm, "--algorithm", "default,onednn-nhwc"),
             layouts=_parse_names(layout, "--layout", "NCHW,NHWC"), threads=_parse_int_list(threads, "--threads"),
-            device=device, budget_s=budget, point_budget_s=point_budget, quick=quick, db=db,
+            device=device, budget_s=budget, point_budget_s=point_budget, quick=quick, db=db, confirm=confirm,
             progress=lambda done, total, point: update("sweep points", done, total))
     if export is not None:
         from rooftune.store import Store

@@ -7,8 +7,9 @@
                 against NCHW, a primitive against the framework's default, cuDNN autotuning on
                 against off, CUDA graphs against eager launch): along the parameter swept most, the
                 value from which the second is faster at every larger value, and its speedup there
-                and at the largest value; a speedup is the ratio of the two points' medians, its
-                interval the ratio of their confidence intervals' far ends
+                and at the largest value; those two speedups are measured again interleaved
+                (rooftune.bench.compare) when the sweep confirms them, any other is the ratio of
+                the two points' medians, its interval the ratio of their intervals' far ends
     flagged     points whose interval is wider than +-5 %
     skipped     each reason a combination was skipped, once
 """
@@ -68,8 +69,15 @@ def _setting(p: SweepPoint) -> tuple[Any, ...]:
     return (p.pass_, p.precision, v.algorithm, v.layout, v.threads, v.autotune, v.launch)
 
 
-def speedup(base: SweepPoint, other: SweepPoint) -> tuple[float, float, float]:
-    """base / other: > 1 when ``other`` is faster, with the interval of the ratio."""
+#: (key of the base point, key of the other) -> the interleaved ratio base / other and its interval.
+Confirmed = dict[tuple[str, str], tuple[float, float, float]]
+
+
+def speedup(base: SweepPoint, other: SweepPoint, confirmed: Confirmed | None = None) -> tuple[float, float, float]:
+    """base / other: > 1 when ``other`` is faster, with the interval of the ratio: the interleaved
+    comparison of the two where one was made, else the ratio of their medians."""
+    if confirmed and (base.key, other.key) in confirmed:
+        return confirmed[(base.key, other.key)]
     assert base.median_s and other.median_s
     lo = (base.ci_low_s or base.median_s) / (other.ci_high_s or other.median_s)
     hi = (base.ci_high_s or base.median_s) / (other.ci_low_s or other.median_s)
@@ -114,39 +122,89 @@ def _field(name: str) -> Callable[[SweepPoint], Any]:
     return get
 
 
-def _compare(points: list[SweepPoint], name: str, base: Any, other: Any, what: str) -> list[str]:
+#: The comparisons the findings state: (field, base, other, words).
+COMPARISONS: tuple[tuple[str, Any, Any, str], ...] = (
+    ("precision", "fp32", "bf16", "bf16 over fp32"),
+    ("precision", "fp32", "fp16", "fp16 over fp32"),
+    ("precision", "fp32", "tf32", "TF32 over fp32"),
+    ("layout", "NCHW", "NHWC", "NHWC over NCHW"),
+    ("autotune", False, True, "cuDNN autotuning"),
+    ("launch", "eager", "graph", "CUDA graphs over eager launch"),
+)
+#: Pairs compared again, interleaved, when nothing on a line of points stands out.
+MAX_LOOSE_PAIRS = 4
+
+
+def to_confirm(all_points: Sequence[SweepPoint]) -> list[tuple[SweepPoint, SweepPoint]]:
+    """The pairs whose speedup the findings state (each crossover's first value, the value below
+    it, and each line's last), to be measured again interleaved."""
+    points = [p for p in all_points if p.ok]
+    out: list[tuple[SweepPoint, SweepPoint]] = []
+    for name, base, other, _ in COMPARISONS:
+        pairs = _pairs(points, _field(name), base, other)
+        params = swept([p for pair in pairs.values() for p in pair])
+        if not params:
+            out += list(pairs.values())[:MAX_LOOSE_PAIRS]
+        for axis in params[:3]:
+            series, start = _series(pairs, name, axis, None)
+            if len(series) >= 2:
+                values = [v for v, _, _ in series]
+                # the crossover's value, the one below it (where the other setting still lost), the last
+                wanted = {values[-1]} | ({start, values[max(values.index(start) - 1, 0)]} if start is not None else set())
+                out += [pair for value, _, pair in series if value in wanted]
+    unique: dict[tuple[str, str], tuple[SweepPoint, SweepPoint]] = {}
+    for a, b in out:
+        unique.setdefault((a.key, b.key), (a, b))
+    return list(unique.values())
+
+
+def _compare(points: list[SweepPoint], name: str, base: Any, other: Any, what: str,
+             confirmed: Confirmed | None) -> list[str]:
     pairs = _pairs(points, _field(name), base, other)
     if not pairs:
         return []
     params = swept([p for pair in pairs.values() for p in pair])
     out: list[str] = []
     if not params:
-        ratios = sorted(speedup(a, b)[0] for a, b in pairs.values())
+        ratios = sorted(speedup(a, b, confirmed)[0] for a, b in pairs.values())
         if len(ratios) == 1:
             out.append(f"{what}: {ratios[0]:.2f}x" if ratios[0] >= SAME else f"{what}: no gain ({ratios[0]:.2f}x)")
         else:
             out.append(f"{what}: {ratios[0]:.2f}x to {ratios[-1]:.2f}x over {len(ratios)} pairs of points")
         return out
     for axis in params[:3]:
-        out += _along(pairs, name, axis, what)
+        out += _along(pairs, name, axis, what, confirmed)
     return out
 
 
-def _along(pairs: dict[tuple[Any, ...], tuple[SweepPoint, SweepPoint]], name: str, axis: str, what: str) -> list[str]:
-    """The crossover of one comparison along ``axis``, on the line of points most values share."""
-    out: list[str] = []
-    groups: dict[tuple[Any, ...], list[tuple[int, tuple[float, float, float], SweepPoint]]] = {}
+Series = list[tuple[int, tuple[float, float, float], tuple["SweepPoint", "SweepPoint"]]]
+
+
+def _series(pairs: dict[tuple[Any, ...], tuple[SweepPoint, SweepPoint]], name: str, axis: str,
+            confirmed: Confirmed | None) -> tuple[Series, int | None]:
+    """The line of pairs along ``axis`` that most values share, sorted, with each speedup, and
+    the crossover's value on it."""
+    groups: dict[tuple[Any, ...], Series] = {}
     together = tied([p for pair in pairs.values() for p in pair], axis)
     for (a, b) in pairs.values():
         groups.setdefault((fixed(a, together), _setting_without(a, _field(name))), []).append(
-            (a.params[axis], speedup(a, b), a))
-    key = max(groups, key=lambda k: len(groups[k]))
-    series = sorted(groups[key], key=lambda x: x[0])
+            (a.params[axis], speedup(a, b, confirmed), (a, b)))
+    if not groups:
+        return [], None
+    series = sorted(groups[max(groups, key=lambda k: len(groups[k]))], key=lambda x: x[0])
+    return series, crossover([(v, r[0]) for v, r, _ in series])
+
+
+def _along(pairs: dict[tuple[Any, ...], tuple[SweepPoint, SweepPoint]], name: str, axis: str, what: str,
+           confirmed: Confirmed | None) -> list[str]:
+    """The crossover of one comparison along ``axis``, on the line of points most values share."""
+    out: list[str] = []
+    found, start = _series(pairs, name, axis, confirmed)
+    series = [(v, r, pair[0]) for v, r, pair in found]
     if len(series) < 2:
         return out
     setting = f"{series[0][2].pass_}, " + (f"{series[0][2].precision}, " if name != "precision" else "") + \
         (f"{series[0][2].variant.layout}, " if name != "layout" and series[0][2].variant.layout != "-" else "")
-    start = crossover([(v, r[0]) for v, r, _ in series])
     last_v, last_r, _ = series[-1]
     if start is None:
         best_v, best_r, _ = max(series, key=lambda x: x[1][0])
@@ -195,18 +253,16 @@ def _overhead(family: Family, points: list[SweepPoint]) -> list[str]:
     return out
 
 
-def findings(family: Family, all_points: Sequence[SweepPoint], skipped: Sequence[Skipped]) -> list[str]:
-    """The findings of a sweep's points in words (see the module docstring)."""
+def findings(family: Family, all_points: Sequence[SweepPoint], skipped: Sequence[Skipped],
+             confirmed: Confirmed | None = None) -> list[str]:
+    """The findings of a sweep's points in words (see the module docstring); ``confirmed`` holds
+    the interleaved comparisons of :func:`to_confirm`'s pairs, which their figures then are."""
     points = [p for p in all_points if p.ok]
     out: list[str] = []
     if points:
         out += _overhead(family, points)
-        out += _compare(points, "precision", "fp32", "bf16", "bf16 over fp32")
-        out += _compare(points, "precision", "fp32", "fp16", "fp16 over fp32")
-        out += _compare(points, "precision", "fp32", "tf32", "TF32 over fp32")
-        out += _compare(points, "layout", "NCHW", "NHWC", "NHWC over NCHW")
-        out += _compare(points, "autotune", False, True, "cuDNN autotuning")
-        out += _compare(points, "launch", "eager", "graph", "CUDA graphs over eager launch")
+        for name, base, other, what in COMPARISONS:
+            out += _compare(points, name, base, other, what, confirmed)
         for algo in sorted({p.variant.algorithm for p in points} - {"default"}):
             if points[0].family == "conv2d" and not algo.startswith("int8"):
                 pairs = _pairs(points, _field("algorithm"), "default", algo)
@@ -215,6 +271,10 @@ def findings(family: Family, all_points: Sequence[SweepPoint], skipped: Sequence
                     better = [w for w in wins if w[0] >= SAME]
                     out.append(f"{algo} over the framework default: faster on {len(better)} of {len(wins)} points"
                                + (f", best {max(better)[0]:.2f}x" if better else ""))
+        if confirmed:
+            out.append(f"{len(confirmed)} of the speedups stated (each crossover's first value and each "
+                       "line's last) were measured again interleaved (rooftune.bench.compare), the others are "
+                       "ratios of separately timed medians")
         flagged = [p for p in points if p.flagged]
         if flagged:
             out.append(f"{len(flagged)} of {len(points)} points flagged: confidence interval wider than +-5 % "

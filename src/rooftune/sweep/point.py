@@ -365,6 +365,29 @@ def run_point(family: Family, spec: PointSpec, *, roofs: Roofs, platform_id: str
         verified=verified, error=error, tolerance=tolerance, **common)
 
 
+def interleaved(family: Family, a: SweepPoint, b: SweepPoint, *, policy: Policy) -> tuple[float, float, float] | None:
+    """``a``'s time over ``b``'s measured again interleaved (rooftune.bench.compare, A B B A ...):
+    the ratio of their medians with its 95 % interval; None when either cannot be built again. Both
+    run on ``a``'s threads (the pairs compared differ in one setting, never in threads)."""
+    from rooftune.bench import compare
+
+    specs = [PointSpec(p.family, tuple(sorted(p.params.items())), p.pass_, p.precision, p.variant, p.device)
+             for p in (a, b)]
+    with _threads(a.variant.threads):
+        try:
+            fns = []
+            for spec in specs:
+                case, _ = prepare(family, spec)
+                fns.append(make_pass(case, spec, check=False).fn)
+            c = compare(fns[0], fns[1], label_a=a.key, label_b=b.key, policy=policy, platform_id=a.platform_id)
+        except Exception:  # a point that ran once and fails now: its finding keeps the separate medians
+            return None
+    lo, hi = c.ci
+    if not (math.isfinite(c.ratio) and math.isfinite(lo) and math.isfinite(hi)):
+        return None
+    return c.ratio, lo, hi
+
+
 def _graphed(fn: Callable[[], Any]) -> Callable[[], Any]:
     """``fn`` captured once in a CUDA graph (after warm-up calls on a side stream, as torch's
     documentation prescribes) and replayed by each call."""

@@ -53,6 +53,10 @@ PASS_TENSORS = {"fwd": 1, "bwd": 2, "step": 3}
 #: The harness's policy for one point: 5 ms samples, a short warm-up, stop once the median's 95 %
 #: interval is within +-3 % (flagged above +-5 %), at most 0.6 s: a 100-point sweep in ~1 minute.
 POINT_BUDGET_S = 0.6
+#: An interleaved comparison times two callables: twice a point's budget, and at least enough for
+#: its stop rule's six pairs of 2 ms samples on a busy host.
+COMPARE_BUDGET_FACTOR = 2.0
+MIN_COMPARE_BUDGET_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -127,6 +131,7 @@ def sweep(
     db: str | None = None,
     store: Any = None,
     memory_cap: int | None = None,
+    confirm: bool = True,
     progress: Callable[[int, int, SweepPoint], None] | None = None,
 ) -> SweepResult:
     """Sweep ``family`` ("conv2d", "lstm") over ``grid`` (parameter -> values: a list, a range
@@ -140,7 +145,9 @@ def sweep(
     primitive names, or "all"; ``layouts`` NCHW and NHWC for conv2d (both by default);
     ``threads`` the thread counts (default: every usable core). ``device`` "cuda" or "cuda:N"
     runs on a GPU with cuDNN autotuning off and on (``autotune``) and eager or CUDA-graph launch
-    (``launches``). Points already stored for this platform are taken from the store. Returns a
+    (``launches``). Points already stored for this platform are taken from the store. With
+    ``confirm`` (on a CPU) the speedups the findings state at each crossover and at the end of
+    each line are measured again interleaved (rooftune.bench.compare). Returns a
     :class:`SweepResult`; figures and the HTML report are ``rooftune.report.write_sweep_report``.
     """
     from rooftune.bench import Policy
@@ -191,8 +198,10 @@ def sweep(
     own = store is None
     store = store if store is not None else Store(db)
     try:
-        return _Run(fam, the_plan, dev, index, ceilings, quick, store, policy, budget_s, layout_list[0],
-                    progress, host).run(started)
+        run = _Run(fam, the_plan, dev, index, ceilings, quick, store, policy, budget_s, layout_list[0],
+                   progress, host)
+        run.confirm = bool(confirm) and not on_cuda
+        return run.run(started)
     finally:
         if own:
             store.close()
@@ -207,6 +216,9 @@ class _Run:
         self.family, self.plan, self.device, self.index = family, the_plan, device, index
         self.ceilings, self.quick, self.store, self.policy = ceilings, quick, store, policy
         self.budget_s, self.first_layout, self.progress, self.host = budget_s, first_layout, progress, host
+        #: Whether the findings' speedups are measured again interleaved (on a CPU: a CUDA pair's
+        #: settings are process-wide flags, which interleaved calls cannot switch).
+        self.confirm = False
 
     def get_ceilings(self) -> Any:
         if self.ceilings is not None:
@@ -262,6 +274,7 @@ class _Run:
             added += 1
             if self.progress is not None:
                 self.progress(i + 1, total, point)
+        confirmed = self.confirmations(points)
         first = roofs.get(max(roofs)) if roofs else self.roofs(ceilings, max(
             (s.variant.threads for s in self.plan.points), default=1))
         roof_dict = {"peak": dict(first.peak), "bandwidth": dict(first.bandwidth), "capacity": dict(first.capacity),
@@ -270,4 +283,22 @@ class _Run:
             family=self.family.name, device=self.device, platform_id=platform.id, platform=platform.to_dict(),
             points=tuple(points), skipped=self.plan.skipped, added=added, resumed=resumed,
             stopped_by_budget=stopped, duration_s=time.perf_counter() - started, roofs=roof_dict,
-            findings=tuple(findings(self.family, points, self.plan.skipped)))
+            findings=tuple(findings(self.family, points, self.plan.skipped, confirmed)))
+
+    def confirmations(self, points: list[SweepPoint]) -> dict[tuple[str, str], tuple[float, float, float]]:
+        """The findings' speedups measured again interleaved, by (base key, other key)."""
+        from rooftune.bench import Policy
+        from rooftune.sweep.findings import to_confirm
+        from rooftune.sweep.point import interleaved
+
+        if not self.confirm:
+            return {}
+        policy = Policy(min_sample_time_s=0.002, warmup_s=0.02, target_rel_ci=0.03,
+                        budget_s=max(COMPARE_BUDGET_FACTOR * self.policy.budget_s, MIN_COMPARE_BUDGET_S),
+                        min_samples=6)
+        out = {}
+        for a, b in to_confirm(points):
+            ratio = interleaved(self.family, a, b, policy=policy)
+            if ratio is not None:
+                out[(a.key, b.key)] = ratio
+        return out
