@@ -51,8 +51,6 @@ class Family(ABC):
     default_study: ClassVar[tuple[dict[str, tuple[int, ...]], ...]]
     #: The memory layouts a point may run in ("-": the family has no layout choice).
     layouts: ClassVar[tuple[str, ...]] = ("-",)
-    #: The parameter whose values the findings speak of as "channels" (or "hidden").
-    width_parameter: ClassVar[str]
     #: Whether other algorithms than the framework's default can run the family (rooftune's
     #: convolution primitives run conv2d only).
     has_algorithms: ClassVar[bool] = False

@@ -47,7 +47,6 @@ class Conv2d(Family):
         {"kernel": (1, 3, 5, 7)},
     )
     layouts = ("NCHW", "NHWC")
-    width_parameter = "out_channels"
     has_algorithms = True
 
     def resolve(self, params: dict[str, int]) -> dict[str, int]:

@@ -40,7 +40,6 @@ class Lstm(Family):
         {"hidden": (64, 128, 256, 512, 1024)},
         {"seq_len": (8, 16, 32, 64, 128)},
     )
-    width_parameter = "hidden"
 
     def resolve(self, params: dict[str, int]) -> dict[str, int]:
         return {**self.parameters, **params}
