@@ -8,7 +8,8 @@ that needs them is called.
 ``rooftune.analyze(model, ...)`` places every op of a model on them; ``rooftune.tune``,
 ``rooftune.select`` and ``rooftune.optimize`` (all of it, end to end, with a report) follow;
 ``rooftune.load_tuned(path)`` runs a saved configuration in the caller's own process.
-``rooftune.sweep(family, grid)`` (a callable package, as ``rooftune.machine``) sweeps a kernel family (conv2d, lstm) on the time-based roofline.
+``rooftune.sweep(family, grid)`` (a callable package, as ``rooftune.machine``) sweeps a kernel
+family (conv2d, lstm) on the time-based roofline.
 """
 
 from __future__ import annotations
