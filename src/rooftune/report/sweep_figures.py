@@ -170,6 +170,7 @@ def plot_speedup(result: SweepResult, directory: Path) -> list[Path]:
             ax.plot([p.params[axis] for p, _ in sel], [s for _, s in sel], marker="o", ms=3, label=setting)
     ax.axhline(1.0, color="grey", lw=1)
     ax.set_xscale("log", base=2)
+    ax.set_yscale("log")  # a ratio: 2x faster and 2x slower lie equally far from 1
     ax.set_xlabel(axis)
     ax.set_ylabel("speedup over fp32 framework default")
     ax.set_title(f"{result.family}: speedup of each variant")
