@@ -8,6 +8,8 @@ that needs them is called.
 ``rooftune.analyze(model, ...)`` places every op of a model on them; ``rooftune.tune``,
 ``rooftune.select`` and ``rooftune.optimize`` (all of it, end to end, with a report) follow;
 ``rooftune.load_tuned(path)`` runs a saved configuration in the caller's own process.
+``rooftune.sweep(family, grid)`` (a callable package, as ``rooftune.machine``) sweeps a kernel
+family (conv2d, lstm) on the time-based roofline.
 """
 
 from __future__ import annotations
@@ -32,11 +34,13 @@ __all__ = [
     "optimize",
     "profile",
     "select",
+    "sweep",
     "tune",
 ]
 
 _LAZY_SUBPACKAGES = {"machine", "bench", "platform", "store", "report", "workload", "costs", "analysis", "runtimes",
                      "tuning", "primitives", "profiling", "perfmodel", "selection", "pipeline"}
+_LAZY_SUBPACKAGES.add("sweep")
 #: Public functions that live in a subpackage: name -> (module, attribute).
 _LAZY_FUNCTIONS = {"analyze": ("rooftune.analysis", "analyze"), "tune": ("rooftune.tuning", "tune"),
                    "load_tuned": ("rooftune.tuning.deploy", "load_tuned"),

@@ -68,7 +68,7 @@ def other_platform(fake_root, collect_on) -> Platform:
 
 def test_new_store_has_current_schema(db_url: str) -> None:
     with Store(db_url) as s:
-        assert s.schema_version() == SCHEMA_VERSION == 11
+        assert s.schema_version() == SCHEMA_VERSION == 10
         assert s.url == (db_url if "://" in db_url else f"sqlite:///{db_url}")
         assert (s.count("platforms"), s.count("ceilings"), s.count("measurements")) == (0, 0, 0)
 

@@ -59,7 +59,7 @@ def test_version_1_database_is_upgraded(tmp_path: Path, fake_platform: Platform)
     build_version_1(path, fake_platform)
     assert tables(path) == {"schema_info", "platforms", "ceilings"}
     with Store(path) as s:
-        assert s.schema_version() == SCHEMA_VERSION == 11
+        assert s.schema_version() == SCHEMA_VERSION == 10
         assert s.platforms() == [fake_platform]  # old rows survive
         assert s.load_ceilings(fake_platform.id, threads=[0, 1]) == {"from": "v1"}
         new = {"label": "new", "samples": [1.0, 2.0, 3.0]}
@@ -68,7 +68,7 @@ def test_version_1_database_is_upgraded(tmp_path: Path, fake_platform: Platform)
         s.save_analysis(fake_platform, {"model": "m"}, model="m", batch=1, threads=1)
         assert [a["model"] for a in s.analyses(fake_platform.id)] == ["m"]
     assert tables(path) == {"schema_info", "platforms", "ceilings", "measurements", "analyses", "trials", "profiles",
-                            "fleet_runs"}
+                            "fleet_runs", "sweep_points"}
     assert schema_rows(path) == [("schema_version", str(SCHEMA_VERSION))]
 
 
@@ -230,7 +230,7 @@ def test_version_5_profiles_gain_pass_medians_and_probe_readings(tmp_path: Path,
         db.execute("ALTER TABLE profiles DROP COLUMN fastest_s")
         db.execute("UPDATE schema_info SET value = '5' WHERE key = 'schema_version'")
     with Store(path) as s:
-        assert s.schema_version() == SCHEMA_VERSION == 11
+        assert s.schema_version() == SCHEMA_VERSION == 10
         [old] = s.profiles()
         assert old["median_s"] == 0.002 and old["pass_medians"] == [0.002]  # a stored row counts as one pass
         assert old["pass_canary"] is None and old["fastest_s"] is None  # timed without the probe, samples not kept

@@ -17,6 +17,7 @@ from typing import Annotated, Any
 import typer
 
 from rooftune.cli import analyze, data, fleet, machine, optimize, perfmodel, profile, tune
+from rooftune.cli import sweep as sweep_cli
 from rooftune.cli.printing import _labelled, err, out
 from rooftune.errors import RooftuneError
 
@@ -38,6 +39,7 @@ app.command()(perfmodel.transfer)
 app.command()(perfmodel.select)
 app.command("model-convert")(perfmodel.model_convert)
 app.command()(optimize.optimize)
+app.command()(sweep_cli.sweep)
 app.add_typer(data.data_app, name="data")
 app.add_typer(fleet.fleet_app, name="fleet")
 app.command(name="exec", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(tune.exec_)

@@ -9,6 +9,7 @@ from rooftune.report.analysis_figures import (
     plot_trajectory,
 )
 from rooftune.report.figures import FIGURE_FORMATS, check_figure_path, plot_roofline, plot_sweep
+from rooftune.report.sweep_report import write_sweep_report
 
 __all__ = [
     "FIGURE_FORMATS",
@@ -19,4 +20,5 @@ __all__ = [
     "plot_sweep",
     "plot_time_roofline",
     "plot_trajectory",
+    "write_sweep_report",
 ]

@@ -64,13 +64,13 @@ MIGRATIONS: dict[int, Callable[[Connection], None]] = {
     6: _add_columns("profiles", "pass_medians"),
     7: _add_columns("profiles", "pass_canary"),
     8: _add_columns("profiles", "fastest_s"),
-    11: _steps(_unique_trials, _create("fleet_runs")),
+    9: _create("sweep_points"),
+    10: _steps(_unique_trials, _create("fleet_runs")),
 }
 
 SCHEMA_VERSION = max(MIGRATIONS)
 
 
 def pending(current: int) -> list[int]:
-    """The steps a database at version ``current`` still needs, in order (the numbers are assigned
-    ahead of the steps, so there may be gaps)."""
+    """The steps a database at version ``current`` still needs, in order."""
     return sorted(v for v in MIGRATIONS if v > current)

@@ -77,7 +77,7 @@ class TrialRow(Base):
     it failed. A study is resumed from its rows."""
 
     __tablename__ = "trials"
-    #: One row per configuration of a study (schema 11): nodes of a fleet running one study store
+    #: One row per configuration of a study (schema 10): nodes of a fleet running one study store
     #: each configuration once, whichever finishes first.
     __table_args__ = (Index("uq_trial", "study_key", "config_key", unique=True),)
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
@@ -124,7 +124,7 @@ class ProfileRow(Base):
 
 
 class FleetRunRow(Base):
-    """A campaign or study run on a fleet (schema 11): what ``rooftune fleet status`` lists as in
+    """A campaign or study run on a fleet (schema 10): what ``rooftune fleet status`` lists as in
     flight until ``finished_at`` is set. The driver refreshes ``heartbeat_at`` as work completes,
     so a run whose driver died shows as stale rather than running forever."""
 
@@ -141,3 +141,23 @@ class FleetRunRow(Base):
     #: Node id -> platform id of the nodes the run was given.
     nodes: Mapped[dict[str, Any]] = mapped_column(JSON)
     status: Mapped[str] = mapped_column(String(16))
+
+
+class SweepPointRow(Base):
+    """One point of a kernel-family sweep (``rooftune sweep``): a family's parameters in one pass,
+    precision and variant on one platform; ``data`` holds its figures or why it failed. A sweep
+    resumes by skipping the (platform, key) it finds."""
+
+    __tablename__ = "sweep_points"
+    __table_args__ = (UniqueConstraint("platform_id", "point_key", name="uq_sweep_point"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    platform_id: Mapped[str] = mapped_column(ForeignKey("platforms.id"), index=True)
+    point_key: Mapped[str] = mapped_column(String(32), index=True)
+    family: Mapped[str] = mapped_column(String(32), index=True)
+    pass_name: Mapped[str] = mapped_column(String(8))
+    precision: Mapped[str] = mapped_column(String(8))
+    variant: Mapped[str] = mapped_column(String(128))
+    params: Mapped[dict[str, Any]] = mapped_column(JSON)
+    status: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[float] = mapped_column(Float)
+    data: Mapped[dict[str, Any]] = mapped_column(JSON)

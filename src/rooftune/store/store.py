@@ -43,6 +43,7 @@ from rooftune.store.schema import (
     PlatformRow,
     ProfileRow,
     SchemaInfo,
+    SweepPointRow,
     TrialRow,
 )
 
@@ -699,9 +700,40 @@ class Store:
         model = {
             "platforms": PlatformRow, "ceilings": CeilingsRow, "measurements": MeasurementRow,
             "analyses": AnalysisRow, "trials": TrialRow, "profiles": ProfileRow, "fleet_runs": FleetRunRow,
+            "sweep_points": SweepPointRow,
         }[table]
         with self.transaction() as s:
             return int(s.scalar(select(func.count()).select_from(model)) or 0)
+
+    # ------------------------------------------------------------------ sweep points
+
+    def save_sweep_point(self, platform: Platform | GpuDevice, point: Mapping[str, Any]) -> bool:
+        """Store one sweep point (its ``to_dict``) in its own transaction, so an interrupted sweep
+        keeps every point it finished; a key already stored on the platform is kept as it is.
+        Returns whether it was added."""
+        with self.transaction() as s:
+            self._upsert_platform(s, platform)
+            q = select(SweepPointRow.id).where(SweepPointRow.platform_id == platform.id,
+                                               SweepPointRow.point_key == point["key"])
+            if s.scalar(q) is not None:
+                return False
+            variant = point["variant"]
+            s.add(SweepPointRow(
+                platform_id=platform.id, point_key=point["key"], family=point["family"], pass_name=point["pass_"],
+                precision=point["precision"], params=dict(point["params"]), status=point["status"],
+                variant="|".join(str(variant[k]) for k in sorted(variant)), created_at=float(point["created_at"]),
+                data=_finite(dict(point))))
+        return True
+
+    def sweep_points(self, platform_id: str | None = None, family: str | None = None) -> list[dict[str, Any]]:
+        """Stored sweep points (their ``to_dict``), oldest first, of one platform and family or all."""
+        with self.transaction() as s:
+            q = select(SweepPointRow).order_by(SweepPointRow.id)
+            if platform_id:
+                q = q.where(SweepPointRow.platform_id == platform_id)
+            if family:
+                q = q.where(SweepPointRow.family == family)
+            return [dict(r.data) for r in s.scalars(q).all()]
 
     def close(self) -> None:
         self.engine.dispose()
