@@ -18,6 +18,10 @@ def _lookup(op: OpNode) -> str:
 def cost_of(op: OpNode) -> OpCost:
     """The cost of one op; an op no formula covers (or whose arguments it cannot read) has
     ``flops=None`` and a ``formula`` saying why."""
+    if op.phase:  # an op of a training step, captured at the dispatcher
+        from rooftune.costs.dispatched import dispatched_cost
+
+        return dispatched_cost(op)
     name = _lookup(op)
     if not name:
         return OpCost("unknown", None, None, f"no cost formula for {op.target}")

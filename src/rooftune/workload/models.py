@@ -12,7 +12,7 @@ import os
 import re
 import warnings
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,15 @@ from rooftune.errors import InvalidArgument, WorkloadError, is_int, one_line
 from rooftune.workload.builtin import BUILTINS
 from rooftune.workload.calls import CallStructure, flat_module, needs_structure, positional_names, take_apart
 from rooftune.workload.shapes import batched_like_first, check_elements, format_shape, with_batch
+from rooftune.workload.training import (
+    TRAIN_BATCH,
+    TrainSpec,
+    TrainStep,
+    check_batch_norm,
+    check_memory,
+    check_trainable,
+    train_spec,
+)
 
 #: Seed of the example inputs: the same workload always gets the same numbers.
 INPUT_SEED = 0
@@ -53,6 +62,9 @@ class Workload:
     #: How the model itself is called, where not with its tensors in order (keywords, nesting,
     #: arguments that are not tensors): ``module`` then takes ``inputs`` in order and makes that call.
     call: CallStructure | None = None
+    #: A training workload's step (optimizer, loss): analysis and tuning run a training step of
+    #: the model (:class:`rooftune.workload.training.TrainStep`) instead of a forward pass.
+    train: TrainSpec | None = None
 
     @property
     def batch(self) -> int:
@@ -74,6 +86,19 @@ class Workload:
 
     def __call__(self) -> Any:
         return self.module(*self.inputs)
+
+    def train_step(self) -> TrainStep:
+        """A training step of this workload (a training workload's spec, else the default one):
+        the module put in training mode, its loss checked to be a scalar."""
+        return TrainStep(self.module, self.inputs, self.train, name=self.name)
+
+    def check_trainable(self) -> None:
+        """The checks a training workload passes before anything runs: parameters that take a
+        gradient, no BatchNorm at batch 1, and a step that fits in memory (estimated)."""
+        spec = self.train or TrainSpec()
+        check_trainable(self.module, self.name)
+        check_batch_norm(self.module, self.batch, self.name)
+        check_memory(self.module, self.inputs, spec, self.name)
 
 
 def parse_options(items: Sequence[str]) -> dict[str, Any]:
@@ -333,11 +358,16 @@ def load_workload(
     inputs: Sequence[tuple[int, ...]] | None = None,
     options: dict[str, Any] | None = None,
     check: bool = True,
+    train: bool | TrainSpec | None = None,
 ) -> Workload:
     """Resolve ``model`` to a :class:`Workload` and (``check``) run it once on its inputs.
 
     ``model`` is a torchvision name (``resnet50``), a built-in (``lstm``, ``gru``,
     ``transformer-encoder``), ``package.module:callable`` or a ``.pt2`` file saved by torch.export.
+    ``train`` (True or a TrainSpec) makes it a training workload: its batch defaults to
+    ``TRAIN_BATCH`` where neither ``batch`` nor ``inputs`` give one, and (``check``) it is refused
+    where a step cannot train it (no trainable parameters, BatchNorm at batch 1, a step estimated
+    not to fit in memory).
     """
     if not isinstance(model, str):
         raise InvalidArgument("model", f"a {type(model).__name__}", "allowed a torchvision name, a built-in, "
@@ -346,9 +376,21 @@ def load_workload(
                               "example_inputs=(...)), which tunes it as a .pt2 file")
     _check_batch(batch)
     inputs = check_shapes(inputs)
+    spec = train_spec(train)
+    if spec is not None and batch is None and not inputs:
+        batch = TRAIN_BATCH
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(WEIGHT_SEED)
-        return _load(model, batch, inputs, dict(options or {}), check)
+        wl = _load(model, batch, inputs, dict(options or {}), check)
+    if spec is None:
+        return wl
+    if wl.exported is not None:
+        raise InvalidArgument("model", model, "a model a training step can change: a torchvision name, a built-in or "
+                              "module:callable (an exported program runs the mode it was exported in)")
+    wl = replace(wl, train=spec)
+    if check:
+        wl.check_trainable()
+    return wl
 
 
 def _load(
