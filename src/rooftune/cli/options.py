@@ -116,3 +116,12 @@ def _parse_int_list(value: str | None, name: str) -> list[int] | None:
     if bad is not None:
         raise InvalidArgument(name, bad, "expected integers separated by commas, e.g. 1,2")
     return [int(v) for v in items]
+
+
+# Training workloads (--train): a training step instead of a forward pass.
+Train = Annotated[bool, typer.Option("--train", help="A training step (forward, loss, backward, optimizer update) "
+                                     "instead of a forward pass; batch 32 unless --batch says otherwise.")]
+Optimizer = Annotated[str | None, typer.Option("--optimizer", help="With --train: sgd (momentum 0.9, the default) "
+                                               "or adamw.")]
+Loss = Annotated[str | None, typer.Option("--loss", help="With --train: auto (cross-entropy for a classifier, MSE "
+                                          "otherwise), cross-entropy, mse or module:function.")]

@@ -381,15 +381,16 @@ def load_workload(
         batch = TRAIN_BATCH
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(WEIGHT_SEED)
-        wl = _load(model, batch, inputs, dict(options or {}), check)
+        wl = _load(model, batch, inputs, dict(options or {}), check and spec is None)
     if spec is None:
         return wl
     if wl.exported is not None:
         raise InvalidArgument("model", model, "a model a training step can change: a torchvision name, a built-in or "
                               "module:callable (an exported program runs the mode it was exported in)")
     wl = replace(wl, train=spec)
-    if check:
+    if check:  # the memory estimate before the first real run: a batch that cannot fit is refused, not run
         wl.check_trainable()
+        run_once(wl)
     return wl
 
 

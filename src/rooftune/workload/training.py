@@ -329,3 +329,13 @@ def check_memory(module: nn.Module, inputs: Sequence[Any], spec: TrainSpec, name
         raise WorkloadError(f"model {name!r} at this batch needs about {est.describe()} to train, more than "
                             f"{MEMORY_SHARE:.0%} of the {fmt_size(free)} available: use a smaller --batch")
     return est
+
+
+def spec_from_options(train: bool, optimizer: str | None = None, loss: str | None = None) -> TrainSpec | None:
+    """The spec ``--train --optimizer X --loss Y`` ask for; the last two refused without ``train``."""
+    if not train:
+        given = "optimizer" if optimizer is not None else "loss" if loss is not None else ""
+        if given:
+            raise InvalidArgument(given, optimizer if given == "optimizer" else loss, "only with --train")
+        return None
+    return TrainSpec(optimizer=optimizer or "sgd", loss=loss or "auto")
