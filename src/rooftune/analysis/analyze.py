@@ -491,7 +491,6 @@ def analyze(
     from rooftune.platform.gpu import check_cuda, parse_device
     from rooftune.store import Store
     from rooftune.workload import Workload, load_workload
-
     from rooftune.workload.training import train_spec
 
     budget_s = check_budget(budget_s)

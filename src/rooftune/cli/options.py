@@ -88,7 +88,9 @@ JsonOut = Annotated[bool, json_option()]
 Inputs = Annotated[list[str] | None, input_option()]
 ModelOptions = Annotated[list[str] | None, model_option()]
 Batch = Annotated[int | None, batch_option()]
-Objective = Annotated[str, typer.Option("--objective", help="latency (p50 per inference) or throughput (samples/s).")]
+Objective = Annotated[str | None, typer.Option("--objective", help="latency (p50 per inference; with --train the "
+                                               "step's time) or throughput (samples/s); default latency, throughput "
+                                               "with --train.")]
 Fp32 = Annotated[bool, typer.Option("--fp32", help="Search fp32 only (by default bf16 too where the CPU has it "
                                     "natively and a peer runs it by default).")]
 Calibration = Annotated[int | None, typer.Option("--calibration", help="Inputs in the int8 calibration set (default 32).")]

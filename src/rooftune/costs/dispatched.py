@@ -20,7 +20,7 @@ _MATRIX = {"convolution": "conv", "mkldnn_convolution": "conv", "_convolution": 
            "scaled_dot_product": "attention", "_efficient_attention": "attention", "_flash_attention": "attention"}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _alias_info(target: str) -> tuple[bool, bool]:
     """(a view: returns an input's storage, writes nothing; mutates an argument it does not
     return), from the op's schema (its first overload's: overloads of one op agree on both)."""
