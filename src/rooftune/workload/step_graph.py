@@ -33,6 +33,8 @@ _METADATA = (
     "sym_is_contiguous", "is_contiguous", "is_strides_like_format", "is_non_overlapping_and_dense", "size",
     "sym_size", "stride", "sym_stride", "storage_offset", "sym_storage_offset", "numel", "sym_numel", "dim",
     "layout", "device",
+    # the profiler's markers around optimizer.step and zero_grad: bookkeeping, not work on tensors
+    "_record_function_enter", "_record_function_enter_new", "_record_function_exit",
 )
 
 
