@@ -331,10 +331,13 @@ def analyze_workload(
     threads: int,
     budget_s: float = DEFAULT_BUDGET_S,
     progress: Progress | None = None,
+    train_step: Any = None,
 ) -> Analysis:
     """Analyse a loaded :class:`~rooftune.workload.Workload` on ``threads`` threads; with a CUDA
     device's GpuCeilings, the workload is on that device, the whole runs are timed by a clock that
-    waits for it and each op by events on its stream (:class:`rooftune.workload.graph.DeviceTimes`)."""
+    waits for it and each op by events on its stream (:class:`rooftune.workload.graph.DeviceTimes`).
+    A training workload (``wl.train``) runs ``train_step`` where given (its TrainStep, built once:
+    building one runs the forward pass), else one built here."""
     from rooftune.machine.gpu import GpuCeilings, cuda_clock
 
     if isinstance(ceilings, GpuCeilings):
@@ -342,11 +345,11 @@ def analyze_workload(
 
         with on_device(ceilings.platform.index):  # the events' stream and every launch: that device's
             return _analyze(wl, ceilings, threads, budget_s, progress, cuda_clock(ceilings.platform.index))
-    return _analyze(wl, ceilings, threads, budget_s, progress, time.perf_counter)
+    return _analyze(wl, ceilings, threads, budget_s, progress, time.perf_counter, train_step)
 
 
 def _analyze(wl: Any, ceilings: Any, threads: int, budget_s: float, progress: Progress | None,
-             clock: Callable[[], float]) -> Analysis:
+             clock: Callable[[], float], train_step: Any = None) -> Analysis:
     from rooftune.machine.gpu import GpuCeilings
     from rooftune.workload import capture
 
@@ -364,7 +367,7 @@ def _analyze(wl: Any, ceilings: Any, threads: int, budget_s: float, progress: Pr
         if training:
             from rooftune.workload.step_graph import capture_step, timed_phases
 
-            graph, train_step = capture_step(wl)
+            graph, train_step = capture_step(wl, train_step)
             reference: Callable[[], Any] = timed_phases(train_step, clock, phases)
             grad: Any = contextlib.nullcontext()
         else:
@@ -529,24 +532,25 @@ def analyze(
             raise InvalidArgument("inputs" if inputs is not None else "options", inputs if inputs is not None else options,
                                   "allowed only with a model name (a module comes with example_inputs)")
         model = Workload(type(model).__name__, "module", model.eval(), tuple(example_inputs), train=spec)
-        if spec is not None:
-            model.check_trainable()
     elif example_inputs is not None:
         raise InvalidArgument("example_inputs", type(example_inputs).__name__,
                               "allowed only with an nn.Module (a name builds its own inputs)")
     if isinstance(model, Workload):
         if spec is not None and model.train is None:
             model = replace(model, train=spec)
-            model.check_trainable()
         if len(batches) > 1 or batches[0] is not None:
             raise InvalidArgument("batch", batch, "a loaded Workload has its batch; pass the model name instead")
         loaded = {None: model}
     else:
         # Load every batch first: a model that fails on any input fails before anything is measured.
-        loaded = {b: load_workload(model, batch=b, inputs=inputs, options=options, train=spec) for b in batches}
-    if spec is not None:  # a loss that is not a scalar fails here, before anything is measured or stored
-        for wl in loaded.values():
-            wl.train_step()
+        # a training workload is run first by its step's construction, below, not by the load
+        loaded = {b: load_workload(model, batch=b, inputs=inputs, options=options, train=spec, check=spec is None)
+                  for b in batches}
+    steps: dict[Any, Any] = {}
+    if spec is not None:  # what cannot train, a loss that is not a scalar: refused before anything is measured
+        for b, wl in loaded.items():
+            wl.check_trainable()
+            steps[b] = wl.train_step()
     own_store = store is None and (save or ceilings is None)
     store = store if store is not None else (Store(db) if own_store else None)
     try:
@@ -560,9 +564,11 @@ def analyze(
         if kind == "cuda":  # copies: the caller's module stays where it is
             loaded = {b: on_cuda(wl, index or 0) for b, wl in loaded.items()}
         out = []
-        for wl in loaded.values():
+        for b, wl in loaded.items():
             for t in thread_list:
-                a = analyze_workload(wl, ceilings, threads=t, budget_s=budget_s, progress=progress)
+                # one step per batch: its parameters trained on by the points before are no matter
+                a = analyze_workload(wl, ceilings, threads=t, budget_s=budget_s, progress=progress,
+                                     train_step=steps.get(b))
                 if save and store is not None:
                     import rooftune
 

@@ -89,8 +89,15 @@ class Workload:
 
     def train_step(self) -> TrainStep:
         """A training step of this workload (a training workload's spec, else the default one):
-        the module put in training mode, its loss checked to be a scalar."""
-        return TrainStep(self.module, self.inputs, self.train, name=self.name)
+        the module put in training mode, its loss checked to be a scalar. A model that fails on
+        its inputs is a one-line WorkloadError, as :func:`run_once` makes it."""
+        try:
+            return TrainStep(self.module, self.inputs, self.train, name=self.name)
+        except (WorkloadError, InvalidArgument):
+            raise
+        except Exception as exc:
+            raise WorkloadError(f"model {self.name!r} fails in training mode on input {self.inputs_text()}: "
+                                f"{type(exc).__name__}: {one_line(exc, 200)}") from exc
 
     def check_trainable(self) -> None:
         """The checks a training workload passes before anything runs: parameters that take a
