@@ -51,7 +51,7 @@ def test_a_training_step_is_analysed_phase_by_phase(trajectory: list[Analysis]) 
                           for o in update)
     assert all(o.time_s >= 0 and o.lower_bound_s > 0 for o in a.ops)
     # the op sum against the step measured beside it: the figure the inference analysis reports too
-    assert 0 < a.accounting_ratio < 2 and a.runs >= 1
+    assert math.isfinite(a.accounting_ratio) and a.accounting_ratio > 0 and a.runs >= 1
 
 
 def test_its_flops_are_flop_counter_mode_s_for_the_step(trajectory: list[Analysis]) -> None:
