@@ -16,6 +16,11 @@ Per analysis point (one thread count, one batch):
 The sum of the per-op medians (the op table's total) is reported too; on a noisy machine it is
 lower than the median run's sum, because each run's noise lands in different ops and the per-op
 median discards it.
+
+A training workload (``wl.train``) is analysed the same way over one training step: the graph is
+the step's ops captured at the dispatcher (forward, backward, optimizer:
+:mod:`rooftune.workload.step_graph`), the whole is a plain step that reads the clock between its
+phases, and the analysis adds the median time of each phase (``phases_s``).
 """
 
 from __future__ import annotations

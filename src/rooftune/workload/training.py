@@ -308,12 +308,13 @@ MEMORY_SHARE = 0.8
 
 
 def available_memory() -> int | None:
-    """Bytes the system can give a new allocation without swapping (psutil's ``available``)."""
-    try:
-        import psutil
+    """Bytes the system can give a new allocation without swapping (psutil's ``available``); None
+    where the system does not say."""
+    import psutil
 
+    try:
         return int(psutil.virtual_memory().available)
-    except (ImportError, OSError):
+    except OSError:
         return None
 
 
