@@ -115,7 +115,7 @@ def optimize(
     batch: int | None = None,
     inputs: Sequence[tuple[int, ...]] | None = None,
     options: dict[str, Any] | None = None,
-    objective: str = "latency",
+    objective: str | None = None,
     budget_s: float = DEFAULT_BUDGET_S,
     out: str | Path = "rooftune-out",
     example_inputs: Sequence[Any] | None = None,
@@ -129,6 +129,7 @@ def optimize(
     compare_policy: Any = None,
     precisions: Sequence[str] | None = None,
     calibration_size: int | None = None,
+    train: Any = None,
 ) -> OptimizeResult:
     """Measure, explain and speed up ``model`` on this machine; write the report to ``out``.
 
@@ -142,10 +143,24 @@ def optimize(
     keeps to fp32. ``precisions`` may add ``int8`` (each runtime's quantizer, calibrated on
     ``calibration_size`` inputs and guarded) and ``bf16`` (native bf16 CPUs) to the tuning's
     space. Bad arguments raise :class:`InvalidArgument` before anything is measured or written.
+
+    ``train`` (True or a :class:`rooftune.workload.training.TrainSpec`) runs the same steps over a
+    training step (batch 32 by default, objective ``throughput``: samples per second): the analysis
+    of its forward, backward and optimizer ops, the tuning of its configuration against vanilla
+    PyTorch training; the primitive selection is skipped (it rewrites an inference model).
     """
+    from rooftune.tuning.arguments import check_train_arguments
+    from rooftune.workload.training import train_spec
+
     started = time.perf_counter()
+    spec = train_spec(train)
+    if spec is not None:
+        check_train_arguments(runtimes=runtimes, precisions=precisions, validate=None,
+                              calibration_size=calibration_size, module=not isinstance(model, str))
+    objective = objective if objective is not None else "throughput" if spec is not None else "latency"
     objective, budget_s, batch, steps, runtimes, precisions, calibration_size = _check_arguments(
-        objective, budget_s, batch, steps, runtimes, precisions, calibration_size, trial_policy, compare_policy)
+        objective, budget_s, batch, steps, runtimes, precisions, calibration_size, trial_policy, compare_policy,
+        train=spec is not None)
     import torch
 
     if isinstance(example_inputs, torch.Tensor):  # one input given as itself, not in a tuple
@@ -154,13 +169,13 @@ def optimize(
                options=options, objective=objective, budget_s=budget_s, example_inputs=example_inputs,
                example_kwargs=example_kwargs, db=db, runtimes=runtimes, trials=trials, steps=steps,
                trial_policy=trial_policy, compare_policy=compare_policy, precisions=precisions,
-               calibration_size=calibration_size)
+               calibration_size=calibration_size, train=spec)
     return run.execute()
 
 
 def _check_arguments(objective: str, budget_s: float, batch: int | None, steps: Sequence[str],
                      runtimes: Sequence[str] | None, precisions: Sequence[str] | None, calibration_size: int | None,
-                     trial_policy: Any, compare_policy: Any) -> tuple[Any, ...]:
+                     trial_policy: Any, compare_policy: Any, train: bool = False) -> tuple[Any, ...]:
     """:func:`optimize`'s arguments checked before anything is measured or written, as used."""
     from rooftune.bench import Policy
     from rooftune.platform import current_platform
@@ -191,6 +206,10 @@ def _check_arguments(objective: str, budget_s: float, batch: int | None, steps: 
         if policy is not None and not isinstance(policy, Policy):
             raise InvalidArgument(name, policy, "allowed a rooftune.bench.Policy, or None for the tuner's")
     available = chosen_runtimes(runtimes)[0]
+    if precisions is None and train:
+        from rooftune.tuning.arguments import native_bf16
+
+        precisions = ("fp32", "bf16") if native_bf16(current_platform()) else ("fp32",)
     if precisions is None:
         precisions = default_precisions(current_platform(), available)
     calibration_size = check_precisions(precisions, calibration_size, current_platform())
@@ -223,7 +242,9 @@ class _Run:
         else:
             self.name = model
         # a model that cannot load fails here, before anything runs
-        self.wl = wl = load_workload(self.name, batch=args["batch"], inputs=inputs, options=options)
+        self.wl = wl = load_workload(self.name, batch=args["batch"], inputs=inputs, options=options, train=args["train"])
+        if args["train"] is not None:
+            wl.train_step()  # a loss that is not a scalar fails here, before anything runs
         self.store = Store(args["db"])  # a bad store URL fails here too
         out_dir.mkdir(parents=True, exist_ok=True)
         _clear_previous(out_dir)
@@ -233,11 +254,17 @@ class _Run:
             model=self.name, batch=wl.batch, objective=args["objective"], budget_s=self.budget_s, out=out_dir,
             steps={s: Step(s, "pending" if s in steps else "skipped") for s in STEPS},
             call=wl.call.describe() if wl.call is not None else None,
-            given=f"{type(given).__name__} (exported to {self.name})" if given is not None else None)
+            given=f"{type(given).__name__} (exported to {self.name})" if given is not None else None,
+            train=args["train"].as_dict() if args["train"] is not None else None)
         from rooftune.selection.graph import selectable
         from rooftune.workload import is_tensorflow
 
-        if "select" in steps and is_tensorflow(wl):
+        if "select" in steps and args["train"] is not None:
+            result.steps["select"].status = "skipped"
+            result.steps["select"].message = (
+                "a training step: the selection rewrites an inference model's convolutions with primitives that have "
+                "no backward pass, and its performance model predicts forward convolutions only")
+        elif "select" in steps and is_tensorflow(wl):
             result.steps["select"].status = "skipped"
             result.steps["select"].message = ("a TensorFlow model: select rewrites a PyTorch module's convolutions, "
                                               "TensorFlow picks its own kernels (oneDNN's)")
@@ -352,7 +379,8 @@ class _Run:
         r = tune(self.name, objective=a["objective"], budget_s=b, trials=a["trials"], batch=a["batch"],
                  inputs=self.inputs, options=self.options, runtimes=a["runtimes"], precisions=precisions,
                  calibration_size=a["calibration_size"] if "int8" in precisions else None, store=self.store,
-                 save=out_dir / "best.json", progress=lambda s, d, t: self.say(f"tune: {s}", d, t), **kwargs)
+                 save=out_dir / "best.json", progress=lambda s, d, t: self.say(f"tune: {s}", d, t),
+                 train=a["train"], **kwargs)
         result.tune = r
         result.files["best configuration"] = "best.json"
         vanilla = r.baselines.get("vanilla")
@@ -425,9 +453,13 @@ def _commands(r: OptimizeResult, db: str | None, precisions: Sequence[str] = ("f
     # the model as given: its input shapes (at the run's batch) and options
     given = "".join(f" --input {'x'.join(map(str, s))}" for s in inputs or ())
     given += "".join(f" -o {q(f'{k}={v}')}" for k, v in (options or {}).items())
+    if r.train is not None:
+        given += f" --train --optimizer {r.train['optimizer']}" + (f" --loss {q(r.train['loss'])}" if r.train["loss"] != "auto" else "")
     commands = [
         f"rooftune optimize {q(r.model)}{given} --batch {r.batch} --objective {r.objective} --budget {r.budget_s:g}{prec} "
         f"--out {out}{skip}{dbo}"]
+    if r.train is not None:  # the replays run an inference; a training configuration is run by one's own script
+        return commands
 
     def runs(step: str) -> bool:
         return step in steps and (step not in r.steps or r.steps[step].status != "skipped")

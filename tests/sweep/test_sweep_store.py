@@ -8,7 +8,7 @@ from pathlib import Path
 from sqlalchemy import create_engine, inspect
 
 from rooftune.platform import Platform
-from rooftune.store import MIGRATIONS, Store
+from rooftune.store import MIGRATIONS, SCHEMA_VERSION, Store
 from rooftune.store.schema import SchemaInfo
 from rooftune.sweep import SweepPoint, Variant
 
@@ -28,7 +28,7 @@ def test_version_8_store_gains_sweep_points(tmp_path: Path, fake_platform: Platf
         conn.execute(SchemaInfo.__table__.insert().values(key="schema_version", value="8"))
     engine.dispose()
     with Store(path) as s:
-        assert s.schema_version() == 9
+        assert s.schema_version() == SCHEMA_VERSION
         assert "sweep_points" in inspect(s.engine).get_table_names()
         assert s.save_sweep_point(fake_platform, _point(fake_platform.id).to_dict())
         assert not s.save_sweep_point(fake_platform, _point(fake_platform.id).to_dict())  # kept as it is

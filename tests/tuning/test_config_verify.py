@@ -50,7 +50,7 @@ def test_missing_allocator_is_a_clear_error() -> None:
         ({"runtime": "onnxruntime", "runtime_options": {"turbo": True}}, "onnxruntime option 'turbo': allowed execution_mode"),
         ({"runtime": "onnxruntime", "runtime_options": {"spinning": 1}}, "option spinning 1: allowed True, False"),
         ({"runtime": "openvino", "runtime_options": {"hint": "FAST"}}, "option hint 'FAST': allowed LATENCY, THROUGHPUT"),
-        ({"runtime": "eager", "runtime_options": {"mode": "default"}}, "allowed none"),
+        ({"runtime": "eager", "runtime_options": {"mode": "default"}}, "allowed optimizer"),
     ],
 )
 def test_impossible_configurations_are_refused(data: dict, fragment: str) -> None:

@@ -16,15 +16,21 @@ Per analysis point (one thread count, one batch):
 The sum of the per-op medians (the op table's total) is reported too; on a noisy machine it is
 lower than the median run's sum, because each run's noise lands in different ops and the per-op
 median discards it.
+
+A training workload (``wl.train``) is analysed the same way over one training step: the graph is
+the step's ops captured at the dispatcher (forward, backward, optimizer:
+:mod:`rooftune.workload.step_graph`), the whole is a plain step that reads the clock between its
+phases, and the analysis adds the median time of each phase (``phases_s``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +56,9 @@ WARMUP_S = 1.0
 WARMUP_SHARE = 0.2
 #: Per-op medians need more samples than the stop rule on the total would take alone.
 MIN_RUNS = 10
+#: A training step's analysis: fewer runs suffice, each being a whole step (forward, backward and
+#: update) of many ops, and a large model's step takes seconds.
+MIN_TRAIN_RUNS = 5
 #: Opportunities listed by default.
 TOP_N = 10
 #: On a CUDA device, op times that add up to more than this share of the run mean the device
@@ -134,6 +143,30 @@ class Analysis:
     created_at: float = field(default_factory=time.time)
     #: "cpu", or the CUDA device the model ran on ("cuda:0 NVIDIA H200"); ``threads`` are the host's.
     device: str = "cpu"
+    #: A training step's analysis: its spec (optimizer, loss; TrainSpec.as_dict), else None.
+    train: dict[str, Any] | None = None
+    #: A training step's time by phase (forward with the loss, backward, optimizer): the median of
+    #: each phase over the end-to-end runs, which read the clock between them.
+    phases_s: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def samples_per_s(self) -> float:
+        """Samples (batch rows) per second of end-to-end time."""
+        return self.batch / self.end_to_end_s if self.end_to_end_s > 0 else math.nan
+
+    def by_phase(self) -> list[dict[str, Any]]:
+        """A training step's phases: measured time and share of the step, the sum of their ops'
+        median times, FLOPs and compulsory bytes, op count; empty for an inference analysis."""
+        if not self.phases_s:
+            return []
+        total = math.fsum(self.phases_s.values()) or 1.0
+        rows = []
+        for phase, t in self.phases_s.items():
+            ops = [o for o in self.ops if o.name.startswith(f"{phase}.")]
+            rows.append({"phase": phase, "time_s": t, "share": t / total, "ops": len(ops),
+                         "ops_time_s": math.fsum(o.time_s for o in ops), "flops": math.fsum(o.flops or 0.0 for o in ops),
+                         "bytes": math.fsum(o.bytes or 0.0 for o in ops)})
+        return rows
 
     # -- model totals --------------------------------------------------------------------
     @property
@@ -243,6 +276,10 @@ class Analysis:
             "duration_s": self.duration_s,
             "created_at": self.created_at,
             "device": self.device,
+            "train": self.train,
+            "phases_s": dict(self.phases_s),
+            "by_phase": self.by_phase(),
+            "samples_per_s": self.samples_per_s,
         }
 
     @classmethod
@@ -256,7 +293,8 @@ class Analysis:
             end_to_end_iqr_s=d["end_to_end_iqr_s"], ops_sum_s=d["ops_sum_s"],
             accounting_ratio=d["accounting_ratio"], accounting_ci=tuple(d["accounting_ratio_ci"]), runs=d["runs"], ops=ops, roofs=d["roofs"],  # type: ignore[arg-type]
             duration_s=d["duration_s"], warnings=tuple(d["warnings"]), ceilings_quick=d["ceilings_quick"],
-            created_at=d["created_at"], device=d.get("device", "cpu"),
+            created_at=d["created_at"], device=d.get("device", "cpu"), train=d.get("train"),
+            phases_s=dict(d.get("phases_s") or {}),
         )
 
 
@@ -298,10 +336,13 @@ def analyze_workload(
     threads: int,
     budget_s: float = DEFAULT_BUDGET_S,
     progress: Progress | None = None,
+    train_step: Any = None,
 ) -> Analysis:
     """Analyse a loaded :class:`~rooftune.workload.Workload` on ``threads`` threads; with a CUDA
     device's GpuCeilings, the workload is on that device, the whole runs are timed by a clock that
-    waits for it and each op by events on its stream (:class:`rooftune.workload.graph.DeviceTimes`)."""
+    waits for it and each op by events on its stream (:class:`rooftune.workload.graph.DeviceTimes`).
+    A training workload (``wl.train``) runs ``train_step`` where given (its TrainStep, built once:
+    building one runs the forward pass), else one built here."""
     from rooftune.machine.gpu import GpuCeilings, cuda_clock
 
     if isinstance(ceilings, GpuCeilings):
@@ -309,11 +350,11 @@ def analyze_workload(
 
         with on_device(ceilings.platform.index):  # the events' stream and every launch: that device's
             return _analyze(wl, ceilings, threads, budget_s, progress, cuda_clock(ceilings.platform.index))
-    return _analyze(wl, ceilings, threads, budget_s, progress, time.perf_counter)
+    return _analyze(wl, ceilings, threads, budget_s, progress, time.perf_counter, train_step)
 
 
 def _analyze(wl: Any, ceilings: Any, threads: int, budget_s: float, progress: Progress | None,
-             clock: Callable[[], float]) -> Analysis:
+             clock: Callable[[], float], train_step: Any = None) -> Analysis:
     from rooftune.machine.gpu import GpuCeilings
     from rooftune.workload import capture
 
@@ -324,22 +365,35 @@ def _analyze(wl: Any, ceilings: Any, threads: int, budget_s: float, progress: Pr
     step = progress or (lambda *_: None)
     previous = torch.get_num_threads()
     torch.set_num_threads(threads)
+    training = getattr(wl, "train", None) is not None
+    phases: list[tuple[float, float, float]] = []
     try:
-        step(f"capture {wl.name}", 0, 1)
-        graph = capture(wl)
+        step(f"capture {wl.name}{' (training step)' if training else ''}", 0, 1)
+        if training:
+            from rooftune.workload.step_graph import capture_step, timed_phases
+
+            graph, train_step = capture_step(wl, train_step)
+            reference: Callable[[], Any] = timed_phases(train_step, clock, phases)
+            grad: Any = contextlib.nullcontext()
+        else:
+            graph, reference, grad = capture(wl), wl, torch.no_grad()
         costs = [cost_of(op) for op in graph.ops]
         step(f"time {wl.name} (batch {wl.batch}, {threads_of(threads)})", 0, 1)
         labels = [op.name for op in graph.ops]
-        policy = Policy(warmup_s=min(WARMUP_S, WARMUP_SHARE * budget_s), budget_s=budget_s, min_samples=MIN_RUNS, max_samples=100_000)
-        with torch.no_grad():
+        policy = Policy(warmup_s=min(WARMUP_S, WARMUP_SHARE * budget_s), budget_s=budget_s,
+                        min_samples=MIN_TRAIN_RUNS if training else MIN_RUNS, max_samples=100_000)
+        with grad:
             whole, total, parts = measure_parts(
-                graph.run_timed, labels, reference=wl, label=f"{wl.name} end-to-end",
-                params={"batch": wl.batch, "threads": threads}, policy=policy,
-                platform_id=ceilings.platform.id, clock=clock,
+                graph.run_timed, labels, reference=reference, label=f"{wl.name} end-to-end",
+                params={"batch": wl.batch, "threads": threads, **({"mode": "train"} if training else {})},
+                policy=policy, platform_id=ceilings.platform.id, clock=clock,
             )
         step(f"time {wl.name} (batch {wl.batch}, {threads_of(threads)})", 1, 1)
     finally:
         torch.set_num_threads(previous)
+    counted = phases[whole.method.warmup_samples:] or phases
+    phases_s = ({p: stats.median([r[i] for r in counted]) for i, p in enumerate(("forward", "backward", "optimizer"))}
+                if training else {})
     # the CPU's hints name `tune --bf16/--int8` by its GEMM roofs; on a device the general rule
     faster = None if on_gpu else lower_precisions(roofs.peak)
     results = []
@@ -390,6 +444,7 @@ def _analyze(wl: Any, ceilings: Any, threads: int, budget_s: float, progress: Pr
                "capacity_bytes": roofs.capacity, "dispatch_overhead_s": roofs.dispatch_s},
         duration_s=time.perf_counter() - started, warnings=tuple(warnings), ceilings_quick=ceilings.quick,
         device=f"cuda:{ceilings.platform.index} {ceilings.platform.name}" if on_gpu else "cpu",
+        train=wl.train.as_dict() if training else None, phases_s=phases_s,
     )
 
 
@@ -421,6 +476,7 @@ def analyze(
     progress: Progress | None = None,
     device: str | None = None,
     example_inputs: Sequence[Any] | None = None,
+    train: bool | Any = None,
 ) -> list[Analysis]:
     """Analyse ``model`` at every (threads, batch) point given; one point by default.
 
@@ -432,6 +488,10 @@ def analyze(
     ``nn.Module`` with its ``example_inputs`` (a tuple of tensors, run as they are). The
     ceilings come from the store (measured now if missing). Each analysis is saved in the store
     with its platform unless ``save`` is False. Several thread counts or batches make a trajectory.
+
+    ``train`` (True or a :class:`rooftune.workload.training.TrainSpec`) analyses a training step
+    instead of a forward pass: forward, backward and optimizer ops on the roofline, the step's time
+    by phase; the batch defaults to ``TRAIN_BATCH``.
     """
     from rooftune.machine import get_ceilings
     from rooftune.machine.gpu import GpuCeilings
@@ -440,9 +500,13 @@ def analyze(
     from rooftune.store import Store
     from rooftune.workload import KerasWorkload, Workload, load_workload
     from rooftune.workload.keras_models import from_keras_model, is_keras_model
+    from rooftune.workload.training import TRAIN_FRAMEWORKS, train_spec
 
     budget_s = check_budget(budget_s)
+    spec = train_spec(train)
     kind, index = parse_device(device)
+    if spec is not None and kind == "cuda":
+        raise InvalidArgument("device", device, "cpu with --train (a training step is analysed on the CPU)")
     from rooftune.machine.ceilings import Ceilings
 
     if ceilings is not None and not isinstance(ceilings, (Ceilings, GpuCeilings)):
@@ -473,8 +537,10 @@ def analyze(
         if inputs is not None or options is not None:
             raise InvalidArgument("inputs" if inputs is not None else "options", inputs if inputs is not None else options,
                                   "allowed only with a model name (a module comes with example_inputs)")
-        model = Workload(type(model).__name__, "module", model.eval(), tuple(example_inputs))
+        model = Workload(type(model).__name__, "module", model.eval(), tuple(example_inputs), train=spec)
     elif is_keras_model(model):  # traced at its inputs' shapes with the batch given (one)
+        if spec is not None:
+            raise InvalidArgument("train", "a Keras model", TRAIN_FRAMEWORKS)
         if example_inputs is not None or options is not None or len(batches) > 1:
             raise InvalidArgument("example_inputs" if example_inputs is not None else "options" if options is not None
                                   else "batch", example_inputs if example_inputs is not None else options or batch,
@@ -486,12 +552,23 @@ def analyze(
         raise InvalidArgument("example_inputs", type(example_inputs).__name__,
                               "allowed only with an nn.Module (a name builds its own inputs)")
     if isinstance(model, (Workload, KerasWorkload)):
+        if spec is not None and isinstance(model, KerasWorkload):
+            raise InvalidArgument("train", model.name, TRAIN_FRAMEWORKS)
+        if spec is not None and model.train is None:
+            model = replace(model, train=spec)
         if len(batches) > 1 or batches[0] is not None:
             raise InvalidArgument("batch", batch, "a loaded Workload has its batch; pass the model name instead")
         loaded = {None: model}
     else:
         # Load every batch first: a model that fails on any input fails before anything is measured.
-        loaded = {b: load_workload(model, batch=b, inputs=inputs, options=options) for b in batches}
+        # a training workload is run first by its step's construction, below, not by the load
+        loaded = {b: load_workload(model, batch=b, inputs=inputs, options=options, train=spec, check=spec is None)
+                  for b in batches}
+    steps: dict[Any, Any] = {}
+    if spec is not None:  # what cannot train, a loss that is not a scalar: refused before anything is measured
+        for b, wl in loaded.items():
+            wl.check_trainable()
+            steps[b] = wl.train_step()
     own_store = store is None and (save or ceilings is None)
     store = store if store is not None else (Store(db) if own_store else None)
     try:
@@ -505,9 +582,11 @@ def analyze(
         if kind == "cuda":  # copies: the caller's module stays where it is
             loaded = {b: on_cuda(wl, index or 0) for b, wl in loaded.items()}
         out = []
-        for wl in loaded.values():
+        for b, wl in loaded.items():
             for t in thread_list:
-                a = analyze_workload(wl, ceilings, threads=t, budget_s=budget_s, progress=progress)
+                # one step per batch: its parameters trained on by the points before are no matter
+                a = analyze_workload(wl, ceilings, threads=t, budget_s=budget_s, progress=progress,
+                                     train_step=steps.get(b))
                 if save and store is not None:
                     import rooftune
 

@@ -148,6 +148,9 @@ def reason(op: OpNode, kind: str, bound: str, efficiency: float | None, level: s
         advice = "check the fused attention kernel is used (scaled_dot_product_attention)"
         if faster is None or "bf16" in faster:
             advice += f" and try {_lower(faster, ('bf16',))}"
+    elif kind == "optimizer":
+        advice = ("the update reads and writes every parameter, gradient and state buffer once per step: "
+                  "the foreach or fused implementation (tune --train) runs it in fewer, wider kernels")
     elif kind == "reduction" and memory:
         advice = "a pass over its input for a few outputs: fuse it into the op that makes the input (torch.compile, ONNX Runtime or OpenVINO)"
     else:

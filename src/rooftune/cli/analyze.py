@@ -12,6 +12,9 @@ from rich.markup import escape
 
 from rooftune.cli.options import (
     Db,
+    Loss,
+    Optimizer,
+    Train,
     _parse_int_list,
     batch_option,
     budget_option,
@@ -23,7 +26,7 @@ from rooftune.cli.options import (
 )
 from rooftune.cli.printing import Table, _labelled, _progress, _rate, _seconds, err, out
 from rooftune.paths import output_dir, output_file
-from rooftune.units import fmt_size
+from rooftune.units import fmt_size, threads_of
 
 
 def _print_analysis(a: Any, top: int) -> None:
@@ -66,8 +69,24 @@ def _print_analysis(a: Any, top: int) -> None:
     for i, g in enumerate(a.opportunity_groups(top), 1):
         who = f"{g['name']} ({g['module']})" if g["count"] == 1 else f"{g['count']} alike ops ({g['module']})"
         out.print(f" {i:2d}. {who}: {_seconds(g['headroom_s'])} - {g['reason']}", markup=False, highlight=False)
+    if a.phases_s:
+        out.print(f"training step ({a.train['optimizer'] if a.train else 'sgd'}): {a.samples_per_s:.1f} samples/s; "
+                  "by phase (median of the end-to-end runs; sum of its ops' median times): "
+                  + ", ".join(f"{r['phase']} {_seconds(r['time_s'])} ({r['share']:.0%}; ops {_seconds(r['ops_time_s'])})"
+                              for r in a.by_phase()))
     for w in a.warnings:
         _labelled(err, "warning", "yellow", w)
+
+
+def _print_trajectory(analyses: list[Any]) -> None:
+    """Samples per second against batch size, where several batches were analysed."""
+    batches = sorted({a.batch for a in analyses})
+    if len(batches) < 2:
+        return
+    for threads in sorted({a.threads for a in analyses}):
+        points = sorted((a.batch, a.samples_per_s) for a in analyses if a.threads == threads)
+        out.print(f"trajectory ({threads_of(threads)}): samples/s against batch: "
+                  + ", ".join(f"{b} -> {r:.1f}" for b, r in points), highlight=False)
 
 
 def analyze(
@@ -95,6 +114,9 @@ def analyze(
     db: Db = None,
     device: Annotated[str, device_option("cpu, or cuda / cuda:N: run the model there and place its ops on that "
                                          "device's roofline.")] = "cpu",
+    train: Train = False,
+    optimizer: Optimizer = None,
+    loss: Loss = None,
 ) -> None:
     """Place every op of a model on the measured roofline and say where the time goes."""
     from pathlib import Path
@@ -105,11 +127,13 @@ def analyze(
     from rooftune.report import plot_analysis
     from rooftune.report.figures import check_figure_format
     from rooftune.workload import parse_options, parse_shape
+    from rooftune.workload.training import spec_from_options
 
     batches = _parse_int_list(batch, "batch")
     thread_list = _parse_int_list(threads, "thread count")
     shapes = [parse_shape(s) for s in input_shape or []]
     options = parse_options(option or [])
+    spec = spec_from_options(train, optimizer, loss)
     check_top(top, "--top")  # the library's rules, checked before anything is measured
     check_figure_format(fmt, "--format")
     if csv_path is not None:
@@ -120,7 +144,7 @@ def analyze(
     with progress:
         analyses = run_analysis(
             model, batch=batches, inputs=shapes or None, options=options, threads=thread_list,
-            budget_s=budget, quick=quick, db=db, progress=update, device=device,
+            budget_s=budget, quick=quick, db=db, progress=update, device=device, train=spec,
         )
     written = []
     if csv_path:
@@ -135,6 +159,7 @@ def analyze(
     else:
         for a in analyses:
             _print_analysis(a, top)
+        _print_trajectory(analyses)
         for p in written:
             out.print(f"wrote {p}", markup=False)
 

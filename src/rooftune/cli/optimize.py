@@ -15,8 +15,11 @@ from rooftune.cli.options import (
     Calibration,
     Db,
     Fp32,
+    Loss,
     ModelOptions,
     Objective,
+    Optimizer,
+    Train,
     _parse_names,
     batch_option,
     bf16_option,
@@ -36,7 +39,7 @@ def optimize(
     batch: Annotated[int | None, batch_option("Batch size (default: the model's, 1 for resnet18).")] = None,
     input_shape: Annotated[list[str] | None, input_option("Input shape, e.g. 1x3x224x224; repeatable.")] = None,
     option: ModelOptions = None,
-    objective: Objective = "latency",
+    objective: Objective = None,
     budget: Annotated[float, budget_option("Seconds for the whole run (at least 60), split between the steps.")] = 480.0,
     out_dir: Annotated[str, typer.Option("--out", help="Folder for report.html, summary.json, best.json, the "
                                          "figures.")] = "rooftune-out",
@@ -48,25 +51,30 @@ def optimize(
     bf16: Annotated[bool, bf16_option("Tune in bf16 (native bf16 CPUs only; the default where a peer runs it).")] = False,
     int8: Annotated[bool, int8_option(f"Also tune in int8 ({INT8_GUARD}).")] = False,
     calibration: Calibration = None,
+    train: Train = False,
+    optimizer: Optimizer = None,
+    loss: Loss = None,
 ) -> None:
     """Measure, explain and speed up a model end to end; write a self-contained report."""
     from rooftune.pipeline import optimize as run_optimize
     from rooftune.pipeline import steps_without
     from rooftune.tuning import precisions_for
     from rooftune.workload import parse_options, parse_shape
+    from rooftune.workload.training import spec_from_options
 
     shapes = [parse_shape(s) for s in input_shape or []]
     options = parse_options(option or [])
     skipped = _parse_names(skip, "--skip", "tune,select", "steps") or []
     steps = steps_without(skipped, "--skip")
     runtimes = _parse_names(runtime, "--runtime", "eager,onnxruntime")
+    spec = spec_from_options(train, optimizer, loss)
     progress, update = _progress()
     with progress:
         r = run_optimize(model, batch=batch, inputs=shapes or None, options=options or None, objective=objective,
                          budget_s=budget, out=out_dir, db=db,
                          runtimes=runtimes, steps=steps, progress=update,
                          precisions=precisions_for(fp32=fp32, bf16=bf16, int8=int8, runtimes=runtimes),
-                         calibration_size=calibration)
+                         calibration_size=calibration, train=spec)
     if json_out:
         sys.stdout.write(json.dumps(r.to_dict(), indent=2, default=str) + "\n")
     else:

@@ -88,7 +88,9 @@ JsonOut = Annotated[bool, json_option()]
 Inputs = Annotated[list[str] | None, input_option()]
 ModelOptions = Annotated[list[str] | None, model_option()]
 Batch = Annotated[int | None, batch_option()]
-Objective = Annotated[str, typer.Option("--objective", help="latency (p50 per inference) or throughput (samples/s).")]
+Objective = Annotated[str | None, typer.Option("--objective", help="latency (p50 per inference; with --train the "
+                                               "step's time) or throughput (samples/s); default latency, throughput "
+                                               "with --train.")]
 Fp32 = Annotated[bool, typer.Option("--fp32", help="Search fp32 only (by default bf16 too where the CPU has it "
                                     "natively and a peer runs it by default).")]
 Calibration = Annotated[int | None, typer.Option("--calibration", help="Inputs in the int8 calibration set (default 32).")]
@@ -120,3 +122,12 @@ def _parse_int_list(value: str | None, name: str) -> list[int] | None:
     if bad is not None:
         raise InvalidArgument(name, bad, "expected integers separated by commas, e.g. 1,2")
     return [int(v) for v in items]
+
+
+# Training workloads (--train): a training step instead of a forward pass.
+Train = Annotated[bool, typer.Option("--train", help="A training step (forward, loss, backward, optimizer update) "
+                                     "instead of a forward pass; batch 32 unless --batch says otherwise.")]
+Optimizer = Annotated[str | None, typer.Option("--optimizer", help="With --train: sgd (momentum 0.9, the default) "
+                                               "or adamw.")]
+Loss = Annotated[str | None, typer.Option("--loss", help="With --train: auto (cross-entropy for a classifier, MSE "
+                                          "otherwise), cross-entropy, mse or module:function.")]

@@ -18,8 +18,11 @@ from rooftune.cli.options import (
     Fp32,
     Inputs,
     JsonOut,
+    Loss,
     ModelOptions,
     Objective,
+    Optimizer,
+    Train,
     _parse_names,
     bf16_option,
     budget_option,
@@ -59,7 +62,7 @@ def _print_tune(r: Any) -> None:
 
 def tune(
     model: Annotated[str, typer.Argument(help="A model as `rooftune analyze` takes it.")],
-    objective: Objective = "latency",
+    objective: Objective = None,
     budget: Annotated[float, budget_option(
         "Seconds for the whole study; the guideline, the baselines and their comparisons with the best are measured "
         "whatever it is (about 1-2 minutes on a 2-core machine).")] = 240.0,
@@ -79,15 +82,20 @@ def tune(
     save: Annotated[str | None, save_option("Write the best configuration to FILE (JSON), its artifact beside it.")] = None,
     json_out: JsonOut = False,
     db: Db = None,
+    train: Train = False,
+    optimizer: Optimizer = None,
+    loss: Loss = None,
 ) -> None:
     """Tune the runtime configuration of a model, against vanilla PyTorch and the vendor defaults."""
     from rooftune.tuning import precisions_for
     from rooftune.tuning import tune as run_tune
     from rooftune.workload import parse_options, parse_shape
+    from rooftune.workload.training import spec_from_options
 
     shapes = [parse_shape(s) for s in input_shape or []]
     options = parse_options(option or [])
     runtimes = _parse_names(runtime, "--runtime", "eager,onnxruntime")
+    spec = spec_from_options(train, optimizer, loss)
     if save is not None:
         output_file(save, "--save")
     progress, update = _progress()
@@ -95,7 +103,8 @@ def tune(
         r = run_tune(model, objective=objective, budget_s=budget, trials=trials, batch=batch, inputs=shapes or None,
                      options=options, guidelines_only=guidelines_only,
                      precisions=precisions_for(fp32=fp32, bf16=bf16, int8=int8, runtimes=runtimes),
-                     runtimes=runtimes, db=db, save=save, progress=update, validate=validate, calibration_size=calibration)
+                     runtimes=runtimes, db=db, save=save, progress=update, validate=validate, calibration_size=calibration,
+                     train=spec)
     if json_out:
         sys.stdout.write(json.dumps(r.to_dict(), indent=2, default=str) + "\n")
     else:

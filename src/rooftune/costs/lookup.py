@@ -19,6 +19,10 @@ def _lookup(op: OpNode) -> str:
 def cost_of(op: OpNode) -> OpCost:
     """The cost of one op; an op no formula covers (or whose arguments it cannot read) has
     ``flops=None`` and a ``formula`` saying why."""
+    if op.phase:  # an op of a training step, captured at the dispatcher
+        from rooftune.costs.dispatched import dispatched_cost
+
+        return dispatched_cost(op)
     if is_tf(op):  # a TensorFlow op: costed by the formula of its kind, its arguments read as that formula's
         found = formula_of(op)
         if found is None:

@@ -50,6 +50,8 @@ class OptimizeResult:
     call: str | None = None
     #: What the caller gave, where ``model`` is the file made of it: ``Net (exported to out/model.pt2)``.
     given: str | None = None
+    #: A training step's run: its spec (TrainSpec.as_dict); every figure is a step's. None: inference.
+    train: dict[str, Any] | None = None
 
     @property
     def title(self) -> str:
@@ -72,8 +74,11 @@ class OptimizeResult:
         if self.tune is None or sp is None or not sp.get("ratio") == sp.get("ratio"):
             return "no tuned configuration was measured against vanilla PyTorch"
         what = "latency" if self.objective == "latency" else "throughput"
+        if self.train is not None:
+            what = "step time" if self.objective == "latency" else "samples/s"
         ci = ci_text(sp.get("ci_low", math.nan), sp.get("ci_high", math.nan), label="95 % CI ")
-        line = f"{sp['ratio']:.2f}x faster than vanilla PyTorch ({what}, {ci}) with {self.tune.best.describe()}"
+        vanilla = "vanilla PyTorch training" if self.train is not None else "vanilla PyTorch"
+        line = f"{sp['ratio']:.2f}x faster than {vanilla} ({what}, {ci}) with {self.tune.best.describe()}"
         pairs = self.tune.unsteady().get("vanilla")
         if pairs:  # the host's speed changed during the comparison: say so where the claim is made
             line += f"; unsteady: its pairs of processes read {', '.join(f'{x:.2f}x' for x in pairs)}"
@@ -83,6 +88,12 @@ class OptimizeResult:
         """How to run what this run wrote in one's own program: the tuned configuration
         (``rooftune.load_tuned`` in a process ``rooftune exec`` starts) and the rewritten model."""
         lines: list[str] = []
+        if "best configuration" in self.files and self.train is not None:
+            best = str(self.out / "best.json")
+            return [f"# the tuned training configuration ({self.tune.best.describe() if self.tune else 'best.json'}): "
+                    "its environment (threads, allocator, OpenMP) for one's own training script:",
+                    f"#   rooftune exec --config {shlex.quote(best)} -- python train.py",
+                    "# and in the script: its layout, precision (bf16: torch.autocast) and optimizer implementation"]
         if "best configuration" in self.files:
             best = str(self.out / "best.json")
             lines += ["# the tuned configuration, in a program started with its environment (threads, allocator, OpenMP):",
@@ -104,6 +115,7 @@ class OptimizeResult:
         c = self.ceilings
         return {
             "model": self.model, "given": self.given, "batch": self.batch, "objective": self.objective, "budget_s": self.budget_s,
+            "train": self.train,
             "out": str(self.out), "interrupted": self.interrupted, "duration_s": self.duration_s,
             "headline": self.headline(), "speedup_vs_vanilla": self.speedup,
             "steps": [s.to_dict() for s in self.steps.values()],

@@ -27,7 +27,7 @@ RUNTIMES: dict[str, type[Runtime]] = {
 }
 # a configuration names a runtime and sets its options; rooftune.runconfig learns them from here
 for _name, _runtime in RUNTIMES.items():
-    register_runtime(_name, _runtime.options, _runtime.absent)
+    register_runtime(_name, {**_runtime.options, **_runtime.train_options}, _runtime.absent)
 
 
 def get_runtime(name: str) -> Runtime:

@@ -41,6 +41,9 @@ class Prepared:
     #: The precision the runtime computes in, where the configuration left the choice to it
     #: (``precision="default"``); None: the configuration's own.
     precision: str | None = None
+    #: A training configuration's step (:class:`rooftune.workload.training.TrainStep`), which
+    #: ``run`` steps; None for inference.
+    step: Any = None
 
     def output(self) -> tuple[torch.Tensor, ...]:
         return self.to_torch(self.run())
@@ -67,6 +70,11 @@ class Runtime(ABC):
     precisions: tuple[str, ...] = ("fp32",)
     #: The frameworks whose models this runtime runs (a workload's ``framework``; PyTorch's by default).
     frameworks: tuple[str, ...] = ("torch",)
+    #: Options a training step's configuration may set besides ``options`` (the optimizer's
+    #: implementation), with their allowed values; empty for a runtime that cannot train.
+    train_options: dict[str, tuple[Any, ...]] = {}
+    #: Precisions this runtime trains in (bf16: the forward pass under autocast, the weights fp32).
+    train_precisions: tuple[str, ...] = ()
 
     def unsupported(self, config: RunConfig) -> str | None:
         """None when this runtime can run ``config`` here, else why not."""
@@ -87,7 +95,7 @@ class Runtime(ABC):
         two configurations that run identically have one identity (and are measured once)."""
         from dataclasses import replace
 
-        known = {k: v for k, v in config.runtime_options.items() if k in self.options}
+        known = {k: v for k, v in config.runtime_options.items() if k in self.options or k in self.train_options}
         changes: dict[str, Any] = {"runtime_options": known}
         if not self.uses_openmp:
             changes.update(omp={}, memory_format="contiguous")
@@ -110,6 +118,19 @@ class Runtime(ABC):
         model's module (a process then needs only the inputs, not the model's Python code)."""
         path = self.artifact_file(config, workdir)
         return path is not None and path.exists()
+
+    def prepare_train(self, wl: Workload, config: RunConfig, workdir: Path) -> Prepared:
+        """Build ``config``'s training step of a training workload (``wl.train``): ``run()`` runs
+        one step, ``step`` is the TrainStep (threads are already set in this process)."""
+        raise ValueError(f"{self.name} does not run a training step (eager and compile do)")
+
+    def unsupported_train(self, config: RunConfig) -> str | None:
+        """None when this runtime can run ``config``'s training step here, else why not."""
+        if not self.train_options:
+            return f"{self.name} does not run a training step (eager and compile do)"
+        if config.precision not in self.train_precisions:
+            return f"{self.name} does not train in {config.precision} (it trains in {', '.join(self.train_precisions)})"
+        return None
 
     @abstractmethod
     def prepare(self, wl: Workload, config: RunConfig, workdir: Path,

@@ -11,6 +11,7 @@ import torch
 
 from rooftune.runtimes.base import Prepared, Runtime
 from rooftune.workload.outputs import output_tensors
+from rooftune.workload.training import OPTIMIZER_IMPLS
 
 if TYPE_CHECKING:
     from rooftune.runconfig import RunConfig
@@ -67,11 +68,40 @@ def _module(wl: Workload, config: RunConfig, calibration: Sequence[tuple[torch.T
     return m
 
 
+def train_prepared(wl: Workload, config: RunConfig, compile_mode: str | None = None) -> Prepared:
+    """``config``'s training step of ``wl``: the module in the config's layout (and compiled by
+    torch.compile in ``compile_mode`` where given), bf16 as autocast over the forward pass and the
+    loss (the weights and their update stay fp32), the optimizer in the config's implementation."""
+    from dataclasses import replace
+
+    from rooftune.workload.training import TrainSpec, TrainStep
+
+    m: torch.nn.Module = wl.module
+    xs = tuple(wl.inputs)
+    if config.memory_format == "channels_last":
+        m = m.to(memory_format=torch.channels_last)
+        xs = tuple(x.contiguous(memory_format=torch.channels_last) if x.dim() == 4 else x for x in xs)
+    if compile_mode is not None:
+        m = torch.compile(m, mode=compile_mode)
+    spec = replace(wl.train or TrainSpec(), impl=config.option("optimizer") or "default")
+    step = TrainStep(m, xs, spec, name=wl.name, autocast=torch.bfloat16 if config.precision == "bf16" else None)
+    return Prepared(step.step, lambda loss: (torch.tensor([loss]),), step=step)
+
+
+#: What a training step's configuration may set besides a runtime's own options.
+TRAIN_OPTIONS: dict[str, tuple[Any, ...]] = {"optimizer": OPTIMIZER_IMPLS}
+
+
 class Eager(Runtime):
     """PyTorch eager; int8 is the PT2E-quantized graph lowered to oneDNN's int8 kernels."""
 
     name = "eager"
     precisions = ("fp32", "bf16", "int8")
+    train_options = TRAIN_OPTIONS
+    train_precisions = ("fp32", "bf16")
+
+    def prepare_train(self, wl: Workload, config: RunConfig, workdir: Path) -> Prepared:
+        return train_prepared(wl, config)
 
     def prepare(self, wl: Workload, config: RunConfig, workdir: Path,
                 calibration: Sequence[tuple[torch.Tensor, ...]] = ()) -> Prepared:
@@ -117,6 +147,11 @@ class Compile(Runtime):
     options = {"mode": ("default", "max-autotune-no-cudagraphs")}
     absent = {"mode": "default"}
     precisions = ("fp32", "bf16", "int8")
+    train_options = TRAIN_OPTIONS
+    train_precisions = ("fp32", "bf16")
+
+    def prepare_train(self, wl: Workload, config: RunConfig, workdir: Path) -> Prepared:
+        return train_prepared(wl, config, compile_mode=config.option("mode"))
 
     def available(self) -> str | None:
         import shutil

@@ -87,7 +87,16 @@ def load_for(config: Any, w: dict[str, Any], inputs: str | None = None, workdir:
 
         xs = tuple(torch.load(inputs))
         return Workload(w["model"], "prepared artifact", _not_built(), xs, dict(w.get("options") or {})), runtime
-    wl = load_workload(w["model"], batch=config.batch, inputs=w.get("inputs"), options=w.get("options"), check=False)
+    train = None
+    if w.get("train"):
+        from rooftune.workload.training import TrainSpec
+
+        train = TrainSpec(**w["train"])
+        why = runtime.unsupported_train(config)
+        if why:
+            raise ValueError(why)
+    wl = load_workload(w["model"], batch=config.batch, inputs=w.get("inputs"), options=w.get("options"), check=False,
+                       train=train)
     return wl, runtime
 
 
@@ -115,6 +124,8 @@ def _init(msg: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
 
     config = RunConfig(**msg["config"])
     wl, runtime = load_for(config, msg["workload"], msg.get("inputs"), msg["workdir"])
+    if wl.train is not None:
+        return _init_train(wl, runtime, config, msg)
     # int8 is calibrated and guarded on the calibration set (inputs and their fp32 eager outputs).
     calib = torch.load(msg["calibration"]) if msg.get("calibration") and config.precision == "int8" else None
     t0 = time.perf_counter()
@@ -130,6 +141,21 @@ def _init(msg: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         "artifact": str(prepared.artifact) if prepared.artifact else None,
         "threads": torch.get_num_threads(),
     }
+
+
+def _init_train(wl: Any, runtime: Any, config: Any, msg: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """A training configuration: its step built, its first steps checked against vanilla fp32
+    training (tuning/verify.py), then timed step by step like an inference."""
+    import torch
+
+    from rooftune.tuning.verify import check_training
+
+    t0 = time.perf_counter()
+    prepared = runtime.prepare_train(wl, config, Path(msg["workdir"]))
+    verify = check_training(prepared.step, config.precision, torch.load(msg["reference"]))
+    verify.pop("losses", None)
+    return prepared, {"prepare_s": time.perf_counter() - t0, "verify": verify, "precision": config.precision,
+                      "artifact": None, "threads": torch.get_num_threads()}
 
 
 if __name__ == "__main__":

@@ -11,6 +11,9 @@ from rooftune.bench import Policy
 from rooftune.errors import InvalidArgument, as_names, is_int, is_real
 
 OBJECTIVES = ("latency", "throughput")
+#: The runtimes a training study runs: PyTorch's own (the graph runtimes run inference only, and
+#: TorchScript's freezing makes the weights constants).
+TRAIN_RUNTIMES = ("eager", "compile")
 
 
 def native_bf16(platform: Any) -> bool:
@@ -93,6 +96,29 @@ def validation_spec(validate: str | Callable[..., Any] | None) -> str | None:
     if not callable(fn):
         raise InvalidArgument("--validate", validate, "not a function")
     return str(validate)
+
+
+def check_train_arguments(*, runtimes: Sequence[str] | None, precisions: Sequence[str] | None,
+                          validate: Any, calibration_size: int | None, module: bool) -> None:
+    """Refuse, for a training study, what only means something for inference: a runtime that does
+    not train, int8 (post-training quantization) and its calibration set, a validation of outputs,
+    and an ``nn.Module`` object (a study's processes build a training model themselves)."""
+    for name in as_names(runtimes, "runtimes") or ():
+        if name not in TRAIN_RUNTIMES:
+            raise InvalidArgument("runtime", name, f"{' or '.join(TRAIN_RUNTIMES)} with --train (a training step runs in "
+                                  "PyTorch; the other runtimes run inference only)")
+    if precisions is not None and "int8" in (as_names(precisions, "precisions") or ()):
+        raise InvalidArgument("precision", "int8", "fp32 or bf16 with --train (int8 is post-training quantization, "
+                              "for inference)")
+    if calibration_size is not None:
+        raise InvalidArgument("--calibration", calibration_size, "allowed only without --train (the int8 calibration set)")
+    if validate is not None:
+        raise InvalidArgument("--validate", validate if isinstance(validate, str) else repr(validate),
+                              "allowed only without --train (a training configuration is checked by its parameters "
+                              "and losses against vanilla training)")
+    if module:
+        raise InvalidArgument("model", "an nn.Module", "a model name or module:callable with --train (every trial's "
+                              "process builds the model it trains)")
 
 
 def check_arguments(*, objective: str, budget_s: float, compare_pairs: int, trials: int | None,

@@ -202,6 +202,27 @@ def guideline(platform: Platform, graph: OpGraph, available: dict[str, Any], *, 
     return cfg, why
 
 
+def train_guideline(platform: Platform, graph: OpGraph, batch: int) -> tuple[RunConfig, list[str]]:
+    """The guideline of a training step: PyTorch eager (the graph runtimes do not train), one
+    process with a thread per physical core (a step's ops depend on each other through the
+    backward pass, so inter-op pools would idle), threads bound one per core, channels_last for a
+    convolutional network (oneDNN's native layout, in the backward convolutions too), and the
+    fused optimizer (one kernel per parameter group reads each parameter, gradient and state once)."""
+    from rooftune.costs import costs_of
+
+    cores = physical_usable(platform)
+    convolutional = any(c.kind == "conv" for c in costs_of(graph))
+    why = [f"{cores} usable physical cores (SMT siblings left idle), one process, one inter-op pool: a training "
+           "step's backward ops wait on each other",
+           "OpenMP threads bound one per core" + (", channels_last for the convolutions" if convolutional else ""),
+           "the fused optimizer: the update reads each parameter, gradient and state buffer once"]
+    cfg = RunConfig(runtime="eager", intra_threads=cores, inter_threads=1,
+                    memory_format="channels_last" if convolutional else "contiguous",
+                    omp={"OMP_PROC_BIND": "close", "OMP_PLACES": "cores"}, runtime_options={"optimizer": "fused"},
+                    name="guideline", batch=batch)
+    return cfg, why
+
+
 def runtime_seeds(platform: Platform, graph: OpGraph, available: dict[str, Any], guide: RunConfig, *,
                   objective: str = "latency", batch: int | None = None) -> list[RunConfig]:
     """The guideline's other runtime, evaluated before the search: where the guideline is ncnn,

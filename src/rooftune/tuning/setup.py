@@ -42,8 +42,11 @@ class Setup:
             from rooftune.workload import load_workload
 
             w = self.workload
-            wl = load_workload(w["model"], batch=batch, inputs=w.get("inputs"), options=w.get("options"), check=False)
             reference = self.workdir / f"reference-b{batch}.pt"
+            if w.get("train"):
+                self._files[batch] = (self._train_reference(batch, reference), None)
+                return self._files[batch]
+            wl = load_workload(w["model"], batch=batch, inputs=w.get("inputs"), options=w.get("options"), check=False)
             torch.save(tuple(wl.inputs), self.workdir / f"inputs-b{batch}.pt")
             with torch.no_grad():
                 ref = output_tensors(wl.module(*wl.inputs))
@@ -58,6 +61,20 @@ class Setup:
                 torch.save({"inputs": xs, "outputs": outs}, calibration)
             self._files[batch] = (reference, calibration)
         return self._files[batch]
+
+    def _train_reference(self, batch: int, path: Path) -> Path:
+        """A training workload's reference: vanilla fp32 eager training's first steps
+        (:func:`rooftune.tuning.verify.train_reference`) at ``batch``."""
+        from rooftune.tuning.verify import train_reference
+        from rooftune.workload import load_workload
+        from rooftune.workload.training import TrainSpec
+
+        w = self.workload
+        wl = load_workload(w["model"], batch=batch, inputs=w.get("inputs"), options=w.get("options"), check=False,
+                           train=TrainSpec(**w["train"]))
+        torch.save(train_reference(wl.train_step()), path)
+        self.outputs = 1
+        return path
 
     def group(self, config: RunConfig, prepare_timeout_s: float = PREPARE_TIMEOUT_S, wait: bool = True) -> Group:
         reference, calibration = self.files(config.batch)

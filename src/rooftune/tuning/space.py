@@ -27,6 +27,9 @@ STARTUP_TRIALS = 3
 FAILED_PENALTY = 10.0
 #: Batch sizes the throughput objective searches when the user fixes none.
 THROUGHPUT_BATCHES = (1, 2, 4, 8, 16, 32)
+#: Batch sizes a training study's throughput objective searches when the user fixes none: a step
+#: below 16 says little of training speed, and each doubling doubles the activations kept.
+TRAIN_BATCHES = (16, 32, 64)
 
 
 def sampler_study() -> Any:
@@ -50,20 +53,35 @@ def told_value(trial: TrialResult, results: Sequence[TrialResult], objective: st
 
 
 def search_space(platform: Any, available: dict[str, Any], allow: Sequence[str], *, objective: str = "latency",
-                 batch: int | None = None, winograd: bool = True) -> dict[str, Any]:
+                 batch: int | None = None, winograd: bool = True, train: bool = False) -> dict[str, Any]:
     """The dimensions the search may set on this machine (what is not installed is left out);
     ``winograd`` False: the model has no convolution Winograd computes, and the runtimes'
-    ``conv`` option would change nothing."""
+    ``conv`` option would change nothing. ``train``: a training step's space (the runtimes that
+    train, their training options as well, one process: a step's throughput is one job's)."""
     cores = platform.usable_cores
     precisions = {}
     for n, rt in available.items():
-        ok = [p for p in allow if rt.unsupported(RunConfig(runtime=n, precision=p)) is None]
+        ok = [p for p in allow if (rt.unsupported_train(RunConfig(runtime=n, precision=p)) if train else
+                                   rt.unsupported(RunConfig(runtime=n, precision=p))) is None]
         if ok:
             precisions[n] = ok
     throughput = objective == "throughput"
+    if train:
+        return {
+            "runtime": sorted(precisions),
+            "precisions": precisions,
+            "batch": [batch] if batch else list(TRAIN_BATCHES) if throughput else [32],
+            "instances": [1, 1],
+            "intra_threads": [1, cores],
+            "inter_threads": [1, cores],
+            "memory_format": ["contiguous", "channels_last"],
+            "allocator": [a for a in ALLOCATORS if a == "glibc" or allocator_library(a)],
+            "bind": ["none", "close", "spread"],
+            "wait": _waits(platform),
+            "runtime_options": {n: {**rt.options, **rt.train_options} for n, rt in available.items() if n in precisions},
+            "train": True,
+        }
     allocators = [a for a in ALLOCATORS if a == "glibc" or allocator_library(a)]
-    omp_lib = ((platform.openmp or {}).get("library") or "")
-    intel = omp_lib.startswith(("libiomp", "libomp"))
     return {
         "runtime": sorted(precisions),
         "precisions": precisions,
@@ -74,13 +92,21 @@ def search_space(platform: Any, available: dict[str, Any], allow: Sequence[str],
         "memory_format": ["contiguous", "channels_last"],
         "allocator": allocators,
         "bind": ["none", "close", "spread"],
-        # "default": nothing set, the OpenMP runtime's own spin-then-sleep (what a baseline runs)
-        "wait": ["default", "passive", "active"] if not intel else ["default", "blocktime0", "blocktime1", "blocktime200"],
+        "wait": _waits(platform),
         # each runtime's own knobs, less the values it cannot run here (OpenVINO from ONNX without onnx)
         "runtime_options": {n: {k: [x for x in v if _runs(rt, n, {k: x})] for k, v in rt.options.items()
                                 if winograd or k != "conv"}
                             for n, rt in available.items()},
     }
+
+
+def _waits(platform: Any) -> list[str]:
+    """The OpenMP wait settings searched; "default": nothing set, the OpenMP runtime's own
+    spin-then-sleep (what a baseline runs)."""
+    omp_lib = ((platform.openmp or {}).get("library") or "")
+    if omp_lib.startswith(("libiomp", "libomp")):
+        return ["default", "blocktime0", "blocktime1", "blocktime200"]
+    return ["default", "passive", "active"]
 
 
 def _runs(rt: Any, name: str, options: dict[str, Any]) -> bool:

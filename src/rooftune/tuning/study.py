@@ -41,9 +41,12 @@ from rooftune.errors import InvalidArgument
 from rooftune.platform.processes import owned_tempdir
 from rooftune.tuning.arguments import (
     OBJECTIVES,
+    TRAIN_RUNTIMES,
     check_arguments,
     check_precisions,
+    check_train_arguments,
     default_precisions,
+    native_bf16,
     precisions_for,
     validation_spec,
 )
@@ -68,6 +71,7 @@ from rooftune.tuning.guidelines import (
     precision_seeds,
     runtime_seeds,
     source_seeds,
+    train_guideline,
     winograd_share,
 )
 from rooftune.tuning.result import (
@@ -137,7 +141,7 @@ class Study:
     runs (``done``), the notes for the reader and where the time went (``phase_s``)."""
 
     def __init__(self, model: str | Any, *, example_inputs: Sequence[Any] | None = None,
-                 example_kwargs: dict[str, Any] | None = None, objective: str = "latency",
+                 example_kwargs: dict[str, Any] | None = None, objective: str | None = None,
                  budget_s: float = DEFAULT_BUDGET_S, trials: int | None = None, batch: int | None = None,
                  inputs: Sequence[tuple[int, ...]] | None = None, options: dict[str, Any] | None = None,
                  guidelines_only: bool = False, precisions: Sequence[str] | None = None,
@@ -145,11 +149,18 @@ class Study:
                  save: str | Path | None = None, progress: Progress | None = None,
                  trial_policy: Policy = TRIAL_POLICY, compare_policy: Policy = COMPARE_POLICY,
                  validate: str | Callable[..., Any] | None = None, calibration_size: int | None = None,
-                 compare_pairs: int = COMPARE_PROCESS_PAIRS) -> None:
+                 compare_pairs: int = COMPARE_PROCESS_PAIRS, train: Any = None) -> None:
         from rooftune.platform import current_platform
         from rooftune.runtimes import chosen_runtimes
         from rooftune.workload.models import check_batch, check_shapes
+        from rooftune.workload.training import train_spec
 
+        self.train = train_spec(train)
+        if self.train is not None:
+            check_train_arguments(runtimes=runtimes, precisions=precisions, validate=validate,
+                                  calibration_size=calibration_size, module=not isinstance(model, str))
+        # a training step is measured in samples per second by default, an inference by its latency
+        objective = objective if objective is not None else "throughput" if self.train is not None else "latency"
         self.started = time.perf_counter()
         self.steal = Steal()
         self.step: Progress = progress or (lambda *_: None)
@@ -159,6 +170,11 @@ class Study:
             compare_policy=compare_policy, save=save)
         self.platform = current_platform()
         self.available, notes_by_rt = chosen_runtimes(runtimes)
+        if self.train is not None:
+            self.available = {k: v for k, v in self.available.items() if k in TRAIN_RUNTIMES}
+            notes_by_rt = {k: v for k, v in notes_by_rt.items() if k in TRAIN_RUNTIMES}
+            if precisions is None:  # bf16 autocast where the CPU computes it natively, guarded by the loss
+                precisions = ("fp32", "bf16") if native_bf16(self.platform) else ("fp32",)
         self.precisions: Sequence[str] = (default_precisions(self.platform, self.available) if precisions is None
                                           else precisions)
         self.calibration_size = check_precisions(self.precisions, calibration_size, self.platform)
@@ -208,8 +224,10 @@ class Study:
             raise InvalidArgument("example_inputs", type(example_inputs if example_inputs is not None else example_kwargs).__name__,
                                   "allowed only with an nn.Module (a model name comes with its own inputs: --input)")
         self.model: str = model
-        self.wl = load_workload(model, batch=self.batch, inputs=inputs, options=options)
-        if self.batch is None and self.wl.batch != 1:
+        self.wl = load_workload(model, batch=self.batch, inputs=inputs, options=options, train=self.train)
+        if self.train is not None:
+            self.wl.train_step()  # a loss that is not a scalar is refused before any trial runs
+        elif self.batch is None and self.wl.batch != 1:
             # the model's own example inputs set the batch (a callable's, a .pt2's): every
             # configuration runs it, not only the baselines (a .pt2 exported at batch 2 runs no other)
             self.batch = self.wl.batch
@@ -226,6 +244,8 @@ class Study:
                                   f"a {self.framework} model runs on {', '.join(sorted(own))}")
         self.available = {n: rt for n, rt in self.available.items() if n in own}
         notes_by_rt = {n: why for n, why in notes_by_rt.items() if n in own}
+        if self.train is not None:
+            self.workload["train"] = self.train.as_dict()
         self.notes = [f"{k}: {v}" for k, v in notes_by_rt.items()]
         if "openvino" in self.available:
             self.notes.append("openvino-default runs OpenVINO as installed (it picks its own precision, verified by that "
@@ -260,14 +280,20 @@ class Study:
                 for rn in without:
                     self.notes.append(f"int8 not on {rn}: "
                                       f"{get_runtime(rn).unsupported(RunConfig(runtime=rn, precision='int8'))}")
+            # a training study's throughput searches the batch unless one is given (TRAIN_BATCHES)
+            space_batch = self.batch if self.train is None or self.batch or self.objective == "throughput" \
+                else self.wl.batch
             self.space = search_space(self.platform, self.available, self.precisions, objective=self.objective,
-                                      batch=self.batch, winograd=winograd_share(self.graph) > 0)
+                                      batch=space_batch, winograd=winograd_share(self.graph) > 0,
+                                      train=self.train is not None)
             if not self.space["runtime"]:
                 raise InvalidArgument("precision", ",".join(self.precisions), "no installed runtime runs it")
             self.key = study_key(self.model, self.objective, self.wl.batch, self.platform.id,
                                  {**self.space, "inputs": self.workload["inputs"], "options": self.workload["options"],
                                   "calibration": self.calibration_size if self.setup.int8 else 0,
                                   "validate": self.validate_spec,
+                                  # a training study's trials are never an inference study's
+                                  **({"train": self.workload["train"]} if self.train is not None else {}),
                                   # a study of a model of several outputs checks every one of them since
                                   # this count entered the key: trials stored before, which checked the
                                   # first alone, are not resumed as checked
@@ -291,6 +317,8 @@ class Study:
         one, measured in its own process and stored."""
         from rooftune.runtimes import get_runtime
 
+        if self.train is not None:  # every training configuration names its optimizer's implementation
+            cfg = replace(cfg, runtime_options={"optimizer": "default", **cfg.runtime_options})
         cfg = get_runtime(cfg.runtime).normalize(cfg)
         k, rk = cfg.key(), run_key(cfg)
         if rk in self.done:  # measured before, perhaps under another name (two baselines can coincide)
@@ -313,8 +341,11 @@ class Study:
     def fixed_configurations(self) -> None:
         """The guideline and every baseline; one that OpenVINO's PyTorch frontend cannot convert
         runs from the model's ONNX export instead (what an OpenVINO user does next)."""
-        self.guide_cfg, self.reasons = guideline(self.platform, self.graph, self.available,
-                                                 objective=self.objective, batch=self.batch)
+        if self.train is not None:
+            self.guide_cfg, self.reasons = train_guideline(self.platform, self.graph, self.wl.batch)
+        else:
+            self.guide_cfg, self.reasons = guideline(self.platform, self.graph, self.available,
+                                                     objective=self.objective, batch=self.batch)
         fixed = [self.guide_cfg, *(replace(b, batch=self.wl.batch) for b in baselines(self.platform, self.available, self.framework))]
         from_onnx: list[str] = []
         why_onnx = ""
@@ -614,7 +645,7 @@ def tune(
     *,
     example_inputs: Sequence[Any] | None = None,
     example_kwargs: dict[str, Any] | None = None,
-    objective: str = "latency",
+    objective: str | None = None,
     budget_s: float = DEFAULT_BUDGET_S,
     trials: int | None = None,
     batch: int | None = None,
@@ -632,6 +663,7 @@ def tune(
     validate: str | Callable[..., Any] | None = None,
     calibration_size: int | None = None,
     compare_pairs: int = COMPARE_PROCESS_PAIRS,
+    train: Any = None,
 ) -> TuneResult:
     """Tune ``model``'s runtime configuration on this machine (see the module docstring).
 
@@ -655,12 +687,19 @@ def tune(
     from the trials' measured process starts; see :class:`FinalCost`). Every trial is stored as
     it finishes; calling again with the same model, objective and search space resumes: stored
     configurations are not run again.
+
+    ``train`` (True or a :class:`rooftune.workload.training.TrainSpec`) tunes a training step
+    instead (objective ``throughput``, samples per second, by default; ``latency`` is the step's
+    time): eager and torch.compile, fp32 and bf16 autocast where the CPU has native bf16, the
+    optimizer's implementation (default, foreach, fused) and the batch (throughput, unless given)
+    searched beside threads, allocator, OpenMP settings and layout; each configuration's first
+    steps checked against vanilla fp32 training (:func:`rooftune.tuning.verify.check_training`).
     """
     study = Study(model, example_inputs=example_inputs, example_kwargs=example_kwargs, objective=objective,
                   budget_s=budget_s, trials=trials, batch=batch, inputs=inputs, options=options,
                   guidelines_only=guidelines_only, precisions=precisions, runtimes=runtimes, db=db, store=store,
                   save=save, progress=progress, trial_policy=trial_policy, compare_policy=compare_policy,
-                  validate=validate, calibration_size=calibration_size, compare_pairs=compare_pairs)
+                  validate=validate, calibration_size=calibration_size, compare_pairs=compare_pairs, train=train)
     try:
         study.resume()
         study.fixed_configurations()

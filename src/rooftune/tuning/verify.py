@@ -4,6 +4,7 @@ own validation function."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -27,9 +28,16 @@ __all__ = [
     "INT8_MIN_COSINE",
     "INT8_MIN_TOP1",
     "Outputs",
+    "TRAIN_BF16_LOSS_TOLERANCE",
+    "TRAIN_CHECK_SEED",
+    "TRAIN_CHECK_STEPS",
+    "TRAIN_FP32_LOSS_TOLERANCE",
+    "TRAIN_FP32_TOLERANCE",
     "check_prepared",
+    "check_training",
     "compare_outputs",
     "compare_set",
+    "train_reference",
     "user_validation",
 ]
 
@@ -77,3 +85,73 @@ def user_validation(spec: Any, outputs: list[Any], refs: list[Any]) -> dict[str,
     answer = fn(outputs, refs)
     ok, why = (answer if isinstance(answer, tuple) else (answer, ""))
     return {"ok": bool(ok), "rule": f"validation {spec}", "why": "" if ok else (why or f"{spec} refused the outputs")}
+
+
+#: Steps a training configuration runs from the workload's seeded weights before its times count,
+#: checked against vanilla fp32 eager training over the same steps (every configuration sees the
+#: same synthetic batch and target, so the steps are comparable): the losses of all of them, the
+#: parameters after the first. Later steps' parameters are not compared: an untrained network's
+#: first steps amplify rounding (BatchNorm divides by each batch's statistics, momentum carries
+#: it on), so two correct fp32 runs that sum in another order part by tens of percent of the
+#: update by the second step on mobilenet_v2.
+TRAIN_CHECK_STEPS = 3
+#: Seed of torch's generator before the checked steps: a model with dropout draws the same masks
+#: in every configuration that draws them the same way (torch.compile draws its own: such a model
+#: compiled fails the fp32 check, and is never reported).
+TRAIN_CHECK_SEED = 0
+#: fp32 training: the parameters after the first step equal vanilla's to this share of how far
+#: vanilla moved them (the L2 norm of the difference over that of vanilla's update, all parameters
+#: together): kernels that sum in another order (threads, layout, fused updates, torch.compile)
+#: differ by a few percent at most; a wrong gradient or update differs by its whole size.
+TRAIN_FP32_TOLERANCE = 0.1
+#: fp32 training: each step's loss within this relative difference of vanilla's (the same
+#: amplification moves the third step's loss by ~0.1 % on mobilenet_v2 in another layout).
+TRAIN_FP32_LOSS_TOLERANCE = 1e-2
+#: Reduced-precision training (bf16 autocast): each step's loss within this relative difference of
+#: fp32's over the checked steps (bf16 keeps 8 bits of mantissa: ~0.4 % per rounding, a few of
+#: them along the forward pass).
+TRAIN_BF16_LOSS_TOLERANCE = 5e-2
+
+
+def _l2(xs: list[torch.Tensor], ys: list[torch.Tensor]) -> float:
+    return math.sqrt(math.fsum(float(torch.sum((a.double() - b.double()) ** 2)) for a, b in zip(xs, ys, strict=True)))
+
+
+def _steps(step: Any, n: int) -> tuple[list[float], list[torch.Tensor]]:
+    """``n`` steps from a seeded generator: their losses, and the parameters after the first."""
+    torch.manual_seed(TRAIN_CHECK_SEED)
+    losses = [step.step()]
+    first = step.parameters()
+    losses += [step.step() for _ in range(n - 1)]
+    return losses, first
+
+
+def train_reference(step: Any, steps: int = TRAIN_CHECK_STEPS) -> dict[str, Any]:
+    """What a training configuration is checked against: vanilla fp32 ``step``'s losses over
+    ``steps`` steps from its starting weights, its parameters after the first, and how far that
+    step moved them."""
+    initial = step.parameters()
+    losses, params = _steps(step, steps)
+    return {"losses": losses, "params": params, "moved": _l2(params, initial)}
+
+
+def check_training(step: Any, precision: str, reference: dict[str, Any]) -> dict[str, Any]:
+    """A training configuration's first steps against the vanilla fp32 reference
+    (:func:`train_reference`): fp32 by its parameters and losses, bf16 by its losses."""
+    n = len(reference["losses"])
+    losses, params = _steps(step, n)
+    rel = [abs(a - b) / max(abs(b), 1e-12) for a, b in zip(losses, reference["losses"], strict=True)]
+    finite = all(math.isfinite(x) for x in losses)
+    out: dict[str, Any] = {"losses": losses, "loss_diff": max(rel, default=0.0), "finite": finite}
+    if precision == "fp32":
+        out["param_diff"] = _l2(params, reference["params"]) / max(reference["moved"], 1e-30)
+        rule = (f"fp32 training: parameters after one step within {TRAIN_FP32_TOLERANCE:g} of vanilla's update "
+                f"(L2), each of {n} losses within {TRAIN_FP32_LOSS_TOLERANCE:g} of vanilla's (relative)")
+        ok = finite and out["param_diff"] <= TRAIN_FP32_TOLERANCE and out["loss_diff"] <= TRAIN_FP32_LOSS_TOLERANCE
+        why = "" if ok else (f"the parameters after one step differ from vanilla's by {out['param_diff']:.2g} of its "
+                             f"update, the losses by up to {out['loss_diff']:.2g} (relative)")
+    else:
+        rule = f"{precision} training: each of {n} losses within {TRAIN_BF16_LOSS_TOLERANCE:g} of fp32's (relative)"
+        ok = finite and out["loss_diff"] <= TRAIN_BF16_LOSS_TOLERANCE
+        why = "" if ok else f"a loss differs from fp32's by {out['loss_diff']:.2g} (relative) over {n} steps"
+    return {**out, "ok": bool(ok), "rule": rule, "why": why if finite else "a loss is not finite"}

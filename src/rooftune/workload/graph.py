@@ -79,6 +79,12 @@ class OpNode:
     args: dict[str, Any]
     outputs: tuple[TensorMeta, ...]
     producers: tuple[int, ...] = ()
+    #: The part of a training step that ran it (forward, backward, optimizer); "" for an op of a
+    #: forward pass captured alone.
+    phase: str = ""
+    #: FLOPs counted when it ran, by torch.utils.flop_counter's formulas (a training step's ops:
+    #: :mod:`rooftune.workload.step_graph`); None where the cost formulas count them.
+    flops: float | None = None
 
     def tensor(self, name: str) -> TensorMeta | None:
         v = self.args.get(name)

@@ -12,7 +12,7 @@ import os
 import re
 import warnings
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,16 @@ from rooftune.workload.keras_models import (
     load_tf_workload,
 )
 from rooftune.workload.shapes import batched_like_first, check_elements, format_shape, with_batch
+from rooftune.workload.training import (
+    TRAIN_BATCH,
+    TRAIN_FRAMEWORKS,
+    TrainSpec,
+    TrainStep,
+    check_batch_norm,
+    check_memory,
+    check_trainable,
+    train_spec,
+)
 
 #: Seed of the example inputs: the same workload always gets the same numbers.
 INPUT_SEED = 0
@@ -60,6 +70,9 @@ class Workload:
     #: How the model itself is called, where not with its tensors in order (keywords, nesting,
     #: arguments that are not tensors): ``module`` then takes ``inputs`` in order and makes that call.
     call: CallStructure | None = None
+    #: A training workload's step (optimizer, loss): analysis and tuning run a training step of
+    #: the model (:class:`rooftune.workload.training.TrainStep`) instead of a forward pass.
+    train: TrainSpec | None = None
 
     @property
     def batch(self) -> int:
@@ -81,6 +94,26 @@ class Workload:
 
     def __call__(self) -> Any:
         return self.module(*self.inputs)
+
+    def train_step(self) -> TrainStep:
+        """A training step of this workload (a training workload's spec, else the default one):
+        the module put in training mode, its loss checked to be a scalar. A model that fails on
+        its inputs is a one-line WorkloadError, as :func:`run_once` makes it."""
+        try:
+            return TrainStep(self.module, self.inputs, self.train, name=self.name)
+        except (WorkloadError, InvalidArgument):
+            raise
+        except Exception as exc:
+            raise WorkloadError(f"model {self.name!r} fails in training mode on input {self.inputs_text()}: "
+                                f"{type(exc).__name__}: {one_line(exc, 200)}") from exc
+
+    def check_trainable(self) -> None:
+        """The checks a training workload passes before anything runs: parameters that take a
+        gradient, no BatchNorm at batch 1, and a step that fits in memory (estimated)."""
+        spec = self.train or TrainSpec()
+        check_trainable(self.module, self.name)
+        check_batch_norm(self.module, self.batch, self.name)
+        check_memory(self.module, self.inputs, spec, self.name)
 
 
 def parse_options(items: Sequence[str]) -> dict[str, Any]:
@@ -342,11 +375,16 @@ def load_workload(
     inputs: Sequence[tuple[int, ...]] | None = None,
     options: dict[str, Any] | None = None,
     check: bool = True,
+    train: bool | TrainSpec | None = None,
 ) -> Workload:
     """Resolve ``model`` to a :class:`Workload` and (``check``) run it once on its inputs.
 
     ``model`` is a torchvision name (``resnet50``), a built-in (``lstm``, ``gru``,
     ``transformer-encoder``), ``package.module:callable`` or a ``.pt2`` file saved by torch.export.
+    ``train`` (True or a TrainSpec) makes it a training workload: its batch defaults to
+    ``TRAIN_BATCH`` where neither ``batch`` nor ``inputs`` give one, and (``check``) it is refused
+    where a step cannot train it (no trainable parameters, BatchNorm at batch 1, a step estimated
+    not to fit in memory).
     """
     if not isinstance(model, str):
         raise InvalidArgument("model", f"a {type(model).__name__}", "allowed a torchvision name, a built-in, "
@@ -355,9 +393,26 @@ def load_workload(
                               "example_inputs=(...)), which tunes it as a .pt2 file")
     _check_batch(batch)
     inputs = check_shapes(inputs)
+    spec = train_spec(train)
+    if spec is not None and (is_keras_name(model) or model.endswith(".keras") or is_saved_model(Path(model))):
+        raise InvalidArgument("train", model, TRAIN_FRAMEWORKS)
+    if spec is not None and batch is None and not inputs:
+        batch = TRAIN_BATCH
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(WEIGHT_SEED)
-        return _load(model, batch, inputs, dict(options or {}), check)
+        wl = _load(model, batch, inputs, dict(options or {}), check and spec is None)
+    if spec is None:
+        return wl
+    if not isinstance(wl, Workload):  # a module:callable that returned a Keras model
+        raise InvalidArgument("train", model, TRAIN_FRAMEWORKS)
+    if wl.exported is not None:
+        raise InvalidArgument("model", model, "a model a training step can change: a torchvision name, a built-in or "
+                              "module:callable (an exported program runs the mode it was exported in)")
+    wl = replace(wl, train=spec)
+    if check:  # the memory estimate before the first real run: a batch that cannot fit is refused, not run
+        wl.check_trainable()
+        run_once(wl)
+    return wl
 
 
 def _load(

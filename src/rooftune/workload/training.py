@@ -28,6 +28,8 @@ OPTIMIZER_IMPLS = ("default", "foreach", "fused")
 #: The default batch of a training workload: a step at batch 1 says little about training speed,
 #: and BatchNorm cannot train on one sample.
 TRAIN_BATCH = 32
+#: What ``--train`` takes, as its refusals say it: the step is PyTorch's (autograd, torch.optim).
+TRAIN_FRAMEWORKS = "a PyTorch model (a training step runs PyTorch's autograd and optimizers; a TensorFlow model is analysed and tuned for inference)"
 #: Seed of the synthetic target, so every process of a study trains towards the same numbers.
 TARGET_SEED = 1
 
@@ -227,3 +229,116 @@ def update_flops(spec: TrainSpec, parameters: int) -> int:
     ~12 (two moment updates, bias corrections, a square root, a division and the decay)."""
     per = 12 if spec.optimizer == "adamw" else (4 if spec.momentum else 2)
     return per * parameters
+
+
+def train_spec(train: bool | TrainSpec | None) -> TrainSpec | None:
+    """The spec a ``train`` argument stands for: None for inference (``None``/``False``), the
+    default spec for ``True``, a TrainSpec as given; anything else refused."""
+    if train is None or train is False:
+        return None
+    if train is True:
+        return TrainSpec()
+    if isinstance(train, TrainSpec):
+        return train
+    raise InvalidArgument("train", train, "True, False or a rooftune.workload.training.TrainSpec")
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """What one training step holds at its peak, in bytes: the parameters, their gradients, the
+    optimizer's state and the activations the forward pass keeps for the backward pass (every
+    tensor an op of the forward pass returns: an upper bound, since views and in-place ops return
+    none of their own but are counted at their size, and a lower bound for temporaries)."""
+
+    parameters: int
+    gradients: int
+    optimizer_state: int
+    activations: int
+
+    @property
+    def total(self) -> int:
+        return self.parameters + self.gradients + self.optimizer_state + self.activations
+
+    def describe(self) -> str:
+        from rooftune.units import fmt_size
+
+        return (f"{fmt_size(self.total)} (parameters {fmt_size(self.parameters)}, gradients {fmt_size(self.gradients)}, "
+                f"optimizer state {fmt_size(self.optimizer_state)}, activations {fmt_size(self.activations)})")
+
+
+def activation_bytes(module: nn.Module, inputs: Sequence[Any]) -> int | None:
+    """Bytes of every tensor the forward pass's ops return, from a run on fake tensors (shapes
+    and dtypes only: nothing is allocated, so a batch that would not fit is measured too). None
+    where the model does not run on fake tensors."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_leaves
+
+    class _Sizes(TorchDispatchMode):
+        total = 0
+
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            out = func(*args, **(kwargs or {}))
+            _Sizes.total += sum(t.numel() * t.element_size() for t in tree_leaves(out) if isinstance(t, torch.Tensor))
+            return out
+
+    try:
+        with FakeTensorMode(allow_non_fake_inputs=True) as fake:
+            xs = [fake.from_tensor(x) if isinstance(x, torch.Tensor) else x for x in inputs]
+            with _Sizes(), torch.no_grad():
+                module(*xs)
+    except Exception:  # fake tensors refuse some kernels (data-dependent shapes, custom ops): no estimate
+        return None
+    return _Sizes.total
+
+
+def memory_estimate(module: nn.Module, inputs: Sequence[Any], spec: TrainSpec) -> MemoryEstimate | None:
+    """The training step's memory (:class:`MemoryEstimate`), None where the activations cannot be
+    estimated."""
+    acts = activation_bytes(module, inputs)
+    if acts is None:
+        return None
+    params = [p for p in module.parameters() if p.requires_grad]
+    pbytes = sum(p.numel() * p.element_size() for p in params)
+    frozen = sum(p.numel() * p.element_size() for p in module.parameters() if not p.requires_grad)
+    return MemoryEstimate(pbytes + frozen, pbytes, optimizer_state_bytes(spec, pbytes), acts)
+
+
+#: Share of the available memory a step may be estimated to take: the estimate leaves out the
+#: allocator's caching and the temporaries of the backward pass.
+MEMORY_SHARE = 0.8
+
+
+def available_memory() -> int | None:
+    """Bytes the system can give a new allocation without swapping (psutil's ``available``); None
+    where the system does not say."""
+    import psutil
+
+    try:
+        return int(psutil.virtual_memory().available)
+    except OSError:
+        return None
+
+
+def check_memory(module: nn.Module, inputs: Sequence[Any], spec: TrainSpec, name: str,
+                 available: int | None = None) -> MemoryEstimate | None:
+    """Refuse a batch whose training step will not fit in memory: its estimate against
+    ``MEMORY_SHARE`` of the available memory (``available``, else the system's), with the figures."""
+    from rooftune.units import fmt_size
+
+    est = memory_estimate(module, inputs, spec)
+    free = available if available is not None else available_memory()
+    if est is not None and free is not None and est.total > MEMORY_SHARE * free:
+        raise WorkloadError(f"model {name!r} at this batch needs about {est.describe()} to train, more than "
+                            f"{MEMORY_SHARE:.0%} of the {fmt_size(free)} available: use a smaller --batch")
+    return est
+
+
+def spec_from_options(train: bool, optimizer: str | None = None, loss: str | None = None) -> TrainSpec | None:
+    """The spec ``--train --optimizer X --loss Y`` ask for; the last two refused without ``train``."""
+    if not train:
+        given = "optimizer" if optimizer is not None else "loss" if loss is not None else ""
+        if given:
+            raise InvalidArgument(given, optimizer if given == "optimizer" else loss, "only with --train")
+        return None
+    return TrainSpec(optimizer=optimizer or "sgd", loss=loss or "auto")
