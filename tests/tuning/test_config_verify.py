@@ -37,7 +37,7 @@ def test_missing_allocator_is_a_clear_error() -> None:
         ({"intra_threads": 10_000}, "intra_threads 10000"),
         ({"inter_threads": 0}, "inter_threads 0"),
         ({"batch": 0}, "batch 0"),
-        ({"runtime": "tensorflow"}, "runtime 'tensorflow'"),
+        ({"runtime": "tflite"}, "runtime 'tflite'"),
         ({"memory_format": "nhwc"}, "memory_format 'nhwc'"),
         ({"precision": "fp8"}, "precision 'fp8'"),
         ({"omp": {"PATH": "/x"}}, "omp variable 'PATH': allowed OMP_PROC_BIND, OMP_PLACES"),

@@ -59,10 +59,13 @@ def _tf() -> Any:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     # torch's compiler stack (torch.export, torch.compile) loads Triton, which brings its own LLVM:
     # loaded after TensorFlow's, it crashes the process at its import; loaded before, both run.
-    # So it is loaded first, whichever framework the process runs next.
+    # So it is loaded first, whichever framework the process runs next; where TensorFlow is in
+    # already (a user's module imported Keras), it is left out: the TensorFlow path never needs it.
     import importlib
+    import sys
 
-    importlib.import_module("torch._dynamo")
+    if "tensorflow" not in sys.modules:
+        importlib.import_module("torch._dynamo")
     import tensorflow as tf
 
     return tf
