@@ -71,6 +71,7 @@ from rooftune.tuning.guidelines import (
     runtime_seeds,
     source_seeds,
     train_guideline,
+    train_precision_seeds,
     winograd_share,
 )
 from rooftune.tuning.result import (
@@ -356,12 +357,18 @@ class Study:
         self.guide, self.base = self.results[0], {r.config.name: r for r in self.results[1:]}
         self.phase_s["fixed"] = time.perf_counter() - self.started
 
+    def _precision_seeds(self) -> list[RunConfig]:
+        """The guideline in each reduced precision allowed (a training study's on eager)."""
+        if self.train is not None:
+            return train_precision_seeds(self.guide_cfg, self.precisions)
+        return precision_seeds(self.guide_cfg, self.available, self.precisions)
+
     def _plan(self) -> list[RunConfig]:
         """The seeds in the order they run, and the budget's share kept for the final comparisons
         (``search_until``, ``seeds_until``): what they cost on this machine, measured from the
         fixed trials' process starts."""
         limit = self.trials if self.trials is not None else 10_000
-        seeds = precision_seeds(self.guide_cfg, self.available, self.precisions)
+        seeds = self._precision_seeds()
         # the runtime that ran fastest in fp32 here goes first: where the budget leaves time for
         # one seed (a large model's quantization takes minutes on few cores), it is that one
         fastest: dict[str, float] = {}
@@ -394,7 +401,7 @@ class Study:
         reduced precision allowed are guideline configurations too, measured and checked like the
         rest (and ncnn's seeds where ncnn's converter refused the model for the guideline)."""
         if self.guidelines_only:
-            seeds = precision_seeds(self.guide_cfg, self.available, self.precisions)
+            seeds = self._precision_seeds()
             if not self.guide.ok and self.guide_cfg.runtime == "ncnn":  # its converter refused the model
                 seeds += runtime_seeds(self.platform, self.graph, self.available, self.guide_cfg,
                                        objective=self.objective, batch=self.batch)
