@@ -223,9 +223,7 @@ class Study:
                                   "allowed only with an nn.Module (a model name comes with its own inputs: --input)")
         self.model: str = model
         self.wl = load_workload(model, batch=self.batch, inputs=inputs, options=options, train=self.train)
-        if self.train is not None:
-            self.wl.train_step()  # a loss that is not a scalar is refused before any trial runs
-        elif self.batch is None and self.wl.batch != 1:
+        if self.train is None and self.batch is None and self.wl.batch != 1:
             # the model's own example inputs set the batch (a callable's, a .pt2's): every
             # configuration runs it, not only the baselines (a .pt2 exported at batch 2 runs no other)
             self.batch = self.wl.batch
@@ -243,7 +241,10 @@ class Study:
                               "allocator not tuned")
         self.step("capture and reference output", 0, 1)
         self.graph = capture(self.wl)
-        if self.graph.capture != "torch.export":
+        if self.train is not None:
+            # after the capture, which exports the forward pass in eval mode: a step trains the module
+            self.wl.train_step()  # a loss that is not a scalar is refused before any trial runs
+        elif self.graph.capture != "torch.export":
             self.notes.append(f"{self.graph.capture_note.split(';', 1)[0]}: the graph runtimes (TorchScript, ONNX Runtime, "
                               "OpenVINO, ncnn) run the model as traced on its example input, which fixes any data-dependent "
                               "branch to the one that input takes, and every configuration was verified on that input alone: "
