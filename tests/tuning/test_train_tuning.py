@@ -128,3 +128,13 @@ def test_training_trials_are_stored_apart_from_inference_ones(tmp_path: Path, mo
     with Store(db) as s, s.transaction() as t:
         keys = set(t.scalars(select(TrialRow.study_key)).all())
     assert len(keys) == 2
+
+
+def test_a_training_study_seeds_the_guideline_in_each_reduced_precision_as_autocast() -> None:
+    from rooftune.tuning.guidelines import train_precision_seeds
+
+    guide = RunConfig(runtime="eager", intra_threads=2, runtime_options={"optimizer": "fused"}, name="guideline")
+    [seed] = train_precision_seeds(guide, ("fp32", "bf16"))
+    assert (seed.runtime, seed.precision, seed.name, seed.option("optimizer")) == ("eager", "bf16", "guideline bf16",
+                                                                                   "fused")
+    assert train_precision_seeds(guide, ("fp32",)) == []

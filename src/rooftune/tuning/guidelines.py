@@ -278,6 +278,14 @@ def precision_seeds(guide: RunConfig, available: dict[str, Any], precisions: Any
     return seeds
 
 
+def train_precision_seeds(guide: RunConfig, precisions: Any) -> list[RunConfig]:
+    """A training study's reduced-precision seeds: the guideline (PyTorch eager) in each reduced
+    precision allowed, as autocast (the graph runtimes' quantizers do not train)."""
+    from dataclasses import replace
+
+    return [replace(guide, precision=p, name=f"guideline {p}") for p in precisions if p != "fp32"]
+
+
 def source_seeds(guide: RunConfig, available: dict[str, Any], objective: str = "latency") -> list[RunConfig]:
     """The guideline's threads on OpenVINO reading the ONNX export (fp32), evaluated before the
     search: the OpenVINO baseline converts the PyTorch module, and OpenVINO's CPU plugin can run

@@ -72,6 +72,7 @@ from rooftune.tuning.guidelines import (
     runtime_seeds,
     source_seeds,
     train_guideline,
+    train_precision_seeds,
     winograd_share,
 )
 from rooftune.tuning.result import (
@@ -225,9 +226,7 @@ class Study:
                                   "allowed only with an nn.Module (a model name comes with its own inputs: --input)")
         self.model: str = model
         self.wl = load_workload(model, batch=self.batch, inputs=inputs, options=options, train=self.train)
-        if self.train is not None:
-            self.wl.train_step()  # a loss that is not a scalar is refused before any trial runs
-        elif self.batch is None and self.wl.batch != 1:
+        if self.train is None and self.batch is None and self.wl.batch != 1:
             # the model's own example inputs set the batch (a callable's, a .pt2's): every
             # configuration runs it, not only the baselines (a .pt2 exported at batch 2 runs no other)
             self.batch = self.wl.batch
@@ -255,7 +254,10 @@ class Study:
                               "allocator not tuned")
         self.step("capture and reference output", 0, 1)
         self.graph = capture(self.wl)
-        if self.graph.capture not in ("torch.export", TF_CAPTURE):
+        if self.train is not None:
+            # after the capture, which exports the forward pass in eval mode: a step trains the module
+            self.wl.train_step()  # a loss that is not a scalar is refused before any trial runs
+        elif self.graph.capture not in ("torch.export", TF_CAPTURE):
             self.notes.append(f"{self.graph.capture_note.split(';', 1)[0]}: the graph runtimes (TorchScript, ONNX Runtime, "
                               "OpenVINO, ncnn) run the model as traced on its example input, which fixes any data-dependent "
                               "branch to the one that input takes, and every configuration was verified on that input alone: "
@@ -369,12 +371,18 @@ class Study:
         self.guide, self.base = self.results[0], {r.config.name: r for r in self.results[1:]}
         self.phase_s["fixed"] = time.perf_counter() - self.started
 
+    def _precision_seeds(self) -> list[RunConfig]:
+        """The guideline in each reduced precision allowed (a training study's on eager)."""
+        if self.train is not None:
+            return train_precision_seeds(self.guide_cfg, self.precisions)
+        return precision_seeds(self.guide_cfg, self.available, self.precisions)
+
     def _plan(self) -> list[RunConfig]:
         """The seeds in the order they run, and the budget's share kept for the final comparisons
         (``search_until``, ``seeds_until``): what they cost on this machine, measured from the
         fixed trials' process starts."""
         limit = self.trials if self.trials is not None else 10_000
-        seeds = precision_seeds(self.guide_cfg, self.available, self.precisions)
+        seeds = self._precision_seeds()
         # the runtime that ran fastest in fp32 here goes first: where the budget leaves time for
         # one seed (a large model's quantization takes minutes on few cores), it is that one
         fastest: dict[str, float] = {}
@@ -407,7 +415,7 @@ class Study:
         reduced precision allowed are guideline configurations too, measured and checked like the
         rest (and ncnn's seeds where ncnn's converter refused the model for the guideline)."""
         if self.guidelines_only:
-            seeds = precision_seeds(self.guide_cfg, self.available, self.precisions)
+            seeds = self._precision_seeds()
             if not self.guide.ok and self.guide_cfg.runtime == "ncnn":  # its converter refused the model
                 seeds += runtime_seeds(self.platform, self.graph, self.available, self.guide_cfg,
                                        objective=self.objective, batch=self.batch)
