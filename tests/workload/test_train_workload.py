@@ -110,3 +110,9 @@ def test_training_options_are_refused_without_train() -> None:
         spec_from_options(False, "adamw")
     with pytest.raises(InvalidArgument, match="train"):
         load_workload(CNN, train="yes")  # type: ignore[arg-type]
+
+
+def test_a_tensorflow_model_is_refused_for_training_before_it_loads() -> None:
+    for name in ("keras:MobileNetV2", "model.keras"):
+        with pytest.raises(InvalidArgument, match="invalid train .*a PyTorch model"):
+            load_workload(name, train=True)

@@ -156,6 +156,9 @@ class KerasWorkload:
     exported: Any = None
     call: Any = None
     framework: str = "tensorflow"
+    #: A training step's spec, as a PyTorch Workload has; a TensorFlow model is analysed and tuned
+    #: for inference only (``--train`` refuses it), so always None.
+    train: None = None
 
     @property
     def batch(self) -> int:
