@@ -13,8 +13,10 @@ loaded.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Sequence
+import sys
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,13 +64,30 @@ def _tf() -> Any:
     # So it is loaded first, whichever framework the process runs next; where TensorFlow is in
     # already (a user's module imported Keras), it is left out: the TensorFlow path never needs it.
     import importlib
-    import sys
 
     if "tensorflow" not in sys.modules:
         importlib.import_module("torch._dynamo")
+        with _quiet_stderr():  # its start-up notes are written before its log level is read
+            import tensorflow as tf
     import tensorflow as tf
 
     return tf
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """File descriptor 2 sent to /dev/null inside (C++ libraries write there directly); an
+    exception still propagates with its message."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
 
 
 def is_keras_model(obj: Any) -> bool:
