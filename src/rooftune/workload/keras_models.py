@@ -39,6 +39,10 @@ KERAS_APPLICATIONS: dict[str, int] = {
     "VGG16": 224, "VGG19": 224, "DenseNet121": 224, "DenseNet169": 224, "DenseNet201": 224,
     "EfficientNetB0": 224, "EfficientNetV2B0": 224, "NASNetMobile": 224, "ConvNeXtTiny": 224,
 }
+# TensorFlow's C++ notes (oneDNN, CPU features, each traced step's profiler session) go to stderr;
+# rooftune reports what matters itself. Set here, before a user's module can import TensorFlow
+# (module:callable); a level the user set stays.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 #: What to install where TensorFlow is missing (the project's ``tf`` extra).
 INSTALL = "pip install 'rooftune[tf]' (tensorflow-cpu and tf2onnx)"
 
@@ -56,9 +60,6 @@ def _tf() -> Any:
     why = tensorflow_missing()
     if why:
         raise WorkloadError(why)
-    # TensorFlow's C++ start-up notes (oneDNN, CPU features) go to stderr at import; rooftune
-    # reports what matters itself
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     # torch's compiler stack (torch.export, torch.compile) loads Triton, which brings its own LLVM:
     # loaded after TensorFlow's, it crashes the process at its import; loaded before, both run.
     # So it is loaded first, whichever framework the process runs next; where TensorFlow is in
