@@ -383,7 +383,7 @@ class _Run:
                  train=a["train"], **kwargs)
         result.tune = r
         result.files["best configuration"] = "best.json"
-        vanilla = r.baselines.get("vanilla")
+        vanilla = r.baselines.get(result.vanilla[0])
         if vanilla is not None and vanilla.ok:
             save_config(vanilla, out_dir / "vanilla.json", r.workload)
             result.files["vanilla configuration"] = "vanilla.json"

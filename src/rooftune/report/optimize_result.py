@@ -59,11 +59,19 @@ class OptimizeResult:
         return self.given or self.model
 
     @property
+    def vanilla(self) -> tuple[str, str]:
+        """The framework's vanilla baseline and how it reads: ``vanilla`` (PyTorch) or
+        ``tensorflow-vanilla`` (a TensorFlow model's)."""
+        if self.tune is not None and "tensorflow-vanilla" in self.tune.baselines:
+            return "tensorflow-vanilla", "vanilla TensorFlow"
+        return "vanilla", "vanilla PyTorch training" if self.train is not None else "vanilla PyTorch"
+
+    @property
     def speedup(self) -> dict[str, Any] | None:
-        """The tuned configuration against vanilla PyTorch, measured interleaved: ratio and 95 % CI."""
+        """The tuned configuration against the framework's vanilla, measured interleaved: ratio and 95 % CI."""
         if self.tune is None:
             return None
-        return self.tune.speedup.get("vanilla")
+        return self.tune.speedup.get(self.vanilla[0])
 
     def batch_text(self) -> str:
         """The batch as the tuning step saw it (see TuneResult.batch_text), else ``batch N``."""
@@ -72,14 +80,13 @@ class OptimizeResult:
     def headline(self) -> str:
         sp = self.speedup
         if self.tune is None or sp is None or not sp.get("ratio") == sp.get("ratio"):
-            return "no tuned configuration was measured against vanilla PyTorch"
+            return f"no tuned configuration was measured against {self.vanilla[1]}"
         what = "latency" if self.objective == "latency" else "throughput"
         if self.train is not None:
             what = "step time" if self.objective == "latency" else "samples/s"
         ci = ci_text(sp.get("ci_low", math.nan), sp.get("ci_high", math.nan), label="95 % CI ")
-        vanilla = "vanilla PyTorch training" if self.train is not None else "vanilla PyTorch"
-        line = f"{sp['ratio']:.2f}x faster than {vanilla} ({what}, {ci}) with {self.tune.best.describe()}"
-        pairs = self.tune.unsteady().get("vanilla")
+        line = f"{sp['ratio']:.2f}x faster than {self.vanilla[1]} ({what}, {ci}) with {self.tune.best.describe()}"
+        pairs = self.tune.unsteady().get(self.vanilla[0])
         if pairs:  # the host's speed changed during the comparison: say so where the claim is made
             line += f"; unsteady: its pairs of processes read {', '.join(f'{x:.2f}x' for x in pairs)}"
         return line

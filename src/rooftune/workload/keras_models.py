@@ -13,8 +13,10 @@ loaded.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Sequence
+import sys
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +39,10 @@ KERAS_APPLICATIONS: dict[str, int] = {
     "VGG16": 224, "VGG19": 224, "DenseNet121": 224, "DenseNet169": 224, "DenseNet201": 224,
     "EfficientNetB0": 224, "EfficientNetV2B0": 224, "NASNetMobile": 224, "ConvNeXtTiny": 224,
 }
+# TensorFlow's C++ notes (oneDNN, CPU features, each traced step's profiler session) go to stderr;
+# rooftune reports what matters itself. Set here, before a user's module can import TensorFlow
+# (module:callable); a level the user set stays.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 #: What to install where TensorFlow is missing (the project's ``tf`` extra).
 INSTALL = "pip install 'rooftune[tf]' (tensorflow-cpu and tf2onnx)"
 
@@ -54,21 +60,35 @@ def _tf() -> Any:
     why = tensorflow_missing()
     if why:
         raise WorkloadError(why)
-    # TensorFlow's C++ start-up notes (oneDNN, CPU features) go to stderr at import; rooftune
-    # reports what matters itself
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     # torch's compiler stack (torch.export, torch.compile) loads Triton, which brings its own LLVM:
     # loaded after TensorFlow's, it crashes the process at its import; loaded before, both run.
     # So it is loaded first, whichever framework the process runs next; where TensorFlow is in
     # already (a user's module imported Keras), it is left out: the TensorFlow path never needs it.
     import importlib
-    import sys
 
     if "tensorflow" not in sys.modules:
         importlib.import_module("torch._dynamo")
+        with _quiet_stderr():  # its start-up notes are written before its log level is read
+            import tensorflow as tf
     import tensorflow as tf
 
     return tf
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """File descriptor 2 sent to /dev/null inside (C++ libraries write there directly); an
+    exception still propagates with its message."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
 
 
 def is_keras_model(obj: Any) -> bool:
