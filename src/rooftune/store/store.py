@@ -709,21 +709,18 @@ class Store:
 
     def save_sweep_point(self, platform: Platform | GpuDevice, point: Mapping[str, Any]) -> bool:
         """Store one sweep point (its ``to_dict``) in its own transaction, so an interrupted sweep
-        keeps every point it finished; a key already stored on the platform is kept as it is.
+        keeps every point it finished; a key already stored on the platform is kept as it is (one
+        ``ON CONFLICT DO NOTHING`` insert: nodes of a fleet sweeping at once never both add it).
         Returns whether it was added."""
+        variant = point["variant"]
+        values = dict(
+            platform_id=platform.id, point_key=point["key"], family=point["family"], pass_name=point["pass_"],
+            precision=point["precision"], params=dict(point["params"]), status=point["status"],
+            variant="|".join(str(variant[k]) for k in sorted(variant)), created_at=float(point["created_at"]),
+            data=_finite(dict(point)))
         with self.transaction() as s:
             self._upsert_platform(s, platform)
-            q = select(SweepPointRow.id).where(SweepPointRow.platform_id == platform.id,
-                                               SweepPointRow.point_key == point["key"])
-            if s.scalar(q) is not None:
-                return False
-            variant = point["variant"]
-            s.add(SweepPointRow(
-                platform_id=platform.id, point_key=point["key"], family=point["family"], pass_name=point["pass_"],
-                precision=point["precision"], params=dict(point["params"]), status=point["status"],
-                variant="|".join(str(variant[k]) for k in sorted(variant)), created_at=float(point["created_at"]),
-                data=_finite(dict(point))))
-        return True
+            return self._insert_new(s, SweepPointRow, values, ("platform_id", "point_key"))
 
     def sweep_points(self, platform_id: str | None = None, family: str | None = None) -> list[dict[str, Any]]:
         """Stored sweep points (their ``to_dict``), oldest first, of one platform and family or all."""
