@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from rooftune.errors import InvalidArgument, WorkloadError, one_line
-from rooftune.workload.shapes import check_elements, format_shape, with_batch
+from rooftune.workload.shapes import ExampleInputs, check_elements, format_shape, with_batch
 
 #: The prefix that names a Keras application.
 PREFIX = "keras:"
@@ -164,7 +164,7 @@ class TFRunner:
 
 
 @dataclass(frozen=True)
-class KerasWorkload:
+class KerasWorkload(ExampleInputs):
     """A TensorFlow model ready to run: the frozen graph's runner, its inputs (torch tensors in the
     model's own layout), and where it came from. Read as :class:`rooftune.workload.Workload` is."""
 
@@ -179,14 +179,6 @@ class KerasWorkload:
     #: A training step's spec, as a PyTorch Workload has; a TensorFlow model is analysed and tuned
     #: for inference only (``--train`` refuses it), so always None.
     train: None = None
-
-    @property
-    def batch(self) -> int:
-        return int(self.inputs[0].shape[0]) if self.inputs and self.inputs[0].dim() else 1
-
-    @property
-    def input_shapes(self) -> list[tuple[int, ...]]:
-        return [tuple(int(d) for d in x.shape) for x in self.inputs]
 
     def inputs_text(self) -> str:
         return ", ".join(format_shape(s) for s in self.input_shapes)

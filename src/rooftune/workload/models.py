@@ -29,7 +29,13 @@ from rooftune.workload.keras_models import (
     is_saved_model,
     load_tf_workload,
 )
-from rooftune.workload.shapes import batched_like_first, check_elements, format_shape, with_batch
+from rooftune.workload.shapes import (
+    ExampleInputs,
+    batched_like_first,
+    check_elements,
+    format_shape,
+    with_batch,
+)
 from rooftune.workload.training import (
     TRAIN_BATCH,
     TRAIN_FRAMEWORKS,
@@ -58,7 +64,7 @@ _VIDEO_LARGE = ("mvit", "s3d", "swin3d")
 
 
 @dataclass(frozen=True)
-class Workload:
+class Workload(ExampleInputs):
     """A model ready to run: the module in eval mode, its example inputs, and where it came from."""
 
     name: str
@@ -73,14 +79,6 @@ class Workload:
     #: A training workload's step (optimizer, loss): analysis and tuning run a training step of
     #: the model (:class:`rooftune.workload.training.TrainStep`) instead of a forward pass.
     train: TrainSpec | None = None
-
-    @property
-    def batch(self) -> int:
-        return int(self.inputs[0].shape[0]) if self.inputs and self.inputs[0].dim() else 1
-
-    @property
-    def input_shapes(self) -> list[tuple[int, ...]]:
-        return [tuple(int(d) for d in x.shape) for x in self.inputs]
 
     def inputs_text(self) -> str:
         """``1x3x224x224``, or with the call's names: ``x 1x3x16x16, extra['bias'] 1x8, scale scalar``."""

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rooftune.errors import InvalidArgument
+
+if TYPE_CHECKING:
+    import torch
 
 _SHAPE = re.compile(r"^\d+(x\d+)*$")
 #: An input larger than this many elements (4 GiB of fp32) is a typo, not a workload.
@@ -55,3 +59,18 @@ def batched_like_first(shapes: Sequence[tuple[int, ...]]) -> list[bool]:
     non-scalar input's (not a lookup table's, a bias's or a scalar's)."""
     lead = next((s[0] for s in shapes if s), None)
     return [bool(s) and s[0] == lead for s in shapes]
+
+
+class ExampleInputs:
+    """What every workload (a PyTorch :class:`rooftune.workload.Workload`, a TensorFlow one) says
+    of its example inputs, whose batch is the first dimension of the first."""
+
+    inputs: tuple[torch.Tensor, ...]
+
+    @property
+    def batch(self) -> int:
+        return int(self.inputs[0].shape[0]) if self.inputs and self.inputs[0].dim() else 1
+
+    @property
+    def input_shapes(self) -> list[tuple[int, ...]]:
+        return [tuple(int(d) for d in x.shape) for x in self.inputs]
