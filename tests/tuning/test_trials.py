@@ -1112,7 +1112,7 @@ def test_a_module_is_tuned_as_a_pt2_named_by_its_content(tmp_path: Path, monkeyp
     monkeypatch.setattr(study, "_evaluate", fake_evaluate)
     monkeypatch.setattr(final, "interleaved", lambda a, b, setup, objective, policy, pairs=None: {
         "ratio": 1.0, "ci_low": 1.0, "ci_high": 1.0, "pairs": 1})
-    monkeypatch.setattr("rooftune.store.store.data_dir", lambda: tmp_path / "data")
+    monkeypatch.setattr("rooftune.store.urls.data_dir", lambda: tmp_path / "data")
     torch.manual_seed(0)
     m = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU())
     x = torch.randn(1, 3, 16, 16)

@@ -13,9 +13,7 @@ the last committed state and never wait for a writer.
 from __future__ import annotations
 
 import functools
-import math
 import os
-import re
 import sqlite3
 import statistics
 import time
@@ -34,7 +32,9 @@ from sqlalchemy.orm import Session
 from rooftune.errors import StoreError
 from rooftune.platform import Platform
 from rooftune.platform.gpu import GpuDevice
+from rooftune.store.fleet_rows import FleetRows
 from rooftune.store.migrations import MIGRATIONS, SCHEMA_VERSION, pending
+from rooftune.store.profile_rows import ProfileRows
 from rooftune.store.schema import (
     AnalysisRow,
     CeilingsRow,
@@ -46,9 +46,19 @@ from rooftune.store.schema import (
     SweepPointRow,
     TrialRow,
 )
+from rooftune.store.sweep_rows import SweepRows
+from rooftune.store.urls import (
+    CREDENTIALS,
+    DB_ENV,
+    HIDDEN,
+    data_dir,
+    default_db_path,
+    modules_dir,
+    redact_url,
+    resolve_url,
+)
+from rooftune.store.values import finite
 
-#: Environment variable that names the store when --db is not given.
-DB_ENV = "ROOFTUNE_DB"
 #: How long a writer waits for another process's transaction before giving up (ms). Ceilings
 #: runs write once at the end, so 30 s is far longer than any lock is held.
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -59,55 +69,6 @@ CONNECT_TIMEOUT_S = 5
 #: Lock that serializes the schema check and migrations of processes opening one PostgreSQL store
 #: at the same moment (a transaction-level advisory lock: released at commit).
 PG_MIGRATION_LOCK = 0x726F6F66
-
-
-def data_dir() -> Path:
-    """rooftune's folder in the user data directory (platformdirs: ``$XDG_DATA_HOME/rooftune``,
-    by default ``~/.local/share/rooftune`` on Linux): the default store, the modules exported for
-    studies, the performance models transferred to this machine."""
-    from platformdirs import user_data_dir
-
-    return Path(user_data_dir("rooftune", appauthor=False))
-
-
-def default_db_path() -> Path:
-    return data_dir() / "rooftune.db"
-
-
-def modules_dir() -> Path:
-    """Where a module given to ``tune`` without ``save`` is exported (a .pt2 file per module)."""
-    return data_dir() / "modules"
-
-
-def resolve_url(db: str | os.PathLike[str] | None = None) -> str:
-    """``db`` (a URL or a file path), else $ROOFTUNE_DB, else the file in the user's data directory."""
-    if db is not None and not str(db).strip():
-        raise StoreError(f"--db is empty; pass a file path or an SQLAlchemy URL, or leave it out for {default_db_path()}")
-    value = str(db) if db is not None else os.environ.get(DB_ENV) or str(default_db_path())
-    if "://" in value:
-        return value
-    return f"sqlite:///{Path(value).expanduser().absolute()}"
-
-
-#: What stands for a password wherever a database URL is printed or written.
-HIDDEN = "***"
-#: ``scheme://user:password@rest``, the password running to the last '@': a password with an
-#: unencoded '@' in it is hidden whole (with more than it, where a query holds an '@' too).
-_CREDENTIALS = re.compile(r"^(?P<head>[^:/?#]+://[^:/@?#]*):(?P<password>.*)@(?P<rest>[^@]*)$", re.DOTALL)
-
-
-def redact_url(url: str | os.PathLike[str]) -> str:
-    """``url`` as it may be shown or written anywhere: its password replaced by ``***``
-    (``postgresql://user:***@host/db``); a file path or a URL without a password as given."""
-    text = str(url)
-    try:
-        parsed = make_url(text)
-    except (ArgumentError, ValueError):
-        parsed = None
-    if parsed is not None and parsed.password is not None and text.count("@") == 1:
-        return parsed.render_as_string(hide_password=True)
-    m = _CREDENTIALS.match(text)  # unparsable, or an '@' that SQLAlchemy may read otherwise
-    return f"{m['head']}:{HIDDEN}@{m['rest']}" if m else text
 
 
 def _check_sqlite_file(path: Path, chosen: bool = True) -> None:
@@ -150,7 +111,7 @@ def _check_sqlite_file(path: Path, chosen: bool = True) -> None:
         )
 
 
-class Store:
+class Store(ProfileRows, FleetRows, SweepRows):
     """A rooftune database. ``Store()`` opens the default one, ``Store(url_or_path)`` any other.
 
     Opening creates the schema or upgrades an older one; a database written by a newer rooftune,
@@ -233,7 +194,7 @@ class Store:
     def _secrets(self) -> list[str]:
         """The URL's password as written and as decoded (a driver quotes it decoded: %40 as '@'),
         longest first."""
-        m = _CREDENTIALS.match(self.url)
+        m = CREDENTIALS.match(self.url)
         try:
             decoded = make_url(self.url).password
         except (ArgumentError, ValueError):
@@ -486,8 +447,8 @@ class Store:
         with self.transaction() as s:
             self._upsert_platform(s, platform)
             values = {"platform_id": platform.id, "study_key": study_key, "config_key": config_key,
-                      "created_at": time.time(), "status": status, "config": _finite(dict(config)),
-                      "result": _finite(dict(result))}
+                      "created_at": time.time(), "status": status, "config": finite(dict(config)),
+                      "result": finite(dict(result))}
             # a configuration another node of the study stored first keeps its row
             self._insert_new(s, TrialRow, values, ["study_key", "config_key"])
             return int(s.scalars(select(TrialRow.id).where(TrialRow.study_key == study_key,
@@ -499,195 +460,6 @@ class Store:
             q = select(TrialRow).where(TrialRow.study_key == study_key).order_by(TrialRow.id)
             return [{"config_key": r.config_key, "status": r.status, "config": dict(r.config),
                      "result": dict(r.result), "created_at": r.created_at} for r in s.scalars(q).all()]
-
-    # ------------------------------------------------------------------ profiles
-
-    _PROFILE_FIELDS = ("spec_key", "spec", "primitive", "threads", "status", "median_s", "iqr_s", "repetitions",
-                       "reason", "warnings", "sources", "pass_medians", "pass_canary", "fastest_s")
-
-    def save_profiles(self, platform: Platform | Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> int:
-        """Store profiled rows of one platform in one transaction; a row whose (platform, spec,
-        primitive, threads) is already stored keeps its figures and gains the networks the new
-        row names as its sources. Returns how many were added."""
-        return self.save_profile_groups([(platform, rows)])
-
-    def save_profile_groups(self, groups: Sequence[tuple[Platform | Mapping[str, Any], Sequence[Mapping[str, Any]]]]) -> int:
-        """Rows of several platforms (a platform may be a stored fingerprint, as a dataset file
-        carries it) in one transaction: all are stored or none."""
-        added = 0
-        with self.transaction() as s:
-            for platform, rows in groups:
-                if isinstance(platform, Platform):
-                    pid = platform.id
-                    self._upsert_platform(s, platform)
-                else:
-                    pid = str(platform["id"])
-                    self._insert_new(s, PlatformRow, {"id": pid, "cpu_model": str(platform.get("cpu_model", "")),
-                                                      "created_at": time.time(), "fingerprint": dict(platform)}, ["id"])
-                have = self._profile_keys(s, pid)
-                seen_sources: dict[str, list[str]] = {}
-
-                def seen(r: Mapping[str, Any], seen_sources: dict[str, list[str]] = seen_sources) -> None:
-                    known = seen_sources.setdefault(r["spec_key"], [])
-                    known.extend(x for x in r.get("sources") or [] if x not in known)
-
-                new: list[tuple[Mapping[str, Any], dict[str, Any]]] = []
-                for r in rows:
-                    k = (r["spec_key"], r["primitive"], int(r["threads"]))
-                    if k in have:
-                        seen(r)
-                        continue
-                    have.add(k)
-                    values = _finite({f: r.get(f) for f in self._PROFILE_FIELDS})
-                    values.update(warnings=list(r.get("warnings") or []), sources=list(r.get("sources") or []),
-                                  repetitions=int(r.get("repetitions") or 0), reason=r.get("reason") or "",
-                                  pass_medians=_pass_medians(values))
-                    values["pass_canary"] = _pass_canary(values)
-                    new.append((r, {"platform_id": pid, "created_at": float(r.get("created_at") or time.time()),
-                                     **values}))
-                # another writer (a node of a fleet) may have stored some since they were read: its rows stay
-                inserted = self._insert_new_rows(s, [row for _, row in new])
-                for r, row in new:
-                    if (row["spec_key"], row["primitive"], int(row["threads"])) in inserted:
-                        added += 1
-                    else:
-                        seen(r)
-                self._merge_sources(s, pid, seen_sources)  # autoflush: rows added above are seen
-        return added
-
-    def add_profile_sources(self, platform_id: str, sources: Mapping[str, Sequence[str]]) -> int:
-        """Record that the stored rows of these specs (spec_key -> networks) also come from these
-        networks: a campaign that meets a layer already profiled for another network. Returns how
-        many rows changed."""
-        with self.transaction() as s:
-            return self._merge_sources(s, platform_id, sources)
-
-    @staticmethod
-    def _merge_sources(s: Session, platform_id: str, sources: Mapping[str, Sequence[str]]) -> int:
-        wanted = {k: list(v) for k, v in sources.items() if v}
-        if not wanted:
-            return 0
-        changed = 0
-        keys = list(wanted)
-        for i in range(0, len(keys), 500):  # bounded IN lists
-            q = select(ProfileRow).where(ProfileRow.platform_id == platform_id, ProfileRow.spec_key.in_(keys[i:i + 500]))
-            for row in s.scalars(q):
-                have = list(row.sources or [])
-                new = [x for x in wanted[row.spec_key] if x not in have]
-                if new:
-                    row.sources = have + new  # a new list: the JSON column sees the change
-                    changed += 1
-        return changed
-
-    def update_profiles(self, platform_id: str, rows: Sequence[Mapping[str, Any]]) -> int:
-        """Replace the figures of stored rows (a later pass of a campaign: status, median, IQR,
-        fastest sample, repetitions, reason, warnings, pass medians) in one transaction. A row not stored is an
-        error and nothing is changed. Returns how many were updated."""
-        with self.transaction() as s:
-            for r in rows:
-                q = select(ProfileRow).where(ProfileRow.platform_id == platform_id,
-                                             ProfileRow.spec_key == r["spec_key"],
-                                             ProfileRow.primitive == r["primitive"],
-                                             ProfileRow.threads == int(r["threads"]))
-                row = s.scalars(q).one_or_none()
-                if row is None:
-                    raise StoreError(f"no profiled row {r['spec_key']}/{r['primitive']}/{r['threads']} on platform "
-                                     f"{platform_id} to update; nothing was changed")
-                values = _finite({f: r.get(f) for f in ("status", "median_s", "iqr_s", "fastest_s")})
-                row.status, row.median_s, row.iqr_s = values["status"], values["median_s"], values["iqr_s"]
-                row.fastest_s = values["fastest_s"]
-                row.repetitions = int(r.get("repetitions") or 0)
-                row.reason = r.get("reason") or ""
-                row.warnings = list(r.get("warnings") or [])
-                row.pass_medians = _pass_medians(values | {"pass_medians": r.get("pass_medians")})
-                row.pass_canary = _pass_canary({"pass_medians": row.pass_medians, "pass_canary": r.get("pass_canary")})
-        return len(rows)
-
-    @staticmethod
-    def _profile_keys(s: Session, platform_id: str) -> set[tuple[str, str, int]]:
-        q = select(ProfileRow.spec_key, ProfileRow.primitive, ProfileRow.threads).where(ProfileRow.platform_id == platform_id)
-        return {(a, b, int(c)) for a, b, c in s.execute(q).all()}
-
-    def profile_keys(self, platform_id: str) -> set[tuple[str, str, int]]:
-        """(spec_key, primitive, threads) already profiled on a platform: what a campaign skips."""
-        with self.transaction() as s:
-            return self._profile_keys(s, platform_id)
-
-    def profiles(self, platform_id: str | None = None) -> list[dict[str, Any]]:
-        """Profiled rows (of one platform, or all), oldest first, with ``platform_id``."""
-        with self.transaction() as s:
-            q = select(ProfileRow).order_by(ProfileRow.id)
-            if platform_id:
-                q = q.where(ProfileRow.platform_id == platform_id)
-            out = []
-            for r in s.scalars(q).all():
-                row = {"platform_id": r.platform_id, "created_at": r.created_at,
-                       **{f: getattr(r, f) for f in self._PROFILE_FIELDS}}
-                row["pass_medians"] = _pass_medians(row)
-                row["pass_canary"] = _pass_canary(row)
-                out.append(row)
-            return out
-
-    def profiled_platforms(self) -> dict[str, int]:
-        """Profiled rows per platform id, for the platforms that have any."""
-        from sqlalchemy import func
-
-        with self.transaction() as s:
-            q = select(ProfileRow.platform_id, func.count()).group_by(ProfileRow.platform_id)
-            return {pid: int(n) for pid, n in s.execute(q).all()}
-
-    # ------------------------------------------------------------------ fleet runs
-
-    def start_fleet_run(self, run_id: str, *, kind: str, name: str, cluster: str, nodes: Mapping[str, str],
-                        planned: int) -> None:
-        """Record a campaign or study that a fleet starts (``nodes``: node id -> platform id)."""
-        now = time.time()
-        with self.transaction() as s:
-            s.add(FleetRunRow(id=run_id, kind=kind, name=name[:256], cluster=redact_url(cluster)[:256], started_at=now,
-                              heartbeat_at=now, finished_at=None, planned=planned, done=0, nodes=dict(nodes),
-                              status="running"))
-
-    def update_fleet_run(self, run_id: str, *, done: int | None = None, nodes: Mapping[str, str] | None = None,
-                         status: str | None = None) -> None:
-        """Its progress (and the time of it); a ``status`` other than running also ends it."""
-        with self.transaction() as s:
-            row = s.get_one(FleetRunRow, run_id)
-            row.heartbeat_at = time.time()
-            if done is not None:
-                row.done = done
-            if nodes is not None:
-                row.nodes = dict(nodes)
-            if status is not None:
-                row.status = status
-                if status != "running":
-                    row.finished_at = row.heartbeat_at
-
-    def recent_studies(self, since: float) -> dict[str, dict[str, Any]]:
-        """Studies with a trial stored at ``since`` or later: study key -> trials, newest trial's
-        time and platform ids."""
-        from sqlalchemy import func
-
-        with self.transaction() as s:
-            keys = select(TrialRow.study_key).where(TrialRow.created_at >= since).distinct()
-            q = (select(TrialRow.study_key, TrialRow.platform_id, func.count(), func.max(TrialRow.created_at))
-                 .where(TrialRow.study_key.in_(keys)).group_by(TrialRow.study_key, TrialRow.platform_id))
-            out: dict[str, dict[str, Any]] = {}
-            for key, pid, n, last in s.execute(q).all():
-                entry = out.setdefault(key, {"trials": 0, "last_at": 0.0, "platforms": []})
-                entry["trials"] += int(n)
-                entry["last_at"] = max(entry["last_at"], float(last))
-                entry["platforms"].append(pid)
-            return out
-
-    def fleet_runs(self, in_flight: bool = True) -> list[dict[str, Any]]:
-        """Fleet runs, oldest first: those not finished, or all."""
-        with self.transaction() as s:
-            q = select(FleetRunRow).order_by(FleetRunRow.started_at)
-            if in_flight:
-                q = q.where(FleetRunRow.finished_at.is_(None))
-            return [{c: getattr(r, c) for c in ("id", "kind", "name", "cluster", "started_at", "heartbeat_at",
-                                                 "finished_at", "planned", "done", "status")} | {"nodes": dict(r.nodes)}
-                    for r in s.scalars(q).all()]
 
     def fingerprints(self) -> dict[str, dict[str, Any]]:
         """Every stored platform's fingerprint as stored (JSON), by id."""
@@ -704,33 +476,6 @@ class Store:
         }[table]
         with self.transaction() as s:
             return int(s.scalar(select(func.count()).select_from(model)) or 0)
-
-    # ------------------------------------------------------------------ sweep points
-
-    def save_sweep_point(self, platform: Platform | GpuDevice, point: Mapping[str, Any]) -> bool:
-        """Store one sweep point (its ``to_dict``) in its own transaction, so an interrupted sweep
-        keeps every point it finished; a key already stored on the platform is kept as it is (one
-        ``ON CONFLICT DO NOTHING`` insert: nodes of a fleet sweeping at once never both add it).
-        Returns whether it was added."""
-        variant = point["variant"]
-        values = dict(
-            platform_id=platform.id, point_key=point["key"], family=point["family"], pass_name=point["pass_"],
-            precision=point["precision"], params=dict(point["params"]), status=point["status"],
-            variant="|".join(str(variant[k]) for k in sorted(variant)), created_at=float(point["created_at"]),
-            data=_finite(dict(point)))
-        with self.transaction() as s:
-            self._upsert_platform(s, platform)
-            return self._insert_new(s, SweepPointRow, values, ("platform_id", "point_key"))
-
-    def sweep_points(self, platform_id: str | None = None, family: str | None = None) -> list[dict[str, Any]]:
-        """Stored sweep points (their ``to_dict``), oldest first, of one platform and family or all."""
-        with self.transaction() as s:
-            q = select(SweepPointRow).order_by(SweepPointRow.id)
-            if platform_id:
-                q = q.where(SweepPointRow.platform_id == platform_id)
-            if family:
-                q = q.where(SweepPointRow.family == family)
-            return [dict(r.data) for r in s.scalars(q).all()]
 
     def close(self) -> None:
         self.engine.dispose()
@@ -759,36 +504,3 @@ def _install_sqlite_pragmas(engine: Engine) -> None:
 
 
 __all__ = ["DB_ENV", "Store", "data_dir", "default_db_path", "modules_dir", "redact_url", "resolve_url"]
-
-
-def _finite(obj: Any) -> Any:
-    """NaN and infinities as null: JSON has no such numbers, and SQLite's JSON functions refuse them."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
-    return obj
-
-
-def _pass_medians(row: Mapping[str, Any]) -> list[float]:
-    """A profiled row's pass medians: as stored, else (a row from before passes, or an import
-    without them) its one median for an ok row, none otherwise."""
-    stored = row.get("pass_medians")
-    if stored:
-        return [float(v) for v in stored if v is not None]
-    median = row.get("median_s")
-    return [float(median)] if row.get("status") == "ok" and median is not None else []
-
-
-def _pass_canary(row: Mapping[str, Any]) -> list[float | None] | None:
-    """A profiled row's probe readings, one per pass (None for a pass taken without the probe),
-    or None when the row has none (stored before the probe, or imported without it)."""
-    stored = row.get("pass_canary")
-    medians = row.get("pass_medians") or []
-    if not stored or not medians:
-        return None
-    readings = [float(v) if isinstance(v, (int, float)) and v > 0 else None for v in stored][: len(medians)]
-    readings += [None] * (len(medians) - len(readings))
-    return readings if any(v is not None for v in readings) else None
