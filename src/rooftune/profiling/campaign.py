@@ -250,152 +250,193 @@ def run_campaign(
     ``runner``: one the caller keeps warm across campaigns (a fleet node's), used instead and left open."""
     from rooftune.platform import current_platform
 
-    platform = current_platform()
     check_campaign(threads, budget_s)
     check_passes(passes)
     check_passes(extra_passes, "extra passes", low=0)
-    prims = all_primitives(list(primitives) if primitives else None)
-    names = [p.name for p in prims] + ([f"{TRANSFORM_PREFIX}{t}" for t in TRANSFORMS] if transforms else [])
-    keys = {(spec.key(), n, t) for t in threads for spec, _ in specs for n in names}
-    stored = _stored(store, platform.id, keys)
-    # a layer already profiled for another network: its rows now name this campaign's networks too
-    # (splitting by network, `rooftune train --eval`, must see every network a layer belongs to)
-    wanted = {spec.key(): list(sources) for spec, sources in specs}
-    lacking = {k[0]: wanted[k[0]] for k, r in stored.items()
-               if any(x not in (r.get("sources") or []) for x in wanted[k[0]])}
-    if lacking:  # read from the rows just loaded: a resumed campaign writes nothing
-        store.add_profile_sources(platform.id, lacking)
-    started = time.perf_counter()
-    steal = Steal()
-    result = CampaignResult(platform.id, passes=passes, extra_passes=extra_passes if passes > 1 else 0)
-    todo = []
-    for t in threads:
-        for spec, sources in specs:
-            skip = {n for n in names if (spec.key(), n, t) in stored}
-            result.skipped += len(skip)
-            if len(skip) < len(names):
-                todo.append((t, spec, sources, skip))
-    result.planned = len(todo)
-    # Later passes, as far as they can be known before the first: the new specs, and the stored
-    # rows that lack passes. Only for the progress bar's total and ETA.
-    fresh = {(t, spec.key()) for t, spec, _, _ in todo}
-    later = [(index, t, spec, sources) for index in range(2, passes + 1) for t in threads for spec, sources in specs]
-    total = len(todo) + sum(1 for w in later if (w[1], w[2].key()) in fresh or _due(stored, *w[:3], names))
-    step = progress or (lambda *_: None)
-    previous = torch.get_num_threads()
+    campaign = _Campaign(current_platform(), specs, store, all_primitives(list(primitives) if primitives else None),
+                         tuple(threads), budget_s, policy, progress, transforms, passes, extra_passes)
     own_runner = runner is None
-    if runner is None:
-        runner = Isolated(time_limit_s) if isolate else InProcess(prims, Canary())
-    canary = runner.probe  # read where the kernels run, at their threads
-    # What quiet is measured against, per thread count: the fastest of the rows' stored readings
-    # (each the slower of the two around a row), so that a resumed campaign judges its stored
-    # passes as the uninterrupted one did.
-    refs: dict[int, float | None] = {t: fastest_reading(v for k, r in stored.items() if k[2] == t
-                                                  for v in r.get("pass_canary") or []) for t in threads}
+    runner = runner if runner is not None else (
+        Isolated(time_limit_s) if isolate else InProcess(campaign.prims, Canary()))
+    previous = torch.get_num_threads()
+    try:
+        campaign.start(runner)
+        campaign.first_pass()
+        campaign.later_passes()
+        campaign.confirmation_passes()
+        campaign.summarize()
+    finally:
+        if own_runner:
+            runner.close()
+        torch.set_num_threads(previous)
+    return campaign.finish()
 
-    def seen(t: int, readings: Sequence[float | None]) -> None:
-        refs[t] = fastest_reading([refs[t], *readings])
 
-    def spent() -> bool:
-        if time.perf_counter() - started > budget_s:
-            result.stopped_by_budget = True
-        return result.stopped_by_budget
+class _Campaign:
+    """One run of :func:`run_campaign`: its phases share the stored rows, the probe's references
+    and the result, each phase a method in the order the function calls them."""
 
-    def label(t: int, index: int = 1) -> str:
-        where = f", pass {index} of {passes}" if passes > 1 else ""
+    def __init__(self, platform: Any, specs: Sequence[tuple[ConvSpec, Sequence[str]]], store: Any,
+                 prims: Sequence[Any], threads: tuple[int, ...], budget_s: float, policy: Policy,
+                 progress: Progress | None, transforms: bool, passes: int, extra_passes: int) -> None:
+        self.platform, self.specs, self.store, self.prims = platform, specs, store, prims
+        self.threads, self.budget_s, self.policy, self.transforms = threads, budget_s, policy, transforms
+        self.passes = passes
+        self.names = [p.name for p in prims] + ([f"{TRANSFORM_PREFIX}{t}" for t in TRANSFORMS] if transforms else [])
+        self.keys = {(spec.key(), n, t) for t in threads for spec, _ in specs for n in self.names}
+        self.stored = _stored(store, platform.id, self.keys)
+        # a layer already profiled for another network: its rows now name this campaign's networks too
+        # (splitting by network, `rooftune train --eval`, must see every network a layer belongs to)
+        wanted = {spec.key(): list(sources) for spec, sources in specs}
+        lacking = {k[0]: wanted[k[0]] for k, r in self.stored.items()
+                   if any(x not in (r.get("sources") or []) for x in wanted[k[0]])}
+        if lacking:  # read from the rows just loaded: a resumed campaign writes nothing
+            store.add_profile_sources(platform.id, lacking)
+        self.started = time.perf_counter()
+        self.steal = Steal()
+        self.result = CampaignResult(platform.id, passes=passes, extra_passes=extra_passes if passes > 1 else 0)
+        self.todo = []
+        for t in threads:
+            for spec, sources in specs:
+                skip = {n for n in self.names if (spec.key(), n, t) in self.stored}
+                self.result.skipped += len(skip)
+                if len(skip) < len(self.names):
+                    self.todo.append((t, spec, sources, skip))
+        self.result.planned = len(self.todo)
+        # Later passes, as far as they can be known before the first: the new specs, and the stored
+        # rows that lack passes. Only for the progress bar's total and ETA.
+        fresh = {(t, spec.key()) for t, spec, _, _ in self.todo}
+        self.later = [(index, t, spec, sources) for index in range(2, passes + 1) for t in threads
+                      for spec, sources in specs]
+        self.total = len(self.todo) + sum(1 for w in self.later
+                                          if (w[1], w[2].key()) in fresh or _due(self.stored, *w[:3], self.names))
+        self.step = progress or (lambda *_: None)
+        # What quiet is measured against, per thread count: the fastest of the rows' stored readings
+        # (each the slower of the two around a row), so that a resumed campaign judges its stored
+        # passes as the uninterrupted one did.
+        self.refs: dict[int, float | None] = {
+            t: fastest_reading(v for k, r in self.stored.items() if k[2] == t for v in r.get("pass_canary") or [])
+            for t in threads}
+        self.done = 0
+
+    def start(self, runner: Runner) -> None:
+        self.runner = runner
+        self.canary = runner.probe  # read where the kernels run, at their threads
+
+    def seen(self, t: int, readings: Sequence[float | None]) -> None:
+        self.refs[t] = fastest_reading([self.refs[t], *readings])
+
+    def spent(self) -> bool:
+        if time.perf_counter() - self.started > self.budget_s:
+            self.result.stopped_by_budget = True
+        return self.result.stopped_by_budget
+
+    def label(self, t: int, index: int = 1) -> str:
+        where = f", pass {index} of {self.passes}" if self.passes > 1 else ""
         return f"profiling{where} ({t} thread{'s' if t > 1 else ''})"
 
-    done = 0
+    def crashed(self, row: dict[str, Any]) -> None:  # stored before the spec's other rows: never run again
+        self.result.added += self.store.save_profiles(self.platform, [row])
 
-    def crashed(row: dict[str, Any]) -> None:  # stored before the spec's other rows: never run again
-        result.added += store.save_profiles(platform, [row])
-
-    def retime(index: int, t: int, spec: ConvSpec, sources: Sequence[str], due: set[str]) -> None:
-        runner.set_threads(t)
+    def retime(self, index: int, t: int, spec: ConvSpec, sources: Sequence[str], due: set[str]) -> None:
+        self.runner.set_threads(t)
+        stored, result = self.stored, self.result
 
         def crashed_again(row: dict[str, Any]) -> None:
             merged = merge_pass(stored[spec.key(), row["primitive"], t], row, index)
-            store.update_profiles(platform.id, [merged])
+            self.store.update_profiles(self.platform.id, [merged])
 
-        new = profile_spec(spec, prims, t, sources, set(names) - due, policy, transforms, canary, runner,
-                           crashed_again)
-        seen(t, [r.get("canary_s") for r in new])
+        new = profile_spec(spec, self.prims, t, sources, set(self.names) - due, self.policy, self.transforms,
+                           self.canary, self.runner, crashed_again)
+        self.seen(t, [r.get("canary_s") for r in new])
         rows = [merge_pass(stored[spec.key(), r["primitive"], t], r, index) for r in new]
-        store.update_profiles(platform.id, rows)
+        self.store.update_profiles(self.platform.id, rows)
         for r in rows:
             stored[spec.key(), r["primitive"], t] = r
             result.retimed += 1
             if r["status"] == "failed":
                 result.counts["failed"] = result.counts.get("failed", 0) + 1
 
-    try:
-        for t, spec, sources, skip in todo:
-            if spent():
+    def first_pass(self) -> None:
+        """Every spec not stored yet, timed once."""
+        result = self.result
+        for t, spec, sources, skip in self.todo:
+            if self.spent():
                 break
-            step(label(t), done, total)
-            runner.set_threads(t)
-            rows = profile_spec(spec, prims, t, sources, skip, policy, transforms, canary, runner, crashed)
-            seen(t, [r.get("canary_s") for r in rows])
-            result.added += store.save_profiles(platform, rows)
+            self.step(self.label(t), self.done, self.total)
+            self.runner.set_threads(t)
+            rows = profile_spec(spec, self.prims, t, sources, skip, self.policy, self.transforms, self.canary,
+                                self.runner, self.crashed)
+            self.seen(t, [r.get("canary_s") for r in rows])
+            result.added += self.store.save_profiles(self.platform, rows)
             for r in rows:
                 result.counts[r["status"]] = result.counts.get(r["status"], 0) + 1
-            done += 1
-        # Passes 2..N: every ok row with fewer passes than the current one is verified and timed
-        # again, spec by spec in the campaign's order, one transaction per spec.
-        stored = _stored(store, platform.id, keys)
-        for index, t, spec, sources in later:
-            due = _due(stored, index, t, spec, names)
+            self.done += 1
+
+    def later_passes(self) -> None:
+        """Passes 2..N: every ok row with fewer passes than the current one is verified and timed
+        again, spec by spec in the campaign's order, one transaction per spec."""
+        self.stored = _stored(self.store, self.platform.id, self.keys)
+        for index, t, spec, sources in self.later:
+            due = _due(self.stored, index, t, spec, self.names)
             if not due:
                 continue
-            if spent():
+            if self.spent():
                 break
-            step(label(t, index), done, total)
-            retime(index, t, spec, sources, due)
-            done += 1
-        # Confirmation passes: only the rows whose fastest pass no quiet pass confirmed, each pass
-        # over all of them before the next (what is due follows from the stored passes: resumable),
-        # each spec once the probe reads quiet, within a share of the time the fixed passes took.
-        # (a campaign resumed after its fixed passes: a share of the budget left instead)
-        elapsed = time.perf_counter() - started
-        wait_left = QUIET_WAIT_SHARE * (elapsed if done else budget_s - elapsed)
+            self.step(self.label(t, index), self.done, self.total)
+            self.retime(index, t, spec, sources, due)
+            self.done += 1
+
+    def confirmation_passes(self) -> None:
+        """Only the rows whose fastest pass no quiet pass confirmed, each pass over all of them
+        before the next (what is due follows from the stored passes: resumable), each spec once
+        the probe reads quiet, within a share of the time the fixed passes took (a campaign resumed
+        after its fixed passes: a share of the budget left instead)."""
+        result, passes = self.result, self.passes
+        elapsed = time.perf_counter() - self.started
+        wait_left = QUIET_WAIT_SHARE * (elapsed if self.done else self.budget_s - elapsed)
         for index in range(passes + 1, passes + result.extra_passes + 1):
             if result.stopped_by_budget:
                 break
-            work = [(t, spec, sources, _due(stored, index, t, spec, names, confirming=True, ref=refs[t]))
-                    for t in threads for spec, sources in specs]
+            work = [(t, spec, sources, _due(self.stored, index, t, spec, self.names, confirming=True, ref=self.refs[t]))
+                    for t in self.threads for spec, sources in self.specs]
             work = [w for w in work if w[3]]
             if not work:  # (a resumed campaign may have finished this pass and not the next)
                 continue
             result.extra_run = index - passes
-            total = done + len(work)
+            self.total = self.done + len(work)
             for t, spec, sources, due in work:
-                if spent():
+                if self.spent():
                     break
-                step(f"confirming unsteady rows, pass {index} ({t} thread{'s' if t > 1 else ''})", done, total)
-                runner.set_threads(t)
-                limit = min(QUIET_WAIT_S, wait_left, budget_s - (time.perf_counter() - started))
-                _, waited = wait_quiet(canary.read, refs[t], limit)
+                self.step(f"confirming unsteady rows, pass {index} ({t} thread{'s' if t > 1 else ''})",
+                          self.done, self.total)
+                self.runner.set_threads(t)
+                limit = min(QUIET_WAIT_S, wait_left, self.budget_s - (time.perf_counter() - self.started))
+                _, waited = wait_quiet(self.canary.read, self.refs[t], limit)
                 wait_left -= waited
                 result.waited_s += waited
-                retime(index, t, spec, sources, due)
-                done += 1
-        ok = [(k[2], r) for k, r in stored.items() if r["status"] == "ok"]
+                self.retime(index, t, spec, sources, due)
+                self.done += 1
+
+    def summarize(self) -> None:
+        """How quiet the probe read over the stored rows, and how many rows no pass confirmed."""
+        result, refs = self.result, self.refs
+        ok = [(k[2], r) for k, r in self.stored.items() if r["status"] == "ok"]
         result.quiet_rows = sum(1 for t, r in ok if any(is_quiet(c, refs[t]) for c in r.get("pass_canary") or []))
         readings = [(c, refs[t]) for t, r in ok for c in r.get("pass_canary") or [] if c and refs[t]]
         if readings:
             result.probe_median = statistics.median(c / ref for c, ref in readings)
             result.probe_quiet_share = sum(is_quiet(c, ref) for c, ref in readings) / len(readings)
-        if passes > 1:
-            result.unconfirmed = sum(1 for t, r in ok if not confirmed(r["pass_medians"], r.get("pass_canary"), refs[t]))
+        if self.passes > 1:
+            result.unconfirmed = sum(1 for t, r in ok
+                                     if not confirmed(r["pass_medians"], r.get("pass_canary"), refs[t]))
         if not result.stopped_by_budget:
-            step("profiling", total, total)
-    finally:
-        if own_runner:
-            runner.close()
-        torch.set_num_threads(previous)
-    result.duration_s = time.perf_counter() - started
-    result.steal_share = steal.share()
-    return result
+            self.step("profiling", self.total, self.total)
+
+    def finish(self) -> CampaignResult:
+        self.result.duration_s = time.perf_counter() - self.started
+        self.result.steal_share = self.steal.share()
+        return self.result
 
 
 def confirmed(pass_medians: Sequence[float], pass_canary: Sequence[float | None] | None = None,
