@@ -99,6 +99,8 @@ def _usage_line(exc: Any, argv: list[str]) -> str:
 #: same paths run: trial processes killed, the store's open transaction rolled back, temporary
 #: folders removed, a partial report written.
 STOP_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
+#: Seconds after which a stop that Python swallowed is raised again.
+RERAISE_S = 0.05
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -113,17 +115,38 @@ def main(argv: list[str] | None = None) -> int:
         received.append(signum)
         raise KeyboardInterrupt
 
+    def again(_signum: int, _frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    # A stop that lands while Python runs code whose exceptions it ignores (the callbacks around a
+    # fork, as every trial's process start runs them) would be lost: the interrupt is raised again
+    # a moment later, once that code has returned.
+    previous_hook = sys.unraisablehook
+    previous_alarm = signal.getsignal(signal.SIGALRM)
+
+    def swallowed(unraisable: Any) -> None:
+        if received and isinstance(unraisable.exc_value, KeyboardInterrupt):
+            signal.signal(signal.SIGALRM, again)
+            signal.setitimer(signal.ITIMER_REAL, RERAISE_S)
+            return
+        previous_hook(unraisable)
+
     previous = {}
     if threading.current_thread() is threading.main_thread():  # where Python runs signal handlers
         for name in STOP_SIGNALS:
             sig = getattr(signal, name)
             if signal.getsignal(sig) is not signal.SIG_IGN:  # ignored by whoever started us (nohup)
                 previous[sig] = signal.signal(sig, stop)
+        sys.unraisablehook = swallowed
     try:
         return _main(argv, received)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        if previous:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous_alarm)
+            sys.unraisablehook = previous_hook
 
 
 def _interrupted(received: list[int], fallback: str) -> int:
