@@ -25,8 +25,9 @@ from rooftune.machine.cpu_ceilings import (
 )
 from rooftune.machine.roofline import SWEEP_ARRAYS_FACTOR
 from rooftune.machine.stored import stored_or_measured
-from rooftune.machine.sweep_plan import SWEEP_MEMORY_SHARE, available_memory
+from rooftune.machine.sweep_plan import SWEEP_MEMORY_SHARE
 from rooftune.platform import Platform
+from rooftune.platform.sysfs import available_memory
 
 # Importable from here too: the result type and its vocabulary (defined in
 # rooftune.machine.cpu_ceilings, below the run that builds it), and the sweep's memory budget that

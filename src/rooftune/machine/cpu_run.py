@@ -36,12 +36,12 @@ from rooftune.machine.roofline import (
 )
 from rooftune.machine.sweep_plan import (
     SweepStop,
-    available_memory,
     cache_peaks,
     kernel_dram,
     merge_best,
     plan_sweep,
 )
+from rooftune.platform.sysfs import available_memory
 
 if TYPE_CHECKING:
     from rooftune.platform import Platform

@@ -38,18 +38,6 @@ MAX_SWEEP_BYTES = 8 * 1024**3
 SWEEP_MEMORY_SHARE = 0.5
 
 
-def available_memory(meminfo: str = "/proc/meminfo") -> int | None:
-    """MemAvailable in bytes, None where the kernel does not say."""
-    try:
-        with open(meminfo) as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
-
-
 #: A full run measures this many of the fastest points of each cache level's plateau once more.
 LATE_POINTS_PER_LEVEL = 3
 

@@ -193,3 +193,15 @@ def one_cpu_per_core(cpus: tuple[int, ...] | list[int], root: str | Path = "/") 
             seen.add(key)
             out.append(cpu)
     return tuple(out)
+
+
+def available_memory(meminfo: str = "/proc/meminfo") -> int | None:
+    """MemAvailable in bytes, None where the kernel does not say."""
+    try:
+        with open(meminfo) as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None

@@ -93,7 +93,7 @@ class SweepResult:
 
 
 def _memory_cap() -> int:
-    from rooftune.machine.ceilings import available_memory
+    from rooftune.platform.sysfs import available_memory
 
     avail = available_memory()
     return int(avail * MEMORY_SHARE) if avail else FALLBACK_MEMORY_CAP

@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from rooftune.errors import InvalidArgument, WorkloadError, is_real, one_line
+from rooftune.platform.sysfs import available_memory
 
 #: Losses by name; ``auto`` picks cross-entropy for a classifier's logits, MSE otherwise, and a
 #: ``module:function`` names the user's own (code, as the README says of every such spec).
@@ -307,17 +308,6 @@ def memory_estimate(module: nn.Module, inputs: Sequence[Any], spec: TrainSpec) -
 #: Share of the available memory a step may be estimated to take: the estimate leaves out the
 #: allocator's caching and the temporaries of the backward pass.
 MEMORY_SHARE = 0.8
-
-
-def available_memory() -> int | None:
-    """Bytes the system can give a new allocation without swapping (psutil's ``available``); None
-    where the system does not say."""
-    import psutil
-
-    try:
-        return int(psutil.virtual_memory().available)
-    except OSError:
-        return None
 
 
 def check_memory(module: nn.Module, inputs: Sequence[Any], spec: TrainSpec, name: str,
