@@ -14,8 +14,9 @@ from rooftune.fleet.executor import (
     RayExecutor,
     check_address,
     connect,
+    current_node,
 )
 from rooftune.fleet.status import FleetStatus, fleet_status
 
 __all__ = ["NODE_RESOURCE", "Executor", "FleetStatus", "LocalExecutor", "Node", "RayExecutor", "check_address",
-           "connect", "fleet_status"]
+           "connect", "current_node", "fleet_status"]

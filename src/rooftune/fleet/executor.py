@@ -15,6 +15,11 @@ had in hand: a unit whose node died is put back at the head of its platform's qu
 another node of that platform, or on the node when it returns (a node that rejoins has a new id and
 is probed again). A unit's function is written to be run again: what it stored before the loss is
 kept and skipped (the store's unique keys), so nothing is lost and nothing is stored twice.
+
+``spread=True`` runs each unit once instead of once per platform: on any idle node of the
+platforms given (a study's trials, spread over the nodes of its one platform), with the same rule
+of one unit per node and the same rerun of a lost node's unit. On a node, :func:`current_node`
+names the node that runs the unit.
 """
 
 from __future__ import annotations
@@ -67,7 +72,8 @@ class Node:
 
 class Executor(Protocol):
     """Runs units of work on nodes. ``map(fn, units)`` runs ``fn(unit)`` once per platform of
-    ``platforms`` (default: every platform it has a node of) and returns the results by platform id;
+    ``platforms`` (default: every platform it has a node of), or once on any node of them with
+    ``spread``, and returns the results by platform id;
     ``on_result(platform_id, unit, result)`` sees each as it comes; ``stop()`` returning True ends
     the dispatch of new units (those running finish). ``fn`` must be importable by name on every
     node and safe to run again after a lost node."""
@@ -76,7 +82,7 @@ class Executor(Protocol):
 
     def map(self, fn: Callable[[Any], Any], units: Sequence[Any], *, platforms: Iterable[str] | None = None,
             on_result: Callable[[str, Any, Any], None] | None = None,
-            stop: Callable[[], bool] | None = None) -> dict[str, list[Any]]: ...
+            stop: Callable[[], bool] | None = None, spread: bool = False) -> dict[str, list[Any]]: ...
 
     def close(self) -> None: ...
 
@@ -96,7 +102,7 @@ class LocalExecutor:
 
     def map(self, fn: Callable[[Any], Any], units: Sequence[Any], *, platforms: Iterable[str] | None = None,
             on_result: Callable[[str, Any, Any], None] | None = None,
-            stop: Callable[[], bool] | None = None) -> dict[str, list[Any]]:
+            stop: Callable[[], bool] | None = None, spread: bool = False) -> dict[str, list[Any]]:
         pid = self._node.platform_id
         if platforms is not None and pid not in set(platforms):
             raise ClusterError(f"this machine's platform {pid} is not among {', '.join(sorted(platforms))}")
@@ -104,7 +110,8 @@ class LocalExecutor:
         for unit in units:
             if stop is not None and stop():
                 break
-            result = fn(unit)
+            with _on_node(self._node):
+                result = fn(unit)
             results.append(result)
             if on_result is not None:
                 on_result(pid, unit, result)
@@ -150,6 +157,25 @@ def _node_environment() -> Iterator[None]:
         os.environ["OMP_NUM_THREADS"] = added
 
 
+#: The node running the current unit (set on the node for the unit's duration), as (id, address).
+_CURRENT_NODE: list[tuple[str, str]] = []
+
+
+@contextmanager
+def _on_node(node: Node) -> Iterator[None]:
+    _CURRENT_NODE.append((node.id, node.address))
+    try:
+        yield
+    finally:
+        _CURRENT_NODE.pop()
+
+
+def current_node() -> tuple[str, str]:
+    """(On a node, within a unit) the (id, address) of the node that runs it; ("local", this
+    host's name) outside any unit."""
+    return _CURRENT_NODE[-1] if _CURRENT_NODE else ("local", socket.gethostname())
+
+
 #: HTTP/2's client preface and an empty SETTINGS frame: a gRPC server (Ray's GCS) answers with a
 #: SETTINGS frame of its own at once.
 _HTTP2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
@@ -183,12 +209,12 @@ def _remote_platform() -> dict[str, Any]:
         return current_platform().to_dict()
 
 
-def _call(fn: Callable[[Any], Any], unit: Any) -> tuple[str, Any]:
+def _call(fn: Callable[[Any], Any], unit: Any, node: Node | None = None) -> tuple[str, Any]:
     """(On a node) one unit: ("ok", its result), or ("refused", (error class, message)) when it
     raised a RooftuneError (bad input a node finds, such as more threads than its cores), which
     the driver raises as it is. (rooftune's errors take their parts as arguments, so they are
     carried by class and message: Ray cannot rebuild them from their pickled args.)"""
-    with _node_environment():
+    with _node_environment(), _on_node(node or Node("local", socket.gethostname(), "", 0.0)):
         try:
             return "ok", fn(unit)
         except RooftuneError as exc:
@@ -287,13 +313,15 @@ class RayExecutor:
 
     def map(self, fn: Callable[[Any], Any], units: Sequence[Any], *, platforms: Iterable[str] | None = None,
             on_result: Callable[[str, Any, Any], None] | None = None,
-            stop: Callable[[], bool] | None = None) -> dict[str, list[Any]]:
+            stop: Callable[[], bool] | None = None, spread: bool = False) -> dict[str, list[Any]]:
         ray = self._ray
         wanted = sorted(set(platforms) if platforms is not None else {n.platform_id for n in self._nodes.values()})
         if not wanted:
             raise ClusterError(f"the Ray cluster at {self.address} has no node offering {NODE_RESOURCE}; start "
                                f"nodes with --resources '{{\"{NODE_RESOURCE}\": 1}}'")
-        queues = {pid: deque(enumerate(units)) for pid in wanted}
+        # spread: one queue that every wanted platform's nodes take from
+        shared = deque(enumerate(units))
+        queues = {pid: shared if spread else deque(enumerate(units)) for pid in wanted}
         losses: dict[tuple[str, int], int] = {}
         results: dict[str, list[Any]] = {pid: [] for pid in wanted}
         running: dict[Any, tuple[Node, int, Any]] = {}
@@ -311,12 +339,13 @@ class RayExecutor:
                 index, unit = queue.popleft()
                 resources = {NODE_RESOURCE: 1}
                 ref = self._run.options(num_cpus=node.cpus, resources=resources, max_retries=0,
-                                        scheduling_strategy=self._pinned(node.id)).remote(fn, unit)
+                                        scheduling_strategy=self._pinned(node.id)).remote(fn, unit, node)
                 running[ref] = (node, index, unit)
             if stopping and not running:
                 break
             for pid in wanted:  # a platform with work and no node waits for one, within limits
-                if queues[pid] and not any(n.platform_id == pid and now - suspect.get(n.id, -SUSPECT_S) >= SUSPECT_S
+                serving = set(wanted) if spread else {pid}
+                if queues[pid] and not any(n.platform_id in serving and now - suspect.get(n.id, -SUSPECT_S) >= SUSPECT_S
                                            for n in self._nodes.values()):
                     since = idle_since.setdefault(pid, now)
                     if now - since > self.node_wait_s:

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, cast
 
-from sqlalchemy import Engine, Table, create_engine, event, inspect, select
+from sqlalchemy import Engine, Table, create_engine, event, inspect, select, update
 from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.engine import make_url
@@ -32,7 +32,7 @@ from sqlalchemy.orm import Session
 from rooftune.errors import StoreError
 from rooftune.platform import Platform
 from rooftune.platform.gpu import GpuDevice
-from rooftune.store.fleet_rows import FleetRows
+from rooftune.store.fleet_rows import CLAIMED, FleetRows
 from rooftune.store.migrations import MIGRATIONS, SCHEMA_VERSION, pending
 from rooftune.store.profile_rows import ProfileRows
 from rooftune.store.schema import (
@@ -449,17 +449,21 @@ class Store(ProfileRows, FleetRows, SweepRows):
             values = {"platform_id": platform.id, "study_key": study_key, "config_key": config_key,
                       "created_at": time.time(), "status": status, "config": finite(dict(config)),
                       "result": finite(dict(result))}
-            # a configuration another node of the study stored first keeps its row
-            self._insert_new(s, TrialRow, values, ["study_key", "config_key"])
+            # a configuration another node of the study stored first keeps its row; a claim on it
+            # (a node of the study about to run it, rooftune.store.fleet_rows) gives way to the result
+            if not self._insert_new(s, TrialRow, values, ["study_key", "config_key"]):
+                s.execute(update(TrialRow).where(TrialRow.study_key == study_key, TrialRow.config_key == config_key,
+                                                 TrialRow.status == CLAIMED).values(**values))
             return int(s.scalars(select(TrialRow.id).where(TrialRow.study_key == study_key,
                                                            TrialRow.config_key == config_key)).one())
 
     def trials(self, study_key: str) -> list[dict[str, Any]]:
-        """The trials of a study, oldest first: ``config_key``, ``status``, ``config``, ``result``."""
+        """The trials of a study, oldest first: ``config_key``, ``status``, ``config``, ``result``
+        (claims of trials not run yet left out)."""
         with self.transaction() as s:
-            q = select(TrialRow).where(TrialRow.study_key == study_key).order_by(TrialRow.id)
+            q = select(TrialRow).where(TrialRow.study_key == study_key, TrialRow.status != CLAIMED).order_by(TrialRow.id)
             return [{"config_key": r.config_key, "status": r.status, "config": dict(r.config),
-                     "result": dict(r.result), "created_at": r.created_at} for r in s.scalars(q).all()]
+                     "result": dict(r.result), "created_at": r.created_at, "id": r.id} for r in s.scalars(q).all()]
 
     def fingerprints(self) -> dict[str, dict[str, Any]]:
         """Every stored platform's fingerprint as stored (JSON), by id."""

@@ -142,6 +142,10 @@ class TuneResult:
     #: so that the fp32 answer stands beside the overall one. None where the best is fp32.
     fp32_best: TrialResult | None = None
     fp32_vs_peer: dict[str, Any] | None = None
+    #: A study on a cluster (rooftune.tuning.cluster): its platform, the nodes (and those of other
+    #: platforms not used), the searched trials per node and per minute, which node ran each
+    #: trial, and the node of the final comparisons. None on one machine.
+    fleet: dict[str, Any] | None = None
 
     def batch_text(self) -> str:
         """``batch 1``, or, where the search chose the batch, the batches it chose from and the
@@ -404,6 +408,7 @@ class TuneResult:
             "fp32": None if self.fp32_best is None else {
                 "best": {"description": self.fp32_best.describe(), **self.fp32_best.to_dict()},
                 "vs_peer": self.fp32_vs_peer},
+            **({"fleet": self.fleet} if self.fleet is not None else {}),
         }
 
 

@@ -32,14 +32,14 @@ THROUGHPUT_BATCHES = (1, 2, 4, 8, 16, 32)
 TRAIN_BATCHES = (16, 32, 64)
 
 
-def sampler_study() -> Any:
+def sampler_study(seed: int = SEED) -> Any:
     """A new Optuna study minimising the told values with the seeded TPE sampler: TPE from the
     third finished trial on, so that the configurations told before the search (the guideline,
     baselines and seeds) are its start rather than the same seeded random draws on every model."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    sampler = optuna.samplers.TPESampler(seed=SEED, n_startup_trials=STARTUP_TRIALS)
+    sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=STARTUP_TRIALS)
     return optuna.create_study(direction="minimize", sampler=sampler)
 
 

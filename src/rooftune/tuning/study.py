@@ -37,7 +37,7 @@ from typing import Any
 
 from rooftune.bench import Policy
 from rooftune.bench.canary import Steal, steal_warning
-from rooftune.errors import InvalidArgument
+from rooftune.errors import ClusterError, InvalidArgument
 from rooftune.platform.processes import owned_tempdir
 from rooftune.tuning.arguments import (
     OBJECTIVES,
@@ -49,6 +49,15 @@ from rooftune.tuning.arguments import (
     native_bf16,
     precisions_for,
     validation_spec,
+)
+from rooftune.tuning.cluster import (
+    Claims,
+    SharedSampler,
+    StudyUnit,
+    check_cluster_arguments,
+    new_run_id,
+    run_study,
+    shared_url,
 )
 from rooftune.tuning.compare import (
     COMPARE_POLICY,
@@ -204,6 +213,8 @@ class Study:
         self.fp32_vs_peer: dict[str, Any] | None = None
         #: configurations compared with the best at the end (twin baselines once); set by the search's plan
         self.compared = 0
+        #: stored with every trial's result beside its figures (on a cluster: the node that ran it)
+        self.stamp: dict[str, Any] = {}
 
     def _load(self, model: str | Any, example_inputs: Sequence[Any] | None, example_kwargs: dict[str, Any] | None,
               inputs: list[tuple[int, ...]] | None, options: dict[str, Any] | None,
@@ -332,7 +343,7 @@ class Study:
             return refused
         r = _evaluate(cfg, self.setup, self.trial_policy, prepare_timeout_s)
         self.store.save_trial(self.platform, study_key=self.key, config_key=k, status="ok" if r.ok else "failed",
-                              config=cfg.to_dict(), result=r.to_dict())
+                              config=cfg.to_dict(), result={**r.to_dict(), **self.stamp})
         self.done[rk] = r
         return r
 
@@ -474,6 +485,75 @@ class Study:
                     self.notes.append(f"search stopped after {MAX_REPEATS} proposals in a row that were already measured")
                     break
             study.tell(t, told_value(r, self.results, self.objective))
+
+    def shared_search(self, unit: StudyUnit) -> dict[str, Any]:
+        """(A search worker of a study on a cluster) the search, its sampler shared through the
+        store with the other nodes' workers (:mod:`rooftune.tuning.cluster`), until ``unit``'s
+        ``search_until`` or, over all workers, ``trials`` searched trials."""
+        from rooftune.fleet import current_node
+        from rooftune.runtimes import get_runtime
+
+        node = current_node()[0]
+        self.stamp = {"node": node, "search": unit.run_id}
+        claims = Claims(self.store, self.platform, self.key, unit.run_id, unit.worker, node)
+        claims.take_back()
+        sampler = SharedSampler(self.space, self.objective, unit.worker, unit.workers)
+        self.results = list(self.done.values())  # every trial stored before: the search's start
+        for r in self.results:
+            sampler.tell_known(r, self.results)
+        sampler.start()
+        limit = self.trials if self.trials is not None else 10_000
+        ran = repeats = taken = 0
+        while time.time() < unit.search_until and repeats < MAX_REPEATS:
+            for row in self.store.trials(self.key):  # what the other nodes stored since
+                stored = TrialResult.from_stored(row)
+                if run_key(stored.config) not in self.done:
+                    self.done[run_key(stored.config)] = stored
+                    self.results.append(stored)
+                    sampler.tell_known(stored, self.results)
+            t = sampler.ask()
+            cfg = replace(suggest(t, self.space), name=f"trial {unit.worker}.{ran}")
+            cfg = get_runtime(cfg.runtime).normalize(cfg)
+            if run_key(cfg) in self.done or not_run(cfg, self.done.values()) is not None:
+                r = self.evaluate(cfg)  # measured before, or refused by a skip rule: nothing runs
+                if run_key(cfg) not in {run_key(x.config) for x in self.results}:
+                    self.results.append(r)
+                repeats += 1
+                sampler.tell(t, r, self.results)
+                continue
+            row = claims.claim(cfg.key(), cfg.to_dict())
+            if not row["mine"]:  # another node runs it, or stored it since this node last read
+                taken += 1
+                repeats += 1
+                sampler.tell(t, None, self.results)
+                continue
+            if claims.rank(row["id"]) >= limit:  # the other workers' trials made up --trials first
+                claims.release(row["id"])
+                break
+            left = unit.search_until - time.time()
+            r = self.evaluate(cfg, prepare_timeout_s=_prepare_timeout(left))  # stored over the claim
+            self.results.append(r)
+            ran += 1
+            repeats = 0
+            sampler.tell(t, r, self.results)
+        if repeats >= MAX_REPEATS:
+            self.notes.append(f"search stopped after {MAX_REPEATS} proposals in a row that were already measured "
+                              f"or claimed by another node")
+        return {"node": node, "worker": unit.worker, "ran": ran, "taken": taken, "ended_at": time.time(),
+                "notes": self.notes}
+
+    def from_store(self, handed: dict[str, Any]) -> None:
+        """(The final unit of a study on a cluster) the study as the lead and the search workers
+        stored it: the guideline, the baselines (their trials read from the store, nothing run
+        again), the budget's plan, then every other stored trial; the lead's notes and times."""
+        self.resume()
+        self.fixed_configurations()
+        if not self.guidelines_only:
+            self._plan()
+        known = {run_key(r.config) for r in self.results}
+        self.results += [r for k, r in self.done.items() if k not in known]
+        self.notes += [n for n in handed.get("notes", ()) if n not in self.notes]
+        self.phase_s.update(fixed=handed["phase_s"]["fixed"], search=handed.get("search_s", 0.0))
 
     def confirm_best(self) -> None:
         """The fastest verified trial, then (after a search) the runners-up re-measured interleaved
@@ -672,6 +752,7 @@ def tune(
     calibration_size: int | None = None,
     compare_pairs: int = COMPARE_PROCESS_PAIRS,
     train: Any = None,
+    cluster: str | None = None,
 ) -> TuneResult:
     """Tune ``model``'s runtime configuration on this machine (see the module docstring).
 
@@ -702,7 +783,18 @@ def tune(
     optimizer's implementation (default, foreach, fused) and the batch (throughput, unless given)
     searched beside threads, allocator, OpenMP settings and layout; each configuration's first
     steps checked against vanilla fp32 training (:func:`rooftune.tuning.verify.check_training`).
+
+    ``cluster`` (a Ray cluster's head, ``HOST:PORT``) spreads the study's trials over the nodes of
+    one platform (:mod:`rooftune.tuning.cluster`): ``model`` a name every node loads, ``db`` a
+    store every node reaches, ``save`` written by the node of the final comparisons.
     """
+    if cluster is not None:
+        kwargs = dict(objective=objective, budget_s=budget_s, trials=trials, batch=batch, inputs=inputs,
+                      options=options, guidelines_only=guidelines_only, precisions=precisions, runtimes=runtimes,
+                      save=save, trial_policy=trial_policy, compare_policy=compare_policy, validate=validate,
+                      calibration_size=calibration_size, compare_pairs=compare_pairs, train=train)
+        return _tune_on_cluster(cluster, model, kwargs, example_inputs=example_inputs, example_kwargs=example_kwargs,
+                                db=db, store=store, progress=progress)
     study = Study(model, example_inputs=example_inputs, example_kwargs=example_kwargs, objective=objective,
                   budget_s=budget_s, trials=trials, batch=batch, inputs=inputs, options=options,
                   guidelines_only=guidelines_only, precisions=precisions, runtimes=runtimes, db=db, store=store,
@@ -722,6 +814,93 @@ def tune(
     finally:
         study.close()
     return study.result()
+
+
+def _tune_on_cluster(cluster: str, model: Any, kwargs: dict[str, Any], *, example_inputs: Any, example_kwargs: Any,
+                     db: str | None, store: Any, progress: Progress | None) -> TuneResult:
+    """:func:`tune` on a Ray cluster's nodes: the arguments checked here first (what a node would
+    refuse, the same words), then the study's units (:func:`rooftune.tuning.cluster.run_study`)."""
+    from rooftune.fleet import RayExecutor, check_address
+    from rooftune.platform import current_platform
+
+    check_address(cluster)
+    model = check_cluster_arguments(model, example_inputs=example_inputs, example_kwargs=example_kwargs, store=store)
+    kwargs = {**kwargs, "validate": validation_spec(kwargs["validate"])}
+    train = kwargs["train"]
+    objective = kwargs["objective"] or ("throughput" if train else "latency")
+    check_arguments(objective=objective, budget_s=kwargs["budget_s"], compare_pairs=kwargs["compare_pairs"],
+                    trials=kwargs["trials"], guidelines_only=kwargs["guidelines_only"],
+                    precisions=kwargs["precisions"], runtimes=kwargs["runtimes"],
+                    trial_policy=kwargs["trial_policy"], compare_policy=kwargs["compare_policy"], save=kwargs["save"])
+    executor = RayExecutor(cluster)  # an unreachable cluster is named before anything is written
+    try:
+        unit = StudyUnit(db=shared_url(db), model=model, kwargs=kwargs, run_id=new_run_id(), started_at=time.time())
+        return run_study(executor, unit, lead=lead_unit, search=search_unit, final=final_unit,
+                         own_platform=current_platform().id, cluster=executor.address, progress=progress)
+    finally:
+        executor.close()
+
+
+def _node_study(unit: StudyUnit) -> Study:
+    """(On a node) the study of ``unit``, its budget counted from the study's start, its trials
+    stamped with this node; refused where the node finds another study key than the lead's."""
+    from rooftune.fleet import current_node
+
+    study = Study(unit.model, db=unit.db, **unit.kwargs)
+    study.started = time.perf_counter() - (time.time() - unit.started_at)
+    study.stamp = {"node": current_node()[0]}
+    if unit.key and study.key != unit.key:
+        study.close()
+        raise ClusterError(f"node {current_node()[1]} ({current_node()[0][:12]}) finds another study key than the "
+                           f"lead node: its platform or installed runtimes differ")
+    return study
+
+
+def lead_unit(unit: StudyUnit) -> dict[str, Any]:
+    """(On a node) the lead's part of a study on a cluster: the guideline, the baselines and the
+    seeds; what the search and the final unit need of it."""
+    from rooftune.fleet import current_node
+
+    study = _node_study(unit)
+    try:
+        study.resume()
+        study.fixed_configurations()
+        study.guideline_seeds()
+        until = getattr(study, "search_until", 0.0)
+        return {"key": study.key, "search_until": unit.started_at + until, "notes": study.notes,
+                "phase_s": {"fixed": study.phase_s["fixed"]}, "node": current_node()[0]}
+    finally:
+        study.close()
+
+
+def search_unit(unit: StudyUnit) -> dict[str, Any]:
+    """(On a node) one search worker of a study on a cluster (:meth:`Study.shared_search`)."""
+    study = _node_study(unit)
+    try:
+        study.resume()
+        return study.shared_search(unit)
+    finally:
+        study.close()
+
+
+def final_unit(unit: StudyUnit) -> tuple[TuneResult, str]:
+    """(On a node) the final part of a study on a cluster, every comparison on this one node: the
+    study read back from the store, the runners-up, the guideline and the baselines compared with
+    the best, interleaved; the result and this node's id."""
+    from rooftune.fleet import current_node
+
+    study = _node_study(unit)
+    try:
+        study.from_store(unit.handed)
+        study.confirm_best()
+        study.final_comparisons()
+        study.steady()
+        study.fp32_answer()
+        study.finish()
+        study.save_best()
+    finally:
+        study.close()
+    return study.result(), current_node()[0]
 
 
 def _fp32_answer(best: TrialResult, verified: Sequence[TrialResult], base: dict[str, TrialResult],
