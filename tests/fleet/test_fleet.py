@@ -10,7 +10,6 @@ import socket
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +23,6 @@ from rooftune.primitives import ConvSpec
 from rooftune.profiling import run_campaign
 from rooftune.profiling.cluster import run_on_fleet
 from rooftune.store import Store
-from tests import pg
-from tests.pg import pg_server  # noqa: F401 (the fixture)
 from tests.test_cli import assert_one_line_error, rooftune_in_process
 
 ray = pytest.importorskip("ray")
@@ -35,37 +32,8 @@ PRIMITIVES = ["pytorch-default", "im2col-gemm"]
 POLICY = Policy(min_sample_time_s=0.001, warmup_s=0.005, budget_s=0.03, min_samples=3, target_rel_ci=0.5)
 
 
-#: A killed node is declared dead within about a second (Ray's default health checks take tens of
-#: seconds), so that the test of a killed node does not wait for it.
-FAST_DEATH = {"health_check_period_ms": 300, "health_check_timeout_ms": 300, "health_check_failure_threshold": 3}
-
-
 def specs(n: int, first: int = 0) -> list[tuple[ConvSpec, list[str]]]:
     return [(ConvSpec(1, 4, 5 + i, 5 + i, 4, 3, 3, padding=1), ["t"]) for i in range(first, first + n)]
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[Any]:
-    from ray.cluster_utils import Cluster
-
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False,
-                                                      "_system_config": FAST_DEATH})
-    try:
-        for _ in range(2):
-            c.add_node(num_cpus=1, resources={NODE_RESOURCE: 1})
-        c.wait_for_nodes()
-        yield c
-    finally:
-        c.shutdown()
-
-
-@pytest.fixture
-def shared_db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """The shared store: a fresh PostgreSQL database, or a SQLite file where there is no server."""
-    if pg.unavailable():
-        return f"sqlite:///{tmp_path / 'shared.db'}"
-    server: pg.Server = request.getfixturevalue("pg_server")
-    return server.new_database()
 
 
 def rows(db: str) -> list[tuple[str, str, str, int, str, int]]:

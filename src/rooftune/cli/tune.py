@@ -14,6 +14,7 @@ from rooftune.cli.options import (
     INT8_GUARD,
     Batch,
     Calibration,
+    Cluster,
     Db,
     Fp32,
     Inputs,
@@ -56,6 +57,12 @@ def _print_tune(r: Any) -> None:
         out.print(f"guideline: {standing}; " + "; ".join(r.guideline_reasons), markup=False, highlight=False)
     if r.time_line():
         out.print(r.time_line(), markup=False, highlight=False)
+    if r.fleet is not None:
+        f = r.fleet
+        out.print(f"cluster {f['cluster']}: {f['searched']} searched trials on {len(f['nodes'])} node(s) of platform "
+                  f"{f['platform']} in {f['search_s']:.0f} s ({f['trials_per_min']:.1f} trials/min; per node "
+                  f"{', '.join(str(n['searched']) for n in f['nodes'].values())}); final comparisons on node "
+                  f"{f['final_node'][:12]}", markup=False, highlight=False)
     for n in r.notes:
         _labelled(err, "note", "yellow", n)
 
@@ -85,8 +92,10 @@ def tune(
     train: Train = False,
     optimizer: Optimizer = None,
     loss: Loss = None,
+    cluster: Cluster = None,
 ) -> None:
-    """Tune the runtime configuration of a model, against vanilla PyTorch and the vendor defaults."""
+    """Tune the runtime configuration of a model, against vanilla PyTorch and the vendor defaults;
+    with --cluster, its trials spread over the nodes of one platform of a Ray cluster."""
     from rooftune.tuning import precisions_for
     from rooftune.tuning import tune as run_tune
     from rooftune.workload import parse_options, parse_shape
@@ -104,7 +113,7 @@ def tune(
                      options=options, guidelines_only=guidelines_only,
                      precisions=precisions_for(fp32=fp32, bf16=bf16, int8=int8, runtimes=runtimes),
                      runtimes=runtimes, db=db, save=save, progress=update, validate=validate, calibration_size=calibration,
-                     train=spec)
+                     train=spec, cluster=cluster)
     if json_out:
         sys.stdout.write(json.dumps(r.to_dict(), indent=2, default=str) + "\n")
     else:

@@ -77,17 +77,31 @@ def check_cluster_arguments(model: Any, *, example_inputs: Any, example_kwargs: 
     return model
 
 
+def check_shared_db(db: str | None) -> str:
+    """The store's URL as every node opens it, checked before the cluster is asked (nothing is
+    written): an in-memory SQLite store, which no other process sees, is refused."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    from rooftune.store import redact_url, resolve_url
+
+    url = resolve_url(db)
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return url  # (the store names it when it opens)
+    if parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:"):
+        raise InvalidArgument("db", redact_url(url), "allowed with --cluster: a database server's URL or a SQLite "
+                              "file every node reaches (not an in-memory store)")
+    return url
+
+
 def shared_url(db: str | None) -> str:
-    """The store's URL as every node opens it (created, or refused, here first); an in-memory
-    SQLite store, which no other process sees, is refused."""
+    """The store's URL as every node opens it, the store created (or refused) here first."""
     from rooftune.store import Store
 
-    with Store(db) as store:
-        url = store.url
-    if url.startswith("sqlite") and (url.rstrip("/").endswith(":memory:") or url in ("sqlite://", "sqlite:///")):
-        raise InvalidArgument("db", url, "allowed with --cluster: a database server's URL or a SQLite file every "
-                              "node reaches (not an in-memory store)")
-    return url
+    with Store(check_shared_db(db)) as store:
+        return str(store.url)
 
 
 def study_platform(nodes: Sequence[Any], own: str) -> tuple[str, list[Any]]:

@@ -55,6 +55,7 @@ from rooftune.tuning.cluster import (
     SharedSampler,
     StudyUnit,
     check_cluster_arguments,
+    check_shared_db,
     new_run_id,
     run_study,
     shared_url,
@@ -832,6 +833,7 @@ def _tune_on_cluster(cluster: str, model: Any, kwargs: dict[str, Any], *, exampl
                     trials=kwargs["trials"], guidelines_only=kwargs["guidelines_only"],
                     precisions=kwargs["precisions"], runtimes=kwargs["runtimes"],
                     trial_policy=kwargs["trial_policy"], compare_policy=kwargs["compare_policy"], save=kwargs["save"])
+    check_shared_db(db)
     executor = RayExecutor(cluster)  # an unreachable cluster is named before anything is written
     try:
         unit = StudyUnit(db=shared_url(db), model=model, kwargs=kwargs, run_id=new_run_id(), started_at=time.time())
