@@ -7,8 +7,14 @@
   cluster, interleaved by the harness (``rooftune.bench.compare``), each run into a fresh store.
 - ``rows``: a 2-node local cluster stores the same rows as one machine; a third node killed
   mid-campaign: 0 lost, 0 duplicate rows.
+- ``tune``: a study spread over 2 nodes runs >= 1.6x the searched trials per minute of one node:
+  the same study (``--model``, eager, ``--trials`` searched trials, into a fresh store each time)
+  on a local cluster of 1 node and of 2 nodes, in turn ``--rounds`` times; its trials per minute
+  are the searched trials over the search phase's wall time (from the search units' dispatch to the
+  last one's end). The local nodes share this machine's cores: each offers one CPU to Ray, but a
+  trial's threads are not pinned, so two nodes' trials run side by side on the same cores.
 
-    PYTHONPATH=src .venv/bin/python benchmarks/fleet.py [--part writers,overhead,rows] [--db URL] [--json OUT]
+    PYTHONPATH=src .venv/bin/python benchmarks/fleet.py [--part writers,overhead,rows,tune] [--db URL] [--json OUT]
 
 Without ``--db`` a throw-away PostgreSQL server is started in a temporary folder (tests/pg.py),
 else a SQLite file where PostgreSQL is not installed (``writers`` needs PostgreSQL).
@@ -184,12 +190,66 @@ def rows_part(new_db: Any) -> dict[str, Any]:
     return out
 
 
+def tune_part(new_db: Any, model: str, trials: int, rounds: int) -> dict[str, Any]:
+    import os
+    import statistics
+
+    from ray.cluster_utils import Cluster
+
+    from rooftune.bench import Policy
+    from rooftune.fleet import NODE_RESOURCE
+    from rooftune.tuning import tune
+
+    # the final comparisons are not what is measured here: brief ones keep the runs short
+    brief = Policy(number=1, warmup_s=0.05, budget_s=0.3, min_samples=6, max_samples=60)
+    root = str(Path(__file__).resolve().parent.parent)
+    runs: list[dict[str, Any]] = []
+    for rnd in range(rounds):
+        for nodes in (1, 2):
+            saved = os.environ.get("PYTHONPATH")
+            os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [root, saved]))  # (the tests' models)
+            c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
+            try:
+                for _ in range(nodes):
+                    c.add_node(num_cpus=1, resources={NODE_RESOURCE: 1})
+                c.wait_for_nodes()
+                r = tune(model, runtimes=["eager"], trials=trials, budget_s=3600, db=new_db(), compare_policy=brief,
+                         compare_pairs=1, cluster=c.address)
+            finally:
+                c.shutdown()
+                if saved is None:
+                    os.environ.pop("PYTHONPATH", None)
+                else:
+                    os.environ["PYTHONPATH"] = saved
+            f = r.fleet or {}
+            run = {"round": rnd, "nodes": nodes, "searched": f["searched"], "search_s": f["search_s"],
+                   "trials_per_min": f["trials_per_min"], "per_node": [n["searched"] for n in f["nodes"].values()],
+                   "duration_s": r.duration_s}
+            runs.append(run)
+            print(f"tune: round {rnd + 1}, {nodes} node(s): {run['searched']} searched trials in {run['search_s']:.1f} s, "
+                  f"{run['trials_per_min']:.1f} trials/min (per node {run['per_node']}; study {r.duration_s:.0f} s)",
+                  flush=True)
+    one = [x["trials_per_min"] for x in runs if x["nodes"] == 1]
+    two = [x["trials_per_min"] for x in runs if x["nodes"] == 2]
+    ratios = [b / a for a, b in zip(one, two, strict=True)]
+    out = {"model": model, "trials": trials, "runs": runs, "one_node_per_min": statistics.median(one),
+           "two_nodes_per_min": statistics.median(two), "ratio": statistics.median(ratios),
+           "ratio_min": min(ratios), "ratio_max": max(ratios)}
+    print(f"tune: {model}, {trials} searched trials; 1 node {out['one_node_per_min']:.1f}/min, 2 nodes "
+          f"{out['two_nodes_per_min']:.1f}/min (medians of {rounds}, in turn); 2 nodes / 1 node {out['ratio']:.2f}x "
+          f"[{out['ratio_min']:.2f}, {out['ratio_max']:.2f}] (target >= 1.6)", flush=True)
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--part", default="writers,overhead,rows")
     ap.add_argument("--db", default=None, help="a PostgreSQL server's URL (each run creates a database on it)")
     ap.add_argument("--samples", type=int, default=4, help="runs of each side in the overhead comparison")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--model", default="tests.analysis.tiny_models:small_cnn", help="the study's model (tune)")
+    ap.add_argument("--trials", type=int, default=8, help="searched trials of each study (tune)")
+    ap.add_argument("--rounds", type=int, default=2, help="1-node and 2-node studies run in turn this many times (tune)")
     args = ap.parse_args()
     from rooftune.platform import current_platform
 
@@ -230,6 +290,8 @@ def main() -> int:
             results["overhead"] = overhead(new_db, args.samples)
         if "rows" in parts:
             results["rows"] = rows_part(new_db)
+        if "tune" in parts:
+            results["tune"] = tune_part(new_db, args.model, args.trials, args.rounds)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
     return 0
