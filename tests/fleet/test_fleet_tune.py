@@ -79,9 +79,12 @@ def test_a_study_spreads_its_trials_over_the_nodes_of_its_platform(cluster: Any,
         assert run["status"] == "done" and set(run["nodes"]) == set(f["nodes"])
 
 
-def test_claims_give_each_configuration_to_one_worker_and_a_dead_one_back(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["sqlite", "shared"])
+def test_claims_give_each_configuration_to_one_worker_and_a_dead_one_back(backend: str, tmp_path: Path,
+                                                                         request: pytest.FixtureRequest) -> None:
     platform = current_platform()
-    with Store(tmp_path / "c.db") as s:
+    db = str(tmp_path / "c.db") if backend == "sqlite" else request.getfixturevalue("shared_db")
+    with Store(db) as s:
         a = Claims(s, platform, "study", "run-1", 0, "node-a")
         b = Claims(s, platform, "study", "run-1", 1, "node-b")
         first = a.claim("c1", {"name": "trial 0.0"})

@@ -234,7 +234,9 @@ def run_study(executor: Any, unit: StudyUnit, *, lead: Callable[[StudyUnit], dic
                                       if c["claim"].get("search") == unit.run_id])
             search_s = max((r["ended_at"] for r in ran), default=search_started) - search_started
             step("final comparisons on one node", 2, 3)
-            handed = {**handed, "search_s": search_s, "notes": [*handed["notes"], *notes]}
+            said = [*handed["notes"], *notes]
+            said += [n for r in ran for n in r["notes"] if n not in said]
+            handed = {**handed, "search_s": search_s, "notes": said}
             result, final_node = _one(executor.map(final, [replace(unit, role="final", handed=handed)],
                                                    platforms=[pid], spread=True))
             rows = store.trials(unit.key)

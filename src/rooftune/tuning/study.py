@@ -325,15 +325,19 @@ class Study:
             self.done[run_key(stored.config)] = stored
             self.resumed += 1
 
-    def evaluate(self, cfg: RunConfig, prepare_timeout_s: float = PREPARE_TIMEOUT_S) -> TrialResult:
-        """``cfg``'s trial: the stored or earlier one of what it runs (under ``cfg``'s name), a failed
-        one where a skip rule shows it will fail (not stored: nothing was measured), else a fresh
-        one, measured in its own process and stored."""
+    def _normalized(self, cfg: RunConfig) -> RunConfig:
+        """``cfg`` as it is run and stored (its key the store's)."""
         from rooftune.runtimes import get_runtime
 
         if self.train is not None:  # every training configuration names its optimizer's implementation
             cfg = replace(cfg, runtime_options={"optimizer": "default", **cfg.runtime_options})
-        cfg = get_runtime(cfg.runtime).normalize(cfg)
+        return get_runtime(cfg.runtime).normalize(cfg)
+
+    def evaluate(self, cfg: RunConfig, prepare_timeout_s: float = PREPARE_TIMEOUT_S) -> TrialResult:
+        """``cfg``'s trial: the stored or earlier one of what it runs (under ``cfg``'s name), a failed
+        one where a skip rule shows it will fail (not stored: nothing was measured), else a fresh
+        one, measured in its own process and stored."""
+        cfg = self._normalized(cfg)
         k, rk = cfg.key(), run_key(cfg)
         if rk in self.done:  # measured before, perhaps under another name (two baselines can coincide)
             r = self.done[rk]
@@ -492,7 +496,6 @@ class Study:
         store with the other nodes' workers (:mod:`rooftune.tuning.cluster`), until ``unit``'s
         ``search_until`` or, over all workers, ``trials`` searched trials."""
         from rooftune.fleet import current_node
-        from rooftune.runtimes import get_runtime
 
         node = current_node()[0]
         self.stamp = {"node": node, "search": unit.run_id}
@@ -513,8 +516,7 @@ class Study:
                     self.results.append(stored)
                     sampler.tell_known(stored, self.results)
             t = sampler.ask()
-            cfg = replace(suggest(t, self.space), name=f"trial {unit.worker}.{ran}")
-            cfg = get_runtime(cfg.runtime).normalize(cfg)
+            cfg = self._normalized(replace(suggest(t, self.space), name=f"trial {unit.worker}.{ran}"))
             if run_key(cfg) in self.done or not_run(cfg, self.done.values()) is not None:
                 r = self.evaluate(cfg)  # measured before, or refused by a skip rule: nothing runs
                 if run_key(cfg) not in {run_key(x.config) for x in self.results}:
