@@ -107,6 +107,13 @@ class FleetRows:
                 entry["platforms"].append(pid)
             return out
 
+    def fleet_run(self, run_id: str) -> dict[str, Any] | None:
+        """One fleet run (as :meth:`fleet_runs` gives it), or None."""
+        with self.transaction() as s:
+            r = s.get(FleetRunRow, run_id)
+            return None if r is None else {"id": r.id, "kind": r.kind, "done": r.done, "planned": r.planned,
+                                           "status": r.status}
+
     def fleet_runs(self, in_flight: bool = True) -> list[dict[str, Any]]:
         """Fleet runs, oldest first: those not finished, or all."""
         with self.transaction() as s:

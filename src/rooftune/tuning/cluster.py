@@ -3,13 +3,16 @@
 
     platform     the platform most nodes have (ties: this machine's, if a node has it); the
                  nodes of other platforms are not used, and named
-    lead         one unit on one node: the guideline, the baselines and the seeds (Study's phases)
-    search       one unit per node of the platform, side by side, until the search's share of the
-                 budget (or --trials) is spent; each node, before each ask:
+    workers      one unit per node of the platform, dispatched together; the first is the lead:
+                 it runs the guideline, the baselines and the seeds (Study's phases) and marks its
+                 part done in the store, while the others build their study (load the model, its
+                 reference output) and wait for that mark, then read the lead's plan of the budget
+                 from the stored trials. Then every worker searches, side by side, until the
+                 search's share of the budget (or --trials, over all of them) is spent; before each ask:
                      told  += the trials other nodes stored since (the store is the shared sampler's memory)
                      config = TPE.ask()                          (seeded per node: nodes draw apart)
                      claim(config) in the store                  (one row per study and configuration)
-                       taken by another node -> tell what it stored (or nothing, while it runs); ask again
+                       taken by another node -> tell nothing here (its value comes with the store's rows); ask again
                        mine -> run the trial; its result replaces the claim
     final        one unit on one node: the study read back from the store, then the runners-up,
                  the guideline and the baselines compared with the best, interleaved, on that one
@@ -196,10 +199,11 @@ def search_counts(rows: Sequence[dict[str, Any]], run_id: str) -> dict[str, int]
     return out
 
 
-def run_study(executor: Any, unit: StudyUnit, *, lead: Callable[[StudyUnit], dict[str, Any]],
-              search: Callable[[StudyUnit], dict[str, Any]], final: Callable[[StudyUnit], Any],
-              own_platform: str, cluster: str, progress: Callable[[str, int, int], None] | None = None) -> Any:
-    """Run a study's units on ``executor``'s nodes of one platform (see the module's doc); its
+def run_study(executor: Any, unit: StudyUnit, *, search: Callable[[StudyUnit], dict[str, Any]],
+              final: Callable[[StudyUnit], Any], own_platform: str, cluster: str,
+              progress: Callable[[str, int, int], None] | None = None) -> Any:
+    """Run a study's units on ``executor``'s nodes of one platform (see the module's doc): the
+    workers, the first of them the lead, then the final unit; the study's
     :class:`~rooftune.tuning.result.TuneResult`, with ``fleet`` saying where the trials ran."""
     from rooftune.store import Store
 
@@ -209,50 +213,51 @@ def run_study(executor: Any, unit: StudyUnit, *, lead: Callable[[StudyUnit], dic
     ours = [n for n in nodes if n.platform_id == pid]
     notes = [f"node {n.address} ({n.id[:12]}) is of platform {n.platform_id}, not the study's {pid}: not used"
              for n in others]
+    # without a search the lead alone has work
+    n = 1 if unit.kwargs.get("guidelines_only") else len(ours)
     with Store(unit.db) as store:
         store.start_fleet_run(unit.run_id, kind="study", name=unit.model, cluster=cluster,
-                              nodes={n.id: n.platform_id for n in ours}, planned=2 + len(ours))
+                              nodes={n.id: n.platform_id for n in ours}, planned=2 + n)
         status = "interrupted"
         try:
-            step("guideline, baselines and seeds on the lead node", 0, 3)
-            handed = _one(executor.map(lead, [unit], platforms=[pid], spread=True))
-            store.update_fleet_run(unit.run_id, done=1)
-            unit = replace(unit, key=handed["key"], search_until=handed["search_until"], handed=handed)
-            search_started = time.time()
+            step(f"guideline, baselines and seeds on the lead node, then the search on {n} node(s)", 0, 2)
+            workers = [replace(unit, role="lead" if i == 0 else "search", worker=i, workers=n) for i in range(n)]
             ran: list[dict[str, Any]] = []
-            if not unit.kwargs.get("guidelines_only"):
-                step(f"search on {len(ours)} node(s)", 1, 3)
-                workers = [replace(unit, role="search", worker=i, workers=len(ours)) for i in range(len(ours))]
 
-                def searched(_pid: str, _unit: Any, result: dict[str, Any]) -> None:
-                    ran.append(result)
-                    store.update_fleet_run(unit.run_id, done=1 + len(ran))
+            def searched(_pid: str, _unit: Any, result: dict[str, Any]) -> None:
+                ran.append(result)
+                store.update_fleet_run(unit.run_id, done=1 + len(ran))
 
-                executor.map(search, workers, platforms=[pid], spread=True, on_result=searched)
-                # claims left by a worker that was lost and not run again (the search's time ran out)
-                store.release_claims([c["id"] for c in store.claims(unit.key)
-                                      if c["claim"].get("search") == unit.run_id])
-            search_s = max((r["ended_at"] for r in ran), default=search_started) - search_started
-            step("final comparisons on one node", 2, 3)
-            said = [*handed["notes"], *notes]
-            said += [n for r in ran for n in r["notes"] if n not in said]
-            handed = {**handed, "search_s": search_s, "notes": said}
-            result, final_node = _one(executor.map(final, [replace(unit, role="final", handed=handed)],
+            executor.map(search, workers, platforms=[pid], spread=True, on_result=searched)
+            (lead,) = [r for r in ran if r.get("lead") is not None]
+            key = lead["key"]
+            # claims left by a worker that was lost and not run again (the search's time ran out)
+            store.release_claims([c["id"] for c in store.claims(key) if c["claim"].get("search") == unit.run_id])
+            search_s = max(r["ended_at"] for r in ran) - lead["search_started"]
+            said = [*lead["lead"]["notes"], *notes]
+            said += [x for r in ran for x in r["notes"] if x not in said]
+            handed = {"notes": said, "phase_s": lead["lead"]["phase_s"], "search_s": search_s}
+            step("final comparisons on one node", 1, 2)
+            result, final_node = _one(executor.map(final, [replace(unit, role="final", key=key, handed=handed)],
                                                    platforms=[pid], spread=True))
-            rows = store.trials(unit.key)
+            rows = store.trials(key)
             status = "done"
         finally:
-            store.update_fleet_run(unit.run_id, done=2 + len(ours) if status == "done" else None, status=status)
+            store.update_fleet_run(unit.run_id, done=2 + n if status == "done" else None, status=status)
     by_node = search_counts(rows, unit.run_id)
     searched_n = sum(by_node.values())
-    names = {n.id: n.address for n in nodes}
+    names = {x.id: x.address for x in nodes}
     fleet = {"cluster": cluster, "platform": pid,
-             "nodes": {n.id: {"address": n.address, "searched": by_node.get(n.id, 0)} for n in ours},
+             "nodes": {x.id: {"address": x.address, "searched": by_node.get(x.id, 0),
+                              # proposals another node had claimed or stored first
+                              "taken": sum(r["taken"] for r in ran if r["node"] == x.id)} for x in ours},
+             "workers": [{k: r[k] for k in ("worker", "node", "ran", "taken", "started_at", "ended_at")}
+                         for r in sorted(ran, key=lambda r: r["worker"])],
              "nodes_with_trials": len({str(r["result"].get("node")) for r in rows if r["result"].get("node")}),
-             "not_used": [{"id": n.id, "address": n.address, "platform": n.platform_id} for n in others],
+             "not_used": [{"id": x.id, "address": x.address, "platform": x.platform_id} for x in others],
              "searched": searched_n, "search_s": search_s,
              "trials_per_min": searched_n / (search_s / 60) if search_s > 0 else 0.0,
-             "lead_node": handed["node"], "final_node": final_node,
+             "lead_node": lead["lead"]["node"], "final_node": final_node,
              "trials": [{"name": r["config"].get("name"), "node": r["result"].get("node"),
                          "address": names.get(str(r["result"].get("node")), "")} for r in rows]}
     return replace(result, fleet=fleet)

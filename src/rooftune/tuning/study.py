@@ -498,6 +498,7 @@ class Study:
         from rooftune.fleet import current_node
 
         node = current_node()[0]
+        started = time.time()
         self.stamp = {"node": node, "search": unit.run_id}
         claims = Claims(self.store, self.platform, self.key, unit.run_id, unit.worker, node)
         claims.take_back()
@@ -542,8 +543,8 @@ class Study:
         if repeats >= MAX_REPEATS:
             self.notes.append(f"search stopped after {MAX_REPEATS} proposals in a row that were already measured "
                               f"or claimed by another node")
-        return {"node": node, "worker": unit.worker, "ran": ran, "taken": taken, "ended_at": time.time(),
-                "notes": self.notes}
+        return {"node": node, "worker": unit.worker, "ran": ran, "taken": taken, "started_at": started,
+                "ended_at": time.time(), "notes": self.notes}
 
     def from_store(self, handed: dict[str, Any]) -> None:
         """(The final unit of a study on a cluster) the study as the lead and the search workers
@@ -839,7 +840,7 @@ def _tune_on_cluster(cluster: str, model: Any, kwargs: dict[str, Any], *, exampl
     executor = RayExecutor(cluster)  # an unreachable cluster is named before anything is written
     try:
         unit = StudyUnit(db=shared_url(db), model=model, kwargs=kwargs, run_id=new_run_id(), started_at=time.time())
-        return run_study(executor, unit, lead=lead_unit, search=search_unit, final=final_unit,
+        return run_study(executor, unit, search=search_unit, final=final_unit,
                          own_platform=current_platform().id, cluster=executor.address, progress=progress)
     finally:
         executor.close()
@@ -860,31 +861,55 @@ def _node_study(unit: StudyUnit) -> Study:
     return study
 
 
-def lead_unit(unit: StudyUnit) -> dict[str, Any]:
-    """(On a node) the lead's part of a study on a cluster: the guideline, the baselines and the
-    seeds; what the search and the final unit need of it."""
+def search_unit(unit: StudyUnit) -> dict[str, Any]:
+    """(On a node) one worker of a study on a cluster. Worker 0 is the lead: it runs the
+    guideline, the baselines and the seeds, and marks its part done in the store; the others build
+    their study meanwhile, then wait for that mark and read the lead's plan of the budget from
+    the stored trials. Then each searches (:meth:`Study.shared_search`)."""
     from rooftune.fleet import current_node
 
     study = _node_study(unit)
     try:
-        study.resume()
-        study.fixed_configurations()
-        study.guideline_seeds()
-        until = getattr(study, "search_until", 0.0)
-        return {"key": study.key, "search_until": unit.started_at + until, "notes": study.notes,
-                "phase_s": {"fixed": study.phase_s["fixed"]}, "node": current_node()[0]}
+        node = current_node()[0]
+        if unit.role == "lead":
+            study.resume()
+            study.fixed_configurations()
+            study.guideline_seeds()
+            study.store.update_fleet_run(unit.run_id, done=1)
+        elif not _lead_done(study, unit):  # the lead's node was lost: its unit, run again, searches
+            return {"key": study.key, "node": node, "worker": unit.worker, "ran": 0, "taken": 0,
+                    "started_at": time.time(), "ended_at": time.time(), "notes": []}
+        else:
+            study.resume()  # what the lead stored
+            if not study.done:  # the lead stored its trials under another key
+                raise ClusterError(f"node {current_node()[1]} ({node[:12]}) finds another study key than the lead "
+                                   f"node: its platform or installed runtimes differ")
+            study.fixed_configurations()  # (from the store: nothing runs again)
+            study._plan()
+        handed = {"key": study.key, "search_started": time.time(),
+                  "lead": {"notes": list(study.notes), "phase_s": {"fixed": study.phase_s["fixed"]}, "node": node}
+                  if unit.role == "lead" else None}
+        if study.guidelines_only:
+            return {**handed, "node": node, "worker": unit.worker, "ran": 0, "taken": 0, "started_at": time.time(),
+                    "ended_at": time.time(), "notes": []}
+        return {**handed, **study.shared_search(replace(unit, search_until=unit.started_at + study.search_until))}
     finally:
         study.close()
 
 
-def search_unit(unit: StudyUnit) -> dict[str, Any]:
-    """(On a node) one search worker of a study on a cluster (:meth:`Study.shared_search`)."""
-    study = _node_study(unit)
-    try:
-        study.resume()
-        return study.shared_search(unit)
-    finally:
-        study.close()
+#: How often a search worker looks whether the lead's part of the study is done.
+LEAD_POLL_S = 0.5
+
+
+def _lead_done(study: Study, unit: StudyUnit) -> bool:
+    """Wait until the lead marked its part done (True), or the study's budget ran out (False)."""
+    end = unit.started_at + study.budget_s
+    while time.time() < end:
+        run = study.store.fleet_run(unit.run_id)
+        if run is not None and run["done"] >= 1:
+            return True
+        time.sleep(LEAD_POLL_S)
+    return False
 
 
 def final_unit(unit: StudyUnit) -> tuple[TuneResult, str]:
