@@ -11,8 +11,11 @@
   the same study (``--model``, eager, ``--trials`` searched trials, into a fresh store each time)
   on a local cluster of 1 node and of 2 nodes, in turn ``--rounds`` times; its trials per minute
   are the searched trials over the search phase's wall time (from the search units' dispatch to the
-  last one's end). The local nodes share this machine's cores: each offers one CPU to Ray, but a
-  trial's threads are not pinned, so two nodes' trials run side by side on the same cores.
+  last one's end). A local node stands for a machine of one core: it is pinned to a core of its
+  own (``--pin``, the default where this machine has 2 cores or more: node k runs on core k, so
+  both nodes, and the one node, are of the same 1-core platform), or with ``--no-pin`` shares
+  every core with the other node (each then offers one CPU to Ray, but a trial's threads are not
+  bound to it). The head, the driver and the store stay unpinned beside them.
 
     PYTHONPATH=src .venv/bin/python benchmarks/fleet.py [--part writers,overhead,rows,tune] [--db URL] [--json OUT]
 
@@ -190,7 +193,7 @@ def rows_part(new_db: Any) -> dict[str, Any]:
     return out
 
 
-def tune_part(new_db: Any, model: str, trials: int, rounds: int) -> dict[str, Any]:
+def tune_part(new_db: Any, model: str, trials: int, rounds: int, pin: bool) -> dict[str, Any]:
     import os
     import statistics
 
@@ -203,6 +206,8 @@ def tune_part(new_db: Any, model: str, trials: int, rounds: int) -> dict[str, An
     # the final comparisons are not what is measured here: brief ones keep the runs short
     brief = Policy(number=1, warmup_s=0.05, budget_s=0.3, min_samples=6, max_samples=60)
     root = str(Path(__file__).resolve().parent.parent)
+    cores = sorted(os.sched_getaffinity(0))
+    pin = pin and len(cores) >= 2
     runs: list[dict[str, Any]] = []
     for rnd in range(rounds):
         for nodes in (1, 2):
@@ -210,8 +215,13 @@ def tune_part(new_db: Any, model: str, trials: int, rounds: int) -> dict[str, An
             os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [root, saved]))  # (the tests' models)
             c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
             try:
-                for _ in range(nodes):
-                    c.add_node(num_cpus=1, resources={NODE_RESOURCE: 1})
+                for k in range(nodes):
+                    if pin:  # (the node's processes inherit the affinity of this one as it starts them)
+                        os.sched_setaffinity(0, {cores[k % len(cores)]})
+                    try:
+                        c.add_node(num_cpus=1, resources={NODE_RESOURCE: 1})
+                    finally:
+                        os.sched_setaffinity(0, cores)
                 c.wait_for_nodes()
                 r = tune(model, runtimes=["eager"], trials=trials, budget_s=3600, db=new_db(), compare_policy=brief,
                          compare_pairs=1, cluster=c.address)
@@ -222,17 +232,18 @@ def tune_part(new_db: Any, model: str, trials: int, rounds: int) -> dict[str, An
                 else:
                     os.environ["PYTHONPATH"] = saved
             f = r.fleet or {}
-            run = {"round": rnd, "nodes": nodes, "searched": f["searched"], "search_s": f["search_s"],
+            run = {"round": rnd, "nodes": nodes, "pinned": pin, "platform": f["platform"], "searched": f["searched"], "search_s": f["search_s"],
                    "trials_per_min": f["trials_per_min"], "per_node": [n["searched"] for n in f["nodes"].values()],
                    "duration_s": r.duration_s}
             runs.append(run)
-            print(f"tune: round {rnd + 1}, {nodes} node(s): {run['searched']} searched trials in {run['search_s']:.1f} s, "
+            print(f"tune: round {rnd + 1}, {nodes} node(s){' of 1 pinned core each' if pin else ''} (platform "
+                  f"{f['platform']}): {run['searched']} searched trials in {run['search_s']:.1f} s, "
                   f"{run['trials_per_min']:.1f} trials/min (per node {run['per_node']}; study {r.duration_s:.0f} s)",
                   flush=True)
     one = [x["trials_per_min"] for x in runs if x["nodes"] == 1]
     two = [x["trials_per_min"] for x in runs if x["nodes"] == 2]
     ratios = [b / a for a, b in zip(one, two, strict=True)]
-    out = {"model": model, "trials": trials, "runs": runs, "one_node_per_min": statistics.median(one),
+    out = {"model": model, "trials": trials, "pinned": pin, "runs": runs, "one_node_per_min": statistics.median(one),
            "two_nodes_per_min": statistics.median(two), "ratio": statistics.median(ratios),
            "ratio_min": min(ratios), "ratio_max": max(ratios)}
     print(f"tune: {model}, {trials} searched trials; 1 node {out['one_node_per_min']:.1f}/min, 2 nodes "
@@ -250,6 +261,8 @@ def main() -> int:
     ap.add_argument("--model", default="tests.analysis.tiny_models:small_cnn", help="the study's model (tune)")
     ap.add_argument("--trials", type=int, default=8, help="searched trials of each study (tune)")
     ap.add_argument("--rounds", type=int, default=2, help="1-node and 2-node studies run in turn this many times (tune)")
+    ap.add_argument("--pin", action=argparse.BooleanOptionalAction, default=True,
+                    help="each local node on a core of its own (tune)")
     args = ap.parse_args()
     from rooftune.platform import current_platform
 
@@ -291,7 +304,7 @@ def main() -> int:
         if "rows" in parts:
             results["rows"] = rows_part(new_db)
         if "tune" in parts:
-            results["tune"] = tune_part(new_db, args.model, args.trials, args.rounds)
+            results["tune"] = tune_part(new_db, args.model, args.trials, args.rounds, args.pin)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
     return 0
