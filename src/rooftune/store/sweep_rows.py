@@ -32,12 +32,16 @@ class SweepRows:
             self._upsert_platform(s, platform)
             return self._insert_new(s, SweepPointRow, values, ("platform_id", "point_key"))
 
-    def sweep_points(self, platform_id: str | None = None, family: str | None = None) -> list[dict[str, Any]]:
-        """Stored sweep points (their ``to_dict``), oldest first, of one platform and family or all."""
+    def sweep_points(self, platform_id: str | None = None, family: str | None = None,
+                     key: str | None = None) -> list[dict[str, Any]]:
+        """Stored sweep points (their ``to_dict``), oldest first, of one platform and family (and
+        point key) or all."""
         with self.transaction() as s:
             q = select(SweepPointRow).order_by(SweepPointRow.id)
             if platform_id:
                 q = q.where(SweepPointRow.platform_id == platform_id)
             if family:
                 q = q.where(SweepPointRow.family == family)
+            if key:
+                q = q.where(SweepPointRow.point_key == key)
             return [dict(r.data) for r in s.scalars(q).all()]

@@ -1,0 +1,135 @@
+"""A kernel-family sweep on the local Ray cluster (a head and two worker nodes, the fixture of
+test_fleet.py) into a shared store: the points one machine stores; a node killed mid-sweep losing
+no point and storing none twice while ``fleet status`` shows the sweep in flight, and the sweep run
+again taking every point from the store; and the refusals (an unreachable cluster, a store the
+nodes would not share)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import rooftune
+from rooftune.fleet import NODE_RESOURCE, RayExecutor
+from rooftune.platform import current_platform
+from rooftune.store import Store
+from rooftune.sweep.cluster import run_on_fleet
+from rooftune.sweep.run import check_arguments
+from tests.conftest import make_ceilings
+from tests.fleet.test_fleet import cluster, shared_db  # noqa: F401 (the fixtures)
+from tests.pg import pg_server  # noqa: F401 (the fixture)
+from tests.test_cli import assert_one_line_error, rooftune_in_process
+
+ray = pytest.importorskip("ray")
+
+#: Timing kept short: what is checked is where points go, not their figures.
+FAST = 0.02
+CONV = {"batch": "1,2", "channels": "4", "size": "6"}
+
+
+def with_ceilings(db: str | Path) -> None:
+    """Made-up ceilings of this machine (the nodes' platform) in ``db``, so no node measures them."""
+    platform = current_platform()
+    c = make_ceilings(platform)
+    with Store(db) as s:
+        s.save_ceilings(platform, c.to_dict(), quick=False, threads=c.threads)
+
+
+def stored(db: str | Path) -> list[tuple[str, str, str]]:
+    with Store(db) as s:
+        return [(d["platform_id"], d["key"], d["status"]) for d in s.sweep_points()]
+
+
+def test_a_sweep_on_two_nodes_stores_the_points_one_machine_stores(cluster: Any, shared_db: str,  # noqa: F811
+                                                                   tmp_path: Path) -> None:
+    with_ceilings(shared_db)
+    proc = rooftune_in_process("sweep", "conv2d", "--batch", "1,2", "--channels", "4", "-p", "size=6", "--precision",
+                               "fp32", "--threads", "1", "--point-budget", str(FAST), "--cluster", cluster.address,
+                               "--json", "--db", shared_db)
+    assert proc.returncode == 0, proc.stderr
+    pid = current_platform().id
+    fleet = json.loads(proc.stdout)
+    assert list(fleet["sweeps"]) == [pid] and fleet["units"] == 4
+    result = fleet["sweeps"][pid]
+    assert (result["added"], result["resumed"], len(result["points"])) == (4, 0, 4)
+    assert result["roofs"]["threads"] == 1 and result["findings"]
+    # the NHWC-over-NCHW speedups the findings state were measured again interleaved on a node
+    assert any("were measured again interleaved" in f for f in result["findings"]), result["findings"]
+
+    local = tmp_path / "one.db"
+    with_ceilings(local)
+    one = rooftune.sweep("conv2d", CONV, precisions=["fp32"], threads=1, db=str(local), point_budget_s=FAST,
+                         confirm=False)
+    assert sorted(stored(shared_db)) == sorted(stored(local)) and len(one.points) == 4
+    assert all(status == "ok" for _, _, status in stored(shared_db))
+    with Store(shared_db) as s:
+        (run,) = s.fleet_runs(in_flight=False)
+        assert (run["kind"], run["status"], run["done"], run["planned"]) == ("sweep", "done", 4, 4)
+
+
+def test_a_node_killed_mid_sweep_loses_no_point_and_stores_none_twice(cluster: Any, shared_db: str) -> None:  # noqa: F811
+    with_ceilings(shared_db)
+    doomed = cluster.add_node(num_cpus=1, resources={NODE_RESOURCE: 1})
+    cluster.wait_for_nodes()
+    executor = RayExecutor(cluster.address)
+    assert len(executor.nodes()) == 3
+    args = check_arguments("conv2d", {"batch": "1:6:+1", "channels": "4", "size": "6"}, passes=None,
+                           precisions=["fp32"], algorithms=None, layouts=None, threads=1, device=None,
+                           autotune=(False,), launches=None, budget_s=600.0, point_budget_s=0.1, memory_cap=None)
+    outcome: dict[str, Any] = {}
+
+    def drive() -> None:
+        try:
+            outcome["result"] = run_on_fleet(executor, args, db=shared_db, confirm=False)
+        except BaseException as exc:  # noqa: BLE001 (asserted below)
+            outcome["error"] = exc
+
+    driver = threading.Thread(target=drive)
+    driver.start()
+    try:
+        deadline = time.monotonic() + 120
+        while len(stored(shared_db)) < 3:  # every node at work
+            assert time.monotonic() < deadline and driver.is_alive(), outcome
+            time.sleep(0.02)
+        shown = rooftune_in_process("fleet", "status", "--db", shared_db)
+        cluster.remove_node(doomed, allow_graceful=False)
+        driver.join(timeout=240)
+        assert not driver.is_alive()
+        again = run_on_fleet(executor, args, db=shared_db, confirm=False)  # resumed: every point from the store
+    finally:
+        executor.close()
+    assert shown.returncode == 0 and "sweep conv2d (6 shapes)" in shown.stdout, shown.stdout
+    assert "error" not in outcome, outcome.get("error")
+    keys = Counter(stored(shared_db))
+    assert len(keys) == 12 and set(keys.values()) == {1}  # 6 batches x 2 layouts, each once
+    assert all(status == "ok" for _, _, status in keys)
+    (r,) = outcome["result"].results.values()
+    assert len(r.points) == 12 and len({p.key for p in r.points}) == 12
+    assert executor.rerun >= 1  # the node had a point in hand (units run back to back), run again elsewhere
+    (resumed,) = again.results.values()
+    assert (resumed.added, resumed.resumed) == (0, 12) and len(stored(shared_db)) == 12
+    assert [p.median_s for p in resumed.points] == [p.median_s for p in r.points]
+    assert any("turned off (--no-confirm)" in f for f in resumed.findings)
+
+
+def test_an_unreachable_cluster_is_named_within_10_s(tmp_path: Path) -> None:
+    t0 = time.monotonic()
+    proc = rooftune_in_process("sweep", "lstm", "--cluster", "127.0.0.1:1", "--db", str(tmp_path / "r.db"))
+    assert time.monotonic() - t0 < 10
+    assert_one_line_error(proc, "cannot reach the Ray cluster at 127.0.0.1:1")
+    assert not (tmp_path / "r.db").exists()
+
+
+def test_a_store_the_nodes_do_not_share_is_refused(cluster: Any) -> None:  # noqa: F811
+    # (profile --cluster follows the same rule: rooftune.fleet.shared_store)
+    proc = rooftune_in_process("sweep", "conv2d", "--cluster", cluster.address, "--db", "sqlite://")
+    assert_one_line_error(proc, "invalid --db 'sqlite://': an in-memory database is not shared with the nodes",
+                          "postgresql+psycopg://")
+    proc = rooftune_in_process("sweep", "conv2d", "--device", "cuda", "--cluster", cluster.address)
+    assert_one_line_error(proc, "invalid device 'cuda': cpu only with a cluster")
