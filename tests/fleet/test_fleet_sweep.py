@@ -16,7 +16,9 @@ from typing import Any
 import pytest
 
 import rooftune
-from rooftune.fleet import NODE_RESOURCE, RayExecutor
+from rooftune.errors import ClusterError
+from rooftune.fleet import NODE_RESOURCE, Node, RayExecutor
+from rooftune.fleet.shared import check_versions
 from rooftune.platform import current_platform
 from rooftune.store import Store
 from rooftune.sweep.cluster import run_on_fleet
@@ -133,3 +135,12 @@ def test_a_store_the_nodes_do_not_share_is_refused(cluster: Any) -> None:  # noq
                           "postgresql+psycopg://")
     proc = rooftune_in_process("sweep", "conv2d", "--device", "cuda", "--cluster", cluster.address)
     assert_one_line_error(proc, "invalid device 'cuda': cpu only with a cluster")
+
+
+def test_a_node_of_another_rooftune_version_is_named() -> None:
+    fingerprint = current_platform().to_dict()
+    same = Node("a" * 20, "10.0.0.1", "p", 4.0, fingerprint)
+    older = Node("b" * 20, "10.0.0.2", "p", 4.0, fingerprint | {"library_versions": {"rooftune": "0.0.1"}})
+    check_versions([same])
+    with pytest.raises(ClusterError, match=r"node 10.0.0.2 \(0.0.1\) runs another rooftune than this one"):
+        check_versions([same, older])

@@ -8,6 +8,9 @@ refused, and so is a file that a node does not find at the same path (a node on 
 would otherwise create a store of its own there, and its rows would never reach this one). A
 relative path is handed to the nodes made absolute, as the driver reads it: a node's worker runs
 in a directory of its own.
+
+Every node runs the driver's rooftune version: the units are the driver's functions and data,
+and the store's schema the driver's; a node of another version is named and refused.
 """
 
 from __future__ import annotations
@@ -15,8 +18,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from rooftune.errors import InvalidArgument
-from rooftune.fleet.executor import Executor
+from rooftune.errors import ClusterError, InvalidArgument
+from rooftune.fleet.executor import Executor, Node
 
 #: What a store not shared is told to use instead.
 SHARED = ("a store every node shares: --db postgresql+psycopg://USER:PASSWORD@HOST/DB, or a SQLite file on a "
@@ -41,12 +44,26 @@ def _file_seen(path: str) -> bool:
     return os.path.isfile(path)
 
 
+def check_versions(nodes: list[Node]) -> None:
+    """Refuse, naming them, the nodes whose rooftune is not this one's version."""
+    import rooftune
+
+    other = sorted(f"{n.address or n.id[:12]} ({(n.fingerprint.get('library_versions') or {}).get('rooftune')})"
+                   for n in nodes
+                   if (n.fingerprint.get("library_versions") or {}).get("rooftune") != rooftune.__version__)
+    if other:
+        raise ClusterError(f"node{'s' if len(other) > 1 else ''} {', '.join(other)} run{'' if len(other) > 1 else 's'} "
+                           f"another rooftune than this one ({rooftune.__version__}); install the same version on "
+                           "every node")
+
+
 def shared_store(executor: Executor, db: str | None) -> str:
     """The URL of the store (``db``, a URL or a file path; default as everywhere) that every node
     of ``executor`` writes to, created or refused here; a store the nodes would not share is
-    refused in one line (see the module's doc)."""
+    refused in one line (see the module's doc), as are nodes of another rooftune version."""
     from rooftune.store import Store
 
+    check_versions(executor.nodes())
     with Store(db) as store:
         url, shown = store.url, store.display_url
     path = _sqlite_file(url)
