@@ -6,6 +6,7 @@ nodes would not share)."""
 
 from __future__ import annotations
 
+import csv
 import json
 import threading
 import time
@@ -53,9 +54,11 @@ def test_a_sweep_on_two_nodes_stores_the_points_one_machine_stores(cluster: Any,
     with_ceilings(shared_db)
     proc = rooftune_in_process("sweep", "conv2d", "--batch", "1,2", "--channels", "4", "-p", "size=6", "--precision",
                                "fp32", "--threads", "1", "--point-budget", str(FAST), "--cluster", cluster.address,
-                               "--json", "--db", shared_db)
+                               "--export", str(tmp_path / "points.csv"), "--json", "--db", shared_db)
     assert proc.returncode == 0, proc.stderr
     pid = current_platform().id
+    with open(tmp_path / "points.csv") as f:
+        assert [row["platform_id"] for row in csv.DictReader(f)] == [pid] * 4
     fleet = json.loads(proc.stdout)
     assert list(fleet["sweeps"]) == [pid] and fleet["units"] == 4
     result = fleet["sweeps"][pid]

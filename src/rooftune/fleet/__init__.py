@@ -15,8 +15,8 @@ from rooftune.fleet.executor import (
     check_address,
     connect,
 )
-from rooftune.fleet.shared import shared_store
+from rooftune.fleet.shared import node_store, shared_store
 from rooftune.fleet.status import FleetStatus, fleet_status
 
 __all__ = ["NODE_RESOURCE", "Executor", "FleetStatus", "LocalExecutor", "Node", "RayExecutor", "check_address",
-           "connect", "fleet_status", "shared_store"]
+           "connect", "fleet_status", "node_store", "shared_store"]

@@ -82,3 +82,22 @@ def shared_store(executor: Executor, db: str | None) -> str:
             raise InvalidArgument("--db", shown, f"the file is not on node{'s' if len(blind) > 1 else ''} "
                                   f"{', '.join(blind)}, which would each write a store of their own; use {SHARED}")
     return url
+
+
+#: (On a node) the stores its units opened, by URL, kept open across the units its worker process
+#: runs: opening one checks its schema, a round trip or more to a database server per unit.
+_NODE_STORES: dict[str, Any] = {}
+
+
+def node_store(url: str) -> Any:
+    """(On a node) the store at ``url`` (the one :func:`shared_store` gave the units), opened once
+    per worker process; one at a time (another run's is closed)."""
+    from rooftune.store import Store
+
+    store = _NODE_STORES.get(url)
+    if store is None:
+        for other in _NODE_STORES.values():
+            other.close()
+        _NODE_STORES.clear()
+        store = _NODE_STORES[url] = Store(url)
+    return store

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rooftune.errors import ClusterError, InvalidArgument
+from rooftune.fleet import node_store
 from rooftune.sweep.plan import Plan, PointSpec
 from rooftune.sweep.point import SweepPoint
 from rooftune.sweep.run import (
@@ -72,22 +73,9 @@ class ConfirmUnit:
     policy: Any
 
 
-#: The node's open stores (by URL) and ceilings (by URL, quick and platform): read once per worker
-#: process, not once per point (opening a store checks its schema, a round trip to a server).
-_STORES: dict[str, Any] = {}
+#: The node's ceilings (by store URL, quick and platform): read once per worker process, not once
+#: per point.
 _CEILINGS: dict[tuple[str, bool, str], Any] = {}
-
-
-def _store(db: str) -> Any:
-    from rooftune.store import Store
-
-    store = _STORES.get(db)
-    if store is None:
-        for other in _STORES.values():  # (one store at a time: another sweep's is closed)
-            other.close()
-        _STORES.clear()
-        store = _STORES[db] = Store(db)
-    return store
 
 
 def _ceilings(db: str, quick: bool) -> Any:
@@ -97,7 +85,7 @@ def _ceilings(db: str, quick: bool) -> Any:
     host = current_platform()
     key = (db, quick, host.id)
     if key not in _CEILINGS:
-        _CEILINGS[key] = get_ceilings(quick=quick, store=_store(db), platform=host)
+        _CEILINGS[key] = get_ceilings(quick=quick, store=node_store(db), platform=host)
     return _CEILINGS[key]
 
 
@@ -128,7 +116,7 @@ def run_point_unit(unit: PointUnit) -> dict[str, Any]:
     spec = _mine(dict(unit.specs), platform.id)
     if spec is None:
         return {"index": unit.index, "point": None, "resumed": False}
-    store = _store(unit.db)
+    store = node_store(unit.db)
     key = spec.key(platform.id)
     stored = store.sweep_points(platform.id, spec.family, key=key)
     if stored:
@@ -273,5 +261,5 @@ def _why_not_confirmed(confirm: bool, stopped: bool) -> str | None:
     if not confirm:
         return "measuring them again interleaved was turned off (--no-confirm)"
     if stopped:
-        return "not measured again interleaved, the budget being spent (run the same sweep again to finish it)"
+        return "the budget was spent before they were measured again interleaved (run the same sweep again to finish it)"
     return None
