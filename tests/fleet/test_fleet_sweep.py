@@ -76,6 +76,9 @@ def test_a_sweep_on_two_nodes_stores_the_points_one_machine_stores(cluster: Any,
     with Store(shared_db) as s:
         (run,) = s.fleet_runs(in_flight=False)
         assert (run["kind"], run["status"], run["done"], run["planned"]) == ("sweep", "done", 4, 4)
+    status = rooftune_in_process("fleet", "status", "--json", "--db", shared_db)
+    (platform,) = json.loads(status.stdout)["platforms"]
+    assert (platform["id"], platform["sweep_points"], platform["profiled_rows"]) == (pid, 4, 0)
 
 
 def test_a_node_killed_mid_sweep_loses_no_point_and_stores_none_twice(cluster: Any, shared_db: str) -> None:  # noqa: F811

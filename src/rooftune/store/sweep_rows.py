@@ -45,3 +45,11 @@ class SweepRows:
             if key:
                 q = q.where(SweepPointRow.point_key == key)
             return [dict(r.data) for r in s.scalars(q).all()]
+
+    def swept_platforms(self) -> dict[str, int]:
+        """Stored sweep points per platform id, for the platforms that have any."""
+        from sqlalchemy import func
+
+        with self.transaction() as s:
+            q = select(SweepPointRow.platform_id, func.count()).group_by(SweepPointRow.platform_id)
+            return {pid: int(n) for pid, n in s.execute(q).all()}
