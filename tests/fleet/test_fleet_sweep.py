@@ -1,13 +1,15 @@
 """A kernel-family sweep on the local Ray cluster (a head and two worker nodes, the fixture of
-test_fleet.py) into a shared store: the points one machine stores; a node killed mid-sweep losing
-no point and storing none twice while ``fleet status`` shows the sweep in flight, and the sweep run
-again taking every point from the store; and the refusals (an unreachable cluster, a store the
-nodes would not share)."""
+test_fleet.py) into a shared store: with a node of another platform beside them, the points one
+machine of each platform stores, under each platform; a node killed mid-sweep losing no point and
+storing none twice while ``fleet status`` shows the sweep in flight, and the sweep run again
+taking every point from the store; and the refusals (an unreachable cluster, a store the nodes
+would not share, a node of another rooftune version)."""
 
 from __future__ import annotations
 
 import csv
 import json
+import os
 import threading
 import time
 from collections import Counter
@@ -20,7 +22,8 @@ import rooftune
 from rooftune.errors import ClusterError
 from rooftune.fleet import NODE_RESOURCE, Node, RayExecutor
 from rooftune.fleet.shared import check_versions
-from rooftune.platform import current_platform
+from rooftune.platform import Platform, current_platform
+from rooftune.platform.fingerprint import collect
 from rooftune.store import Store
 from rooftune.sweep.cluster import run_on_fleet
 from rooftune.sweep.run import check_arguments
@@ -36,9 +39,10 @@ FAST = 0.02
 CONV = {"batch": "1,2", "channels": "4", "size": "6"}
 
 
-def with_ceilings(db: str | Path) -> None:
-    """Made-up ceilings of this machine (the nodes' platform) in ``db``, so no node measures them."""
-    platform = current_platform()
+def with_ceilings(db: str | Path, platform: Platform | None = None) -> None:
+    """Made-up ceilings of ``platform`` (default: this machine's, the nodes') in ``db``, so that no
+    node measures them."""
+    platform = platform or current_platform()
     c = make_ceilings(platform)
     with Store(db) as s:
         s.save_ceilings(platform, c.to_dict(), quick=False, threads=c.threads)
@@ -49,36 +53,48 @@ def stored(db: str | Path) -> list[tuple[str, str, str]]:
         return [(d["platform_id"], d["key"], d["status"]) for d in s.sweep_points()]
 
 
-def test_a_sweep_on_two_nodes_stores_the_points_one_machine_stores(cluster: Any, shared_db: str,  # noqa: F811
-                                                                   tmp_path: Path) -> None:
+def test_a_sweep_on_two_platforms_stores_the_points_one_machine_of_each_stores(cluster: Any, shared_db: str,  # noqa: F811
+                                                                               tmp_path: Path) -> None:
+    # a third node whose workers start with OMP_NUM_THREADS=1: another platform (OpenMP's settings
+    # are part of the platform id), as a node of another machine type would be
+    odd = cluster.add_node(num_cpus=1, resources={NODE_RESOURCE: 1}, env_vars={"OMP_NUM_THREADS": "1"})
+    cluster.wait_for_nodes()
+    here, other = current_platform(), collect(env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert here.id != other.id
     with_ceilings(shared_db)
-    proc = rooftune_in_process("sweep", "conv2d", "--batch", "1,2", "--channels", "4", "-p", "size=6", "--precision",
-                               "fp32", "--threads", "1", "--point-budget", str(FAST), "--cluster", cluster.address,
-                               "--export", str(tmp_path / "points.csv"), "--json", "--db", shared_db)
+    with_ceilings(shared_db, other)
+    try:
+        proc = rooftune_in_process("sweep", "conv2d", "--batch", "1,2", "--channels", "4", "-p", "size=6",
+                                   "--precision", "fp32", "--threads", "1", "--point-budget", str(FAST), "--cluster",
+                                   cluster.address, "--export", str(tmp_path / "points.csv"), "--json",
+                                   "--db", shared_db)
+    finally:
+        cluster.remove_node(odd)
     assert proc.returncode == 0, proc.stderr
-    pid = current_platform().id
     with open(tmp_path / "points.csv") as f:
-        assert [row["platform_id"] for row in csv.DictReader(f)] == [pid] * 4
+        assert Counter(row["platform_id"] for row in csv.DictReader(f)) == {here.id: 4, other.id: 4}
     fleet = json.loads(proc.stdout)
-    assert list(fleet["sweeps"]) == [pid] and fleet["units"] == 4
-    result = fleet["sweeps"][pid]
-    assert (result["added"], result["resumed"], len(result["points"])) == (4, 0, 4)
-    assert result["roofs"]["threads"] == 1 and result["findings"]
-    # the NHWC-over-NCHW speedups the findings state were measured again interleaved on a node
-    assert any("were measured again interleaved" in f for f in result["findings"]), result["findings"]
+    assert sorted(fleet["sweeps"]) == sorted([here.id, other.id]) and fleet["units"] == 8
+    for pid, result in fleet["sweeps"].items():  # each platform's own points, roofs and findings
+        assert (result["added"], result["resumed"], len(result["points"])) == (4, 0, 4)
+        assert {p["platform_id"] for p in result["points"]} == {pid} and result["platform_id"] == pid
+        assert result["roofs"]["threads"] == 1
+        # the NHWC-over-NCHW speedups the findings state were measured again interleaved on a node
+        assert any("were measured again interleaved" in f for f in result["findings"]), result["findings"]
 
     local = tmp_path / "one.db"
     with_ceilings(local)
     one = rooftune.sweep("conv2d", CONV, precisions=["fp32"], threads=1, db=str(local), point_budget_s=FAST,
                          confirm=False)
-    assert sorted(stored(shared_db)) == sorted(stored(local)) and len(one.points) == 4
+    assert sorted(p for p in stored(shared_db) if p[0] == here.id) == sorted(stored(local)) and len(one.points) == 4
+    assert sorted(p.key for p in one.points) != sorted(p["key"] for p in fleet["sweeps"][other.id]["points"])
     assert all(status == "ok" for _, _, status in stored(shared_db))
     with Store(shared_db) as s:
         (run,) = s.fleet_runs(in_flight=False)
-        assert (run["kind"], run["status"], run["done"], run["planned"]) == ("sweep", "done", 4, 4)
+        assert (run["kind"], run["status"], run["done"], run["planned"]) == ("sweep", "done", 8, 8)
     status = rooftune_in_process("fleet", "status", "--json", "--db", shared_db)
-    (platform,) = json.loads(status.stdout)["platforms"]
-    assert (platform["id"], platform["sweep_points"], platform["profiled_rows"]) == (pid, 4, 0)
+    platforms = {p["id"]: (p["sweep_points"], p["profiled_rows"]) for p in json.loads(status.stdout)["platforms"]}
+    assert platforms == {here.id: (4, 0), other.id: (4, 0)}
 
 
 def test_a_node_killed_mid_sweep_loses_no_point_and_stores_none_twice(cluster: Any, shared_db: str) -> None:  # noqa: F811
