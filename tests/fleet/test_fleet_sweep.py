@@ -3,7 +3,8 @@ test_fleet.py) into a shared store: with a node of another platform beside them,
 machine of each platform stores, under each platform; a node killed mid-sweep losing no point and
 storing none twice while ``fleet status`` shows the sweep in flight, and the sweep run again
 taking every point from the store; and the refusals (an unreachable cluster, a store the nodes
-would not share, a node of another rooftune version)."""
+would not share, a node of another rooftune version), and a relative SQLite path handed to the
+nodes made absolute."""
 
 from __future__ import annotations
 
@@ -19,8 +20,8 @@ from typing import Any
 import pytest
 
 import rooftune
-from rooftune.errors import ClusterError
-from rooftune.fleet import NODE_RESOURCE, Node, RayExecutor
+from rooftune.errors import ClusterError, InvalidArgument
+from rooftune.fleet import NODE_RESOURCE, LocalExecutor, Node, RayExecutor, shared_store
 from rooftune.fleet.shared import check_versions
 from rooftune.platform import Platform, current_platform
 from rooftune.platform.fingerprint import collect
@@ -169,3 +170,13 @@ def test_a_node_of_another_rooftune_version_is_named() -> None:
     check_versions([same])
     with pytest.raises(ClusterError, match=r"node 10.0.0.2 \(0.0.1\) runs another rooftune than this one"):
         check_versions([same, older])
+
+
+def test_the_nodes_get_a_relative_sqlite_path_made_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    url = shared_store(LocalExecutor(), "sqlite:///rel.db")  # (SQLAlchemy's relative form)
+    assert url == f"sqlite:///{tmp_path / 'rel.db'}" and (tmp_path / "rel.db").is_file()
+    assert shared_store(LocalExecutor(), url) == url
+    for memory in ("sqlite://", "sqlite:///:memory:"):
+        with pytest.raises(InvalidArgument, match="an in-memory database is not shared with the nodes"):
+            shared_store(LocalExecutor(), memory)
