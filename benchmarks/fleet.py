@@ -16,8 +16,11 @@
   both nodes, and the one node, are of the same 1-core platform), or with ``--no-pin`` shares
   every core with the other node (each then offers one CPU to Ray, but a trial's threads are not
   bound to it). The head, the driver and the store stay unpinned beside them.
+- ``sweep``: the fleet's overhead per sweep point: the same conv2d sweep (16 points) run here and
+  through a one-node local Ray cluster, interleaved by the harness, each run into a fresh store
+  holding this machine's quick ceilings (measured once into the default store when missing).
 
-    PYTHONPATH=src .venv/bin/python benchmarks/fleet.py [--part writers,overhead,rows,tune] [--db URL] [--json OUT]
+    PYTHONPATH=src .venv/bin/python benchmarks/fleet.py [--part writers,overhead,rows,tune,sweep] [--db URL] [--json OUT]
 
 Without ``--db`` a throw-away PostgreSQL server is started in a temporary folder (tests/pg.py),
 else a SQLite file where PostgreSQL is not installed (``writers`` needs PostgreSQL).
@@ -252,6 +255,63 @@ def tune_part(new_db: Any, model: str, trials: int, rounds: int, pin: bool) -> d
     return out
 
 
+def sweep_part(new_db: Any, samples: int) -> dict[str, Any]:
+    from ray.cluster_utils import Cluster
+
+    from rooftune.bench import Policy, compare
+    from rooftune.fleet import NODE_RESOURCE, RayExecutor
+    from rooftune.machine import get_ceilings
+    from rooftune.platform import current_platform
+    from rooftune.store import Store
+    from rooftune.sweep.cluster import run_on_fleet
+    from rooftune.sweep.run import check_arguments, sweep
+
+    platform = current_platform()
+    cores = platform.usable_cores
+    with Store() as default:
+        ceilings = get_ceilings(quick=True, store=default)
+    grid = {"batch": "1,4", "channels": "16,32,64,128", "size": "14"}
+    kw = {"precisions": ["fp32"], "threads": cores, "point_budget_s": 0.3}
+    args = check_arguments("conv2d", grid, passes=None, algorithms=None, layouts=None, device=None, autotune=(False,),
+                           launches=None, budget_s=float("inf"), memory_cap=None, **kw)
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
+    try:
+        cluster.add_node(num_cpus=cores, resources={NODE_RESOURCE: 1})
+        cluster.wait_for_nodes()
+        executor = RayExecutor(cluster.address)
+        dbs: list[str] = []
+        points: list[int] = []
+
+        def fresh() -> None:
+            dbs.append(new_db())
+            with Store(dbs[-1]) as s:
+                s.save_ceilings(platform, ceilings.to_dict(), quick=ceilings.quick, threads=ceilings.threads)
+
+        def local() -> None:
+            points.append(len(sweep("conv2d", grid, db=dbs[-1], quick=True, confirm=False, **kw).points))
+
+        def fleet() -> None:
+            (r,) = run_on_fleet(executor, args, db=dbs[-1], quick=True, confirm=False).results.values()
+            points.append(len(r.points))
+
+        policy = Policy(number=1, warmup_s=0.0, min_samples=samples, max_samples=samples, budget_s=float("inf"),
+                        min_sample_time_s=0.0)
+        c = compare(local, fleet, label_a="local", label_b="ray", policy=policy, before=fresh)
+        executor.close()
+    finally:
+        cluster.shutdown()
+    n = max(points)
+    local_s, ray_s = c.a.median, c.b.median
+    per_point = (ray_s - local_s) / n
+    out = {"points": n, "threads": cores, "samples": samples, "local_s": local_s, "ray_s": ray_s,
+           "ratio_local_over_ray": c.ratio, "ratio_ci": list(c.ci), "overhead_per_point_s": per_point,
+           "overhead_share": ray_s / local_s - 1}
+    print(f"sweep: {n} conv2d points, {cores} threads: local {local_s:.2f} s, ray {ray_s:.2f} s (medians of "
+          f"{samples}, interleaved); local/ray {c.ratio:.3f} [{c.ci[0]:.3f}, {c.ci[1]:.3f}]; "
+          f"{per_point * 1e3:.0f} ms per point, {out['overhead_share'] * 100:+.1f} % of the sweep's time", flush=True)
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--part", default="writers,overhead,rows")
@@ -305,6 +365,8 @@ def main() -> int:
             results["rows"] = rows_part(new_db)
         if "tune" in parts:
             results["tune"] = tune_part(new_db, args.model, args.trials, args.rounds, args.pin)
+        if "sweep" in parts:
+            results["sweep"] = sweep_part(new_db, args.samples)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
     return 0

@@ -127,7 +127,7 @@ def test_bad_input_on_a_cluster_is_one_line_each(tmp_path: Path) -> None:
     with pytest.raises(InvalidArgument, match="allowed with --cluster a name every node can load"):
         tune(nn.Linear(2, 2), example_inputs=(), cluster="127.0.0.1:1")
     for memory in ("sqlite://", "sqlite:///:memory:"):
-        with pytest.raises(InvalidArgument, match="not an in-memory store"):
+        with pytest.raises(InvalidArgument, match="in-memory database is not shared"):
             tune(CNN, db=memory, cluster="127.0.0.1:1")
     with pytest.raises(InvalidArgument, match="allowed HOST:PORT"):
         tune(CNN, cluster="head")

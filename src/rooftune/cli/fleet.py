@@ -16,8 +16,8 @@ fleet_app = typer.Typer(no_args_is_help=True, help="A fleet of nodes (a Ray clus
 
 @fleet_app.command("status")
 def fleet_status(cluster: Cluster = None, json_out: JsonOut = False, db: Db = None) -> None:
-    """The cluster's nodes and their platforms, profiled rows per platform, and the campaigns and
-    studies in flight."""
+    """The cluster's nodes and their platforms, profiled rows and sweep points per platform, and the
+    campaigns, sweeps and studies in flight."""
     from rooftune.fleet import fleet_status as status
 
     st = status(db, cluster)
@@ -27,10 +27,11 @@ def fleet_status(cluster: Cluster = None, json_out: JsonOut = False, db: Db = No
     out.print(f"store {st.store}" + (f", cluster {st.cluster}: {len(st.nodes)} node(s)" if st.cluster else ""),
               markup=False, highlight=False)
     t = Table(title="Platforms", title_justify="left")
-    for col in ("platform", "cpu", "nodes", "profiled rows"):
-        t.add_column(col, justify="right" if col in ("nodes", "profiled rows") else "left")
+    for col in ("platform", "cpu", "nodes", "profiled rows", "sweep points"):
+        t.add_column(col, justify="right" if col in ("nodes", "profiled rows", "sweep points") else "left")
     for p in st.to_dict()["platforms"]:
-        t.add_row(p["id"], p["cpu_model"], str(p["nodes"]) if st.cluster else "-", str(p["profiled_rows"]))
+        t.add_row(p["id"], p["cpu_model"], str(p["nodes"]) if st.cluster else "-", str(p["profiled_rows"]),
+                  str(p["sweep_points"]))
     out.print(t)
     if st.nodes:
         t = Table(title="Nodes", title_justify="left")

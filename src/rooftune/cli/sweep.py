@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from rooftune.cli.options import (
+    Cluster,
     Db,
     JsonOut,
     _parse_int_list,
@@ -96,8 +97,10 @@ def sweep(
                                           "again, interleaved (CPU).")] = True,
     json_out: JsonOut = False,
     db: Db = None,
+    cluster: Cluster = None,
 ) -> None:
-    """Sweep a kernel family (conv2d, lstm) over its parameters on the time-based roofline."""
+    """Sweep a kernel family (conv2d, lstm) over its parameters on the time-based roofline, on this
+    machine or on every platform of a Ray cluster's nodes."""
     from rooftune.paths import output_dir, output_file
     from rooftune.sweep import sweep as run_sweep
     from rooftune.sweep.export import FORMATS
@@ -115,24 +118,30 @@ def sweep(
             algorithms=_parse_names(algorithm, "--algorithm", "default,onednn-nhwc"),
             layouts=_parse_names(layout, "--layout", "NCHW,NHWC"), threads=_parse_int_list(threads, "--threads"),
             device=device, budget_s=budget, point_budget_s=point_budget, quick=quick, db=db, confirm=confirm,
-            progress=lambda done, total, point: update("sweep points", done, total))
+            progress=lambda done, total, point: update("sweep points", done, total), cluster=cluster)
+    # on a cluster one result per platform, each from the shared store as a sweep of one machine of it
+    results = list(result.results.values()) if cluster is not None else [result]
     if export is not None:
         from rooftune.store import Store
         from rooftune.sweep import SweepPoint
         from rooftune.sweep.export import export as write_export
 
         with Store(db) as store:
-            stored = [SweepPoint.from_dict(d) for d in store.sweep_points(result.platform_id, result.family)]
+            stored = [SweepPoint.from_dict(d) for r in results for d in store.sweep_points(r.platform_id, r.family)]
             path = write_export(stored, store.fingerprints(), export)
         if not json_out:
             out.print(f"exported {len(stored)} points: {path}", markup=False, highlight=False)
     if report is not None:
+        from pathlib import Path
+
         from rooftune.report.sweep_report import write_sweep_report
 
-        page = write_sweep_report(result, report)
-        if not json_out:
-            out.print(f"report: {page}", markup=False, highlight=False)
+        for r in results:  # (a platform's report in a folder of its own when a cluster has several)
+            page = write_sweep_report(r, Path(report) / r.platform_id if len(results) > 1 else report)
+            if not json_out:
+                out.print(f"report: {page}", markup=False, highlight=False)
     if json_out:
         sys.stdout.write(json.dumps(result.to_dict(), indent=2, default=str) + "\n")
     else:
-        _print(result)
+        for r in results:
+            _print(r)

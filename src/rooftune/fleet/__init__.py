@@ -16,7 +16,9 @@ from rooftune.fleet.executor import (
     connect,
     current_node,
 )
+from rooftune.fleet.shared import check_shareable, node_store, shared_store
 from rooftune.fleet.status import FleetStatus, fleet_status
 
 __all__ = ["NODE_RESOURCE", "Executor", "FleetStatus", "LocalExecutor", "Node", "RayExecutor", "check_address",
-           "connect", "current_node", "fleet_status"]
+           "check_shareable", "connect", "current_node", "fleet_status", "node_store",
+           "shared_store"]

@@ -1,5 +1,5 @@
 """``rooftune fleet status``: the cluster's nodes and their platforms, what the shared store holds
-per platform, and the campaigns and studies in flight."""
+per platform (profiled rows, sweep points), and the campaigns, sweeps and studies in flight."""
 
 from __future__ import annotations
 
@@ -28,6 +28,8 @@ class FleetStatus:
     platforms: dict[str, str] = field(default_factory=dict)
     #: platform id -> profiled rows
     rows: dict[str, int] = field(default_factory=dict)
+    #: platform id -> stored sweep points
+    sweep_points: dict[str, int] = field(default_factory=dict)
     runs: list[dict[str, Any]] = field(default_factory=list)
     studies: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -36,6 +38,7 @@ class FleetStatus:
                 "nodes": [{"id": n.id, "address": n.address, "platform_id": n.platform_id, "cpus": n.cpus}
                           for n in self.nodes],
                 "platforms": [{"id": pid, "cpu_model": model, "profiled_rows": self.rows.get(pid, 0),
+                               "sweep_points": self.sweep_points.get(pid, 0),
                                "nodes": sum(1 for n in self.nodes if n.platform_id == pid)}
                               for pid, model in self.platforms.items()],
                 "campaigns_in_flight": self.runs, "studies_in_flight": self.studies}
@@ -63,5 +66,5 @@ def fleet_status(db: str | None = None, cluster: str | None = None, now: float |
             r["stale"] = now - r["heartbeat_at"] > RUN_STALE_S
         return FleetStatus(store=store.display_url, cluster=cluster, nodes=nodes,
                            platforms={pid: str(fp.get("cpu_model", "")) for pid, fp in fingerprints.items()},
-                           rows=store.profiled_platforms(), runs=runs,
+                           rows=store.profiled_platforms(), sweep_points=store.swept_platforms(), runs=runs,
                            studies=store.recent_studies(now - STUDY_ACTIVE_S))

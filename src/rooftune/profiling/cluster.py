@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rooftune.bench import Policy
-from rooftune.fleet import Executor
+from rooftune.fleet import Executor, node_store
 from rooftune.primitives import ConvSpec
 from rooftune.profiling.campaign import PROFILE_POLICY, CampaignResult, run_campaign
 from rooftune.profiling.work import Runner
@@ -45,29 +45,20 @@ class Unit:
 
 
 #: The node's profiling worker, kept warm across the units its process runs (a Ray worker process
-#: runs many); it is a child of this process and dies with it. The store is kept open likewise
-#: (by URL): opening one checks its schema, a round trip or more to a database server per unit.
+#: runs many); it is a child of this process and dies with it.
 _RUNNER: dict[str, Runner] = {}
-_STORES: dict[str, Any] = {}
 
 
 def run_unit(unit: Unit) -> dict[str, Any]:
     """(On a node) the unit's campaign over its one spec; its result as a dict."""
     from rooftune.platform import current_platform
     from rooftune.profiling.isolated import Isolated
-    from rooftune.store import Store
 
     runner = _RUNNER.get("warm")
     if runner is None:
         runner = _RUNNER["warm"] = Isolated()
     threads = list(unit.threads or [current_platform().usable_cores])
-    store = _STORES.get(unit.db)
-    if store is None:
-        for other in _STORES.values():  # (one store at a time: another campaign's is closed)
-            other.close()
-        _STORES.clear()
-        store = _STORES[unit.db] = Store(unit.db)
-    result = run_campaign([(unit.spec, list(unit.sources))], store=store, primitives=unit.primitives,
+    result = run_campaign([(unit.spec, list(unit.sources))], store=node_store(unit.db), primitives=unit.primitives,
                           threads=threads, budget_s=unit.budget_s, policy=unit.policy, transforms=unit.transforms,
                           passes=unit.passes, extra_passes=unit.extra_passes, runner=runner)
     return result.to_dict()

@@ -97,8 +97,7 @@ def profile_fleet(cluster: str, models: Sequence[str] = (), *, sample: int = 0, 
     head's address), into the store every node shares (:mod:`rooftune.profiling.cluster`); returns
     the results per platform and the models' layers. Thread counts are checked on each node
     against its own cores (default: all of them)."""
-    from rooftune.fleet import RayExecutor, check_address
-    from rooftune.store import Store
+    from rooftune.fleet import RayExecutor, check_address, shared_store
 
     check_address(cluster)
     models, precisions, primitives, batches, threads = _checked(models, sample, batches, threads, primitives,
@@ -110,8 +109,7 @@ def profile_fleet(cluster: str, models: Sequence[str] = (), *, sample: int = 0, 
         raise InvalidArgument("budget", budget_s, "allowed a positive number of seconds")
     executor = RayExecutor(cluster)  # an unreachable cluster is named before anything is written
     try:
-        with Store(db) as store:  # created (or refused) here, before any node opens it
-            url = store.url
+        url = shared_store(executor, db)
         specs, layers = collect_specs(models, sample, batches, seed, precisions)
         result = run_on_fleet(executor, specs, db=url, threads=threads, primitives=primitives, budget_s=budget_s,
                               passes=passes, extra_passes=extra_passes, transforms=transforms, progress=progress,

@@ -32,12 +32,24 @@ class SweepRows:
             self._upsert_platform(s, platform)
             return self._insert_new(s, SweepPointRow, values, ("platform_id", "point_key"))
 
-    def sweep_points(self, platform_id: str | None = None, family: str | None = None) -> list[dict[str, Any]]:
-        """Stored sweep points (their ``to_dict``), oldest first, of one platform and family or all."""
+    def sweep_points(self, platform_id: str | None = None, family: str | None = None,
+                     key: str | None = None) -> list[dict[str, Any]]:
+        """Stored sweep points (their ``to_dict``), oldest first, of one platform and family (and
+        point key) or all."""
         with self.transaction() as s:
             q = select(SweepPointRow).order_by(SweepPointRow.id)
             if platform_id:
                 q = q.where(SweepPointRow.platform_id == platform_id)
             if family:
                 q = q.where(SweepPointRow.family == family)
+            if key:
+                q = q.where(SweepPointRow.point_key == key)
             return [dict(r.data) for r in s.scalars(q).all()]
+
+    def swept_platforms(self) -> dict[str, int]:
+        """Stored sweep points per platform id, for the platforms that have any."""
+        from sqlalchemy import func
+
+        with self.transaction() as s:
+            q = select(SweepPointRow.platform_id, func.count()).group_by(SweepPointRow.platform_id)
+            return {pid: int(n) for pid, n in s.execute(q).all()}

@@ -150,11 +150,60 @@ def sweep(
     each line are measured again interleaved (rooftune.bench.compare). Returns a
     :class:`SweepResult`; figures and the HTML report are ``rooftune.report.write_sweep_report``.
     """
-    from rooftune.bench import Policy
-    from rooftune.platform import current_platform
-    from rooftune.platform.gpu import check_cuda, parse_device
-
     started = time.perf_counter()
+    args = check_arguments(family, grid, passes=passes, precisions=precisions, algorithms=algorithms, layouts=layouts,
+                           threads=threads, device=device, autotune=autotune, launches=launches, budget_s=budget_s,
+                           point_budget_s=point_budget_s, memory_cap=memory_cap)
+    from rooftune.platform import current_platform
+    from rooftune.platform.gpu import check_cuda
+
+    host = current_platform()
+    the_plan = plan_for(args, host)
+    if args.on_cuda:
+        check_cuda(args.index or 0, device)
+    from rooftune.store import Store
+
+    own = store is None
+    store = store if store is not None else Store(db)
+    try:
+        run = _Run(args.family, the_plan, args.device, args.index, ceilings, quick, store, args.policy, budget_s,
+                   args.layouts[0], progress, host)
+        run.confirm = bool(confirm) and not args.on_cuda
+        return run.run(started)
+    finally:
+        if own:
+            store.close()
+
+
+@dataclass(frozen=True)
+class Arguments:
+    """A sweep's arguments once checked: what every platform's plan is made of (the thread counts
+    and the precisions a machine lacks are its own: :func:`plan_for`)."""
+
+    family: Family
+    device: str
+    index: int | None
+    on_cuda: bool
+    points: tuple[dict[str, int], ...]
+    passes: tuple[str, ...]
+    precisions: tuple[str, ...]
+    algorithms: tuple[str, ...]
+    layouts: tuple[str, ...]
+    launches: tuple[str, ...]
+    autotune: tuple[bool, ...]
+    threads: Any
+    budget_s: float
+    policy: Any
+
+
+def check_arguments(family: str, grid: Mapping[str, Any] | None, *, passes: Any, precisions: Any, algorithms: Any,
+                    layouts: Any, threads: Any, device: str | None, autotune: Sequence[bool], launches: Any,
+                    budget_s: float, point_budget_s: float, memory_cap: int | None) -> Arguments:
+    """Every argument of :func:`sweep` checked, or the one-line error of the first that is not
+    allowed (the thread counts are checked against each machine's cores by :func:`plan_for`)."""
+    from rooftune.bench import Policy
+    from rooftune.platform.gpu import parse_device
+
     fam = get_family(family)
     kind, index = parse_device(device)
     on_cuda = kind == "cuda"
@@ -182,29 +231,22 @@ def sweep(
     for name, value in (("budget", budget_s), ("point budget", point_budget_s)):
         if not is_real(value) or value != value or value <= 0:
             raise InvalidArgument(name, value, "allowed seconds > 0")
-    host = current_platform()
-    thread_list = check_threads(threads, host.usable_cores)
     check_memory(fam, point_params, pass_list, memory_cap or _memory_cap())
-    if on_cuda:
-        check_cuda(index or 0, device)
-    skip = {} if on_cuda else precision_reasons(host, prec_list)
-    the_plan = plan(fam, point_params, passes=pass_list, precisions=prec_list, algorithms=algo_list,
-                    layouts=layout_list, threads=thread_list, device=dev, precision_skip=skip,
-                    autotune=tuple(dict.fromkeys(autotune)) if on_cuda else (False,), launches=launch_list)
     policy = Policy(min_sample_time_s=0.005, warmup_s=0.02, target_rel_ci=0.03, budget_s=float(point_budget_s),
                     min_samples=6)
-    from rooftune.store import Store
+    return Arguments(fam, dev, index, on_cuda, tuple(point_params), tuple(pass_list), tuple(prec_list),
+                     tuple(algo_list), tuple(layout_list), tuple(launch_list),
+                     tuple(dict.fromkeys(autotune)) if on_cuda else (False,), threads, float(budget_s), policy)
 
-    own = store is None
-    store = store if store is not None else Store(db)
-    try:
-        run = _Run(fam, the_plan, dev, index, ceilings, quick, store, policy, budget_s, layout_list[0],
-                   progress, host)
-        run.confirm = bool(confirm) and not on_cuda
-        return run.run(started)
-    finally:
-        if own:
-            store.close()
+
+def plan_for(args: Arguments, platform: Any) -> Plan:
+    """The points ``args`` runs on ``platform``: its thread counts checked against the platform's
+    cores (default: all of them), the precisions it lacks skipped with the reason."""
+    thread_list = check_threads(args.threads, platform.usable_cores)
+    skip = {} if args.on_cuda else precision_reasons(platform, args.precisions)
+    return plan(args.family, list(args.points), passes=args.passes, precisions=args.precisions,
+                algorithms=args.algorithms, layouts=args.layouts, threads=thread_list, device=args.device,
+                precision_skip=skip, autotune=args.autotune, launches=args.launches)
 
 
 class _Run:
@@ -277,28 +319,37 @@ class _Run:
         confirmed = self.confirmations(points)
         first = roofs.get(max(roofs)) if roofs else self.roofs(ceilings, max(
             (s.variant.threads for s in self.plan.points), default=1))
-        roof_dict = {"peak": dict(first.peak), "bandwidth": dict(first.bandwidth), "capacity": dict(first.capacity),
-                     "dispatch_s": first.dispatch_s, "threads": first.threads} if first is not None else {}
         return SweepResult(
             family=self.family.name, device=self.device, platform_id=platform.id, platform=platform.to_dict(),
             points=tuple(points), skipped=self.plan.skipped, added=added, resumed=resumed,
-            stopped_by_budget=stopped, duration_s=time.perf_counter() - started, roofs=roof_dict,
+            stopped_by_budget=stopped, duration_s=time.perf_counter() - started, roofs=roof_dict(first),
             findings=tuple(findings(self.family, points, self.plan.skipped, confirmed)))
 
     def confirmations(self, points: list[SweepPoint]) -> dict[tuple[str, str], tuple[float, float, float]]:
-        """The findings' speedups measured again interleaved, by (base key, other key)."""
-        from rooftune.bench import Policy
-        from rooftune.sweep.findings import to_confirm
-        from rooftune.sweep.point import interleaved
+        return confirmations(self.family, points, self.policy) if self.confirm else {}
 
-        if not self.confirm:
-            return {}
-        policy = Policy(min_sample_time_s=0.002, warmup_s=0.02, target_rel_ci=0.03,
-                        budget_s=max(COMPARE_BUDGET_FACTOR * self.policy.budget_s, MIN_COMPARE_BUDGET_S),
-                        min_samples=6)
-        out = {}
-        for a, b in to_confirm(points):
-            ratio = interleaved(self.family, a, b, policy=policy)
-            if ratio is not None:
-                out[(a.key, b.key)] = ratio
-        return out
+
+def roof_dict(roofs: Any) -> dict[str, Any]:
+    """The roofs a result reports (its figures' lines): those of the sweep's most threads."""
+    if roofs is None:
+        return {}
+    return {"peak": dict(roofs.peak), "bandwidth": dict(roofs.bandwidth), "capacity": dict(roofs.capacity),
+            "dispatch_s": roofs.dispatch_s, "threads": roofs.threads}
+
+
+def confirmations(family: Family, points: Sequence[SweepPoint],
+                  point_policy: Any) -> dict[tuple[str, str], tuple[float, float, float]]:
+    """The findings' speedups measured again interleaved, by (base key, other key), on this
+    machine (the points of one platform)."""
+    from rooftune.bench import Policy
+    from rooftune.sweep.findings import to_confirm
+    from rooftune.sweep.point import interleaved
+
+    policy = Policy(min_sample_time_s=0.002, warmup_s=0.02, target_rel_ci=0.03,
+                    budget_s=max(COMPARE_BUDGET_FACTOR * point_policy.budget_s, MIN_COMPARE_BUDGET_S), min_samples=6)
+    out = {}
+    for a, b in to_confirm(points):
+        ratio = interleaved(family, a, b, policy=policy)
+        if ratio is not None:
+            out[(a.key, b.key)] = ratio
+    return out

@@ -80,33 +80,6 @@ def check_cluster_arguments(model: Any, *, example_inputs: Any, example_kwargs: 
     return model
 
 
-def check_shared_db(db: str | None) -> str:
-    """The store's URL as every node opens it, checked before the cluster is asked (nothing is
-    written): an in-memory SQLite store, which no other process sees, is refused."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
-
-    from rooftune.store import redact_url, resolve_url
-
-    url = resolve_url(db)
-    try:
-        parsed = make_url(url)
-    except ArgumentError:
-        return url  # (the store names it when it opens)
-    if parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:"):
-        raise InvalidArgument("db", redact_url(url), "allowed with --cluster: a database server's URL or a SQLite "
-                              "file every node reaches (not an in-memory store)")
-    return url
-
-
-def shared_url(db: str | None) -> str:
-    """The store's URL as every node opens it, the store created (or refused) here first."""
-    from rooftune.store import Store
-
-    with Store(check_shared_db(db)) as store:
-        return str(store.url)
-
-
 def study_platform(nodes: Sequence[Any], own: str) -> tuple[str, list[Any]]:
     """The platform of a study on these nodes (the one most nodes have; on a tie this machine's
     ``own`` if a node has it, else the first id) and the nodes of other platforms, left out."""

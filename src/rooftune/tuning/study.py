@@ -55,10 +55,8 @@ from rooftune.tuning.cluster import (
     SharedSampler,
     StudyUnit,
     check_cluster_arguments,
-    check_shared_db,
     new_run_id,
     run_study,
-    shared_url,
 )
 from rooftune.tuning.compare import (
     COMPARE_POLICY,
@@ -824,7 +822,7 @@ def _tune_on_cluster(cluster: str, model: Any, kwargs: dict[str, Any], *, exampl
                      db: str | None, store: Any, progress: Progress | None) -> TuneResult:
     """:func:`tune` on a Ray cluster's nodes: the arguments checked here first (what a node would
     refuse, the same words), then the study's units (:func:`rooftune.tuning.cluster.run_study`)."""
-    from rooftune.fleet import RayExecutor, check_address
+    from rooftune.fleet import RayExecutor, check_address, check_shareable, shared_store
     from rooftune.platform import current_platform
 
     check_address(cluster)
@@ -836,10 +834,10 @@ def _tune_on_cluster(cluster: str, model: Any, kwargs: dict[str, Any], *, exampl
                     trials=kwargs["trials"], guidelines_only=kwargs["guidelines_only"],
                     precisions=kwargs["precisions"], runtimes=kwargs["runtimes"],
                     trial_policy=kwargs["trial_policy"], compare_policy=kwargs["compare_policy"], save=kwargs["save"])
-    check_shared_db(db)
+    check_shareable(db)
     executor = RayExecutor(cluster)  # an unreachable cluster is named before anything is written
     try:
-        unit = StudyUnit(db=shared_url(db), model=model, kwargs=kwargs, run_id=new_run_id(), started_at=time.time())
+        unit = StudyUnit(db=shared_store(executor, db), model=model, kwargs=kwargs, run_id=new_run_id(), started_at=time.time())
         return run_study(executor, unit, search=search_unit, final=final_unit,
                          own_platform=current_platform().id, cluster=executor.address, progress=progress)
     finally:
