@@ -99,3 +99,28 @@ def test_bad_input_is_refused_before_anything_is_stored(tmp_path: Path, db: Path
         analyze(CNN, train=True, device="cuda", db=str(copy))
     with Store(copy) as s:
         assert s.count("analyses") == before
+
+
+class _Counting(nn.Module):
+    """An MLP that counts its forward passes on real tensors."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.body = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+        self.calls = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        from torch._subclasses.fake_tensor import FakeTensor
+
+        self.calls += not isinstance(x, FakeTensor)
+        return self.body(x)
+
+
+def test_a_step_s_analysis_runs_the_capture_s_two_steps_and_the_timed_ones_alone(db: Path) -> None:
+    """No forward pass to build the step, and no warm-up after the capture: with a budget that
+    one pair of runs exhausts, the step runs four times (two captured, one plain, one timed op by op)."""
+    model = _Counting()
+    [a] = analyze(model, example_inputs=(torch.randn(16, 8),), train=True, threads=1, budget_s=1e-9, db=str(db),
+                  save=False)
+    assert a.runs == 1 and model.calls == 4

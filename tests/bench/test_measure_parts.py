@@ -100,3 +100,25 @@ def test_a_fast_noisy_model_may_collect_thousands_of_runs() -> None:
     )
     assert whole.n == total.n == 1100 and total.method.stop_reason == "max_samples"
     assert whole.ci == (U, 3 * U) and any(w.startswith("unstable") for w in whole.warnings)
+
+
+def test_work_run_just_before_needs_no_warm_up_run() -> None:
+    clock = Clock()
+
+    def reference() -> None:
+        clock.log.append("whole")
+        clock.now += 4 * U
+
+    def run(c: Clock) -> list[float]:
+        clock.log.append("parts")
+        clock.now += 2 * U
+        return [U, U]
+
+    whole, total, _ = measure_parts(run, ["x", "y"], reference=reference, label="m", clock=clock, warm=True,
+                                    policy=Policy(warmup_s=0, min_samples=3, max_samples=3))
+    assert whole.method.warmup_samples == 0 and whole.n == total.n == 3
+    assert clock.log == ["whole", "parts"] * 3  # every run a sample
+    # a warm-up time asked for is still spent
+    whole, _, _ = measure_parts(run, ["x", "y"], reference=reference, label="m", clock=clock, warm=True,
+                                policy=Policy(warmup_s=10 * U, min_samples=3, max_samples=3))
+    assert whole.method.warmup_samples == 2

@@ -138,3 +138,66 @@ def test_a_training_study_seeds_the_guideline_in_each_reduced_precision_as_autoc
     assert (seed.runtime, seed.precision, seed.name, seed.option("optimizer")) == ("eager", "bf16", "guideline bf16",
                                                                                    "fused")
     assert train_precision_seeds(guide, ("fp32",)) == []
+
+
+def test_a_configuration_checked_by_its_trial_is_not_checked_again_in_a_later_process(tmp_path: Path) -> None:
+    """A final comparison's process of a configuration whose trial passed the check runs one
+    untimed step instead of the checked ones; one whose trial failed, or that had none, is checked."""
+    from rooftune.tuning.study import Setup, _evaluate
+
+    setup = Setup({"model": MLP, "inputs": None, "options": {}, "train": TrainSpec().as_dict()}, tmp_path)
+    cfg = RunConfig(runtime="eager", intra_threads=1, batch=8, runtime_options={"optimizer": "default"})
+    assert cfg.key() not in setup.verified
+    r = _evaluate(cfg, setup, FAST)
+    assert r.ok and "param_diff" in r.verify and cfg.key() in setup.verified, r.error
+    with setup.group(cfg) as g:
+        info = g.info
+    assert info["verify"]["ok"] and "param_diff" not in info["verify"] and "trial" in info["verify"]["rule"]
+    # what a later process repeats (the step built, its first step) counts in its start
+    assert 0 < info["repeat_s"] <= info["prepare_s"] and info["start_s"] >= info["repeat_s"]
+    other = RunConfig(runtime="eager", intra_threads=1, batch=8, runtime_options={"optimizer": "foreach"})
+    with setup.group(other) as g:
+        assert "param_diff" in g.info["verify"]
+    # a trial that fails its check leaves its configuration unchecked for every later process
+    reference, _ = setup.files(8)
+    ref = torch.load(reference)
+    torch.save({**ref, "losses": [x * 2 for x in ref["losses"]]}, reference)
+    wrong = _evaluate(other, setup, FAST)
+    assert not wrong.ok and "wrong output" in wrong.error and other.key() not in setup.verified
+
+
+def _timed_study(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prepare_s: float) -> list[tuple[RunConfig, float]]:
+    """A training study whose trials (stand-ins) each took ``prepare_s`` to prepare: the
+    configurations it evaluated, with the preparation time each was given."""
+    import rooftune.tuning.compare as final
+    import rooftune.tuning.study as study
+    from rooftune.tuning.study import TrialResult
+
+    seen: list[tuple[RunConfig, float]] = []
+
+    def fake_evaluate(cfg, setup, policy, prepare_timeout_s):  # type: ignore[no-untyped-def]
+        seen.append((cfg, prepare_timeout_s))
+        return TrialResult(cfg, True, latency_s=0.01 * (1 + len(seen) % 3), throughput=cfg.batch / 0.01,
+                           verify={"ok": True}, prepare_s=prepare_s, start_s=1.0)
+
+    def fake_interleaved(a, b, setup, objective, policy, pairs=None):  # type: ignore[no-untyped-def]
+        return {"ratio": 1.0, "ci_low": 1.0, "ci_high": 1.0, "pairs": 0}
+
+    monkeypatch.setattr(study, "_evaluate", fake_evaluate)
+    monkeypatch.setattr(final, "interleaved", fake_interleaved)
+    tune(CNN, train=True, precisions=("fp32",), runtimes=["eager"], db=str(tmp_path / f"p{prepare_s}.db"),
+         budget_s=2000, trials=2)
+    return seen
+
+
+def test_a_training_trial_is_given_the_time_its_step_takes_to_prepare(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from rooftune.tuning.study import PREPARE_TIMEOUT_S, TRAIN_PREPARE_MARGIN
+
+    seen = _timed_study(tmp_path, monkeypatch, prepare_s=150.0)
+    searched = [timeout for cfg, timeout in seen if cfg.name.startswith("trial ")]
+    assert searched and TRAIN_PREPARE_MARGIN * 150.0 > PREPARE_TIMEOUT_S
+    assert all(t == TRAIN_PREPARE_MARGIN * 150.0 for t in searched)
+    # no trial starts where the budget's share left is shorter than the study's preparations
+    seen = _timed_study(tmp_path, monkeypatch, prepare_s=5000.0)
+    assert seen and not any(cfg.name.startswith("trial ") for cfg, _ in seen)

@@ -68,3 +68,37 @@ def test_untrainable_batchnorm_and_non_scalar_loss_are_refused(tmp_path, monkeyp
 def test_update_bytes_count_state_buffers():
     assert update_bytes(TrainSpec(), 100) == 500  # p, grad read, p written, momentum read+write
     assert update_bytes(TrainSpec(optimizer="adamw"), 100) == 700
+
+
+class _Counted(nn.Module):
+    """A BatchNorm classifier that counts its forward passes on real tensors."""
+
+    def __init__(self, data_dependent: bool = False) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.body = nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Linear(16, 4))
+        self.data_dependent = data_dependent
+        self.real_calls = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        from torch._subclasses.fake_tensor import FakeTensor
+
+        self.real_calls += not isinstance(x, FakeTensor)
+        if self.data_dependent:  # a shape that depends on the values: fake tensors cannot run it
+            x = x + 0 * x[x > 0].sum()
+        return self.body(x)
+
+
+@pytest.mark.parametrize("data_dependent", [False, True])
+def test_building_a_step_runs_no_forward_pass_where_fake_tensors_can(data_dependent):
+    x = torch.randn(16, 8, generator=torch.Generator().manual_seed(0))
+    model = _Counted(data_dependent)
+    bn = model.body[1]
+    mean = bn.running_mean.clone()
+    step = TrainStep(model, (x,))
+    # the shape of the output on fake tensors: no kernel ran, no running statistic moved
+    assert model.real_calls == int(data_dependent)
+    assert torch.equal(bn.running_mean, mean) != data_dependent
+    assert step.kind == "cross-entropy" and tuple(step.target.shape) == (16,)
+    loss = step()
+    assert model.real_calls == 1 + int(data_dependent) and loss > 0

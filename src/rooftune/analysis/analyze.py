@@ -59,6 +59,10 @@ MIN_RUNS = 10
 #: A training step's analysis: fewer runs suffice, each being a whole step (forward, backward and
 #: update) of many ops, and a large model's step takes seconds.
 MIN_TRAIN_RUNS = 5
+#: ... and no warm-up run: the capture has just run two steps (the optimizer's state made, then
+#: the recorded step), so the step's allocations, caches and oneDNN primitives are warm, and one
+#: more step of a large model costs seconds.
+TRAIN_WARMUP_S = 0.0
 #: Opportunities listed by default.
 TOP_N = 10
 #: On a CUDA device, op times that add up to more than this share of the run mean the device
@@ -380,13 +384,13 @@ def _analyze(wl: Any, ceilings: Any, threads: int, budget_s: float, progress: Pr
         costs = [cost_of(op) for op in graph.ops]
         step(f"time {wl.name} (batch {wl.batch}, {threads_of(threads)})", 0, 1)
         labels = [op.name for op in graph.ops]
-        policy = Policy(warmup_s=min(WARMUP_S, WARMUP_SHARE * budget_s), budget_s=budget_s,
-                        min_samples=MIN_TRAIN_RUNS if training else MIN_RUNS, max_samples=100_000)
+        policy = Policy(warmup_s=TRAIN_WARMUP_S if training else min(WARMUP_S, WARMUP_SHARE * budget_s),
+                        budget_s=budget_s, min_samples=MIN_TRAIN_RUNS if training else MIN_RUNS, max_samples=100_000)
         with grad:
             whole, total, parts = measure_parts(
                 graph.run_timed, labels, reference=reference, label=f"{wl.name} end-to-end",
                 params={"batch": wl.batch, "threads": threads, **({"mode": "train"} if training else {})},
-                policy=policy, platform_id=ceilings.platform.id, clock=clock,
+                policy=policy, platform_id=ceilings.platform.id, clock=clock, warm=training,
             )
         step(f"time {wl.name} (batch {wl.batch}, {threads_of(threads)})", 1, 1)
     finally:

@@ -31,7 +31,8 @@ interleaved pair does not cancel by itself are evened out::
 :func:`measure_parts` times the parts of one run (the ops of a model) together with a reference
 callable (the whole model), interleaved, one call per sample::
 
-    warm-up as above (both callables)
+    warm-up as above (both callables; at least one run, none where the caller ran them just
+        before and warmup_s is 0)
     repeat:
         whole += time(reference());  parts[i] += run(clock)[i] for every part i
         stop by the rule above, applied to both the whole and the per-run sum of the parts
@@ -295,6 +296,7 @@ def measure_parts(
     policy: Policy | None = None,
     clock: Clock = time.perf_counter,
     platform_id: str | None = None,
+    warm: bool = False,
 ) -> tuple[Measurement, Measurement, list[Measurement]]:
     """Time the parts of one run and the whole, interleaved (see the module docstring).
 
@@ -302,12 +304,16 @@ def measure_parts(
     it is given. Returns the Measurement of ``reference`` (the whole, untouched), that of the per-run
     sum of the parts, and one Measurement per part. One call per sample: a run is the unit of work,
     and the parts cannot be repeated alone without changing their caches.
+
+    One warm-up run at least, even with ``policy.warmup_s`` 0, unless ``warm``: the caller ran
+    the work just before (a training step's capture runs two steps), so with ``warmup_s`` 0 the
+    first run is a sample.
     """
     policy = policy or Policy()
     started_at = time.time()
     start = clock()
     warmup_samples = 0
-    while True:
+    while not (warm and policy.warmup_s <= 0):
         _time_calls(reference, 1, clock)
         run(clock)
         warmup_samples += 1

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
+from rooftune.cli.model_args import model_args
 from rooftune.cli.options import (
     Db,
     Loss,
@@ -126,14 +127,10 @@ def analyze(
     from rooftune.analysis.findings import check_top
     from rooftune.report import plot_analysis
     from rooftune.report.figures import check_figure_format
-    from rooftune.workload import parse_options, parse_shape
-    from rooftune.workload.training import spec_from_options
 
     batches = _parse_int_list(batch, "batch")
     thread_list = _parse_int_list(threads, "thread count")
-    shapes = [parse_shape(s) for s in input_shape or []]
-    options = parse_options(option or [])
-    spec = spec_from_options(train, optimizer, loss)
+    args = model_args(input_shape, option, train=train, optimizer=optimizer, loss=loss)
     check_top(top, "--top")  # the library's rules, checked before anything is measured
     check_figure_format(fmt, "--format")
     if csv_path is not None:
@@ -143,8 +140,8 @@ def analyze(
     progress, update = _progress()
     with progress:
         analyses = run_analysis(
-            model, batch=batches, inputs=shapes or None, options=options, threads=thread_list,
-            budget_s=budget, quick=quick, db=db, progress=update, device=device, train=spec,
+            model, batch=batches, inputs=args.shapes, options=args.options, threads=thread_list,
+            budget_s=budget, quick=quick, db=db, progress=update, device=device, train=args.train,
         )
     written = []
     if csv_path:

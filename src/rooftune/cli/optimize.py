@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
+from rooftune.cli.model_args import model_args
 from rooftune.cli.options import (
     INT8_GUARD,
     Calibration,
@@ -59,22 +60,17 @@ def optimize(
     from rooftune.pipeline import optimize as run_optimize
     from rooftune.pipeline import steps_without
     from rooftune.tuning import precisions_for
-    from rooftune.workload import parse_options, parse_shape
-    from rooftune.workload.training import spec_from_options
 
-    shapes = [parse_shape(s) for s in input_shape or []]
-    options = parse_options(option or [])
+    args = model_args(input_shape, option, runtime, train, optimizer, loss)
     skipped = _parse_names(skip, "--skip", "tune,select", "steps") or []
     steps = steps_without(skipped, "--skip")
-    runtimes = _parse_names(runtime, "--runtime", "eager,onnxruntime")
-    spec = spec_from_options(train, optimizer, loss)
     progress, update = _progress()
     with progress:
-        r = run_optimize(model, batch=batch, inputs=shapes or None, options=options or None, objective=objective,
-                         budget_s=budget, out=out_dir, db=db,
-                         runtimes=runtimes, steps=steps, progress=update,
-                         precisions=precisions_for(fp32=fp32, bf16=bf16, int8=int8, runtimes=runtimes),
-                         calibration_size=calibration, train=spec)
+        r = run_optimize(model, batch=batch, inputs=args.shapes, options=args.options or None,
+                         objective=objective, budget_s=budget, out=out_dir, db=db,
+                         runtimes=args.runtimes, steps=steps, progress=update,
+                         precisions=precisions_for(fp32=fp32, bf16=bf16, int8=int8, runtimes=args.runtimes),
+                         calibration_size=calibration, train=args.train)
     if json_out:
         sys.stdout.write(json.dumps(r.to_dict(), indent=2, default=str) + "\n")
     else:

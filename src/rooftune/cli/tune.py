@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
+from rooftune.cli.model_args import model_args
 from rooftune.cli.options import (
     INT8_GUARD,
     Batch,
@@ -24,7 +25,6 @@ from rooftune.cli.options import (
     Objective,
     Optimizer,
     Train,
-    _parse_names,
     bf16_option,
     budget_option,
     int8_option,
@@ -98,22 +98,17 @@ def tune(
     with --cluster, its trials spread over the nodes of one platform of a Ray cluster."""
     from rooftune.tuning import precisions_for
     from rooftune.tuning import tune as run_tune
-    from rooftune.workload import parse_options, parse_shape
-    from rooftune.workload.training import spec_from_options
 
-    shapes = [parse_shape(s) for s in input_shape or []]
-    options = parse_options(option or [])
-    runtimes = _parse_names(runtime, "--runtime", "eager,onnxruntime")
-    spec = spec_from_options(train, optimizer, loss)
+    args = model_args(input_shape, option, runtime, train, optimizer, loss)
     if save is not None:
         output_file(save, "--save")
     progress, update = _progress()
     with progress:
-        r = run_tune(model, objective=objective, budget_s=budget, trials=trials, batch=batch, inputs=shapes or None,
-                     options=options, guidelines_only=guidelines_only,
-                     precisions=precisions_for(fp32=fp32, bf16=bf16, int8=int8, runtimes=runtimes),
-                     runtimes=runtimes, db=db, save=save, progress=update, validate=validate, calibration_size=calibration,
-                     train=spec, cluster=cluster)
+        r = run_tune(model, objective=objective, budget_s=budget, trials=trials, batch=batch, inputs=args.shapes,
+                     options=args.options, guidelines_only=guidelines_only,
+                     precisions=precisions_for(fp32=fp32, bf16=bf16, int8=int8, runtimes=args.runtimes),
+                     runtimes=args.runtimes, db=db, save=save, progress=update, validate=validate,
+                     calibration_size=calibration, train=args.train, cluster=cluster)
     if json_out:
         sys.stdout.write(json.dumps(r.to_dict(), indent=2, default=str) + "\n")
     else:

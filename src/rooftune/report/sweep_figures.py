@@ -63,46 +63,44 @@ def _time_lines(ax: Any, xs: list[float], rates: dict[str, float], floor: float,
         ax.axhline(floor, color="grey", lw=1, ls=":", label="dispatch floor")
 
 
-def plot_time_flops(result: SweepResult, directory: Path) -> list[Path]:
-    points = [p for p in result.ok_points if p.flops]
+def _time_rates(result: SweepResult, attr: str, points: list[SweepPoint]) -> dict[str, float]:
+    """The roofs of a time figure: the peaks the points ran on (FLOPs), or every memory level's
+    bandwidth (bytes)."""
+    if attr == "flops":
+        used = {p.roof_name for p in points}
+        return {k: v for k, v in result.roofs.get("peak", {}).items() if k in used}
+    return dict(result.roofs.get("bandwidth", {}))
+
+
+#: Each time figure by the point's attribute on its x axis: the file's name, the roof lines' unit
+#: (T = F/P or T = B/BW), the colour of a roof's line, the axis label and the title's words.
+_TIME_FIGURES: dict[str, tuple[str, str, Callable[[str], str | None], str, str]] = {
+    "flops": ("time_flops", "F", lambda _: None, "FLOPs per call", "FLOPs"),
+    "traffic": ("time_bytes", "B", _LEVEL_COLOURS.get, "bytes moved per call", "bytes, per memory level"),
+}
+
+
+def plot_time(result: SweepResult, directory: Path, attr: str) -> list[Path]:
+    """The time-based roofline over the points' ``attr`` (``flops`` or ``traffic``): each point's
+    time per call, and a line T = x / roof for each roof and the dispatch floor."""
+    name, unit, colour, xlabel, what = _TIME_FIGURES[attr]
+    points = [p for p in result.ok_points if getattr(p, attr)]
     fig, axes = _figure()
     ax = axes[0][0]
     for precision in sorted({p.precision for p in points}):
         sel = [p for p in points if p.precision == precision]
-        ax.scatter([p.flops for p in sel], [p.median_s for p in sel], s=14, label=precision,
-                   marker=_PRECISION_MARKERS.get(precision, "o"))
-    used = {p.roof_name for p in points}
-    peaks = {k: v for k, v in result.roofs.get("peak", {}).items() if k in used}
-    if points:
-        _time_lines(ax, [float(p.flops or 1) for p in points], peaks, float(result.roofs.get("dispatch_s", 0)), "F",
-                    lambda _: None)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("FLOPs per call")
-    ax.set_ylabel("time per call (s)")
-    ax.set_title(f"{result.family}: time-based roofline (FLOPs)")
-    ax.legend(fontsize=7)
-    return _save(fig, directory, "time_flops")
-
-
-def plot_time_bytes(result: SweepResult, directory: Path) -> list[Path]:
-    points = [p for p in result.ok_points if p.traffic]
-    fig, axes = _figure()
-    ax = axes[0][0]
-    for precision in sorted({p.precision for p in points}):
-        sel = [p for p in points if p.precision == precision]
-        ax.scatter([p.traffic for p in sel], [p.median_s for p in sel], s=14, label=precision,
+        ax.scatter([getattr(p, attr) for p in sel], [p.median_s for p in sel], s=14, label=precision,
                    marker=_PRECISION_MARKERS.get(precision, "o"))
     if points:
-        _time_lines(ax, [float(p.traffic or 1) for p in points], dict(result.roofs.get("bandwidth", {})),
-                    float(result.roofs.get("dispatch_s", 0)), "B", _LEVEL_COLOURS.get)
+        _time_lines(ax, [float(getattr(p, attr) or 1) for p in points], _time_rates(result, attr, points),
+                    float(result.roofs.get("dispatch_s", 0)), unit, colour)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("bytes moved per call")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel("time per call (s)")
-    ax.set_title(f"{result.family}: time-based roofline (bytes, per memory level)")
+    ax.set_title(f"{result.family}: time-based roofline ({what})")
     ax.legend(fontsize=7)
-    return _save(fig, directory, "time_bytes")
+    return _save(fig, directory, name)
 
 
 def _line(points: list[SweepPoint], axis: str) -> list[SweepPoint]:
@@ -182,5 +180,5 @@ def plot_sweep_result(result: SweepResult, directory: str | Path) -> dict[str, l
     """Every figure of the sweep into ``directory`` (created), by name."""
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
-    return {"time_flops": plot_time_flops(result, d), "time_bytes": plot_time_bytes(result, d),
+    return {"time_flops": plot_time(result, d, "flops"), "time_bytes": plot_time(result, d, "traffic"),
             "attained": plot_attained(result, d), "speedup": plot_speedup(result, d)}

@@ -33,6 +33,11 @@ class Setup:
     validate: str | None = None
     #: How many output tensors the model returns (known once a reference is made).
     outputs: int = 0
+    #: The configurations (by key) whose trial in this study passed its check (run here, or
+    #: stored under the study's key): a later process of one, a final comparison's, is not
+    #: checked again where the check costs more than the warm-up it needs anyway (a training
+    #: step's checked steps).
+    verified: set[str] = field(default_factory=set)
     _files: dict[int, tuple[Path, Path | None]] = field(default_factory=dict)
 
     def files(self, batch: int) -> tuple[Path, Path | None]:
@@ -79,7 +84,8 @@ class Setup:
     def group(self, config: RunConfig, prepare_timeout_s: float = PREPARE_TIMEOUT_S, wait: bool = True) -> Group:
         reference, calibration = self.files(config.batch)
         return Group(config, self.workload, reference, self.workdir, prepare_timeout_s, calibration, self.validate,
-                     wait=wait, inputs=self.workdir / f"inputs-b{config.batch}.pt")
+                     wait=wait, inputs=self.workdir / f"inputs-b{config.batch}.pt",
+                     verified=config.key() in self.verified)
 
 
 def _policy_dict(policy: Policy) -> dict[str, Any]:
@@ -98,6 +104,7 @@ def run_trial(config: RunConfig, setup: Setup, policy: Policy = TRIAL_POLICY,
             if not verify["ok"]:
                 return TrialResult(config, False, error=f"wrong output: {verify['why']}", verify=verify,
                                    prepare_s=info["prepare_s"], start_s=info.get("start_s", math.nan))
+            setup.verified.add(config.key())
             md = g.measure(_policy_dict(policy), label=f"trial.{config.runtime}")
             items = g.items_per_call
     except TrialFailed as exc:

@@ -123,6 +123,11 @@ RUNNERS_UP = 2
 MAX_REPEATS = 25
 #: Seconds a seed or searched trial may always take to prepare, however little budget is left.
 MIN_PREPARE_S = 30.0
+#: A training trial may take this many times the longest preparation among the study's trials so
+#: far (its step built, then checked over TRAIN_CHECK_STEPS steps: the model's own step time
+#: decides it): another configuration's step can run slower (another layout, bf16 where the CPU
+#: converts, a graph to compile), and a trial cut off while it prepares is lost whole.
+TRAIN_PREPARE_MARGIN = 2.0
 
 Progress = Callable[[str, int, int], None]
 
@@ -136,10 +141,11 @@ __all__ = [
 ]
 
 
-def _prepare_timeout(left: float) -> float:
+def _prepare_timeout(left: float, least: float = MIN_PREPARE_S) -> float:
     """What a seed or searched trial may take to prepare with ``left`` seconds of its share of the
-    budget left (a large model's torch.compile or quantization takes minutes on few cores)."""
-    return max(MIN_PREPARE_S, min(PREPARE_TIMEOUT_S, left))
+    budget left (a large model's torch.compile or quantization takes minutes on few cores), and
+    ``least`` however little is left."""
+    return max(least, min(PREPARE_TIMEOUT_S, left))
 
 
 class Study:
@@ -321,6 +327,8 @@ class Study:
         for row in self.store.trials(self.key):
             stored = TrialResult.from_stored(row)
             self.done[run_key(stored.config)] = stored
+            if stored.ok:  # checked when it ran, against this study's reference
+                self.setup.verified.add(stored.config.key())
             self.resumed += 1
 
     def _normalized(self, cfg: RunConfig) -> RunConfig:
@@ -353,6 +361,24 @@ class Study:
     def _left(self, until: float) -> float:
         """Seconds from now until ``until`` seconds into the study."""
         return until - (time.perf_counter() - self.started)
+
+    def _slowest_prepare(self) -> float:
+        """A training study's longest trial preparation so far (0 for inference, or before any):
+        what a trial of it costs before its first timed step."""
+        if self.train is None:
+            return 0.0
+        return max((r.prepare_s for r in self.results if math.isfinite(r.prepare_s)), default=0.0)
+
+    def _room(self, until: float) -> bool:
+        """Whether a seed or searched trial starts with ``until`` ahead: some time left, and for a
+        training study as much as its slowest preparation so far (a trial started with less
+        overruns the share by its steps, or is cut off and lost)."""
+        left = self._left(until)
+        return left > 0 and left >= self._slowest_prepare()
+
+    def _trial_prepare_timeout(self, until: float) -> float:
+        """The preparation time of a seed or searched trial starting now, with ``until`` ahead."""
+        return _prepare_timeout(self._left(until), max(MIN_PREPARE_S, TRAIN_PREPARE_MARGIN * self._slowest_prepare()))
 
     def fixed_configurations(self) -> None:
         """The guideline and every baseline; one that OpenVINO's PyTorch frontend cannot convert
@@ -439,12 +465,11 @@ class Study:
             return
         seeds = self._plan()
         for i, cfg in enumerate(seeds):
-            left = self._left(self.seeds_until)
-            if left <= 0:
+            if not self._room(self.seeds_until):
                 self.notes.append(f"no time left in the budget for {', '.join(c.name for c in seeds[i:])}")
                 break
             self.step(f"guideline seeds: {cfg.name}", i, len(seeds))
-            self.results.append(self.evaluate(cfg, prepare_timeout_s=_prepare_timeout(left)))
+            self.results.append(self.evaluate(cfg, prepare_timeout_s=self._trial_prepare_timeout(self.seeds_until)))
 
     def search(self) -> None:
         """TPE within the budget's share for it (none with ``guidelines_only``): first told every
@@ -471,12 +496,12 @@ class Study:
                 study.enqueue_trial(params, skip_if_exists=True)
         n = repeats = 0
         seen = {run_key(r.config) for r in self.results}
-        while n < limit and time.perf_counter() - self.started < self.search_until:
+        while n < limit and self._room(self.search_until):
             self.step("search", min(int(time.perf_counter() - self.started), int(self.budget_s)), int(self.budget_s))
             t = study.ask()
             cfg = replace(suggest(t, self.space), name=f"trial {t.number - len(told)}")  # the told ones come first
             # a searched trial may not take the final comparisons' share of the budget to prepare
-            r = self.evaluate(cfg, prepare_timeout_s=_prepare_timeout(self._left(self.search_until)))
+            r = self.evaluate(cfg, prepare_timeout_s=self._trial_prepare_timeout(self.search_until))
             if run_key(cfg) not in seen:
                 seen.add(run_key(cfg))
                 self.results.append(r)

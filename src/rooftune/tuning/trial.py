@@ -72,9 +72,12 @@ class Worker:
 
     def __init__(self, config: RunConfig, workload: dict[str, Any], reference: Path, workdir: Path,
                  prepare_timeout_s: float = PREPARE_TIMEOUT_S, calibration: Path | None = None,
-                 validate: str | None = None, wait: bool = True, inputs: Path | None = None) -> None:
+                 validate: str | None = None, wait: bool = True, inputs: Path | None = None,
+                 verified: bool = False) -> None:
         """Starts the process and sends it the configuration; ``wait=False`` returns at once and
-        :meth:`ready` waits for the preparation (several workers then start side by side)."""
+        :meth:`ready` waits for the preparation (several workers then start side by side).
+        ``verified``: the configuration passed its check in this study's trial, so a training step
+        is not checked again (``_worker._init_train``)."""
         self.config = config
         self.paused = False
         env = {k: v for k, v in os.environ.items() if k not in CONTROLLED or not config.set_threads}
@@ -89,7 +92,8 @@ class Worker:
                           stdout=subprocess.PIPE, stderr=self._stderr, text=True, env=env)
         self._init = {"cmd": "init", "workload": workload, "config": config.to_dict(),
                       "reference": str(reference), "inputs": str(inputs) if inputs else None, "workdir": str(workdir),
-                      "calibration": str(calibration) if calibration else None, "validate": validate}
+                      "calibration": str(calibration) if calibration else None, "validate": validate,
+                      "verified": verified}
         self._prepare_timeout_s = prepare_timeout_s
         self.info: dict[str, Any] = {}
         try:
@@ -105,8 +109,11 @@ class Worker:
         if not self.info:
             info = self.receive(self._init, self._prepare_timeout_s)
             # what starting a process costs apart from preparing its configuration: the
-            # interpreter, imports, the workload, and checking the output
-            info["start_s"] = max(0.0, time.perf_counter() - self._spawned - float(info.get("prepare_s", 0.0)))
+            # interpreter, imports, the workload, and checking the output; and the part of its
+            # preparation that every later process of it repeats (a training step's building and
+            # first step: an inference's artifact is loaded, not made again)
+            info["start_s"] = (max(0.0, time.perf_counter() - self._spawned - float(info.get("prepare_s", 0.0)))
+                               + float(info.get("repeat_s", 0.0)))
             self.info = info
         return self.info
 
@@ -197,14 +204,15 @@ class Group:
 
     def __init__(self, config: RunConfig, workload: dict[str, Any], reference: Path, workdir: Path,
                  prepare_timeout_s: float = PREPARE_TIMEOUT_S, calibration: Path | None = None,
-                 validate: str | None = None, wait: bool = True, inputs: Path | None = None) -> None:
+                 validate: str | None = None, wait: bool = True, inputs: Path | None = None,
+                 verified: bool = False) -> None:
         self.config = config
         self.workers: list[Worker] = []
         try:
             # The instances start and prepare side by side (nothing is timed before all are ready).
             for _ in range(max(1, config.instances)):
                 self.workers.append(Worker(config, workload, reference, workdir, prepare_timeout_s, calibration,
-                                           validate, wait=False, inputs=inputs))
+                                           validate, wait=False, inputs=inputs, verified=verified))
             if wait:
                 self.ready()
         except BaseException:

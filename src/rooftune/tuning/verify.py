@@ -5,6 +5,7 @@ own validation function."""
 from __future__ import annotations
 
 import math
+import time
 from typing import Any
 
 import torch
@@ -117,13 +118,16 @@ def _l2(xs: list[torch.Tensor], ys: list[torch.Tensor]) -> float:
     return math.sqrt(math.fsum(float(torch.sum((a.double() - b.double()) ** 2)) for a, b in zip(xs, ys, strict=True)))
 
 
-def _steps(step: Any, n: int) -> tuple[list[float], list[torch.Tensor]]:
-    """``n`` steps from a seeded generator: their losses, and the parameters after the first."""
+def _steps(step: Any, n: int) -> tuple[list[float], list[torch.Tensor], float]:
+    """``n`` steps from a seeded generator: their losses, the parameters after the first, and
+    the first step's seconds."""
     torch.manual_seed(TRAIN_CHECK_SEED)
+    t0 = time.perf_counter()
     losses = [step.step()]
+    first_s = time.perf_counter() - t0
     first = step.parameters()
     losses += [step.step() for _ in range(n - 1)]
-    return losses, first
+    return losses, first, first_s
 
 
 def train_reference(step: Any, steps: int = TRAIN_CHECK_STEPS) -> dict[str, Any]:
@@ -131,18 +135,21 @@ def train_reference(step: Any, steps: int = TRAIN_CHECK_STEPS) -> dict[str, Any]
     ``steps`` steps from its starting weights, its parameters after the first, and how far that
     step moved them."""
     initial = step.parameters()
-    losses, params = _steps(step, steps)
+    losses, params, _ = _steps(step, steps)
     return {"losses": losses, "params": params, "moved": _l2(params, initial)}
 
 
 def check_training(step: Any, precision: str, reference: dict[str, Any]) -> dict[str, Any]:
     """A training configuration's first steps against the vanilla fp32 reference
-    (:func:`train_reference`): fp32 by its parameters and losses, bf16 by its losses."""
+    (:func:`train_reference`): fp32 by its parameters and losses, bf16 by its losses;
+    ``first_step_s``, the first step's seconds (what a process of the configuration spends on its
+    first step wherever it runs)."""
     n = len(reference["losses"])
-    losses, params = _steps(step, n)
+    losses, params, first_s = _steps(step, n)
     rel = [abs(a - b) / max(abs(b), 1e-12) for a, b in zip(losses, reference["losses"], strict=True)]
     finite = all(math.isfinite(x) for x in losses)
-    out: dict[str, Any] = {"losses": losses, "loss_diff": max(rel, default=0.0), "finite": finite}
+    out: dict[str, Any] = {"losses": losses, "loss_diff": max(rel, default=0.0), "finite": finite,
+                           "first_step_s": first_s}
     if precision == "fp32":
         out["param_diff"] = _l2(params, reference["params"]) / max(reference["moved"], 1e-30)
         rule = (f"fp32 training: parameters after one step within {TRAIN_FP32_TOLERANCE:g} of vanilla's update "

@@ -176,9 +176,6 @@ class KerasWorkload(ExampleInputs):
     exported: Any = None
     call: Any = None
     framework: str = "tensorflow"
-    #: A training step's spec, as a PyTorch Workload has; a TensorFlow model is analysed and tuned
-    #: for inference only (``--train`` refuses it), so always None.
-    train: None = None
 
     def inputs_text(self) -> str:
         return ", ".join(format_shape(s) for s in self.input_shapes)

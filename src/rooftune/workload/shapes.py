@@ -11,6 +11,8 @@ from rooftune.errors import InvalidArgument
 if TYPE_CHECKING:
     import torch
 
+    from rooftune.workload.training import TrainSpec
+
 _SHAPE = re.compile(r"^\d+(x\d+)*$")
 #: An input larger than this many elements (4 GiB of fp32) is a typo, not a workload.
 MAX_ELEMENTS = 2**30
@@ -63,9 +65,14 @@ def batched_like_first(shapes: Sequence[tuple[int, ...]]) -> list[bool]:
 
 class ExampleInputs:
     """What every workload (a PyTorch :class:`rooftune.workload.Workload`, a TensorFlow one) says
-    of its example inputs, whose batch is the first dimension of the first."""
+    of its example inputs, whose batch is the first dimension of the first, and whether it is a
+    training workload, which every process running one asks."""
 
     inputs: tuple[torch.Tensor, ...]
+    #: A training workload's step (optimizer, loss), None for inference: always None where the
+    #: framework's training is not run (a TensorFlow model: ``--train`` refuses it), and a
+    #: constructor field where it is (:class:`rooftune.workload.Workload`).
+    train: TrainSpec | None = None
 
     @property
     def batch(self) -> int:

@@ -167,8 +167,7 @@ class TrainStep:
         check_batch_norm(module, batch, name)
         self.params = [p for p in module.parameters() if p.requires_grad]
         self.device = self.params[0].device
-        with torch.no_grad(), self._autocast():
-            out = first_tensor(module(*self.inputs)).float()
+        out = self._output_like()
         self.kind = loss_kind(self.spec, out)
         self.loss_fn = loss_function(self.spec, self.kind)
         self.target = synthetic_target(out, self.kind).to(self.device)
@@ -177,6 +176,29 @@ class TrainStep:
             shape = tuple(loss.shape) if isinstance(loss, torch.Tensor) else type(loss).__name__
             raise WorkloadError(f"loss {self.spec.loss!r} returned {shape}, not a scalar: a step needs one number to differentiate")
         self.optimizer = make_optimizer(self.params, self.spec)
+
+    def _output_like(self) -> torch.Tensor:
+        """A tensor shaped as the output the loss is taken of, fp32 zeros (the loss's check and the
+        target need its shape alone): the shape from a run on fake tensors (no kernel runs and no
+        buffer is updated, where a large model's forward pass at a training batch takes seconds),
+        else from a forward pass where the model does not run on fake tensors. The module before
+        torch.compile runs it, so nothing is compiled for fake inputs."""
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        module = getattr(self.module, "_orig_mod", self.module)
+        try:
+            with FakeTensorMode(allow_non_fake_inputs=True) as fake:
+                xs = [fake.from_tensor(x) if isinstance(x, torch.Tensor) else x for x in self.inputs]
+                with torch.no_grad(), self._autocast():
+                    out = first_tensor(module(*xs))
+                shape = tuple(out.shape)
+        except WorkloadError:
+            raise
+        except Exception:  # fake tensors refuse some kernels (data-dependent shapes, custom ops)
+            with torch.no_grad(), self._autocast():
+                out = first_tensor(self.module(*self.inputs))
+            shape = tuple(out.shape)
+        return torch.zeros(shape, dtype=torch.float32, device=self.device)
 
     def _autocast(self) -> Any:
         import contextlib
