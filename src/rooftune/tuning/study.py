@@ -367,7 +367,8 @@ class Study:
         if from_onnx:
             names = from_onnx[0] if len(from_onnx) == 1 else f"{', '.join(from_onnx[:-1])} and {from_onnx[-1]}"
             self.notes.append(f"{names} read{'s' if len(from_onnx) == 1 else ''} the ONNX export: "
-                              f"OpenVINO's PyTorch frontend could not convert the model ({why_onnx})")
+                              f"OpenVINO's {'TensorFlow' if self.framework == 'tensorflow' else 'PyTorch'} frontend "
+                              f"could not convert the model ({why_onnx})")
         self.guide, self.base = self.results[0], {r.config.name: r for r in self.results[1:]}
         self.phase_s["fixed"] = time.perf_counter() - self.started
 
