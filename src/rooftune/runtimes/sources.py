@@ -92,6 +92,11 @@ def tf_onnx(runner: Any, path: Path) -> Path:
     (it keeps it under its TensorFlow op type, which ONNX does not define) fails with its layer."""
     import logging
 
+    from rooftune.runtimes.packages import missing
+
+    why = missing("tf2onnx")
+    if why:  # the tf extra brings it with TensorFlow
+        raise RuntimeError(f"a TensorFlow model reaches ONNX through tf2onnx, which {why.removeprefix('tf2onnx ')}")
     import onnx
     import tf2onnx
 
