@@ -275,3 +275,44 @@ def test_trials_of_a_keras_model_on_onnxruntime_are_verified_or_fail_with_the_la
     custom.files(1)
     r = run_trial(RunConfig(runtime="onnxruntime", intra_threads=1, name="t"), custom, policy)
     assert not r.ok and r.error == "OpConversionFailure: tf2onnx has no conversion for op BesselI1e in layer bessel"
+
+
+@pytest.mark.parametrize("cell,batch", [("LSTM", 1), ("LSTM", 3), ("GRU", 2)])
+def test_a_keras_recurrent_layer_costs_what_pytorchs_analytic_formula_gives(cell: str, batch: int) -> None:
+    """The ops of a Keras LSTM's or GRU's while loop, every iteration listed, sum to the FLOPs of
+    the formula PyTorch's LSTM and GRU are costed by (costs.formulas.recurrent), less or more what
+    the two definitions differ by: Keras's LSTM has one bias vector where PyTorch's has two, and
+    Keras's GRU computes (1-z)*n + z*h in four ops where the formula counts three."""
+    from rooftune.costs import cost_of, costs_of
+    from rooftune.workload import capture
+    from rooftune.workload.graph import OpNode, TensorMeta
+    from rooftune.workload.keras_models import from_keras_model
+
+    steps, width, hidden = 5, 6, 7
+    keras.utils.set_random_seed(0)
+    x = keras.Input((steps, width))
+    layer = getattr(keras.layers, cell)(hidden)
+    model = keras.Model(x, layer(x))
+    # biases that are not all zeros: Grappler folds an add of a constant zero away
+    layer.set_weights([w if w.ndim > 1 and w.shape[0] != 2 else np.random.default_rng(0).normal(size=w.shape)
+                       for w in layer.get_weights()])
+    wl = from_keras_model(model, "recurrent", "keras model", batch=batch)
+    graph = capture(wl)
+    costs = costs_of(graph)
+    ours = [(op, c) for op, c in zip(graph.ops, costs, strict=True) if f"/{cell.lower()}" in op.name]
+    assert all(c.flops is not None for _, c in ours), [op.module_type for op, c in ours if c.flops is None]
+    # the loop body is listed once per step
+    assert sum(1 for op, _ in ours if op.module_type.endswith("MatMul") and "while" in op.name) >= 2 * steps
+    gates = {"LSTM": 4, "GRU": 3}[cell]
+
+    def f(*shape: int) -> TensorMeta:
+        return TensorMeta(shape, "float32", 4)
+
+    pytorch = cost_of(OpNode(0, cell.lower(), f"aten.{cell.lower()}", "", cell,
+                             {"input": f(steps, batch, width), "params": [f(gates * hidden, width), f(gates * hidden, hidden),
+                                                                          f(gates * hidden), f(gates * hidden)],
+                              "has_biases": True, "num_layers": 1, "bidirectional": False, "batch_first": False},
+                             (f(steps, batch, hidden),)))
+    assert pytorch.kind == "rnn"
+    differ = -steps * batch * gates * hidden if cell == "LSTM" else steps * batch * hidden
+    assert sum(c.flops for _, c in ours) == pytorch.flops + differ
