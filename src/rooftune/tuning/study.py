@@ -531,13 +531,16 @@ class Study:
             elif "error" in self.guide_vs_best:
                 self.notes.append(f"the guideline could not be compared with the best: {self.guide_vs_best['error']}")
         promoted: set[str] = set()
+        lost_to: dict[str, str] = {}
+        taken_back: set[str] = set()
         retaken = False
         while True:
             compared_with = best.config.key()
             best, self.speedup = against_baselines(
                 best, self.base, self.setup, self.objective, self.compare_policy, self.compare_pairs, self.notes,
                 self.step, deadline=self.started + self.budget_s, cost=self.cost, comparisons=self.comparisons,
-                promoted=promoted, eligible=lambda t: t.precision in self.precisions)
+                promoted=promoted, eligible=lambda t: t.precision in self.precisions, lost_to=lost_to,
+                retaken=taken_back)
             if self.guide_vs_best is None or best.config.key() == compared_with:
                 break
             # a baseline took the best's place: the guideline is measured against it (pooled with
