@@ -1025,6 +1025,26 @@ def test_a_model_openvinos_pytorch_frontend_cannot_convert_is_read_from_onnx(
     assert not _frontend_refused(refused, RunConfig(runtime="openvino", runtime_options={"source": "onnx"}))
 
 
+def test_a_model_tf2onnx_cannot_convert_is_not_converted_again_by_any_runtime_reading_its_onnx() -> None:
+    """A TensorFlow model's op tf2onnx has no conversion for fails every runtime that reads the
+    conversion (ONNX Runtime, ncnn, OpenVINO from ONNX) alike: one failure skips the others;
+    OpenVINO's own frontend and TensorFlow still run, and other failures skip nothing."""
+    from rooftune.tuning.skips import NOT_RUN, not_run
+    from rooftune.tuning.study import TrialResult
+
+    error = "OpConversionFailure: tf2onnx has no conversion for op BesselI1e in layer bessel"
+    failed = TrialResult(RunConfig(runtime="onnxruntime", name="onnxruntime-default"), False, error=error)
+    for cfg in (RunConfig(runtime="onnxruntime", intra_threads=2), RunConfig(runtime="ncnn"),
+                RunConfig(runtime="openvino", runtime_options={"source": "onnx"})):
+        skipped = not_run(cfg, [failed])
+        assert skipped is not None and not skipped.ok
+        assert skipped.error == f"{NOT_RUN}tf2onnx could not convert the model in onnxruntime-default ({error})"
+    for cfg in (RunConfig(runtime="openvino"), RunConfig(runtime="tensorflow")):
+        assert not_run(cfg, [failed]) is None
+    timeout = TrialResult(RunConfig(runtime="onnxruntime"), False, error="TimeoutError: preparing took over 600 s")
+    assert not_run(RunConfig(runtime="onnxruntime", intra_threads=2), [timeout]) is None
+
+
 def test_int8_on_a_runtime_whose_quantizer_quantized_nothing_is_not_tried_again(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The trials' processes replaced by a stand-in where ONNX Runtime's quantizer leaves the model
