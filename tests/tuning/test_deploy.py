@@ -118,6 +118,18 @@ def test_environment_notes_name_what_a_process_sets_at_its_start(monkeypatch: py
         assert [n.split(" ")[0] for n in environment_notes(ov, "best.json")] == ["TBB_ENABLE_SANITIZERS=1"]
         monkeypatch.setenv("TBB_ENABLE_SANITIZERS", "1")
         assert environment_notes(ov, "best.json") == []
+        from rooftune.tuning.config import intel_openmp_library
+
+        if intel_openmp_library():  # two libraries preloaded (the launcher's recipe): both present, in any order
+            both = RunConfig(intra_threads=1, allocator="tcmalloc", openmp="intel")
+            preload = both.environment()["LD_PRELOAD"]
+            assert len(preload.split(":")) == 2
+            monkeypatch.setenv("LD_PRELOAD", preload)
+            assert environment_notes(both, "best.json") == []
+            monkeypatch.setenv("LD_PRELOAD", " ".join(reversed(preload.split(":"))))
+            assert environment_notes(both, "best.json") == []
+            monkeypatch.setenv("LD_PRELOAD", lib)
+            assert environment_notes(both, "best.json")[0].startswith(f"LD_PRELOAD={preload} is not set")
 
 
 def refuse_all(outputs: list, refs: list) -> tuple[bool, str]:

@@ -339,6 +339,53 @@ def test_the_baselines_are_handed_back_by_the_medians_once_each(monkeypatch: pyt
     assert "held the best's place once and lost it" in notes[2] and "neither measurably faster" in notes[2]
 
 
+def test_a_baseline_handed_on_takes_its_place_back_where_the_pooled_comparison_reads_it_faster(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The guideline is the best; intel-recommended-tf reads faster and is handed back;
+    tensorflow-vanilla reads faster than it on one pair of processes and is handed back in turn;
+    compared again, pooled with that comparison, intel-recommended-tf reads faster with its whole
+    interval below 1 (the three run alike on a small machine, and one pair of processes was
+    slow): it takes its place back, once, rather than being reported faster than the best."""
+    from rooftune.tuning.compare import Comparisons
+    from rooftune.tuning.study import TrialResult
+
+    def trial(name: str, latency: float, **kw: object) -> TrialResult:
+        return TrialResult(RunConfig(runtime="tensorflow", name=name, **kw), True, latency_s=latency,
+                           throughput=1 / latency)
+
+    # (best, other) -> each pair of processes' (samples, the best's time, the other's time)
+    table = {("guideline", "intel-recommended-tf"): [(10, 0.0135, 0.0132)],
+             ("intel-recommended-tf", "tensorflow-vanilla"): [(10, 0.0136, 0.0133)],
+             ("tensorflow-vanilla", "intel-recommended-tf"): [(10, 0.0136, 0.0128)] * 2,
+             ("intel-recommended-tf", "tensorflow-vanilla", 2): [(10, 0.0130, 0.0136)] * 2}
+    compared: list[tuple[str, str]] = []
+
+    def fake_interleaved(a, b, setup, objective, policy, pairs=None):  # type: ignore[no-untyped-def]
+        compared.append((a.name, b.name))
+        n = compared.count((a.name, b.name))
+        return _sampled(a, b, table.get((a.name, b.name, n)) or table[(a.name, b.name)])
+
+    monkeypatch.setattr(final, "interleaved", fake_interleaved)
+    base = {"tensorflow-vanilla": trial("tensorflow-vanilla", 0.01357, set_threads=False),
+            "intel-recommended-tf": trial("intel-recommended-tf", 0.01324, pin=True)}
+    notes: list[str] = []
+    cmp = Comparisons(None, "latency", Policy())  # type: ignore[arg-type]
+    lost_to: dict[str, str] = {}
+    retaken: set[str] = set()
+    best, speedup = final.against_baselines(trial("guideline", 0.0135, intra_threads=2), base, None, "latency",
+                                             Policy(), 1, notes, lambda *a: None, comparisons=cmp, lost_to=lost_to,
+                                             retaken=retaken)
+    assert compared == [("guideline", "intel-recommended-tf"), ("intel-recommended-tf", "tensorflow-vanilla"),
+                        ("tensorflow-vanilla", "intel-recommended-tf"), ("intel-recommended-tf", "tensorflow-vanilla")]
+    assert best.config.name == "intel-recommended-tf" and retaken == {"intel-recommended-tf"}
+    assert speedup["intel-recommended-tf"]["ratio"] == 1.0
+    vanilla = speedup["tensorflow-vanilla"]  # pooled over every pair of the two: the best is not slower
+    assert vanilla["ratio"] > 1.0 and vanilla["earlier_process_pairs"] == 3
+    assert notes[-1].endswith("intel-recommended-tf is the best again (pooled with the comparison that had handed "
+                              "the place on from it; a baseline takes its place back once at most)")
+    assert "over 3 pairs of processes, 1 from an earlier comparison of the two" in notes[-1]
+
+
 def _sampled(best: RunConfig, other: RunConfig, groups: list[tuple[int, float, float]]) -> dict:
     """What interleaved returns for pairs of processes given as (samples, best's time, other's time)."""
     from rooftune.tuning.compare import summary
@@ -976,6 +1023,26 @@ def test_a_model_openvinos_pytorch_frontend_cannot_convert_is_read_from_onnx(
     refused = TrialResult(RunConfig(runtime="openvino"), False, error=refusal)
     assert _frontend_refused(refused, RunConfig(runtime="openvino", precision="int8"))
     assert not _frontend_refused(refused, RunConfig(runtime="openvino", runtime_options={"source": "onnx"}))
+
+
+def test_a_model_tf2onnx_cannot_convert_is_not_converted_again_by_any_runtime_reading_its_onnx() -> None:
+    """A TensorFlow model's op tf2onnx has no conversion for fails every runtime that reads the
+    conversion (ONNX Runtime, ncnn, OpenVINO from ONNX) alike: one failure skips the others;
+    OpenVINO's own frontend and TensorFlow still run, and other failures skip nothing."""
+    from rooftune.tuning.skips import NOT_RUN, not_run
+    from rooftune.tuning.study import TrialResult
+
+    error = "OpConversionFailure: tf2onnx has no conversion for op BesselI1e in layer bessel"
+    failed = TrialResult(RunConfig(runtime="onnxruntime", name="onnxruntime-default"), False, error=error)
+    for cfg in (RunConfig(runtime="onnxruntime", intra_threads=2), RunConfig(runtime="ncnn"),
+                RunConfig(runtime="openvino", runtime_options={"source": "onnx"})):
+        skipped = not_run(cfg, [failed])
+        assert skipped is not None and not skipped.ok
+        assert skipped.error == f"{NOT_RUN}tf2onnx could not convert the model in onnxruntime-default ({error})"
+    for cfg in (RunConfig(runtime="openvino"), RunConfig(runtime="tensorflow")):
+        assert not_run(cfg, [failed]) is None
+    timeout = TrialResult(RunConfig(runtime="onnxruntime"), False, error="TimeoutError: preparing took over 600 s")
+    assert not_run(RunConfig(runtime="onnxruntime", intra_threads=2), [timeout]) is None
 
 
 def test_int8_on_a_runtime_whose_quantizer_quantized_nothing_is_not_tried_again(

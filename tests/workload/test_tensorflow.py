@@ -189,6 +189,12 @@ def test_guideline_and_baselines_of_a_tensorflow_graph(tiny_graph, fake_platform
     assert not peers["tensorflow-vanilla"].set_threads and peers["intel-recommended-tf"].pin
     for c in peers.values():
         c.validate()
+    # ONNX Runtime's and OpenVINO's defaults are a TensorFlow model's peers too, named as for PyTorch
+    available = {n: get_runtime(n) for n in ("tensorflow", "onnxruntime", "openvino")}
+    peers = {c.name: c for c in baselines(fake_platform, available, "tensorflow")}
+    assert set(peers) == {"tensorflow-vanilla", "tensorflow-recommended", "intel-recommended-tf",
+                          "onnxruntime-default", "openvino-default", "openvino-latency"}
+    assert peers["onnxruntime-default"].vendor_defaults and peers["openvino-default"].precision == "default"
 
 
 def test_a_trial_of_a_keras_model_is_verified_in_its_own_process(tmp_path: Path) -> None:
@@ -202,3 +208,111 @@ def test_a_trial_of_a_keras_model_is_verified_in_its_own_process(tmp_path: Path)
     r = run_trial(cfg, setup, Policy(number=1, warmup_s=0.0, budget_s=0.2, min_samples=3, max_samples=20))
     assert r.ok, r.error
     assert r.verify["ok"] and r.latency_s > 0
+
+
+@pytest.mark.parametrize("runtime,options", [("onnxruntime", {}), ("openvino", {}), ("openvino", {"source": "onnx"}),
+                                             ("ncnn", {})])
+def test_the_other_runtimes_run_a_keras_model_verified_against_tensorflows_fp32_output(
+        tiny, tmp_path: Path, runtime: str, options: dict) -> None:
+    pytest.importorskip("tf2onnx")
+    from rooftune.runconfig import RunConfig
+    from rooftune.runtimes import get_runtime
+    from rooftune.tuning.verify import check_prepared
+
+    rt = get_runtime(runtime)
+    if rt.available():
+        pytest.skip(rt.available())
+    assert "tensorflow" in rt.frameworks
+    cfg = RunConfig(runtime=runtime, intra_threads=1, runtime_options=options)
+    prepared = rt.prepare(tiny, cfg, tmp_path)
+    verify = check_prepared(prepared, "fp32", tuple(tiny.inputs), tiny())
+    assert verify["ok"], verify
+    torch.testing.assert_close(prepared.output()[0], tiny()[0], rtol=1e-4, atol=1e-5)
+    # the artifact is what a later trial loads without building the model
+    assert prepared.artifact is not None and prepared.artifact.exists() and rt.artifact_ready(cfg, tmp_path)
+
+
+def test_a_layer_no_converter_takes_fails_those_runtimes_naming_it_and_tensorflow_still_runs(tmp_path: Path) -> None:
+    pytest.importorskip("tf2onnx")
+    from rooftune.runconfig import RunConfig
+    from rooftune.runtimes import get_runtime
+    from rooftune.runtimes.sources import OpConversionFailure
+    from rooftune.tuning.skips import CONVERSION_FAILED
+    from rooftune.workload import load_workload
+
+    wl = load_workload("tests.workload.tf_models:with_custom_op")
+    got = get_runtime("tensorflow").prepare(wl, RunConfig(runtime="tensorflow", intra_threads=1), tmp_path).output()
+    torch.testing.assert_close(got[0], wl()[0])
+    for runtime, options, converter in (("onnxruntime", {}, "tf2onnx"), ("ncnn", {}, "tf2onnx"),
+                                        ("openvino", {}, "OpenVINO's TensorFlow frontend"),
+                                        ("openvino", {"source": "onnx"}, "tf2onnx")):
+        rt = get_runtime(runtime)
+        if rt.available():
+            continue
+        with pytest.raises(OpConversionFailure) as err:
+            rt.prepare(wl, RunConfig(runtime=runtime, intra_threads=1, runtime_options=options), tmp_path / runtime)
+        line = f"{type(err.value).__name__}: {err.value}"
+        # one line, the op and the layer as the Keras model names it (its graph scope is bessel_1)
+        assert line == f"{CONVERSION_FAILED}{converter} has no conversion for op BesselI1e in layer bessel"
+
+
+def test_trials_of_a_keras_model_on_onnxruntime_are_verified_or_fail_with_the_layer(tmp_path: Path) -> None:
+    pytest.importorskip("tf2onnx")
+    from rooftune.bench import Policy
+    from rooftune.runconfig import RunConfig
+    from rooftune.tuning.setup import Setup, run_trial
+
+    policy = Policy(number=1, warmup_s=0.0, budget_s=0.2, min_samples=3, max_samples=20)
+    for d in ("tiny", "custom"):
+        (tmp_path / d).mkdir()
+    setup = Setup({"model": TINY, "inputs": None, "options": {}}, tmp_path / "tiny")
+    setup.files(1)
+    r = run_trial(RunConfig(runtime="onnxruntime", intra_threads=1, name="t"), setup, policy)
+    assert r.ok, r.error
+    assert r.verify["ok"] and r.latency_s > 0
+    custom = Setup({"model": "tests.workload.tf_models:with_custom_op", "inputs": None, "options": {}},
+                   tmp_path / "custom")
+    custom.files(1)
+    r = run_trial(RunConfig(runtime="onnxruntime", intra_threads=1, name="t"), custom, policy)
+    assert not r.ok and r.error == "OpConversionFailure: tf2onnx has no conversion for op BesselI1e in layer bessel"
+
+
+@pytest.mark.parametrize("cell,batch", [("LSTM", 1), ("LSTM", 3), ("GRU", 2)])
+def test_a_keras_recurrent_layer_costs_what_pytorchs_analytic_formula_gives(cell: str, batch: int) -> None:
+    """The ops of a Keras LSTM's or GRU's while loop, every iteration listed, sum to the FLOPs of
+    the formula PyTorch's LSTM and GRU are costed by (costs.formulas.recurrent), less or more what
+    the two definitions differ by: Keras's LSTM has one bias vector where PyTorch's has two, and
+    Keras's GRU computes (1-z)*n + z*h in four ops where the formula counts three."""
+    from rooftune.costs import cost_of, costs_of
+    from rooftune.workload import capture
+    from rooftune.workload.graph import OpNode, TensorMeta
+    from rooftune.workload.keras_models import from_keras_model
+
+    steps, width, hidden = 5, 6, 7
+    keras.utils.set_random_seed(0)
+    x = keras.Input((steps, width))
+    layer = getattr(keras.layers, cell)(hidden)
+    model = keras.Model(x, layer(x))
+    # biases that are not all zeros: Grappler folds an add of a constant zero away
+    layer.set_weights([w if w.ndim > 1 and w.shape[0] != 2 else np.random.default_rng(0).normal(size=w.shape)
+                       for w in layer.get_weights()])
+    wl = from_keras_model(model, "recurrent", "keras model", batch=batch)
+    graph = capture(wl)
+    costs = costs_of(graph)
+    ours = [(op, c) for op, c in zip(graph.ops, costs, strict=True) if f"/{cell.lower()}" in op.name]
+    assert all(c.flops is not None for _, c in ours), [op.module_type for op, c in ours if c.flops is None]
+    # the loop body is listed once per step
+    assert sum(1 for op, _ in ours if op.module_type.endswith("MatMul") and "while" in op.name) >= 2 * steps
+    gates = {"LSTM": 4, "GRU": 3}[cell]
+
+    def f(*shape: int) -> TensorMeta:
+        return TensorMeta(shape, "float32", 4)
+
+    pytorch = cost_of(OpNode(0, cell.lower(), f"aten.{cell.lower()}", "", cell,
+                             {"input": f(steps, batch, width), "params": [f(gates * hidden, width), f(gates * hidden, hidden),
+                                                                          f(gates * hidden), f(gates * hidden)],
+                              "has_biases": True, "num_layers": 1, "bidirectional": False, "batch_first": False},
+                             (f(steps, batch, hidden),)))
+    assert pytorch.kind == "rnn"
+    differ = -steps * batch * gates * hidden if cell == "LSTM" else steps * batch * hidden
+    assert sum(c.flops for _, c in ours) == pytorch.flops + differ

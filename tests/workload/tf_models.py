@@ -31,3 +31,20 @@ def with_lambda() -> Any:
 
 def not_a_model() -> int:
     return 3
+
+
+def with_custom_op() -> Any:
+    """Dense 8 -> a custom layer ``bessel`` computing TensorFlow's BesselI1e (the exponentially
+    scaled modified Bessel function, an op neither tf2onnx nor OpenVINO's TensorFlow frontend has
+    a conversion for) -> dense to 4; input 8 values."""
+    import keras
+    import tensorflow as tf
+
+    class Bessel(keras.layers.Layer):
+        def call(self, x: Any) -> Any:
+            return tf.math.special.bessel_i1e(x)
+
+    keras.utils.set_random_seed(0)
+    x = keras.Input((8,))
+    y = keras.layers.Dense(4)(Bessel(name="bessel")(keras.layers.Dense(8)(x)))
+    return keras.Model(x, y, name="with_custom_op")

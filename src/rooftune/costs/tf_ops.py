@@ -7,11 +7,23 @@ The names cover the graph as TensorFlow runs it: the plain ops of a frozen graph
 ``DepthwiseConv2dNative``, ``MatMul``, ``FusedBatchNormV3`` ...), Grappler's fused forms
 (``_FusedConv2D``, ``_FusedMatMul``) and oneDNN's (``_MklNativeConv2D``, ``_MklNativeFusedConv2D``,
 ``_MklMatMul`` ...). A fused op costs as its main op (a convolution's bias and activation are not
-counted, as a PyTorch convolution's bias is not).
+counted, as a PyTorch convolution's bias is not), except a matrix product's fused bias, which is
+counted as the BiasAdd it replaces: Grappler fuses a recurrent cell's bias into its input product at
+batch 1 and leaves it apart at larger batches, and the cell counts one way either way.
+
+A Keras recurrent layer (LSTM, GRU) runs as a while loop whose body is its cell's ops (two
+products, their sum and bias, the gates' activations and products), once per step: the step stats
+list each iteration's ops, and their sum is the layer's cost. The gates' activations inside a cell
+count one operation per element, as :func:`rooftune.costs.formulas.recurrent` counts them for
+PyTorch's LSTM and GRU, so the two frameworks' recurrent layers are counted by one convention
+(elsewhere a sigmoid or tanh counts the operations of its usual formula). The loop's plumbing
+(Enter, Merge, Switch, NextIteration, Exit, the tensor lists of its inputs and outputs, the
+step counters) is no work of the model's: views, copies, or nothing.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import Any
 
@@ -43,7 +55,20 @@ TF_FORMULAS: dict[str, str] = {
     "Reshape": "view", "Squeeze": "squeeze", "ExpandDims": "unsqueeze", "Identity": "alias",
     "StridedSlice": "slice", "Slice": "slice", "Shape": "alias", "Const": "alias", "NoOp": "alias",
     "_Arg": "alias", "_Retval": "alias", "Placeholder": "alias", "Snapshot": "alias",
+    # a while loop's control flow (a Keras recurrent layer's steps), and its tensor lists: the
+    # inputs unstacked and the outputs stacked once (copies), a step's slice read or written
+    "Enter": "alias", "Exit": "alias", "Merge": "alias", "Switch": "alias", "NextIteration": "alias",
+    "LoopCond": "alias", "TensorListReserve": "alias", "TensorListGetItem": "select", "TensorListSetItem": "select",
+    "TensorListFromTensor": "clone", "TensorListStack": "clone", "Split": "split", "SplitV": "split",
+    "Unpack": "unbind", "Less": "lt", "LessEqual": "le", "Greater": "gt", "GreaterEqual": "ge",
+    "Equal": "eq", "LogicalAnd": "logical_and", "LogicalOr": "logical_or", "LogicalNot": "logical_not",
 }
+#: A node inside a Keras recurrent cell (its scope, as the frozen graph names it: ``lstm_cell_1``).
+_CELL = re.compile(r"(^|/)(lstm|gru|simple_rnn)_cell(_\d+)?/")
+#: Activations a cell's gates apply, counted one operation per element there (as recurrent() does).
+_GATE_ACTIVATIONS = ("Sigmoid", "Tanh", "Relu")
+#: Integer dtypes: a scalar of one is a loop's step counter or bound, no arithmetic of the model.
+_INTEGER = ("int32", "int64", "int8", "uint8", "bool")
 #: Prefixes TensorFlow's rewrites give an op: oneDNN's kernels, Grappler's fusions.
 _PREFIXES = ("_MklNativeFused", "_MklNative", "_MklFused", "_Mkl", "_Fused")
 #: Convolution-like op types whose filter is HWIO (depthwise: H, W, C, multiplier).
@@ -93,10 +118,19 @@ def as_aten(op: OpNode) -> tuple[str, OpNode] | None:
         args = {"input": _nchw(x, fmt), "weight": weight, **{f"arg{i}": t for i, t in enumerate(xs[2:])}}
         outputs = tuple(_nchw(o, fmt) for o in outputs)
     elif kind == "MatMul" and xs:
-        a = xs[0]
-        if op.args.get("transpose_a") and len(a.shape) == 2:
-            a = replace(a, shape=(a.shape[1], a.shape[0]))
-        args = {"self": a, **{f"arg{i}": t for i, t in enumerate(xs[1:])}}
+        a, b = op.args.get("x0"), op.args.get("x1")
+        if isinstance(a, TensorMeta):
+            if op.args.get("transpose_a") and len(a.shape) == 2:
+                a = replace(a, shape=(a.shape[1], a.shape[0]))
+        elif isinstance(b, TensorMeta) and len(b.shape) == 2 and outputs and len(outputs[0].shape) == 2:
+            # the left operand's shape unknown to the step stats (a loop-carried state, a recurrent
+            # cell's h): its rows are the product's, its columns the right operand's contracted side
+            k = b.shape[1] if op.args.get("transpose_b") else b.shape[0]
+            a = replace(b, shape=(outputs[0].shape[0], k))
+        else:
+            a = xs[0]
+        rest = [t for t in xs if t is not op.args.get("x0")]
+        args = {"self": a, **{f"arg{i}": t for i, t in enumerate(rest)}}
     elif kind.startswith("BatchMatMul") and xs:
         a = xs[0]
         if op.args.get("adj_x") and len(a.shape) >= 2:
@@ -125,4 +159,28 @@ def formula_of(op: OpNode) -> tuple[str, Any, OpNode] | None:
         return None
     name, aten = found
     kind, formula = FORMULAS[name]
+    tf_kind = tf_type(op.module_type or op.target.removeprefix("tf."))
+    if op.outputs and all(o.shape == () and o.dtype in _INTEGER for o in op.outputs) and kind != "view":
+        return "view", FORMULAS["alias"][1], replace(aten, target="aten.alias")
+    if tf_kind in _GATE_ACTIVATIONS and _CELL.search(op.name):
+        return kind, gate_activation, aten
+    if tf_kind == "MatMul" and "BiasAdd" in (op.args.get("fused_ops") or ()):
+        return kind, _with_bias(formula), aten
     return kind, formula, aten
+
+
+def gate_activation(op: OpNode) -> tuple[float, float]:
+    """A recurrent cell's gate activation: one operation per element (see the module docstring)."""
+    from rooftune.costs.formulas import _io_bytes, _out
+
+    return float(_out(op).numel), _io_bytes(op)
+
+
+def _with_bias(formula: Any) -> Any:
+    def fused_bias(op: OpNode) -> tuple[float, float]:
+        """A matrix product with its fused bias: the product's cost and one add per output element."""
+        flops, nbytes = formula(op)
+        return flops + float(op.outputs[0].numel if op.outputs else 0), nbytes
+
+    fused_bias.__name__ = f"{formula.__name__}_bias"
+    return fused_bias

@@ -1,4 +1,5 @@
-"""ncnn (Tencent's inference library) on the CPU, the model converted by its PyTorch converter pnnx.
+"""ncnn (Tencent's inference library) on the CPU, the model converted by its converter pnnx: a
+PyTorch model traced, a TensorFlow one from its ONNX conversion (:mod:`rooftune.runtimes.sources`).
 
 ncnn picks a convolution kernel per layer at load: Winograd F(6x6,3x3), F(4x4,3x3) or F(2x2,3x3)
 for 3x3 stride-1 layers where its rules say so, packed GEMM (im2col or 1x1) elsewhere, in its
@@ -29,7 +30,8 @@ from typing import TYPE_CHECKING, Any
 from rooftune.platform.processes import run, time_left
 from rooftune.runtimes.base import Prepared, Runtime
 from rooftune.runtimes.packages import missing
-from rooftune.runtimes.torch_runtimes import torch_inputs, torch_module
+from rooftune.runtimes.sources import ncnn_model
+from rooftune.runtimes.torch_runtimes import torch_inputs
 from rooftune.workload.outputs import output_tensors
 
 if TYPE_CHECKING:
@@ -51,6 +53,7 @@ class Ncnn(Runtime):
     # layout is its own packed one
     uses_openmp = False
     precisions = ("fp32",)
+    frameworks = ("torch", "tensorflow")
 
     def available(self) -> str | None:
         return missing("ncnn") or missing("pnnx")
@@ -72,7 +75,7 @@ class Ncnn(Runtime):
 
         path = self.artifact_file(config, workdir)
         if not path.exists():
-            convert(torch_module(wl, config), torch_inputs(wl, config), path)
+            ncnn_model(wl, config, path)
         net = ncnn.Net()
         opt = net.opt
         if config.set_threads:
@@ -140,24 +143,29 @@ _TYPES = {"torch.float32": "f32"}
 
 
 def convert(module: torch.nn.Module, inputs: Sequence[torch.Tensor], path: Path) -> Path:
-    """The module traced, converted by pnnx with fp32 weights, and ``path`` (.param) with its .bin
-    beside it written whole: the pair is renamed into place, weights first, so a process starting
-    beside this one finds both or neither."""
-    import pnnx
+    """The module traced, converted by pnnx with fp32 weights (:func:`convert_file`)."""
     import torch
 
-    for x in inputs:
-        if str(x.dtype) not in _TYPES:
-            raise ValueError(f"ncnn takes float32 inputs, the model takes {x.dtype}")
-        _unbatched(x)
-    with tempfile.TemporaryDirectory(prefix=".pnnx-", dir=path.parent) as tmp:
-        work = Path(tmp)
+    _check_inputs(inputs)
+    with tempfile.TemporaryDirectory(prefix=".pnnx-trace-", dir=path.parent) as tmp:
         with torch.no_grad():
             traced = torch.jit.trace(module, tuple(inputs), check_trace=False, strict=False)
-        traced.save(str(work / "model.pt"))
+        traced.save(str(Path(tmp) / "model.pt"))
+        return convert_file(Path(tmp) / "model.pt", inputs, path)
+
+
+def convert_file(model: Path, inputs: Sequence[torch.Tensor], path: Path) -> Path:
+    """A TorchScript (.pt) or ONNX (.onnx) file converted by pnnx with fp32 weights, and ``path``
+    (.param) with its .bin beside it written whole: the pair is renamed into place, weights first,
+    so a process starting beside this one finds both or neither."""
+    _check_inputs(inputs)
+    with tempfile.TemporaryDirectory(prefix=".pnnx-", dir=path.parent) as tmp:
+        work = Path(tmp)
+        import pnnx
+
         shapes = ",".join(f"[{','.join(str(d) for d in x.shape)}]{_TYPES[str(x.dtype)]}" for x in inputs)
         param, binary = work / "model.ncnn.param", work / "model.ncnn.bin"
-        cmd = [pnnx.EXEC_PATH, str(work / "model.pt"), f"inputshape={shapes}", "device=cpu", "fp16=0",
+        cmd = [pnnx.EXEC_PATH, str(model), f"inputshape={shapes}", "device=cpu", "fp16=0",
                f"ncnnparam={param}", f"ncnnbin={binary}", f"pnnxparam={work / 'p.param'}",
                f"pnnxbin={work / 'p.bin'}", f"pnnxpy={work / 'p.py'}", f"pnnxonnx={work / 'p.onnx'}",
                f"ncnnpy={work / 'n.py'}"]
@@ -178,6 +186,13 @@ def convert(module: torch.nn.Module, inputs: Sequence[torch.Tensor], path: Path)
         os.replace(part.with_suffix(".bin"), path.with_suffix(".bin"))
         os.replace(part, path)
     return path
+
+
+def _check_inputs(inputs: Sequence[torch.Tensor]) -> None:
+    for x in inputs:
+        if str(x.dtype) not in _TYPES:
+            raise ValueError(f"ncnn takes float32 inputs, the model takes {x.dtype}")
+        _unbatched(x)
 
 
 def _unsupported_layers(param: Path) -> list[str]:

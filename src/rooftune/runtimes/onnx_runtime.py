@@ -1,4 +1,5 @@
-"""ONNX Runtime on its CPU provider: the model exported through torch.onnx."""
+"""ONNX Runtime on its CPU provider: a PyTorch model exported through torch.onnx, a TensorFlow one
+converted by tf2onnx (:mod:`rooftune.runtimes.sources`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import torch
 
 from rooftune.runtimes.base import Prepared, Runtime, without_option
 from rooftune.runtimes.packages import missing
+from rooftune.runtimes.sources import onnx_file
 from rooftune.runtimes.torch_runtimes import torch_inputs, torch_module
 from rooftune.workload.outputs import output_tensors
 
@@ -122,6 +124,7 @@ class OnnxRuntime(Runtime):
     absent = {"execution_mode": "sequential", "graph_optimization": "all", "spinning": True, "conv": "direct"}
     uses_openmp = False
     precisions = ("fp32", "int8")
+    frameworks = ("torch", "tensorflow")
 
     def uses_inter_threads(self, config: RunConfig) -> bool:
         return config.option("execution_mode") == "parallel"
@@ -147,7 +150,7 @@ class OnnxRuntime(Runtime):
             if winograd(config):
                 direct = config.artifact_path(workdir, "model.onnx")
                 if not direct.exists():
-                    export_onnx(wl, config, direct)
+                    onnx_file(wl, config, direct)
                 winograd_model(direct, path, config.intra_threads)
             elif config.precision == "int8":
                 from dataclasses import replace
@@ -156,7 +159,7 @@ class OnnxRuntime(Runtime):
 
                 fp32 = replace(config, precision="fp32").artifact_path(workdir, "model.onnx")
                 if not fp32.exists():
-                    export_onnx(wl, replace(config, precision="fp32"), fp32)
+                    onnx_file(wl, replace(config, precision="fp32"), fp32)
                 import os
 
                 part = path.with_name(f".{os.getpid()}.{path.name}")
@@ -165,7 +168,7 @@ class OnnxRuntime(Runtime):
                 finally:
                     part.unlink(missing_ok=True)
             else:
-                export_onnx(wl, config, path)
+                onnx_file(wl, config, path)
         so = ort.SessionOptions()
         if not config.vendor_defaults:  # the onnxruntime-default baseline keeps ORT's own choices
             so.intra_op_num_threads = config.intra_threads

@@ -1,6 +1,8 @@
 """OpenVINO on the CPU plugin: the model converted with ``openvino.convert_model`` from the PyTorch
 module (``source=pytorch``, what OpenVINO documents for PyTorch users and the ``openvino-latency``
-baseline) or read from the model's ONNX export (``source=onnx``: the same file ONNX Runtime runs).
+baseline; for a TensorFlow model, its frozen graph through OpenVINO's TensorFlow frontend) or read
+from the model's ONNX export (``source=onnx``: the same file ONNX Runtime runs; for a TensorFlow
+model, tf2onnx's conversion). :mod:`rooftune.runtimes.sources` decides which, per framework.
 The two graphs are not the same to OpenVINO's CPU plugin: some networks run faster from the ONNX
 file, others the same (BENCHMARKS.md has the figures), so both are measured."""
 
@@ -12,8 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from rooftune.runtimes.base import Prepared, Runtime, without_option
 from rooftune.runtimes.packages import missing
+from rooftune.runtimes.sources import onnx_file, openvino_model
 from rooftune.runtimes.telemetry import quiet_vendor_telemetry
-from rooftune.runtimes.torch_runtimes import torch_inputs, torch_module
+from rooftune.runtimes.torch_runtimes import torch_inputs
 from rooftune.workload.outputs import output_tensors
 
 if TYPE_CHECKING:
@@ -36,6 +39,7 @@ class OpenVINO(Runtime):
     absent = {"hint": "LATENCY", "streams": 1, "pinning": False, "source": "pytorch", "conv": "direct"}
     uses_openmp = False
     precisions = ("fp32", "bf16", "int8", "default")
+    frameworks = ("torch", "tensorflow")
 
     def available(self) -> str | None:
         return missing("openvino")
@@ -60,10 +64,7 @@ class OpenVINO(Runtime):
 
     def prepare(self, wl: Workload, config: RunConfig, workdir: Path,
                 calibration: Sequence[Any] = ()) -> Prepared:
-        import warnings
-
         import openvino as ov
-        import torch
 
         path = self.artifact_file(config, workdir)
         source = _converted(config)
@@ -74,13 +75,11 @@ class OpenVINO(Runtime):
             if config.option("source") == "onnx":
                 from dataclasses import replace
 
-                from rooftune.runtimes.onnx_runtime import export_onnx
-
                 # ONNX Runtime's fp32 export of the same workload, made once and shared with it
                 fp32 = replace(config, runtime="onnxruntime", precision="fp32", runtime_options={})
                 onnx = fp32.artifact_path(workdir, "model.onnx")
                 if not onnx.exists():
-                    export_onnx(wl, fp32, onnx)
+                    onnx_file(wl, fp32, onnx)
                 if _winograd(config):
                     import os
                     import shutil
@@ -98,13 +97,7 @@ class OpenVINO(Runtime):
                     os.replace(part, path.with_suffix(".json"))
                 model = core.read_model(str(onnx))
             else:
-                # a .pt2 file's program is converted as exported: its module is a GraphModule,
-                # which the frontend's tracing refuses ("Couldn't get TorchScript module by tracing")
-                exported = wl.exported if config.precision != "int8" else None
-                with warnings.catch_warnings(), torch.no_grad():
-                    warnings.simplefilter("ignore")
-                    model = ov.convert_model(exported if exported is not None else torch_module(wl, source),
-                                             example_input=torch_inputs(wl, source))
+                model = openvino_model(wl, source)
             if config.precision == "int8":
                 from rooftune.runtimes.quantize import nncf_int8
 

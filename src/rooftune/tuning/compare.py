@@ -3,7 +3,8 @@ baseline, the runners-up and the guideline, in fresh pairs of processes.
 
     interleaved(a, b)      median(b) / median(a) over pairs of processes timed in turn, grouped CI
     Comparisons            two configurations compared again pool their pairs of processes
-    against_baselines      fastest baseline first; one faster by the medians becomes the best (once)
+    against_baselines      fastest baseline first; one faster by the medians becomes the best (once,
+                           and once more where pooled with the comparison that handed it on)
     FinalCost, comparison_s, pair_start_s   what the comparisons cost, for the budget kept for them
 """
 
@@ -53,7 +54,9 @@ def against_baselines(best: TrialResult, base: dict[str, TrialResult], setup: Se
                       step: Callable[[str, int, int], None], deadline: float | None = None,
                       cost: FinalCost | None = None, comparisons: Comparisons | None = None,
                       promoted: set[str] | None = None,
-                      eligible: Callable[[TrialResult], bool] | None = None) -> tuple[TrialResult, dict[str, Any]]:
+                      eligible: Callable[[TrialResult], bool] | None = None,
+                      lost_to: dict[str, str] | None = None,
+                      retaken: set[str] | None = None) -> tuple[TrialResult, dict[str, Any]]:
     """The best re-measured interleaved against every baseline, fastest baseline first; returns
     the best (perhaps a baseline) and each baseline's comparison, in ``base``'s order.
 
@@ -70,9 +73,19 @@ def against_baselines(best: TrialResult, base: dict[str, TrialResult], setup: Se
     ``promoted`` names the baselines handed back already, and is added to. ``eligible`` says which
     baselines may take the best's place (those computing in a precision the study allows: under
     ``--fp32`` a peer that picks bf16 by default stays a peer).
+
+    A baseline handed back before, then handed on by a comparison with another baseline, takes the
+    place back (once: ``retaken`` names those that did) where its comparison with that baseline,
+    pooled with the one that handed the place on (the same two configurations: every pair of
+    processes of the two), reads it faster by the medians: the pooled figure has all the evidence
+    the first one had and more, and the best is never reported slower than a peer by the very
+    comparison that decides between the two. ``lost_to`` maps each baseline handed on to the
+    configuration key it was handed on to; both are added to.
     """
     comparisons = comparisons if comparisons is not None else Comparisons(setup, objective, policy)
     promoted = promoted if promoted is not None else set()
+    lost_to = lost_to if lost_to is not None else {}
+    retaken = retaken if retaken is not None else set()
     ok = [n for n, b in base.items() if b.ok]
     queue = sorted(ok, key=lambda n: base[n].score(objective))  # the likeliest to beat the best first
     results: dict[str, dict[str, Any]] = {}
@@ -101,12 +114,22 @@ def against_baselines(best: TrialResult, base: dict[str, TrialResult], setup: Se
         if sp.get("ratio", math.inf) < 1.0 and eligible is not None and not eligible(base[name]):
             notes.append(f"the baseline {name} ({base[name].precision}) read {1 / sp['ratio']:.2f}x as fast as the best by "
                          f"the medians{pooled_text(sp)}, in a precision the study did not search: it stays a peer")
-        elif sp.get("ratio", math.inf) < 1.0 and name not in promoted:  # median(baseline) / median(best) < 1
+        elif sp.get("ratio", math.inf) < 1.0 and (name not in promoted or (
+                name not in retaken and lost_to.get(name) == best.config.key() and sp.get("earlier_process_pairs"))):
+            # median(baseline) / median(best) < 1, a first time; or again, pooled with the
+            # comparison that handed the place on from this baseline to the best
             how = ("faster than" if sp.get("ci_high", math.inf) < 1.0
                    else "as fast as, or faster than,")  # the interval holds 1: not measurably slower
+            again_text = ""
+            if name in promoted:
+                retaken.add(name)
+                again_text = (" again (pooled with the comparison that had handed the place on from it; a baseline "
+                              "takes its place back once at most)")
             notes.append(f"the baseline {name} was {how} {best.config.describe()} in the interleaved comparison "
                          f"({1 / sp['ratio']:.2f}x by the medians{pooled_text(sp)}; 95 % CI of best/baseline "
-                         f"{sp['ci_low']:.2f}-{sp['ci_high']:.2f}): {name} is the best")
+                         f"{sp['ci_low']:.2f}-{sp['ci_high']:.2f}): {name} is the best{again_text}")
+            if best.config.name in base and base[best.config.name].config.key() == best.config.key():
+                lost_to[best.config.name] = base[name].config.key()
             best = base[name]
             promoted.add(name)
             results[name] = itself()
@@ -121,7 +144,8 @@ def against_baselines(best: TrialResult, base: dict[str, TrialResult], setup: Se
                          f"it had held the best's place once and lost it: the comparisons of the two went both ways"
                          + (" beyond their intervals (processes that run fast or slow for their whole life)"
                             if sp.get("ci_high", math.inf) < 1.0 else ", neither measurably faster")
-                         + f", and the best stays {best.config.describe()} (a baseline is handed back once at most)")
+                         + f", and the best stays {best.config.describe()} (a baseline is handed back once at most, "
+                           "and takes it back once only from the one it was handed on to)")
     if short:
         notes.append(f"the budget left too little time to spread every comparison over {pairs} pairs of processes: "
                      f"{', '.join(dict.fromkeys(short))} over one (their intervals leave out how far one "

@@ -256,7 +256,10 @@ def environment_notes(config: Any, path: str | Path) -> list[str]:
         if key == "TBB_ENABLE_SANITIZERS" and config.runtime != "openvino":  # only oneTBB reads it
             continue
         have = os.environ.get(key)
-        present = value in (have or "").replace(" ", ":").split(":") if key == "LD_PRELOAD" else have == value
+        # LD_PRELOAD: each library the configuration preloads (Intel OpenMP and an allocator are two)
+        # among those this process has, in any order
+        present = (set(value.split(":")) <= set((have or "").replace(" ", ":").split(":")) if key == "LD_PRELOAD"
+                   else have == value)
         if not present:
             notes.append(f"{key}={value} is not set in this process ({'unset' if have is None else repr(have)}); "
                          f"start it with rooftune exec --config {path} -- ...")

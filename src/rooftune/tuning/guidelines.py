@@ -338,9 +338,10 @@ def baselines(platform: Platform, available: dict[str, Any], framework: str = "t
     """The peers as their users run them: vanilla, pytorch-launcher, intel-recommended,
     onnxruntime-default, openvino-default (as installed, in the precision it picks) and
     openvino-latency (pinned to f32); the last three only when installed. A TensorFlow model's:
-    :func:`tf_baselines`."""
+    :func:`tf_baselines`, then the same three vendor defaults (ONNX Runtime on tf2onnx's
+    conversion, OpenVINO converting the TensorFlow graph: rooftune.runtimes.sources)."""
     if framework == "tensorflow":
-        return tf_baselines(platform)
+        return tf_baselines(platform) + vendor_baselines(available)
     cores = physical_usable(platform)
     sockets = 1  # one NUMA node's worth of cores is what a single process is pinned to
     # Intel OpenMP: the one torch was built with, or the intel-openmp package's, preloaded
@@ -364,6 +365,14 @@ def baselines(platform: Platform, available: dict[str, Any], framework: str = "t
     kmp_intel = {"KMP_AFFINITY": "granularity=fine,verbose,compact,1,0", "KMP_BLOCKTIME": "0"} if intel_omp else {}
     out.append(RunConfig(runtime="eager", intra_threads=cores, inter_threads=sockets, omp=kmp_intel, openmp=iomp,
                          pin=True, name="intel-recommended"))
+    return out + vendor_baselines(available)
+
+
+def vendor_baselines(available: dict[str, Any]) -> list[RunConfig]:
+    """ONNX Runtime's and OpenVINO's defaults, for whichever framework's model they run:
+    onnxruntime-default, openvino-default (as installed, in the precision it picks) and
+    openvino-latency (pinned to f32), each only when installed."""
+    out = []
     if "onnxruntime" in available:
         out.append(RunConfig(runtime="onnxruntime", set_threads=False, vendor_defaults=True, name="onnxruntime-default"))
     if "openvino" in available:

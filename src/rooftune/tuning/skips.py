@@ -54,6 +54,21 @@ def frontend_refused(trial: TrialResult, config: RunConfig) -> bool:
             and (trial.error or "").startswith(CONVERSION_FAILED))
 
 
+#: How a TensorFlow model's conversion to ONNX fails on an op tf2onnx has no conversion for
+#: (rooftune.runtimes.sources).
+TF2ONNX_FAILED = f"{CONVERSION_FAILED}tf2onnx "
+
+
+def tf2onnx_refused(trial: TrialResult, config: RunConfig) -> bool:
+    """Whether ``trial`` found that tf2onnx cannot convert the model and ``config`` reads its
+    conversion too (ONNX Runtime, ncnn, OpenVINO from ONNX): the op is the model's, whatever the
+    runtime's settings."""
+    def reads_onnx(c: RunConfig) -> bool:
+        return c.runtime in ("onnxruntime", "ncnn") or (c.runtime == "openvino" and c.option("source") == "onnx")
+
+    return not trial.ok and (trial.error or "").startswith(TF2ONNX_FAILED) and reads_onnx(config)
+
+
 def nothing_quantized(trial: TrialResult, config: RunConfig) -> bool:
     """Whether ``trial`` found that ``config``'s runtime quantizes no op of the model (no static
     quantizer has GRUs): another int8 configuration of that runtime, from the same source graph,
@@ -72,6 +87,7 @@ def not_run(config: RunConfig, done: Iterable[TrialResult]) -> TrialResult | Non
     done = list(done)
     for rule, what in ((crashed_under_preload, f"{config.runtime} under the preloaded {config.allocator} crashed"),
                        (frontend_refused, "OpenVINO's PyTorch frontend could not convert the model"),
+                       (tf2onnx_refused, "tf2onnx could not convert the model"),
                        (nothing_quantized, f"{config.runtime}'s int8 quantizer quantized no op of the model")):
         refused = next((x for x in done if rule(x, config)), None)
         if refused is not None:

@@ -407,7 +407,8 @@ class Study:
         if from_onnx:
             names = from_onnx[0] if len(from_onnx) == 1 else f"{', '.join(from_onnx[:-1])} and {from_onnx[-1]}"
             self.notes.append(f"{names} read{'s' if len(from_onnx) == 1 else ''} the ONNX export: "
-                              f"OpenVINO's PyTorch frontend could not convert the model ({why_onnx})")
+                              f"OpenVINO's {'TensorFlow' if self.framework == 'tensorflow' else 'PyTorch'} frontend "
+                              f"could not convert the model ({why_onnx})")
         self.guide, self.base = self.results[0], {r.config.name: r for r in self.results[1:]}
         self.phase_s["fixed"] = time.perf_counter() - self.started
 
@@ -637,13 +638,16 @@ class Study:
             elif "error" in self.guide_vs_best:
                 self.notes.append(f"the guideline could not be compared with the best: {self.guide_vs_best['error']}")
         promoted: set[str] = set()
+        lost_to: dict[str, str] = {}
+        taken_back: set[str] = set()
         retaken = False
         while True:
             compared_with = best.config.key()
             best, self.speedup = against_baselines(
                 best, self.base, self.setup, self.objective, self.compare_policy, self.compare_pairs, self.notes,
                 self.step, deadline=self.started + self.budget_s, cost=self.cost, comparisons=self.comparisons,
-                promoted=promoted, eligible=lambda t: t.precision in self.precisions)
+                promoted=promoted, eligible=lambda t: t.precision in self.precisions, lost_to=lost_to,
+                retaken=taken_back)
             if self.guide_vs_best is None or best.config.key() == compared_with:
                 break
             # a baseline took the best's place: the guideline is measured against it (pooled with

@@ -116,6 +116,9 @@ class TFRunner:
         self._sessions: dict[tuple[Any, ...], Any] = {}
         #: The thread setting plain calls use (None: TensorFlow's defaults).
         self.threads: tuple[int, int] | None = None
+        #: The Keras model's layer names, nested ones included (none for a SavedModel): the graph's
+        #: node scopes carry them, uniquified (``bessel_1``), and a converter's failure names them.
+        self.layers: tuple[str, ...] = ()
 
     @property
     def graph(self) -> Any:
@@ -264,7 +267,17 @@ def from_keras_model(keras_model: Any, name: str, kind: str, batch: int | None =
         raise WorkloadError(f"model {name!r} fails on input {', '.join(map(format_shape, shapes))}: "
                             f"{type(exc).__name__}: {one_line(exc, 200)}") from exc
     gd, ins, outs = _freeze(fn, name)
-    return _workload(name, kind, TFRunner(gd, ins, outs), _random(shapes, dtypes), options or {}, check)
+    runner = TFRunner(gd, ins, outs)
+    runner.layers = tuple(_layer_names(keras_model))
+    return _workload(name, kind, runner, _random(shapes, dtypes), options or {}, check)
+
+
+def _layer_names(model: Any) -> list[str]:
+    out = []
+    for layer in getattr(model, "layers", None) or []:
+        out.append(layer.name)
+        out += _layer_names(layer)
+    return out
 
 
 def _workload(name: str, kind: str, runner: TFRunner, xs: tuple[torch.Tensor, ...], options: dict[str, Any],

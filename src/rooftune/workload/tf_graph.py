@@ -6,7 +6,8 @@ so the ops listed are the ones the executor runs: the partition graph of a trace
 (``RunOptions.output_partition_graphs``). Their shapes are the step stats' output descriptions,
 and each op's time is its step-stats interval (the executor's own per-kernel timing, as TF's
 profiler reads it). The inter-op pool is one thread while timing, so the ops run one after
-another and their times add up to the step.
+another and their times add up to the step. A while loop's body (a Keras recurrent layer's steps)
+is listed once per iteration it ran, each entry with that iteration's time.
 """
 
 from __future__ import annotations
@@ -58,14 +59,15 @@ def _traced(runner: Any, session: Any, feed: dict[str, Any], partitions: bool = 
     return metadata
 
 
-def _node_times(metadata: Any) -> dict[str, float]:
-    """Seconds from each node's start to the end of its outputs' processing, by node name."""
-    out: dict[str, float] = {}
+def _node_times(metadata: Any) -> dict[str, list[float]]:
+    """Seconds from each node's start to the end of its outputs' processing, by node name, one per
+    time it ran in the step, in the order it ran (a while loop's body runs once per iteration)."""
+    runs: dict[str, list[tuple[int, float]]] = {}
     for dev in metadata.step_stats.dev_stats:
         for ns in dev.node_stats:
             span = ns.all_end_rel_nanos or ns.all_end_rel_micros * 1000
-            out[ns.node_name] = out.get(ns.node_name, 0.0) + span / 1e9
-    return out
+            runs.setdefault(ns.node_name, []).append((ns.all_start_nanos or ns.all_start_micros * 1000, span / 1e9))
+    return {name: [t for _, t in sorted(rs)] for name, rs in runs.items()}
 
 
 def capture_tf(wl: KerasWorkload, threads: int | None = None) -> OpGraph:
@@ -122,7 +124,15 @@ def capture_tf(wl: KerasWorkload, threads: int | None = None) -> OpGraph:
     names = [op.name for op in ops]
 
     def run_timed(clock: Clock) -> list[float]:
+        # an op listed once per iteration of its loop gets each iteration's time, in order
         times = _node_times(_traced(runner, session, feed))
-        return [times.get(n, 0.0) for n in names]
+        seen: dict[str, int] = {}
+        out = []
+        for n in names:
+            k = seen.get(n, 0)
+            seen[n] = k + 1
+            ts = times.get(n, [])
+            out.append(ts[k] if k < len(ts) else 0.0)
+        return out
 
     return OpGraph(wl.name, tuple(ops), "tensorflow step stats", "", run_timed)
