@@ -158,7 +158,7 @@ def test_an_artifact_missing_beside_the_file_is_prepared_again_and_said(tmp_path
     def no_export(*args: object) -> None:
         raise AssertionError("exported again")
 
-    monkeypatch.setattr(ort, "export_onnx", no_export)
+    monkeypatch.setattr("rooftune.runtimes.sources.export_onnx", no_export)
     m = rooftune.load_tuned(path)
     assert m.check["ok"] and m.notes == ()
     with torch.no_grad():

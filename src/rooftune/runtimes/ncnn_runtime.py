@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from rooftune.platform.processes import run, time_left
 from rooftune.runtimes.base import Prepared, Runtime
 from rooftune.runtimes.packages import missing
-from rooftune.runtimes.sources import ncnn_model
+from rooftune.runtimes.sources import is_tensorflow, tf_onnx
 from rooftune.runtimes.torch_runtimes import torch_inputs
 from rooftune.workload.outputs import output_tensors
 
@@ -207,3 +207,17 @@ def _unsupported_layers(param: Path) -> list[str]:
         if kind and ncnn.layer_to_index(kind) < 0 and kind not in out:
             out.append(kind)
     return out
+
+
+def ncnn_model(wl: Workload, config: RunConfig, path: Path) -> Path:
+    """The workload converted by pnnx for ncnn, ``path`` (.param) with its .bin beside it."""
+    from rooftune.runtimes.torch_runtimes import torch_module
+
+    if not is_tensorflow(wl):
+        return convert(torch_module(wl, config), torch_inputs(wl, config), path)
+    from rooftune.runtimes.winograd_onnx import basic_optimized
+
+    with tempfile.TemporaryDirectory(prefix=".tf2onnx-", dir=path.parent) as tmp:
+        raw = tf_onnx(wl.module, Path(tmp) / "model.onnx")
+        folded = basic_optimized(raw, Path(tmp) / "model-basic.onnx")
+        return convert_file(folded, torch_inputs(wl, config), path)

@@ -12,42 +12,13 @@ import torch
 
 from rooftune.runtimes.base import Prepared, Runtime, without_option
 from rooftune.runtimes.packages import missing
-from rooftune.runtimes.sources import onnx_file
-from rooftune.runtimes.torch_runtimes import torch_inputs, torch_module
+from rooftune.runtimes.sources import OPSET, export_onnx, onnx_file  # noqa: F401 (what other modules import from here)
+from rooftune.runtimes.torch_runtimes import torch_inputs
 from rooftune.workload.outputs import output_tensors
 
 if TYPE_CHECKING:
     from rooftune.runconfig import RunConfig
     from rooftune.workload import Workload
-
-#: ONNX opset: the newest both torch.onnx and onnxruntime 1.2x handle for every op we export.
-OPSET = 18
-
-
-def export_onnx(wl: Workload, config: RunConfig, path: Path) -> Path:
-    """torch.onnx.export of the workload in the config's layout; the dynamo exporter first, the
-    TorchScript exporter when it fails. The file appears whole or not at all (written aside, then
-    renamed), so a process starting beside the exporting one never reads half of it."""
-    import os
-    import warnings
-
-    m = torch_module(wl, config)
-    xs = torch_inputs(wl, config)
-    names = [f"input{i}" for i in range(len(xs))]
-    part = path.with_name(f".{os.getpid()}.{path.name}")
-    try:
-        with warnings.catch_warnings(), torch.no_grad():
-            warnings.simplefilter("ignore")
-            try:
-                torch.onnx.export(m, xs, str(part), input_names=names, opset_version=OPSET, dynamo=True,
-                                  external_data=False, verbose=False)
-            except Exception:  # the dynamo exporter fails on some models the legacy one handles
-                torch.onnx.export(m, xs, str(part), input_names=names, opset_version=OPSET, dynamo=False)
-        os.replace(part, path)
-    finally:
-        part.unlink(missing_ok=True)
-    return path
-
 
 def winograd(config: RunConfig) -> bool:
     return config.precision == "fp32" and config.option("conv") == "winograd"

@@ -3,12 +3,12 @@ workload's ``framework``), so that ONNX Runtime, OpenVINO and ncnn run a TensorF
 run a PyTorch one:
 
 - the ONNX file (ONNX Runtime; OpenVINO with ``source=onnx``): a PyTorch model's torch.onnx export
-  (:func:`rooftune.runtimes.onnx_runtime.export_onnx`); a TensorFlow model's frozen graph converted
+  (:func:`export_onnx`); a TensorFlow model's frozen graph converted
   by tf2onnx, in the trial's own process as the PyTorch export is;
 - OpenVINO's own conversion (``source=pytorch``, its default, the model as its framework hands
   it): the PyTorch module (or a .pt2 file's program), or the TensorFlow frozen graph, which
   ``openvino.convert_model`` reads with its TensorFlow frontend;
-- ncnn: pnnx converting the traced PyTorch module, or the TensorFlow model's ONNX file after ONNX
+- ncnn (:func:`rooftune.runtimes.ncnn_runtime.ncnn_model`, beside its converter): pnnx converting the traced PyTorch module, or the TensorFlow model's ONNX file after ONNX
   Runtime's basic optimizations (tf2onnx writes TensorFlow's asymmetric "same" padding as Pad
   ops, which pnnx leaves without an ncnn layer; the optimizations fold them into the
   convolutions).
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,6 +31,38 @@ if TYPE_CHECKING:
 
 #: What OpenVINO's frontends write before the op types they have no rule for.
 _OV_UNCONVERTED = re.compile(r"No conversion rule found for operations:\s*([^\n]+)")
+
+
+#: ONNX opset: the newest both torch.onnx and onnxruntime 1.2x handle for every op we export.
+OPSET = 18
+
+
+def export_onnx(wl: Workload, config: RunConfig, path: Path) -> Path:
+    """torch.onnx.export of the workload in the config's layout; the dynamo exporter first, the
+    TorchScript exporter when it fails. The file appears whole or not at all (written aside, then
+    renamed), so a process starting beside the exporting one never reads half of it."""
+    import warnings
+
+    import torch
+
+    from rooftune.runtimes.torch_runtimes import torch_inputs, torch_module
+
+    m = torch_module(wl, config)
+    xs = torch_inputs(wl, config)
+    names = [f"input{i}" for i in range(len(xs))]
+    part = path.with_name(f".{os.getpid()}.{path.name}")
+    try:
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")
+            try:
+                torch.onnx.export(m, xs, str(part), input_names=names, opset_version=OPSET, dynamo=True,
+                                  external_data=False, verbose=False)
+            except Exception:  # the dynamo exporter fails on some models the legacy one handles
+                torch.onnx.export(m, xs, str(part), input_names=names, opset_version=OPSET, dynamo=False)
+        os.replace(part, path)
+    finally:
+        part.unlink(missing_ok=True)
+    return path
 
 
 class OpConversionFailure(RuntimeError):
@@ -80,8 +111,6 @@ def onnx_file(wl: Workload, config: RunConfig, path: Path) -> Path:
     """The workload's ONNX file at ``path``, written whole or not at all."""
     if is_tensorflow(wl):
         return tf_onnx(wl.module, path)
-    from rooftune.runtimes.onnx_runtime import export_onnx
-
     return export_onnx(wl, config, path)
 
 
@@ -99,8 +128,6 @@ def tf_onnx(runner: Any, path: Path) -> Path:
         raise RuntimeError(f"a TensorFlow model reaches ONNX through tf2onnx, which {why.removeprefix('tf2onnx ')}")
     import onnx
     import tf2onnx
-
-    from rooftune.runtimes.onnx_runtime import OPSET
 
     logging.getLogger("tf2onnx").setLevel(logging.CRITICAL)  # what it cannot convert is raised below
     model, _ = tf2onnx.convert.from_graph_def(runner.graph_def, input_names=list(runner.input_names),
@@ -146,18 +173,3 @@ def openvino_model(wl: Workload, config: RunConfig) -> Any:
         warnings.simplefilter("ignore")
         return ov.convert_model(exported if exported is not None else torch_module(wl, config),
                                 example_input=torch_inputs(wl, config))
-
-
-def ncnn_model(wl: Workload, config: RunConfig, path: Path) -> Path:
-    """The workload converted by pnnx for ncnn, ``path`` (.param) with its .bin beside it."""
-    from rooftune.runtimes import ncnn_runtime
-    from rooftune.runtimes.torch_runtimes import torch_inputs, torch_module
-
-    if not is_tensorflow(wl):
-        return ncnn_runtime.convert(torch_module(wl, config), torch_inputs(wl, config), path)
-    from rooftune.runtimes.winograd_onnx import basic_optimized
-
-    with tempfile.TemporaryDirectory(prefix=".tf2onnx-", dir=path.parent) as tmp:
-        raw = tf_onnx(wl.module, Path(tmp) / "model.onnx")
-        folded = basic_optimized(raw, Path(tmp) / "model-basic.onnx")
-        return ncnn_runtime.convert_file(folded, torch_inputs(wl, config), path)
