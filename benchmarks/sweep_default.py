@@ -2,7 +2,7 @@
 ratios of its points. Each study runs into a fresh store (nothing resumed), against the ceilings
 stored in ``--db`` (measured there first if missing). Run it under the CPU lock on a shared host:
 
-    flock /work/cpu.lock .venv/bin/python benchmarks/sweep_default.py --db STORE \
+    .venv/bin/python benchmarks/sweep_default.py --db STORE \
         [--part default|conv100|lstm30|passes] [--threads N] [--json OUT]
 
 Parts:

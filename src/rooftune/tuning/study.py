@@ -688,6 +688,16 @@ class Study:
             self.notes.append(top1_only)
         self.notes += nothing_quantized_notes(self.results)
 
+    def final_phases(self) -> None:
+        """Every phase after the search, in order, on this machine: what one node of a cluster
+        runs too, once the study is read back from the store."""
+        self.confirm_best()
+        self.final_comparisons()
+        self.steady()
+        self.fp32_answer()
+        self.finish()
+        self.save_best()
+
     def save_best(self) -> None:
         """With ``save``: the best's configuration, with the figures the result reports, and its
         prepared artifact (prepared again where the best came from the store)."""
@@ -836,12 +846,7 @@ def tune(
         study.fixed_configurations()
         study.guideline_seeds()
         study.search()
-        study.confirm_best()
-        study.final_comparisons()
-        study.steady()
-        study.fp32_answer()
-        study.finish()
-        study.save_best()
+        study.final_phases()
     finally:
         study.close()
     return study.result()
@@ -948,12 +953,7 @@ def final_unit(unit: StudyUnit) -> tuple[TuneResult, str]:
     study = _node_study(unit)
     try:
         study.from_store(unit.handed)
-        study.confirm_best()
-        study.final_comparisons()
-        study.steady()
-        study.fp32_answer()
-        study.finish()
-        study.save_best()
+        study.final_phases()
     finally:
         study.close()
     return study.result(), current_node()[0]
