@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import time
@@ -35,7 +36,10 @@ sys.exit(cli.main(["sleepy"]))
 
 def test_a_stop_swallowed_after_a_fork_still_ends_the_command() -> None:
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=60)
+    # a terminal's process gets SIGINT's default action; a suite started as a background job of a
+    # shell script inherits SIGINT ignored, and so would the command
+    proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=60,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert proc.returncode == 130, proc.stderr
     assert "interrupted (SIGINT)" in proc.stderr
     assert time.monotonic() - started < 15  # not the command's 20 s sleep
