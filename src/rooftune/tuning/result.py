@@ -362,7 +362,11 @@ class TuneResult:
             if not (tr.ok and math.isfinite(seconds) and seconds > 0) or tr.figures_from != "trial":
                 return tr
             factor = seconds / tr.score(self.objective)  # seconds per call, or per item
-            return replace(tr, latency_s=tr.latency_s * factor, throughput=tr.throughput / factor,
+            # the objective's own figure is ``seconds`` itself (x * (s / x) can be off by a unit in
+            # the last place), the other one scaled alike
+            latency = seconds if self.objective == "latency" else tr.latency_s * factor
+            throughput = 1.0 / seconds if self.objective != "latency" else tr.throughput / factor
+            return replace(tr, latency_s=latency, throughput=throughput,
                            figures_from="interleaved", trial_latency_s=tr.latency_s, trial_throughput=tr.throughput)
 
         def compared(name: str, tr: TrialResult) -> TrialResult:
