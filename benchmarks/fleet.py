@@ -86,10 +86,19 @@ def writers(new_db: Any, n: int = 4, rows: int = 10_000) -> dict[str, Any]:
     return out
 
 
+def runs_policy(samples: int) -> Any:
+    """The harness's policy for interleaving whole runs: ``samples`` of each side, one call each,
+    no warm-up (each run starts from a fresh store)."""
+    from rooftune.bench import Policy
+
+    return Policy(number=1, warmup_s=0.0, min_samples=samples, max_samples=samples, budget_s=float("inf"),
+                  min_sample_time_s=0.0)
+
+
 def overhead(new_db: Any, samples: int) -> dict[str, Any]:
     from ray.cluster_utils import Cluster
 
-    from rooftune.bench import Policy, compare
+    from rooftune.bench import compare
     from rooftune.fleet import NODE_RESOURCE, RayExecutor
     from rooftune.platform import current_platform
     from rooftune.profiling import collect_specs, run_campaign
@@ -119,9 +128,7 @@ def overhead(new_db: Any, samples: int) -> dict[str, Any]:
         def fleet() -> None:
             run_on_fleet(executor, specs, db=dbs[-1], budget_s=3600, **kw)
 
-        policy = Policy(number=1, warmup_s=0.0, min_samples=samples, max_samples=samples, budget_s=float("inf"),
-                        min_sample_time_s=0.0)
-        c = compare(local, fleet, label_a="local", label_b="ray", policy=policy, before=fresh)
+        c = compare(local, fleet, label_a="local", label_b="ray", policy=runs_policy(samples), before=fresh)
         executor.close()
     finally:
         runner.close()
@@ -258,7 +265,7 @@ def tune_part(new_db: Any, model: str, trials: int, rounds: int, pin: bool) -> d
 def sweep_part(new_db: Any, samples: int) -> dict[str, Any]:
     from ray.cluster_utils import Cluster
 
-    from rooftune.bench import Policy, compare
+    from rooftune.bench import compare
     from rooftune.fleet import NODE_RESOURCE, RayExecutor
     from rooftune.machine import get_ceilings
     from rooftune.platform import current_platform
@@ -294,9 +301,7 @@ def sweep_part(new_db: Any, samples: int) -> dict[str, Any]:
             (r,) = run_on_fleet(executor, args, db=dbs[-1], quick=True, confirm=False).results.values()
             points.append(len(r.points))
 
-        policy = Policy(number=1, warmup_s=0.0, min_samples=samples, max_samples=samples, budget_s=float("inf"),
-                        min_sample_time_s=0.0)
-        c = compare(local, fleet, label_a="local", label_b="ray", policy=policy, before=fresh)
+        c = compare(local, fleet, label_a="local", label_b="ray", policy=runs_policy(samples), before=fresh)
         executor.close()
     finally:
         cluster.shutdown()

@@ -4,6 +4,7 @@ that use it) and their shared store."""
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -62,3 +63,19 @@ def shared_db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         return f"sqlite:///{tmp_path / 'shared.db'}"
     server: pg.Server = request.getfixturevalue("pg_server")
     return server.new_database()
+
+
+def drive(run: Any) -> tuple[threading.Thread, dict[str, Any]]:
+    """``run()`` started in a thread, as a driver the test kills a node under: the thread and
+    what it ends with (``result``, or ``error`` to assert on)."""
+    outcome: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            outcome["result"] = run()
+        except BaseException as exc:  # noqa: BLE001 (asserted by the test)
+            outcome["error"] = exc
+
+    driver = threading.Thread(target=target)
+    driver.start()
+    return driver, outcome

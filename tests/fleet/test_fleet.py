@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -23,6 +22,7 @@ from rooftune.primitives import ConvSpec
 from rooftune.profiling import run_campaign
 from rooftune.profiling.cluster import run_on_fleet
 from rooftune.store import Store
+from tests.fleet.conftest import drive
 from tests.test_cli import assert_one_line_error, rooftune_in_process
 
 ray = pytest.importorskip("ray")
@@ -75,16 +75,7 @@ def test_a_node_killed_mid_campaign_loses_no_row_and_stores_none_twice(cluster: 
     cluster.wait_for_nodes()
     executor = RayExecutor(cluster.address)
     assert len(executor.nodes()) == 3
-    outcome: dict[str, Any] = {}
-
-    def drive() -> None:
-        try:
-            outcome["result"] = campaign(executor, shared_db, 9)
-        except BaseException as exc:  # noqa: BLE001 (asserted below)
-            outcome["error"] = exc
-
-    driver = threading.Thread(target=drive)
-    driver.start()
+    driver, outcome = drive(lambda: campaign(executor, shared_db, 9))
     try:
         deadline = time.monotonic() + 120
         while len(rows(shared_db)) < 6:  # three units stored: every node is at work

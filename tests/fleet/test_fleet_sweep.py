@@ -11,7 +11,6 @@ from __future__ import annotations
 import csv
 import json
 import os
-import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -29,6 +28,7 @@ from rooftune.store import Store
 from rooftune.sweep.cluster import run_on_fleet
 from rooftune.sweep.run import check_arguments
 from tests.conftest import make_ceilings
+from tests.fleet.conftest import drive
 from tests.test_cli import assert_one_line_error, rooftune_in_process
 
 ray = pytest.importorskip("ray")
@@ -108,16 +108,7 @@ def test_a_node_killed_mid_sweep_loses_no_point_and_stores_none_twice(cluster: A
     args = check_arguments("conv2d", {"batch": "1:6:+1", "channels": "4", "size": "6"}, passes=None,
                            precisions=["fp32"], algorithms=None, layouts=None, threads=1, device=None,
                            autotune=(False,), launches=None, budget_s=600.0, point_budget_s=0.1, memory_cap=None)
-    outcome: dict[str, Any] = {}
-
-    def drive() -> None:
-        try:
-            outcome["result"] = run_on_fleet(executor, args, db=shared_db, confirm=False)
-        except BaseException as exc:  # noqa: BLE001 (asserted below)
-            outcome["error"] = exc
-
-    driver = threading.Thread(target=drive)
-    driver.start()
+    driver, outcome = drive(lambda: run_on_fleet(executor, args, db=shared_db, confirm=False))
     try:
         deadline = time.monotonic() + 120
         while len(stored(shared_db)) < 3:  # every node at work
