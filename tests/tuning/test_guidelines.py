@@ -159,12 +159,12 @@ def test_openvino_from_onnx_leaves_the_space_without_the_onnx_package(fake_platf
     from rooftune.tuning.study import search_space
 
     available = {n: get_runtime(n) for n in ("eager", "openvino")}
-    assert search_space(fake_platform, available, ["fp32"])["runtime_options"]["openvino"]["source"] == ["pytorch", "onnx"]
+    assert search_space(fake_platform, available, ["fp32"])["runtime_options"]["openvino"]["source"] == ["framework", "onnx"]
     monkeypatch.setattr(ovr, "missing", lambda p: f"{p} is not installed" if p == "onnx" else None)
     ov = get_runtime("openvino")
     assert "onnx is not installed" in ov.unsupported(RunConfig(runtime="openvino", runtime_options={"source": "onnx"}))
     assert ov.unsupported(RunConfig(runtime="openvino")) is None
-    assert search_space(fake_platform, available, ["fp32"])["runtime_options"]["openvino"]["source"] == ["pytorch"]
+    assert search_space(fake_platform, available, ["fp32"])["runtime_options"]["openvino"]["source"] == ["framework"]
     from rooftune.tuning.guidelines import source_seeds
 
     assert source_seeds(RunConfig(runtime="onnxruntime", intra_threads=2), available) == []  # nor the seed

@@ -24,7 +24,7 @@ def space(fake_platform: Platform) -> dict:
 
 def test_an_option_left_out_reads_as_what_the_runtime_runs_without_it() -> None:
     ov = RunConfig(runtime="openvino", runtime_options={"hint": "THROUGHPUT"})
-    assert (ov.option("hint"), ov.option("streams"), ov.option("pinning"), ov.option("source")) == ("THROUGHPUT", 1, False, "pytorch")
+    assert (ov.option("hint"), ov.option("streams"), ov.option("pinning"), ov.option("source")) == ("THROUGHPUT", 1, False, "framework")
     assert RunConfig(runtime="ncnn").option("conv") == "winograd"
     assert RunConfig(runtime="onnxruntime").option("conv") == "direct"
     assert RunConfig(runtime="eager").option("conv") is None  # eager has no such option

@@ -994,7 +994,7 @@ def test_a_model_openvinos_pytorch_frontend_cannot_convert_is_read_from_onnx(
 
     def fake_evaluate(cfg: RunConfig, setup, policy, prepare_timeout_s) -> TrialResult:  # noqa: ANN001
         ran.append(cfg)
-        if cfg.runtime == "openvino" and cfg.option("source") == "pytorch":
+        if cfg.runtime == "openvino" and cfg.option("source") == "framework":
             return TrialResult(cfg, False, error=refusal)
         return TrialResult(cfg, True, latency_s=0.002 if cfg.runtime == "openvino" else 0.004, throughput=1.0,
                            verify={"ok": True})
@@ -1009,7 +1009,7 @@ def test_a_model_openvinos_pytorch_frontend_cannot_convert_is_read_from_onnx(
     assert ("guideline, openvino-default and openvino-latency read the ONNX export: OpenVINO's PyTorch frontend could not convert "
             "the model (No conversion rule found for operations: aten::_nested_tensor_from_mask, "
             "aten::to_padded_tensor)") in r.notes, r.notes
-    from_pytorch = [c for c in ran if c.runtime == "openvino" and c.option("source") == "pytorch"]
+    from_pytorch = [c for c in ran if c.runtime == "openvino" and c.option("source") == "framework"]
     assert [c.name for c in from_pytorch] == ["guideline"]  # converted from PyTorch once
     skipped = [t for t in r.trials if (t.error or "").startswith("not run: OpenVINO's PyTorch frontend")]
     assert skipped and all(t.config.runtime == "openvino" for t in skipped)
@@ -1201,7 +1201,7 @@ def test_a_module_is_tuned_as_a_pt2_named_by_its_content(tmp_path: Path, monkeyp
     assert not [p for p in path.parent.iterdir() if p.name.startswith(".")]  # no partial file left
 
 
-@pytest.mark.parametrize("source", ["pytorch", "onnx"])
+@pytest.mark.parametrize("source", ["framework", "onnx"])
 def test_openvino_bf16_runs_the_fp32_model_at_bf16_and_passes_bf16s_rule(tmp_path: Path, source: str) -> None:
     """bf16 on OpenVINO is the plugin's precision hint over the fp32 IR. A model converted from
     bf16 weights took bf16 inputs, fed float32 arrays, and answered wrongly under either hint."""

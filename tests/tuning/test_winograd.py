@@ -322,7 +322,7 @@ def test_openvino_from_onnx_runs_its_own_measured_rewrite_and_a_replay_keeps_it(
     assert winograd_note(trial).startswith("conv=winograd: Winograd F(4x4,3x3) on 2 of the 2 eligible 3x3 layers")
     # from the PyTorch module there is no ONNX graph to rewrite, and int8 is quantized from the
     # direct model: the option is dropped, one configuration, one identity
-    for other in ({"source": "pytorch", "conv": "winograd"}, {"source": "onnx", "conv": "direct"}):
+    for other in ({"source": "framework", "conv": "winograd"}, {"source": "onnx", "conv": "direct"}):
         assert "conv" not in rt.normalize(RunConfig(runtime="openvino", runtime_options=other)).runtime_options
     assert "conv" not in rt.normalize(RunConfig(runtime="openvino", precision="int8",
                                                 runtime_options={"source": "onnx", "conv": "winograd"})).runtime_options

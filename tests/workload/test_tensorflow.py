@@ -137,7 +137,16 @@ def test_keras_applications_by_name_and_their_bad_names() -> None:
     from rooftune.workload import load_workload
 
     wl = load_workload("keras:MobileNetV2", inputs=[(1, 32, 32, 3)])
-    assert wl.kind == "keras application" and wl()[0].shape == (1, 1000)
+    logits = wl()[0]
+    assert wl.kind == "keras application" and logits.shape == (1, 1000)
+    # logits on a live signal (batch norms set from a seeded batch), the same in every process:
+    # untrained with Keras's defaults they are about 1e-11 and a softmax over them 1/1000 everywhere
+    assert logits.std() > 0.05 and (logits < 0).any()
+    torch.testing.assert_close(load_workload("keras:MobileNetV2", inputs=[(1, 32, 32, 3)])()[0], logits)
+    # the classifier's activation the user asks for is the one built
+    probs = load_workload("keras:MobileNetV2", inputs=[(1, 32, 32, 3)],
+                          options={"classifier_activation": "softmax"})()[0]
+    assert float(probs.sum()) == pytest.approx(1.0, abs=1e-4)
     with pytest.raises(InvalidArgument, match="did you mean keras:ResNet50"):
         load_workload("keras:ResNet5O")
     with pytest.raises(InvalidArgument, match="invalid input shape"):
@@ -179,7 +188,9 @@ def test_the_tensorflow_runtime_matches_tensorflows_fp32_output(tiny, tmp_path: 
 
 def test_guideline_and_baselines_of_a_tensorflow_graph(tiny_graph, fake_platform) -> None:
     from rooftune.runtimes import get_runtime
-    from rooftune.tuning.guidelines import baselines, guideline
+    from dataclasses import replace
+
+    from rooftune.tuning.guidelines import baselines, framework_seeds, guideline
 
     guide, why = guideline(fake_platform, tiny_graph, {"tensorflow": get_runtime("tensorflow")})
     assert guide.runtime == "tensorflow" and guide.intra_threads * guide.inter_threads <= fake_platform.usable_cores
@@ -191,6 +202,13 @@ def test_guideline_and_baselines_of_a_tensorflow_graph(tiny_graph, fake_platform
         c.validate()
     # ONNX Runtime's and OpenVINO's defaults are a TensorFlow model's peers too, named as for PyTorch
     available = {n: get_runtime(n) for n in ("tensorflow", "onnxruntime", "openvino")}
+    # with OpenVINO at hand, it runs the guideline's threads from the TensorFlow graph itself, and
+    # TensorFlow with the guideline's pools is measured beside it (Wang et al.'s on the framework)
+    ov, why = guideline(fake_platform, tiny_graph, available)
+    assert (ov.runtime, ov.option("source"), ov.intra_threads) == ("openvino", "framework", guide.intra_threads)
+    assert any("OpenVINO converting the TensorFlow graph" in w for w in why)
+    assert framework_seeds(fake_platform, tiny_graph, ov) == [replace(guide, name="guideline (tensorflow)")]
+    assert framework_seeds(fake_platform, tiny_graph, guide) == []
     peers = {c.name: c for c in baselines(fake_platform, available, "tensorflow")}
     assert set(peers) == {"tensorflow-vanilla", "tensorflow-recommended", "intel-recommended-tf",
                           "onnxruntime-default", "openvino-default", "openvino-latency"}

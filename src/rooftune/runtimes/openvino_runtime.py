@@ -1,6 +1,7 @@
 """OpenVINO on the CPU plugin: the model converted with ``openvino.convert_model`` from the PyTorch
-module (``source=pytorch``, what OpenVINO documents for PyTorch users and the ``openvino-latency``
-baseline; for a TensorFlow model, its frozen graph through OpenVINO's TensorFlow frontend) or read
+module (``source=framework``: the model as its framework hands it, what OpenVINO documents for
+PyTorch users and the ``openvino-latency`` baseline; for a TensorFlow model, its frozen graph
+through OpenVINO's TensorFlow frontend) or read
 from the model's ONNX export (``source=onnx``: the same file ONNX Runtime runs; for a TensorFlow
 model, tf2onnx's conversion). :mod:`rooftune.runtimes.sources` decides which, per framework.
 The two graphs are not the same to OpenVINO's CPU plugin: some networks run faster from the ONNX
@@ -31,12 +32,12 @@ quiet_vendor_telemetry()
 class OpenVINO(Runtime):
     name = "openvino"
     options = {"hint": ("LATENCY", "THROUGHPUT"), "streams": (1, 2), "pinning": (False, True),
-               "source": ("pytorch", "onnx"),
+               "source": ("framework", "onnx"),
                # "winograd" (source=onnx, fp32): the 3x3 convolutions OpenVINO runs faster that way
                # computed by Winograd F(4x4,3x3) in the ONNX graph it reads
                # (rooftune.runtimes.winograd_onnx, each layer measured with OpenVINO)
                "conv": ("direct", "winograd")}
-    absent = {"hint": "LATENCY", "streams": 1, "pinning": False, "source": "pytorch", "conv": "direct"}
+    absent = {"hint": "LATENCY", "streams": 1, "pinning": False, "source": "framework", "conv": "direct"}
     uses_openmp = False
     precisions = ("fp32", "bf16", "int8", "default")
     frameworks = ("torch", "tensorflow")

@@ -5,7 +5,7 @@ run a PyTorch one:
 - the ONNX file (ONNX Runtime; OpenVINO with ``source=onnx``): a PyTorch model's torch.onnx export
   (:func:`export_onnx`); a TensorFlow model's frozen graph converted
   by tf2onnx, in the trial's own process as the PyTorch export is;
-- OpenVINO's own conversion (``source=pytorch``, its default, the model as its framework hands
+- OpenVINO's own conversion (``source=framework``, its default, the model as its framework hands
   it): the PyTorch module (or a .pt2 file's program), or the TensorFlow frozen graph, which
   ``openvino.convert_model`` reads with its TensorFlow frontend;
 - ncnn (:func:`rooftune.runtimes.ncnn_runtime.ncnn_model`, beside its converter): pnnx converting the traced PyTorch module, or the TensorFlow model's ONNX file after ONNX

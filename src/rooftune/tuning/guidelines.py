@@ -3,6 +3,7 @@ would otherwise run, each built from this machine's fingerprint."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from rooftune.runconfig import LAUNCHER_JEMALLOC_CONF
@@ -120,15 +121,9 @@ def guideline(platform: Platform, graph: OpGraph, available: dict[str, Any], *, 
     pools = max(1, min(cores // MIN_INTRA, round(width))) if graph.capture in (
         "torch.export", TF_CAPTURE) else 1
     intra = max(1, cores // pools)
-    if graph.capture == TF_CAPTURE:  # a TensorFlow model: TensorFlow's executor and its two pools
-        why = [f"{physical_usable(platform)} usable physical cores (SMT siblings left idle)"]
-        if objective == "throughput":
-            why.append(f"throughput: {instances} instance(s) of {cores} core(s), batch {batch or THROUGHPUT_BATCH}")
-        why.append(f"average width {width:.2f} heavy ops per level -> {pools} inter-op thread(s) x {intra} "
-                   "intra-op threads (TensorFlow's two pools)")
-        return RunConfig(runtime="tensorflow", intra_threads=intra, inter_threads=pools, name="guideline",
-                         batch=batch or (THROUGHPUT_BATCH if objective == "throughput" else 1),
-                         instances=instances), why
+    if graph.capture == TF_CAPTURE:
+        return _tf_guideline(platform, available, objective, batch, width=width, pools=pools, intra=intra,
+                             cores=cores, instances=instances)
     from rooftune.costs import costs_of
 
     costs = costs_of(graph)
@@ -202,6 +197,41 @@ def guideline(platform: Platform, graph: OpGraph, available: dict[str, Any], *, 
     return cfg, why
 
 
+def _tf_guideline(platform: Platform, available: dict[str, Any], objective: str, batch: int | None, *,
+                  width: float, pools: int, intra: int, cores: int, instances: int) -> tuple[RunConfig, list[str]]:
+    """A TensorFlow model's guideline: Wang et al.'s pools for TensorFlow's two thread pools, run by
+    OpenVINO converting the TensorFlow graph itself where it is installed (it folds batch norm and
+    fuses the activations TensorFlow's executor runs one by one; TF Run 2 in BENCHMARKS.md measured
+    it the fastest fp32 runtime of a Keras model), else by TensorFlow. Where OpenVINO runs it,
+    TensorFlow with the same pools is measured beside it (:func:`framework_seeds`)."""
+    why = [f"{physical_usable(platform)} usable physical cores (SMT siblings left idle)"]
+    batch = batch or (THROUGHPUT_BATCH if objective == "throughput" else 1)
+    if objective == "throughput":
+        why.append(f"throughput: {instances} instance(s) of {cores} core(s), batch {batch}")
+    why.append(f"average width {width:.2f} heavy ops per level -> {pools} inter-op thread(s) x {intra} "
+               "intra-op threads (TensorFlow's two pools)")
+    tf = RunConfig(runtime="tensorflow", intra_threads=intra, inter_threads=pools, name="guideline", batch=batch,
+                   instances=instances)
+    ov = available.get("openvino")
+    cfg = replace(tf, runtime="openvino", inter_threads=1, name="guideline",
+                  runtime_options={"hint": "LATENCY" if objective == "latency" else "THROUGHPUT", "streams": 1})
+    if ov is None or ov.unsupported(cfg) is not None:
+        return tf, why
+    why.append(f"OpenVINO converting the TensorFlow graph itself, {intra} thread(s) in one stream (folds batch "
+               "norm, fuses activations); TensorFlow with these pools is measured beside it")
+    return cfg, why
+
+
+def framework_seeds(platform: Platform, graph: OpGraph, guide: RunConfig, *, objective: str = "latency",
+                    batch: int | None = None) -> list[RunConfig]:
+    """TensorFlow with the guideline's pools, where a TensorFlow model's guideline runs on another
+    runtime: Wang et al.'s guideline as the paper measured it, on the model's own framework."""
+    if graph.capture != TF_CAPTURE or guide.runtime == "tensorflow":
+        return []
+    tf, _ = guideline(platform, graph, {}, objective=objective, batch=batch)
+    return [replace(tf, name="guideline (tensorflow)")]
+
+
 def train_guideline(platform: Platform, graph: OpGraph, batch: int) -> tuple[RunConfig, list[str]]:
     """The guideline of a training step: PyTorch eager (the graph runtimes do not train), one
     process with a thread per physical core (a step's ops depend on each other through the
@@ -230,8 +260,6 @@ def runtime_seeds(platform: Platform, graph: OpGraph, available: dict[str, Any],
     still has the graph runtime's answer measured at once); elsewhere, for a convolutional model
     at batch 1, the guideline's cores on ncnn with its Winograd kernels, a choice a short search
     could otherwise miss."""
-    from dataclasses import replace
-
     from rooftune.costs import costs_of
 
     nc = available.get("ncnn")
@@ -260,8 +288,6 @@ def precision_seeds(guide: RunConfig, available: dict[str, Any], precisions: Any
     """The guideline's threads and layout in every reduced precision the study allows, on each
     graph runtime that runs it: evaluated before the search, so a short budget measures int8
     (or bf16) at least once per runtime instead of leaving it to the sampler's luck."""
-    from dataclasses import replace
-
     seeds = []
     for precision in precisions:
         if precision == "fp32":
@@ -281,8 +307,6 @@ def precision_seeds(guide: RunConfig, available: dict[str, Any], precisions: Any
 def train_precision_seeds(guide: RunConfig, precisions: Any) -> list[RunConfig]:
     """A training study's reduced-precision seeds: the guideline (PyTorch eager) in each reduced
     precision allowed, as autocast (the graph runtimes' quantizers do not train)."""
-    from dataclasses import replace
-
     return [replace(guide, precision=p, name=f"guideline {p}") for p in precisions if p != "fp32"]
 
 
@@ -293,8 +317,6 @@ def source_seeds(guide: RunConfig, available: dict[str, Any], objective: str = "
     search could otherwise miss. Where the guideline asks for Winograd, so does the seed (OpenVINO
     measures which layers take it; a model none of whose layers takes it runs its direct graph).
     No seed where OpenVINO cannot read ONNX here (the onnx package missing)."""
-    from dataclasses import replace
-
     ov = available.get("openvino")
     if ov is None or (guide.runtime == "openvino" and guide.runtime_options.get("source") == "onnx"):
         return []  # no OpenVINO, or the guideline is this configuration already

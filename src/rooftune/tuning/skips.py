@@ -47,10 +47,10 @@ def frontend_refused(trial: TrialResult, config: RunConfig) -> bool:
     ``config`` would convert the same way. The ops it has no rule for are the model's, whatever the
     threads, hint, allocator or precision (int8 quantizes the converted model), so the study
     converts such a model from PyTorch once; from the ONNX export it may still run."""
-    def from_pytorch(c: RunConfig) -> bool:
-        return c.runtime == "openvino" and c.option("source") == "pytorch"
+    def own_frontend(c: RunConfig) -> bool:
+        return c.runtime == "openvino" and c.option("source") == "framework"
 
-    return (not trial.ok and from_pytorch(trial.config) and from_pytorch(config)
+    return (not trial.ok and own_frontend(trial.config) and own_frontend(config)
             and (trial.error or "").startswith(CONVERSION_FAILED))
 
 

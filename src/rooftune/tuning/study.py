@@ -75,6 +75,7 @@ from rooftune.tuning.config import RunConfig, allocator_library
 from rooftune.tuning.guidelines import (
     TF_CAPTURE,
     baselines,
+    framework_seeds,
     guideline,
     precision_seeds,
     runtime_seeds,
@@ -430,6 +431,7 @@ class Study:
         for r in self.results:
             fastest[r.config.runtime] = min(fastest.get(r.config.runtime, math.inf), r.score(self.objective))
         seeds.sort(key=lambda c: fastest.get(c.runtime, math.inf))
+        seeds += framework_seeds(self.platform, self.graph, self.guide_cfg, objective=self.objective, batch=self.batch)
         seeds += source_seeds(self.guide_cfg, self.available, self.objective)
         seeds += runtime_seeds(self.platform, self.graph, self.available, self.guide_cfg, objective=self.objective,
                                batch=self.batch)
@@ -454,9 +456,11 @@ class Study:
         from the ONNX export) and on the runtimes its rules name, before the search, within the
         budget's share for them. Without a search, the guideline's threads and layout in each
         reduced precision allowed are guideline configurations too, measured and checked like the
-        rest (and ncnn's seeds where ncnn's converter refused the model for the guideline)."""
+        rest, as is a TensorFlow model's guideline on TensorFlow where it runs on another runtime
+        (and ncnn's seeds where ncnn's converter refused the model for the guideline)."""
         if self.guidelines_only:
-            seeds = self._precision_seeds()
+            seeds = self._precision_seeds() + framework_seeds(self.platform, self.graph, self.guide_cfg,
+                                                              objective=self.objective, batch=self.batch)
             if not self.guide.ok and self.guide_cfg.runtime == "ncnn":  # its converter refused the model
                 seeds += runtime_seeds(self.platform, self.graph, self.available, self.guide_cfg,
                                        objective=self.objective, batch=self.batch)

@@ -273,11 +273,7 @@ def from_keras_model(keras_model: Any, name: str, kind: str, batch: int | None =
 
 
 def _layer_names(model: Any) -> list[str]:
-    out = []
-    for layer in getattr(model, "layers", None) or []:
-        out.append(layer.name)
-        out += _layer_names(layer)
-    return out
+    return [layer.name for layer in _layers(model)]
 
 
 def _workload(name: str, kind: str, runner: TFRunner, xs: tuple[torch.Tensor, ...], options: dict[str, Any],
@@ -315,11 +311,50 @@ def _application(model: str, options: dict[str, Any], batch: int | None,
         shape = (side, side, 3)
     keras.utils.set_random_seed(SEED)  # the same untrained weights in every process
     try:
-        built = builder(weights=None, input_shape=shape, **options)
+        # logits, as torchvision's models return them (the option given wins)
+        built = builder(weights=None, input_shape=shape, **{"classifier_activation": None, **options})
     except (TypeError, ValueError) as exc:
         raise WorkloadError(f"model {model!r}: bad option or input: {type(exc).__name__}: {one_line(exc, 200)}") from exc
+    _live_batch_norm(built, (CALIBRATION_BATCH, *shape))
     del tf
     return from_keras_model(built, model, "keras application", batch, inputs, options, check)
+
+
+#: Images in the seeded random batch whose statistics an untrained application's batch norms take.
+CALIBRATION_BATCH = 2
+
+
+def _live_batch_norm(model: Any, shape: tuple[int, ...]) -> None:
+    """Set every batch norm's moving mean and variance to its batch's statistics on one seeded
+    random batch (one forward pass in training mode, momentum 0). Untrained, a Keras application
+    normalizes by mean 0 and variance 1, so its signal vanishes or blows up with depth
+    (keras:MobileNetV2's logits are about 1e-11, a softmax over them is 1/1000 everywhere) and an
+    output check compares constants; with its own statistics each layer passes on a live signal,
+    as a trained network's does, which the output check and the runtimes' times both need."""
+    import keras
+    import numpy as np
+
+    norms = [layer for layer in _layers(model) if isinstance(layer, keras.layers.BatchNormalization)]
+    if not norms:
+        return
+    x = np.random.default_rng(SEED).random(shape, dtype=np.float32)
+    kept = [n.momentum for n in norms]
+    try:
+        for n in norms:
+            n.momentum = 0.0
+        model(x, training=True)
+    finally:
+        for n, m in zip(norms, kept, strict=True):
+            n.momentum = m
+
+
+def _layers(model: Any) -> list[Any]:
+    """Every layer of ``model``, those of nested models included."""
+    out = []
+    for layer in getattr(model, "layers", None) or []:
+        out.append(layer)
+        out += _layers(layer)
+    return out
 
 
 def _keras_file(model: str, path: Path, batch: int | None, inputs: Sequence[tuple[int, ...]] | None,
