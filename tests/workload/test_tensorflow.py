@@ -334,3 +334,31 @@ def test_a_keras_recurrent_layer_costs_what_pytorchs_analytic_formula_gives(cell
     assert pytorch.kind == "rnn"
     differ = -steps * batch * gates * hidden if cell == "LSTM" else steps * batch * hidden
     assert sum(c.flops for _, c in ours) == pytorch.flops + differ
+
+
+def test_optimize_runs_a_keras_model_end_to_end_with_its_report(ceilings_db: Path, tmp_path: Path) -> None:
+    """The whole pipeline on a Keras model: analysis, tuning against TensorFlow's peers (the
+    guideline from the TF graph on OpenVINO, TensorFlow with its pools beside it), select skipped
+    with its reason, the report and the saved best, every trial checked against TensorFlow."""
+    import json
+
+    from rooftune.bench import Policy
+    from rooftune.pipeline import optimize
+
+    fast = Policy(number=1, warmup_s=0.05, budget_s=0.3, min_samples=6, max_samples=60)
+    r = optimize(TINY, out=tmp_path / "out", db=str(ceilings_db), runtimes=["tensorflow", "openvino"], trials=1,
+                 trial_policy=fast, compare_policy=fast, budget_s=90, precisions=("fp32",))
+    assert {s.name: s.status for s in r.steps.values()} == {
+        "machine": "ok", "analyze": "ok", "tune": "ok", "select": "skipped", "report": "ok"}, r.steps
+    assert "TensorFlow model" in r.steps["select"].message
+    s = json.loads((r.out / "summary.json").read_text())
+    assert s["tune"]["best"]["verify"]["ok"] and s["analysis"]["end_to_end_s"] > 0
+    names = {t.config.name for t in r.tune.trials if t.ok}
+    assert {"guideline", "guideline (tensorflow)", "tensorflow-vanilla", "intel-recommended-tf"} <= names
+    assert all(t.verify.get("ok") for t in r.tune.trials if t.ok)
+    assert r.tune.guideline.config.runtime == "openvino"
+    sp = s["speedup_vs_vanilla"]
+    assert sp["ci_low"] <= sp["ratio"] <= sp["ci_high"]
+    text = (r.out / "report.html").read_text()
+    assert "tensorflow-vanilla" in text and f"{r.tune.speedup['tensorflow-vanilla']['ratio']:.2f}x" in text
+    assert json.loads((r.out / "best.json").read_text())["workload"]["model"] == TINY
