@@ -78,6 +78,15 @@ def one_model(args: argparse.Namespace) -> int:
         print(f"  {k:24s} {lat}  best is {ratio}x faster")
     print(f"  guideline {r.guideline.latency_s * 1e3:.2f} ms = {gap:.2f} ({lo:.2f}-{hi:.2f})x the best "
           f"({r.guideline.config.describe()}, {r.guideline.config.precision})", flush=True)
+    # the guideline's other configurations (its reduced precisions, TensorFlow with its pools),
+    # against the best by their trials' medians: the comparison above is the fp32 guideline's
+    row["guideline_seeds"] = {}
+    for t in r.trials:
+        if t.ok and t.config.name.startswith("guideline "):
+            ratio = t.trial_score(r.objective) / r.best.trial_score(r.objective)
+            row["guideline_seeds"][t.config.name] = ratio
+            print(f"  {t.config.name}: {t.latency_s * 1e3:.2f} ms = {ratio:.2f}x the best (trial medians; "
+                  f"{t.config.describe()}, {t.config.precision})", flush=True)
     Path(args.row).write_text(json.dumps(row, default=str))
     return 0
 

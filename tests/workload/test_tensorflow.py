@@ -187,9 +187,9 @@ def test_the_tensorflow_runtime_matches_tensorflows_fp32_output(tiny, tmp_path: 
 
 
 def test_guideline_and_baselines_of_a_tensorflow_graph(tiny_graph, fake_platform) -> None:
-    from rooftune.runtimes import get_runtime
     from dataclasses import replace
 
+    from rooftune.runtimes import get_runtime
     from rooftune.tuning.guidelines import baselines, framework_seeds, guideline
 
     guide, why = guideline(fake_platform, tiny_graph, {"tensorflow": get_runtime("tensorflow")})
@@ -362,3 +362,16 @@ def test_optimize_runs_a_keras_model_end_to_end_with_its_report(ceilings_db: Pat
     text = (r.out / "report.html").read_text()
     assert "tensorflow-vanilla" in text and f"{r.tune.speedup['tensorflow-vanilla']['ratio']:.2f}x" in text
     assert json.loads((r.out / "best.json").read_text())["workload"]["model"] == TINY
+    # the usage it gives: the tuned configuration loaded back, checked against TensorFlow's output
+    assert any("against TensorFlow's fp32 output" in line for line in r.usage())
+    import rooftune
+    from rooftune.runtimes import output_tensors
+    from rooftune.workload import load_workload
+
+    tuned = rooftune.load_tuned(r.out / "best.json")
+    try:
+        assert tuned.check["ok"]
+        torch.testing.assert_close(output_tensors(tuned(*tuned.example_inputs)), output_tensors(load_workload(TINY)()),
+                                   rtol=1e-3, atol=1e-4)
+    finally:
+        tuned.close()

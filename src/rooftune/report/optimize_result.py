@@ -106,7 +106,8 @@ class OptimizeResult:
             lines += ["# the tuned configuration, in a program started with its environment (threads, allocator, OpenMP):",
                       f"#   rooftune exec --config {shlex.quote(best)} -- python my_program.py",
                       "import rooftune",
-                      f"model = rooftune.load_tuned({best!r})  # its output checked against PyTorch eager at load",
+                      f"model = rooftune.load_tuned({best!r})  # its output checked against "
+                      f"{'TensorFlow' if self.vanilla[0] == 'tensorflow-vanilla' else 'PyTorch eager'}'s fp32 output at load",
                       f"y = {self.call or 'model(x)'}  # inputs of the shapes it was tuned on; returns the output as the model does"]
         if "rewritten model" in self.files:
             # a module given to optimize is rewritten again from the module itself
