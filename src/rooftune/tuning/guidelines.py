@@ -201,9 +201,9 @@ def _tf_guideline(platform: Platform, available: dict[str, Any], objective: str,
                   width: float, pools: int, intra: int, cores: int, instances: int) -> tuple[RunConfig, list[str]]:
     """A TensorFlow model's guideline: Wang et al.'s pools for TensorFlow's two thread pools, run by
     OpenVINO converting the TensorFlow graph itself where it is installed (it folds batch norm and
-    fuses the activations TensorFlow's executor runs one by one; TF Run 3 in BENCHMARKS.md measured
-    it within 1 % of the searched best on five Keras applications), else by TensorFlow. Where OpenVINO runs it,
-    TensorFlow with the same pools is measured beside it (:func:`framework_seeds`)."""
+    fuses the activations TensorFlow's executor runs one by one; TF Run 3 in BENCHMARKS.md measures
+    it against the searched best on five Keras applications), else by TensorFlow. Where OpenVINO
+    runs it, TensorFlow with the same pools is measured beside it (:func:`framework_seeds`)."""
     why = [f"{physical_usable(platform)} usable physical cores (SMT siblings left idle)"]
     batch = batch or (THROUGHPUT_BATCH if objective == "throughput" else 1)
     if objective == "throughput":
