@@ -1,6 +1,6 @@
 """Kernel-family sweeps against their targets (issue 66): the wall time of each study, and sanity
 ratios of its points. Each study runs into a fresh store (nothing resumed), against the ceilings
-stored in ``--db`` (measured there first if missing). Run it under the CPU lock on a shared host:
+stored in ``--db`` (measured there first if missing). Run it with no other timing on the host:
 
     .venv/bin/python benchmarks/sweep_default.py --db STORE \
         [--part default|conv100|lstm30|passes] [--threads N] [--json OUT]

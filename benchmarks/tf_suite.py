@@ -70,7 +70,7 @@ def one_model(args: argparse.Namespace) -> int:
     row = {"model": name, "best": r.best.config.describe(), "precision": r.best.config.precision,
            "best_latency_s": r.best.latency_s, "speedup": r.speedup, "guideline_vs_best": gap,
            "guideline_ci": (lo, hi), "trials": len(r.trials), "failed": sum(1 for t in r.trials if not t.ok),
-           "wall_s": time.perf_counter() - t0}
+           "headlines": r.headlines(), "wall_s": time.perf_counter() - t0}
     print(f"\n{name}: best {r.best.latency_s * 1e3:.2f} ms = {row['best']} ({row['precision']})  "
           f"[{row['trials']} trials, {row['failed']} failed, {row['wall_s']:.0f} s]")
     for k in PEERS:
@@ -79,17 +79,21 @@ def one_model(args: argparse.Namespace) -> int:
         lat = f"{b.latency_s * 1e3:8.2f} ms" if b and b.ok else "  failed" if b else "       -"
         ratio = f"{s['ratio']:.2f} ({s['ci_low']:.2f}-{s['ci_high']:.2f})" if s else "-"
         print(f"  {k:24s} {lat}  best is {ratio}x faster")
+    for line in r.headline_lines():  # the answer against the peers as shipped: what the tuning itself adds
+        print(f"  {line}")
     print(f"  guideline {r.guideline.latency_s * 1e3:.2f} ms = {gap:.2f} ({lo:.2f}-{hi:.2f})x the best "
           f"({r.guideline.config.describe()}, {r.guideline.config.precision})", flush=True)
     # the guideline's other configurations (its reduced precisions, TensorFlow with its pools),
-    # against the best by their trials' medians: the comparison above is the fp32 guideline's
+    # against the fastest verified trial by the trials' own medians: the comparison above is the
+    # fp32 guideline's
+    fastest = min(t.trial_score(r.objective) for t in r.trials if t.ok)
     row["guideline_seeds"] = {}
     for t in r.trials:
         if t.ok and t.config.name.startswith("guideline "):
-            ratio = t.trial_score(r.objective) / r.best.trial_score(r.objective)
-            row["guideline_seeds"][t.config.name] = ratio
-            print(f"  {t.config.name}: {t.latency_s * 1e3:.2f} ms = {ratio:.2f}x the best (trial medians; "
-                  f"{t.config.describe()}, {t.config.precision})", flush=True)
+            ratio = t.trial_score(r.objective) / fastest
+            row["guideline_seeds"][t.config.name] = {"precision": t.config.precision, "vs_fastest_trial": ratio}
+            print(f"  {t.config.name}: {t.trial_latency_s * 1e3:.2f} ms = {ratio:.2f}x the fastest trial (trial "
+                  f"medians; {t.config.describe()}, {t.config.precision})", flush=True)
     Path(args.row).write_text(json.dumps(row, default=str))
     return 0
 
@@ -106,12 +110,14 @@ def main() -> int:
                          "such answer checked by the bf16 guard against TensorFlow's fp32 output)")
     ap.add_argument("--flops", action="store_true", help="keras:ResNet50's FLOPs against torchvision resnet50's")
     ap.add_argument("--one", default=None, help=argparse.SUPPRESS)  # one model's study, in its own process
-    ap.add_argument("--row", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--row", default=None, help=argparse.SUPPRESS)  # where --one writes its row
     args = ap.parse_args()
     if args.flops:
         return flops()
 
     if args.one:
+        if not args.row:
+            ap.error("--one needs --row")
         return one_model(args)
 
     from rooftune.platform import current_platform
@@ -139,18 +145,37 @@ def main() -> int:
             json.dump(rows, f, indent=2, default=str)
 
     def col(k: str) -> list[float]:
-        return [r["speedup"][k]["ratio"] for r in rows if k in r["speedup"]]
+        return [r["speedup"][k]["ratio"] if k in r["speedup"] else math.nan for r in rows]
+
+    def complete(xs: list[float]) -> bool:  # every model of the suite, every ratio measured
+        return len(xs) >= len(SUITE) and all(math.isfinite(x) for x in xs)
 
     print()
     for k in PEERS:
         xs = col(k)
-        print(f"over {k}: geomean {geomean(xs):.2f}x, max {max(xs, default=math.nan):.2f}x over {len(xs)} model(s)")
-    gaps = [r["guideline_vs_best"] for r in rows]
-    print(f"guideline/best: worst {max(gaps, default=math.nan):.2f}")
-    met = (len(rows) >= len(SUITE) and geomean(col("tensorflow-vanilla")) >= 2.5 and max(col("tensorflow-vanilla"), default=0) >= 3.5
-           and geomean(col("tensorflow-recommended")) >= 1.3 and geomean(col("intel-recommended-tf")) >= 1.3
-           and all(g <= 1.15 for g in gaps))
-    print(f"targets met: {met}")
+        print(f"over {k}: geomean {geomean(xs):.2f}x, max {max(xs, default=math.nan):.2f}x over "
+              f"{sum(map(math.isfinite, xs))} of {len(rows)} model(s)")
+    # the guideline in the best's precision: the fp32 guideline interleaved where the best is fp32,
+    # else its seed in that precision (trial medians: the study does not compare it interleaved);
+    # a best that is a peer as installed ("default") has no such seed, so its gap is unmeasured
+    gaps = [r["guideline_vs_best"] if r["precision"] == "fp32" else next(
+        (g["vs_fastest_trial"] for g in r["guideline_seeds"].values() if g["precision"] == r["precision"]), math.nan)
+        for r in rows]
+    print("guideline in the best's precision / best: "
+          + ", ".join(f"{r['model']} {g:.2f}" for r, g in zip(rows, gaps, strict=True)))
+    vanilla = col("tensorflow-vanilla")
+    verdicts = {
+        "over tensorflow-vanilla: geomean >= 2.5x, >= 3.5x on one": complete(vanilla) and geomean(vanilla) >= 2.5
+        and max(vanilla) >= 3.5,
+        "over tensorflow-recommended: geomean >= 1.3x": complete(col("tensorflow-recommended"))
+        and geomean(col("tensorflow-recommended")) >= 1.3,
+        "over intel-recommended-tf: geomean >= 1.3x": complete(col("intel-recommended-tf"))
+        and geomean(col("intel-recommended-tf")) >= 1.3,
+        "the guideline within 15 % of the best": complete(gaps) and max(gaps) <= 1.15,
+    }
+    for what, ok in verdicts.items():
+        print(f"{'met' if ok else 'NOT met'}: {what}")
+    met = all(verdicts.values())
     return 0 if met else 1
 
 
