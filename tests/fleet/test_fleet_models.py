@@ -40,7 +40,7 @@ def two_platforms(db: str) -> tuple[Platform, Platform]:
     return here, other
 
 
-def test_train_and_transfer_read_any_platform_of_the_shared_store(shared_db: str, tmp_path: Path) -> None:  # noqa: F811
+def test_train_and_transfer_read_any_platform_of_the_shared_store(shared_db: str, tmp_path: Path) -> None:
     here, other = two_platforms(shared_db)
     fitted = {}
     for platform in (other, None):

@@ -1,5 +1,5 @@
 """A kernel-family sweep on the local Ray cluster (a head and two worker nodes, the fixture of
-test_fleet.py) into a shared store: with a node of another platform beside them, the points one
+tests/fleet/conftest.py) into a shared store: with a node of another platform beside them, the points one
 machine of each platform stores, under each platform; a node killed mid-sweep losing no point and
 storing none twice while ``fleet status`` shows the sweep in flight, and the sweep run again
 taking every point from the store; and the refusals (an unreachable cluster, a store the nodes
@@ -55,7 +55,7 @@ def stored(db: str | Path) -> list[tuple[str, str, str]]:
         return [(d["platform_id"], d["key"], d["status"]) for d in s.sweep_points()]
 
 
-def test_a_sweep_on_two_platforms_stores_the_points_one_machine_of_each_stores(cluster: Any, shared_db: str,  # noqa: F811
+def test_a_sweep_on_two_platforms_stores_the_points_one_machine_of_each_stores(cluster: Any, shared_db: str,
                                                                                tmp_path: Path) -> None:
     # a third node whose workers start with OMP_NUM_THREADS=1: another platform (OpenMP's settings
     # are part of the platform id), as a node of another machine type would be
@@ -99,7 +99,7 @@ def test_a_sweep_on_two_platforms_stores_the_points_one_machine_of_each_stores(c
     assert platforms == {here.id: (4, 0), other.id: (4, 0)}
 
 
-def test_a_node_killed_mid_sweep_loses_no_point_and_stores_none_twice(cluster: Any, shared_db: str) -> None:  # noqa: F811
+def test_a_node_killed_mid_sweep_loses_no_point_and_stores_none_twice(cluster: Any, shared_db: str) -> None:
     with_ceilings(shared_db)
     doomed = cluster.add_node(num_cpus=1, resources={NODE_RESOURCE: 1})
     cluster.wait_for_nodes()
@@ -143,7 +143,7 @@ def test_an_unreachable_cluster_is_named_within_10_s(tmp_path: Path) -> None:
     assert not (tmp_path / "r.db").exists()
 
 
-def test_a_store_the_nodes_do_not_share_is_refused(cluster: Any) -> None:  # noqa: F811
+def test_a_store_the_nodes_do_not_share_is_refused(cluster: Any) -> None:
     # (profile --cluster follows the same rule: rooftune.fleet.shared_store)
     proc = rooftune_in_process("sweep", "conv2d", "--cluster", cluster.address, "--db", "sqlite://")
     assert_one_line_error(proc, "invalid --db 'sqlite://': an in-memory database is not shared with the nodes",

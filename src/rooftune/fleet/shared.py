@@ -48,9 +48,8 @@ def check_versions(nodes: list[Node]) -> None:
     """Refuse, naming them, the nodes whose rooftune is not this one's version."""
     import rooftune
 
-    other = sorted(f"{n.address or n.id[:12]} ({(n.fingerprint.get('library_versions') or {}).get('rooftune')})"
-                   for n in nodes
-                   if (n.fingerprint.get("library_versions") or {}).get("rooftune") != rooftune.__version__)
+    versions = [(n, (n.fingerprint.get("library_versions") or {}).get("rooftune")) for n in nodes]
+    other = sorted(f"{n.address or n.id[:12]} ({v})" for n, v in versions if v != rooftune.__version__)
     if other:
         raise ClusterError(f"node{'s' if len(other) > 1 else ''} {', '.join(other)} run{'' if len(other) > 1 else 's'} "
                            f"another rooftune than this one ({rooftune.__version__}); install the same version on "

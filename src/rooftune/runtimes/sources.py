@@ -19,11 +19,12 @@ layer it sits in (the scope of its node in the frozen graph); the other runtimes
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from rooftune.fileio import atomic_path
 
 if TYPE_CHECKING:
     from rooftune.runconfig import RunConfig
@@ -50,18 +51,13 @@ def export_onnx(wl: Workload, config: RunConfig, path: Path) -> Path:
     m = torch_module(wl, config)
     xs = torch_inputs(wl, config)
     names = [f"input{i}" for i in range(len(xs))]
-    part = path.with_name(f".{os.getpid()}.{path.name}")
-    try:
-        with warnings.catch_warnings(), torch.no_grad():
-            warnings.simplefilter("ignore")
-            try:
-                torch.onnx.export(m, xs, str(part), input_names=names, opset_version=OPSET, dynamo=True,
-                                  external_data=False, verbose=False)
-            except Exception:  # the dynamo exporter fails on some models the legacy one handles
-                torch.onnx.export(m, xs, str(part), input_names=names, opset_version=OPSET, dynamo=False)
-        os.replace(part, path)
-    finally:
-        part.unlink(missing_ok=True)
+    with atomic_path(path) as part, warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        try:
+            torch.onnx.export(m, xs, str(part), input_names=names, opset_version=OPSET, dynamo=True,
+                              external_data=False, verbose=False)
+        except Exception:  # the dynamo exporter fails on some models the legacy one handles
+            torch.onnx.export(m, xs, str(part), input_names=names, opset_version=OPSET, dynamo=False)
     return path
 
 
@@ -136,12 +132,8 @@ def tf_onnx(runner: Any, path: Path) -> Path:
             if n.domain in ("", "ai.onnx") and not onnx.defs.has(n.op_type)]
     if left:
         raise OpConversionFailure(unconverted("tf2onnx", left, runner.layers))
-    part = path.with_name(f".{os.getpid()}.{path.name}")
-    try:
+    with atomic_path(path) as part:
         onnx.save(model, str(part))
-        os.replace(part, path)
-    finally:
-        part.unlink(missing_ok=True)
     return path
 
 

@@ -131,10 +131,9 @@ def run_confirm(unit: ConfirmUnit) -> dict[str, Any]:
     """(On a node) its platform's pairs measured again interleaved."""
     from rooftune.platform import current_platform
     from rooftune.sweep.families import get_family
-    from rooftune.sweep.findings import to_confirm
 
     points = _mine(dict(unit.points), current_platform().id)
-    confirmed = confirmations(get_family(unit.family), points, unit.policy) if to_confirm(points) else {}
+    confirmed = confirmations(get_family(unit.family), points, unit.policy)
     return {"confirmed": [[a, b, *ratio] for (a, b), ratio in confirmed.items()]}
 
 

@@ -99,7 +99,8 @@ NCNN_MIN_SHARE = 0.95
 #: Batch the throughput guideline runs when the user fixes none: large enough to fill the GEMMs'
 #: blocking on CNNs at 224x224, small enough to stay within the last-level cache's reach per layer.
 THROUGHPUT_BATCH = 8
-#: How a TensorFlow model's graph is captured (rooftune.workload.tf_graph): its guideline is TensorFlow's.
+#: How a TensorFlow model's graph is captured (rooftune.workload.tf_graph): its guideline is
+#: TensorFlow's pools (see _tf_guideline).
 TF_CAPTURE = "tensorflow step stats"
 #: Fewest intra-op threads an inter-op pool is given (else one pool takes every core).
 MIN_INTRA = 4
@@ -213,7 +214,7 @@ def _tf_guideline(platform: Platform, available: dict[str, Any], objective: str,
     tf = RunConfig(runtime="tensorflow", intra_threads=intra, inter_threads=pools, name="guideline", batch=batch,
                    instances=instances)
     ov = available.get("openvino")
-    cfg = replace(tf, runtime="openvino", inter_threads=1, name="guideline",
+    cfg = replace(tf, runtime="openvino", inter_threads=1,
                   runtime_options={"hint": "LATENCY" if objective == "latency" else "THROUGHPUT", "streams": 1})
     if ov is None or ov.unsupported(cfg) is not None:
         return tf, why

@@ -46,7 +46,7 @@ def frontend_refused(trial: TrialResult, config: RunConfig) -> bool:
     """Whether ``trial`` found that OpenVINO's PyTorch frontend cannot convert the model that
     ``config`` would convert the same way. The ops it has no rule for are the model's, whatever the
     threads, hint, allocator or precision (int8 quantizes the converted model), so the study
-    converts such a model from PyTorch once; from the ONNX export it may still run."""
+    converts such a model from its framework once; from the ONNX export it may still run."""
     def own_frontend(c: RunConfig) -> bool:
         return c.runtime == "openvino" and c.option("source") == "framework"
 

@@ -327,9 +327,9 @@ CALIBRATION_BATCH = 2
 def _live_batch_norm(model: Any, shape: tuple[int, ...]) -> None:
     """Set every batch norm's moving mean and variance to its batch's statistics on one seeded
     random batch (one forward pass in training mode, momentum 0). Untrained, a Keras application
-    normalizes by mean 0 and variance 1, so its signal vanishes or blows up with depth
-    (keras:MobileNetV2's logits are about 1e-11, a softmax over them is 1/1000 everywhere) and an
-    output check compares constants; with its own statistics each layer passes on a live signal,
+    normalizes by mean 0 and variance 1, so its signal vanishes or blows up with depth (the
+    README and BENCHMARKS.md's TF Run 3 give keras:MobileNetV2's) and an output check compares
+    constants; with its own statistics each layer passes on a live signal,
     as a trained network's does, which the output check and the runtimes' times both need."""
     import keras
     import numpy as np

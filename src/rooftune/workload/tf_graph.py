@@ -121,18 +121,16 @@ def capture_tf(wl: KerasWorkload, threads: int | None = None) -> OpGraph:
         scope = ns.node_name.rsplit("/", 1)[0] if "/" in ns.node_name else ""
         index[ns.node_name] = len(ops)
         ops.append(OpNode(len(ops), ns.node_name, f"tf.{op_type}", scope, op_type, args, outs, tuple(sorted(producers))))
-    names = [op.name for op in ops]
+    # an op listed once per iteration of its loop gets each iteration's time, in order: each
+    # listing's name and which occurrence of that name it is
+    seen: dict[str, int] = {}
+    listed = []
+    for op in ops:
+        listed.append((op.name, seen.get(op.name, 0)))
+        seen[op.name] = listed[-1][1] + 1
 
     def run_timed(clock: Clock) -> list[float]:
-        # an op listed once per iteration of its loop gets each iteration's time, in order
         times = _node_times(_traced(runner, session, feed))
-        seen: dict[str, int] = {}
-        out = []
-        for n in names:
-            k = seen.get(n, 0)
-            seen[n] = k + 1
-            ts = times.get(n, [])
-            out.append(ts[k] if k < len(ts) else 0.0)
-        return out
+        return [ts[k] if k < len(ts := times.get(n, [])) else 0.0 for n, k in listed]
 
     return OpGraph(wl.name, tuple(ops), "tensorflow step stats", "", run_timed)
