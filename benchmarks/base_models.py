@@ -16,6 +16,11 @@ on the layers of ``--models`` that no other network in the store has (all of the
 when none is); a base model trained on those rows is scored on what it has seen: the line says so. With ``--against``, the nearest
 shipped base is compared with that saved model (`rooftune train --save`) instead: a candidate
 base model, or an earlier one.
+
+Target: none stated (BENCHMARKS.md, "Which shipped base model selects better"): the nearest
+base is the default, not a guaranteed win; the script states by how much its selections run
+faster or slower than another base's, and whether a candidate base selects as well as the
+shipped one it would replace.
 """
 
 from __future__ import annotations

@@ -18,6 +18,9 @@ Per setting: how many intervals cover the true or reference ratio, under the int
 reports (``grouped``: the process pairs resampled, then the samples within them) and under the
 pooled-samples interval alone (``pooled``: the samples resampled as if independent), with the
 intervals' median half-width and the spread of the single pairs' ratios.
+
+Target: none stated (BENCHMARKS.md, "The tuning study's comparisons across fresh processes"):
+the counts say how often the study's 95 % interval covers what other processes find.
 """
 
 from __future__ import annotations

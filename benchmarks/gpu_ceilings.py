@@ -12,6 +12,9 @@ states the same ceilings, in one run:
     python benchmarks/gpu_ceilings.py [--device cuda:0] [--db FILE] [--json OUT] [--plots DIR]
 
 Needs a CUDA device and Triton; measures in a fresh store (default: a temporary file).
+
+Target: none stated (BENCHMARKS.md, "The roofline of a CUDA device"): the figures stand beside
+torch's own kernels and the chip's lanes at their clock.
 """
 
 from __future__ import annotations

@@ -24,12 +24,30 @@ from typing import Any
 PG_START_S = 60
 
 
+#: Where the programs are looked for besides PATH: a PATH without the sbin folders (a user's
+#: account, a minimal container) still finds runuser, and Debian's packages the servers.
+SYSTEM_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+POSTGRES_DIRS = "/usr/lib/postgresql/*/bin"
+
+
+def _version(folder: str) -> tuple[int, ...]:
+    """/usr/lib/postgresql/16/bin -> (16,): the newest server is the highest number, not the last
+    name in sorted order (9.6 after 16)."""
+    parts = Path(folder).parent.name.split(".")
+    return tuple(int(p) for p in parts) if all(p.isdigit() for p in parts) else ()
+
+
 def _bin(name: str) -> str | None:
-    found = shutil.which(name)
+    """``name`` on PATH, else in SYSTEM_DIRS, else in the newest of POSTGRES_DIRS; None where none."""
+    found = shutil.which(name) or shutil.which(name, path=os.pathsep.join(SYSTEM_DIRS))
     if found:
         return found
-    candidates = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
-    return candidates[-1] if candidates else None
+    servers = sorted(glob.glob(POSTGRES_DIRS), key=_version)
+    for folder in reversed(servers):
+        found = shutil.which(name, path=folder)
+        if found:
+            return found
+    return None
 
 
 def _free_port() -> int:
@@ -53,6 +71,8 @@ def unavailable() -> str | None:
             pwd.getpwnam("postgres")
         except KeyError:
             return "running as root and there is no postgres user to run the server as"
+        if _bin("runuser") is None:
+            return "running as root and runuser (util-linux), to run the server as postgres, is not found"
     return None
 
 
@@ -82,7 +102,7 @@ def server() -> Iterator[Server]:
     as_user: list[str] = []
     if os.geteuid() == 0:
         shutil.chown(base, "postgres")
-        as_user = ["runuser", "-u", "postgres", "--"]
+        as_user = [str(_bin("runuser")), "-u", "postgres", "--"]
     data, port = base / "data", _free_port()
     run = {"check": True, "stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE, "timeout": PG_START_S}
     try:

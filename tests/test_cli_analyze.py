@@ -70,3 +70,56 @@ def test_models_lists_builtins_and_the_zoo() -> None:
     proc = rooftune("models")
     assert proc.returncode == 0
     assert "lstm" in proc.stdout and "transformer-encoder" in proc.stdout and "resnet50" in proc.stdout
+
+
+#: A model whose layers are named with an escape sequence and with Rich markup.
+ODD_NAMES = """
+import torch
+from torch import nn
+
+
+def build():
+    net = nn.Sequential()
+    net.add_module("\\x1b[31mevil", nn.Linear(4, 4))
+    net.add_module("[red]x[/red]", nn.ReLU())
+    net.add_module("[link=https://example]l[/link]", nn.Linear(4, 2))
+    return net.eval(), torch.ones(1, 4)
+"""
+
+
+def test_layer_names_are_shown_literally_never_obeyed(ceilings_db: Path, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """An escape sequence in a layer's name is printed escaped (as an error message shows a
+    value), Rich markup in it as the characters it is."""
+    (tmp_path / "rt_odd_layer_names.py").write_text(ODD_NAMES)
+    monkeypatch.chdir(tmp_path)
+    proc = rooftune_in_process("analyze", "rt_odd_layer_names:build", "--budget", "0.3", "--threads", "1",
+                               db=ceilings_db)
+    assert proc.returncode == 0, proc.stderr
+    assert "\x1b" not in proc.stdout + proc.stderr
+    for name in ("\\x1b[31mevil", "[red]x[/red]", "[link=https://example]l[/link]"):
+        assert f"│ {name} " in proc.stdout  # a cell of the ops' table
+        assert f"({name})" in proc.stdout  # an opportunity's line
+
+
+def test_what_is_printed_shows_control_characters_escaped() -> None:
+    import io
+
+    from rich.text import Text
+
+    from rooftune.cli.printing import Table, _Console, _labelled, visible
+
+    assert visible("conv\x1b[2J\r\u200b\tx\nnext") == "conv\\x1b[2J\\r\\u200b\\tx\nnext"
+    assert visible("résumé [b]") == "résumé [b]"
+    console = _Console(file=io.StringIO(), width=200, color_system=None)
+    table = Table(title="\x1b]0;T\x07")
+    table.add_column("op")
+    table.add_row("\x1b[31mred")
+    table.add_row(Text.assemble(("\x1b[1m", "bold"), "tail"))
+    console.print(table)
+    console.print("[bold]plain[/bold] \x1b[5m")
+    _labelled(console, "error", "red", "model '\x1b[31m'")
+    printed = console.file.getvalue()
+    assert "\x1b" not in printed
+    for shown in ("\\x1b]0;T\\x07", "\\x1b[31mred", "\\x1b[1mtail", "plain \\x1b[5m", "error: model '\\x1b[31m'"):
+        assert shown in printed

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -160,3 +161,87 @@ def test_an_output_path_in_directories_still_to_be_made_is_accepted(tmp_path: Pa
         output_file(tmp_path / "new" / "m.pkl", "--save")
     monkeypatch.chdir(tmp_path)
     assert output_file("out.csv", "--csv") == Path("out.csv")  # a bare name: the working directory
+
+
+# ------------------------------------------------------------------ an option given more than once
+
+
+def _leaf_commands() -> list[tuple[str, Any]]:
+    import typer
+
+    from rooftune.cli import app
+
+    found: list[tuple[str, Any]] = []
+
+    def walk(cmd: Any, path: list[str]) -> None:
+        for name, sub in (getattr(cmd, "commands", None) or {}).items():
+            walk(sub, [*path, name])
+        if not getattr(cmd, "commands", None):
+            found.append((" ".join(path), cmd))
+
+    walk(typer.main.get_command(app), [])
+    return found
+
+
+def test_every_command_refuses_a_single_valued_option_given_twice() -> None:
+    """Each command, each option that takes one value: given twice, refused in one line naming
+    both values (click alone keeps the last without a word); so every command stays covered."""
+    from rooftune.cli.options import OnceCommand
+
+    commands = _leaf_commands()
+    assert len(commands) >= 16
+    for path, cmd in commands:
+        assert isinstance(cmd, OnceCommand), path
+        for p in cmd.params:
+            if p.param_type_name != "option" or p.multiple or p.is_eager:
+                continue
+            name = max(p.opts, key=len)
+            twice = [name, name] if p.is_flag else [name, "1", name, "2"]
+            proc = rooftune_in_process(*path.split(), *twice)
+            assert_one_line_error(proc, f"{name} given twice", "give it once")
+            if not p.is_flag:
+                assert "(1, 2)" in proc.stderr, (path, name, proc.stderr)
+
+
+def test_a_repeated_option_never_shows_a_password() -> None:
+    proc = rooftune_in_process("machine", "--db", "postgresql://u:hunter2@host/db", "--db=b.db")
+    assert_one_line_error(proc, "--db given twice", "postgresql://u:***@host/db, b.db")
+    assert "hunter2" not in proc.stderr
+
+
+def test_list_options_take_every_value_given(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """``--skip tune --skip select`` leaves out both (not tune alone, as click's last-wins did), the
+    reproduce command says so, and ``--runtime`` given twice restricts to both."""
+    import rooftune.pipeline
+    from rooftune.pipeline import OptimizeResult, _commands
+
+    seen: dict[str, Any] = {}
+
+    def fake(model: str, **kw: Any) -> OptimizeResult:
+        seen.update(kw)
+        r = OptimizeResult(model=model, batch=1, objective="latency", budget_s=kw["budget_s"], out=tmp_path, steps={})
+        r.commands = _commands(r, None, steps=kw["steps"])
+        return r
+
+    monkeypatch.setattr(rooftune.pipeline, "optimize", fake)
+    proc = rooftune_in_process("optimize", "--skip", "tune", "--skip", "select", "--runtime", "eager",
+                               "--runtime", "torchscript", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert seen["steps"] == ("machine", "analyze", "report") and seen["runtimes"] == ["eager", "torchscript"]
+    assert "--skip tune,select" in json.loads(proc.stdout)["commands"][0]
+    assert_one_line_error(rooftune_in_process("optimize", "--skip", "tune", "--skip", ""), "--skip 'tune,'")
+
+
+def test_a_configuration_file_exec_cannot_read_is_one_line_naming_it(tmp_path: Path) -> None:
+    """Another encoding, a directory, a FIFO (never waited on), a device, JSON nested too deep."""
+    latin1 = tmp_path / "latin1.json"
+    latin1.write_bytes('{"name": "caf\xe9"}'.encode("latin-1"))
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    cases = {latin1: "not UTF-8 text (byte 0xe9 at offset 13)", tmp_path: "a directory, not a file",
+             fifo: "not a regular file", Path("/dev/zero"): "not a regular file", deep: "nested deeper than 64"}
+    for path, why in cases.items():
+        proc = rooftune_in_process("exec", "--config", str(path), "--", "true")
+        assert_one_line_error(proc, f"--config {str(path)!r}: {why}", "allowed a configuration written by rooftune tune")

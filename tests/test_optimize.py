@@ -4,6 +4,7 @@ real browser, reproduction through `rooftune exec`, interruption and failing ste
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -88,7 +89,11 @@ def test_every_step_runs_and_the_folder_holds_every_output(run: OptimizeResult) 
     s = json.loads((out / "summary.json").read_text())
     assert s["model"] == CNN and s["objective"] == "latency" and not s["interrupted"]
     sp = s["speedup_vs_vanilla"]
-    assert sp["ci_low"] <= sp["ratio"] <= sp["ci_high"]
+    # a bound too few pairs could set is null, with its note beside it (JSON has no infinity)
+    low = -math.inf if sp["ci_low"] is None and "unbounded" in sp["ci_low_note"] else sp["ci_low"]
+    high = math.inf if sp["ci_high"] is None and "unbounded" in sp["ci_high_note"] else sp["ci_high"]
+    assert low <= sp["ratio"] <= high
+    assert (out / "rooftune-manifest.json").is_file()
     assert s["tune"]["best"]["verify"]["ok"] and s["select"]["verification"]["ok"]
     assert s["analysis"]["end_to_end_s"] > 0 and s["ceilings"]["peak_flops"]["fp32"] == 200e9  # from the store
     assert any("rooftune exec --config" in c for c in s["commands"])
@@ -414,13 +419,59 @@ def test_a_model_needing_its_input_shape_is_optimized_with_input_and_a_rerun_cle
     assert summary["commands"][0].startswith(f"rooftune optimize {model} --input 1x3x32x32 --batch 1")
     assert any(c.startswith(f"rooftune select {model} --input 1x3x32x32") for c in summary["commands"])
     assert (tmp_path / "out" / "selection" / "load.py").exists() and (tmp_path / "out" / "figures" / "selection.png").exists()
-    (tmp_path / "out" / "notes.txt").write_text("the user's own")
-    again = optimize(model, inputs=[(1, 3, 32, 32)], out=tmp_path / "out", db=str(db), steps=("machine", "analyze"),
-                     budget_s=60)
+    out = tmp_path / "out"
+    # the user's files beside rooftune's, and a summary.json that lists them: they stay
+    mine = {"notes.txt": "the user's own", "mydata.csv": "a,b\n", "selection/mine.py": "x = 1",
+            "figures/mine.svg": "<svg/>", "figures/selection.bin": "w"}
+    for rel, text in mine.items():
+        (out / rel).write_text(text)
+    summary = json.loads((out / "summary.json").read_text())
+    summary["files"].update({"data": "mydata.csv", "mine": "selection/mine.py", "svg": "figures/mine.png"})
+    (out / "summary.json").write_text(json.dumps(summary))
+    again = optimize(model, inputs=[(1, 3, 32, 32)], out=out, db=str(db), steps=("machine", "analyze"), budget_s=60)
     assert again.steps["analyze"].status == "ok"
-    assert not (tmp_path / "out" / "selection").exists() and not (tmp_path / "out" / "figures" / "selection.png").exists()
-    assert (tmp_path / "out" / "notes.txt").read_text() == "the user's own"  # only what rooftune listed goes
+    assert not (out / "selection" / "load.py").exists() and not (out / "figures" / "selection.png").exists()
+    assert {rel: (out / rel).read_text() for rel in mine} == mine  # only what rooftune wrote goes
+    assert (out / "figures" / "roofline.png").exists()  # what the second run wrote stays
     assert "rewritten model" not in json.loads((tmp_path / "out" / "summary.json").read_text())["files"]
     with pytest.raises(InvalidArgument, match="allowed only with a model name"):
         optimize(torch.nn.Conv2d(3, 8, 3), example_inputs=(torch.randn(1, 3, 8, 8),), inputs=[(1, 3, 8, 8)],
                  out=tmp_path / "o2", db=str(db))
+
+
+def _tuned_with_an_unbounded_interval() -> Any:
+    """A tuning result whose comparisons had too few pairs for an interval: (-inf, inf)."""
+    from rooftune.runconfig import RunConfig
+    from rooftune.tuning.result import TrialResult, TuneResult
+
+    t = TrialResult(RunConfig(name="vanilla"), True, latency_s=0.01, p90_s=0.011, p99_s=0.012, throughput=100.0)
+    c = {"ratio": 1.0, "ci_low": -math.inf, "ci_high": math.inf}
+    return TuneResult(model=CNN, objective="latency", batch=1, best=t, guideline=t, guideline_reasons=(),
+                      baselines={"vanilla": t}, speedup={"vanilla": c}, trials=(t,), notes=(), duration_s=1.0)
+
+
+def _strict(text: str) -> Any:
+    def refuse(token: str) -> Any:
+        raise ValueError(f"not JSON: {token}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_summary_json_and_json_output_are_strict_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An interval too few pairs could bound is null with its reason in summary.json and in
+    `optimize --json`, never Infinity (which jq and most parsers refuse)."""
+    import rooftune.pipeline
+    from rooftune.pipeline import STEPS, _write_outputs
+    from rooftune.report.optimize_result import Step
+
+    r = OptimizeResult(model=CNN, batch=1, objective="latency", budget_s=60, out=tmp_path,
+                       steps={s: Step(s, "skipped") for s in STEPS}, tune=_tuned_with_an_unbounded_interval())
+    _write_outputs(r, set())
+    head = _strict((tmp_path / "summary.json").read_text())["tune"]["headlines"]["best_fp32_peer"]
+    assert head["ratio"] == 1.0 and head["ci_low"] is None and head["ci_high"] is None
+    assert "interval is unbounded" in head["ci_high_note"]
+
+    monkeypatch.setattr(rooftune.pipeline, "optimize", lambda *_a, **_k: r)
+    proc = rooftune_in_process("optimize", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert _strict(proc.stdout)["speedup_vs_vanilla"]["ci_low"] is None

@@ -4,7 +4,9 @@
 runtime configuration within a budget, selects a convolution primitive per layer with the
 performance model, and writes everything to one folder: ``report.html`` (self-contained),
 ``summary.json``, the best configuration (``best.json``, its artifact beside it, and
-``vanilla.json`` to re-measure against), the rewritten model (``selection/``) and the figures.
+``vanilla.json`` to re-measure against), the rewritten model (``selection/``) and the figures,
+and ``rooftune-manifest.json``: each of those files with its sha256, what the next run into the
+folder removes (those files, unchanged, and nothing else).
 
 A step that fails is recorded with its one-line reason and the pipeline goes on with what works;
 Ctrl-C stops it, and the report of what finished is still written (every measurement is already
@@ -13,10 +15,8 @@ in the store).
 
 from __future__ import annotations
 
-import json
 import math
 import shlex
-import shutil
 import sys
 import time
 import traceback
@@ -62,33 +62,6 @@ def _check_out(out: str | Path) -> Path:
     return output_dir(out, "--out")
 
 
-def _clear_previous(out: Path) -> None:
-    """Remove what an earlier run wrote into ``out`` (the files its summary.json lists): a run that
-    skips a step, or whose tuning saves no artifact, would otherwise leave the earlier run's
-    best.json beside a report that does not know it."""
-    try:
-        listed = json.loads((out / "summary.json").read_text()).get("files", {})
-    except (OSError, ValueError, AttributeError):
-        return
-    root = out.resolve()
-    for value in listed.values() if isinstance(listed, dict) else ():
-        rel = str(value).split(" (", 1)[0]
-        path = (out / rel).resolve()
-        if root not in path.parents:
-            continue  # only what lies inside the folder
-        if path.parent.name == "selection" and path.parent.parent == root:
-            shutil.rmtree(path.parent, ignore_errors=True)  # the saved selection is a folder of its own
-            continue
-        siblings = [path]
-        if path.parent.name == "figures":
-            siblings.append(path.with_suffix(".svg"))
-        elif rel not in ("best.json", "vanilla.json", "report.html", "summary.json"):  # an artifact and its weights
-            siblings += [path.with_suffix(".bin"), path.with_suffix(".json")]
-        for f in siblings:
-            if f.is_file():
-                f.unlink()
-
-
 def _export(module: Any, example_inputs: Sequence[Any] | None, out: Path,
             example_kwargs: dict[str, Any] | None = None) -> str:
     """A module object becomes a .pt2 file in the output folder, so trial subprocesses can load it
@@ -130,6 +103,7 @@ def optimize(
     precisions: Sequence[str] | None = None,
     calibration_size: int | None = None,
     train: Any = None,
+    data: Any = None,
 ) -> OptimizeResult:
     """Measure, explain and speed up ``model`` on this machine; write the report to ``out``.
 
@@ -148,39 +122,54 @@ def optimize(
     training step (batch 32 by default, objective ``throughput``: samples per second): the analysis
     of its forward, backward and optimizer ops, the tuning of its configuration against vanilla
     PyTorch training; the primitive selection is skipped (it rewrites an inference model).
+
+    ``data`` (a :class:`rooftune.workload.data.DataSpec`, or the data's path or ``MODULE:CALLABLE``)
+    judges the tuning's reduced precisions on the user's samples against the spec's accuracy budget
+    (see :func:`rooftune.tuning.tune`); bf16 and int8 are then tuned by default where the CPU runs
+    them natively.
     """
     from rooftune.tuning.arguments import check_train_arguments
+    from rooftune.workload.data import data_spec
     from rooftune.workload.training import train_spec
 
     started = time.perf_counter()
     spec = train_spec(train)
+    data = data_spec(data)
+    if data is not None and spec is not None:
+        raise InvalidArgument("--data", data.data, "allowed only without --train (the accuracy budget is of an "
+                              "inference's outputs)")
     if spec is not None:
         check_train_arguments(runtimes=runtimes, precisions=precisions, validate=None,
                               calibration_size=calibration_size, module=not isinstance(model, str))
     objective = objective if objective is not None else "throughput" if spec is not None else "latency"
     objective, budget_s, batch, steps, runtimes, precisions, calibration_size = _check_arguments(
         objective, budget_s, batch, steps, runtimes, precisions, calibration_size, trial_policy, compare_policy,
-        train=spec is not None)
+        train=spec is not None, data=data is not None)
     import torch
 
     if isinstance(example_inputs, torch.Tensor):  # one input given as itself, not in a tuple
         example_inputs = (example_inputs,)
-    run = _Run(model, out, started=started, say=progress or (lambda *_: None), batch=batch, inputs=inputs,
-               options=options, objective=objective, budget_s=budget_s, example_inputs=example_inputs,
-               example_kwargs=example_kwargs, db=db, runtimes=runtimes, trials=trials, steps=steps,
-               trial_policy=trial_policy, compare_policy=compare_policy, precisions=precisions,
-               calibration_size=calibration_size, train=spec)
-    return run.execute()
+    from rooftune.fileio import recording_writes
+
+    with recording_writes() as written:  # what this run writes into out: its manifest, for the next run
+        run = _Run(model, out, started=started, say=progress or (lambda *_: None), written=written, batch=batch,
+                   inputs=inputs, options=options, objective=objective, budget_s=budget_s,
+                   example_inputs=example_inputs, example_kwargs=example_kwargs, db=db, runtimes=runtimes,
+                   trials=trials, steps=steps, trial_policy=trial_policy, compare_policy=compare_policy,
+                   precisions=precisions, calibration_size=calibration_size, train=spec, data=data)
+        return run.execute()
 
 
 def _check_arguments(objective: str, budget_s: float, batch: int | None, steps: Sequence[str],
                      runtimes: Sequence[str] | None, precisions: Sequence[str] | None, calibration_size: int | None,
-                     trial_policy: Any, compare_policy: Any, train: bool = False) -> tuple[Any, ...]:
+                     trial_policy: Any, compare_policy: Any, train: bool = False,
+                     data: bool = False) -> tuple[Any, ...]:
     """:func:`optimize`'s arguments checked before anything is measured or written, as used."""
     from rooftune.bench import Policy
     from rooftune.platform import current_platform
     from rooftune.runtimes import chosen_runtimes
     from rooftune.tuning import OBJECTIVES
+    from rooftune.tuning.arguments import data_precisions
     from rooftune.tuning.study import check_precisions, default_precisions
     from rooftune.workload.models import check_batch
 
@@ -211,8 +200,11 @@ def _check_arguments(objective: str, budget_s: float, batch: int | None, steps: 
 
         precisions = ("fp32", "bf16") if native_bf16(current_platform()) else ("fp32",)
     if precisions is None:
-        precisions = default_precisions(current_platform(), available)
-    calibration_size = check_precisions(precisions, calibration_size, current_platform())
+        precisions = (data_precisions if data else default_precisions)(current_platform(), available)
+    if data:  # the data's calibration part is the calibration set, which --calibration sizes
+        check_precisions(precisions, None, current_platform())
+    else:
+        calibration_size = check_precisions(precisions, calibration_size, current_platform())
     return (objective, float(budget_s), None if batch is None else int(batch), steps, runtimes, precisions,
             calibration_size)
 
@@ -221,12 +213,14 @@ class _Run:
     """One run of :func:`optimize`: its set-up (the model loaded, the store opened, the folder
     cleared, the result begun), then one method per step, each within its share of the budget."""
 
-    def __init__(self, model: Any, out: str | Path, *, started: float, say: Progress, **args: Any) -> None:
+    def __init__(self, model: Any, out: str | Path, *, started: float, say: Progress, written: set[Path],
+                 **args: Any) -> None:
+        from rooftune.fileio import remove_written
         from rooftune.store import Store
         from rooftune.workload import load_workload
         from rooftune.workload.models import check_shapes
 
-        self.started, self.say = started, say
+        self.started, self.say, self.written = started, say, written
         self.args = args
         self.budget_s: float = args["budget_s"]
         out_dir = _check_out(out)
@@ -247,7 +241,12 @@ class _Run:
             wl.train_step()  # a loss that is not a scalar fails here, before anything runs
         self.store = Store(args["db"])  # a bad store URL fails here too
         out_dir.mkdir(parents=True, exist_ok=True)
-        _clear_previous(out_dir)
+        # what an earlier run wrote here and this one does not write again (a skipped step's
+        # best.json, a selection) would sit beside a report that does not know it: removed, as
+        # that run's manifest lists it, but not the model file this run exported or uses
+        if given is not None:
+            written.add(Path(self.name).absolute())
+        remove_written(out_dir, keep={*written, Path(self.name).absolute()})
         self.out_dir = out_dir
         steps = args["steps"]
         self.result = result = OptimizeResult(
@@ -277,7 +276,7 @@ class _Run:
                 if given is None and self.name.endswith(".pt2") else
                 "the model has no 2-D convolution: no primitive to select")
         result.commands = _commands(result, args["db"], args["precisions"], args["calibration_size"], steps, inputs,
-                                    options)
+                                    options, args["data"])
         self.select_reserve = (max(20.0, min(SELECT_MAX_S, SELECT_SHARE * self.budget_s))
                                if result.steps["select"].status != "skipped" else 0.0)
         self.threads = 1
@@ -307,7 +306,7 @@ class _Run:
         finally:
             self.store.close()
             result.duration_s = time.perf_counter() - self.started
-            _write_outputs(result)
+            _write_outputs(result, self.written)
         return result
 
     def run(self, step: str, fn: Callable[[], None]) -> bool:
@@ -364,7 +363,7 @@ class _Run:
             torch.set_num_threads(previous)
 
     def tune(self) -> None:
-        from rooftune.tuning import save_config, tune
+        from rooftune.tuning import NoVerifiedTrial, save_config, tune
 
         a, result, out_dir = self.args, self.result, self.out_dir
         b = self.left() - self.select_reserve - REPORT_RESERVE_S
@@ -376,11 +375,15 @@ class _Run:
         if a["compare_policy"] is not None:
             kwargs["compare_policy"] = a["compare_policy"]
         precisions = a["precisions"]
-        r = tune(self.name, objective=a["objective"], budget_s=b, trials=a["trials"], batch=a["batch"],
-                 inputs=self.inputs, options=self.options, runtimes=a["runtimes"], precisions=precisions,
-                 calibration_size=a["calibration_size"] if "int8" in precisions else None, store=self.store,
-                 save=out_dir / "best.json", progress=lambda s, d, t: self.say(f"tune: {s}", d, t),
-                 train=a["train"], **kwargs)
+        try:
+            r = tune(self.name, objective=a["objective"], budget_s=b, trials=a["trials"], batch=a["batch"],
+                     inputs=self.inputs, options=self.options, runtimes=a["runtimes"], precisions=precisions,
+                     calibration_size=a["calibration_size"] if "int8" in precisions or a["data"] else None,
+                     store=self.store, save=out_dir / "best.json",
+                     progress=lambda s, d, t: self.say(f"tune: {s}", d, t), train=a["train"], data=a["data"], **kwargs)
+        except NoVerifiedTrial as exc:  # the report and the summary list why its trials failed
+            result.steps["tune"].errors = list(exc.failures)
+            raise
         result.tune = r
         result.files["best configuration"] = "best.json"
         vanilla = r.baselines.get(result.vanilla[0])
@@ -416,7 +419,7 @@ class _Run:
         result.files["rewritten model"] = "selection/load.py"
 
 
-def _write_outputs(result: OptimizeResult) -> None:
+def _write_outputs(result: OptimizeResult, written: set[Path]) -> None:
     from rooftune.report.html import write_report
 
     st = result.steps["report"]
@@ -428,15 +431,18 @@ def _write_outputs(result: OptimizeResult) -> None:
         st.status, st.message = "failed", f"{type(exc).__name__}: {exc}"
     st.seconds = time.perf_counter() - t0
     result.duration_s += st.seconds  # the summary and the command's table count the report's time too
-    from rooftune.fileio import write_atomic
+    from rooftune.fileio import MANIFEST, json_text, write_atomic, write_manifest
 
     result.files["summary"] = "summary.json"
-    write_atomic(result.out / "summary.json", json.dumps(result.to_dict(), indent=2, default=str))
+    result.files["manifest (what the next run into this folder removes)"] = MANIFEST
+    write_atomic(result.out / "summary.json", json_text(result.to_dict(), indent=2, default=str))
+    write_manifest(result.out, written)
 
 
 def _commands(r: OptimizeResult, db: str | None, precisions: Sequence[str] = ("fp32",),
               calibration_size: int | None = None, steps: Sequence[str] = STEPS,
-              inputs: Sequence[tuple[int, ...]] | None = None, options: dict[str, Any] | None = None) -> list[str]:
+              inputs: Sequence[tuple[int, ...]] | None = None, options: dict[str, Any] | None = None,
+              data: Any = None) -> list[str]:
     from rooftune.runtimes.quantize import CALIBRATION_SIZE
 
     q = shlex.quote
@@ -453,6 +459,11 @@ def _commands(r: OptimizeResult, db: str | None, precisions: Sequence[str] = ("f
     # the model as given: its input shapes (at the run's batch) and options
     given = "".join(f" --input {'x'.join(map(str, s))}" for s in inputs or ())
     given += "".join(f" -o {q(f'{k}={v}')}" for k, v in (options or {}).items())
+    if data is not None:  # the user's data and budget, as given (the defaults left out)
+        given += f" --data {q(data.data)}" + "".join(
+            f" --{flag} {q(str(v))}" for flag, v in (("metric", data.metric), ("max-drop", data.max_drop),
+                                                      ("transform", data.transform))
+            if v is not None and not (flag == "max-drop" and v == 1.0))
     if r.train is not None:
         given += f" --train --optimizer {r.train['optimizer']}" + (f" --loss {q(r.train['loss'])}" if r.train["loss"] != "auto" else "")
     commands = [

@@ -10,7 +10,6 @@ imported, so this module never imports them.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rooftune.errors import InvalidArgument
+from rooftune.fileio import json_text, read_json_input
 
 MEMORY_FORMATS = ("contiguous", "channels_last")
 #: "default": the runtime's own choice, as it runs installed (OpenVINO computes in bf16 on a CPU
@@ -274,7 +274,7 @@ class RunConfig:
         for k, default in _LATER_FIELDS.items():
             if d.get(k) == default:
                 d.pop(k)
-        return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
+        return hashlib.sha256(json_text(d, notes=False, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
     def artifact_path(self, workdir: Path, filename: str) -> Path:
         """Where this configuration's prepared artifact lives: shared by configurations that
@@ -350,27 +350,12 @@ def load_config(path: str | Path, usable_cores: int | None = None, name: str = "
     """A configuration file written by ``rooftune tune --save`` (or just its ``config`` object);
     thread counts are checked against ``usable_cores`` (default: this process's usable cores).
     ``name``: what an error calls the file (the option, or a Python argument)."""
-    p = Path(path)
-    if p.is_dir():
-        raise InvalidArgument(name, str(path), "a directory, not a file; write one with rooftune tune --save FILE")
-    if not p.exists():
-        raise InvalidArgument(name, str(path), "no such file; write one with rooftune tune --save FILE")
-    if not p.is_file():
-        raise InvalidArgument(name, str(path), "not a regular file; write one with rooftune tune --save FILE")
-    try:
-        text = p.read_text()
-    except OSError as exc:
-        raise InvalidArgument(name, str(path), f"cannot read it ({exc.strerror or exc})") from None
-    try:
-        data = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InvalidArgument(name, str(path), f"not JSON ({exc.__class__.__name__})") from None
-    except (RecursionError, ValueError) as exc:  # nested too deep, or an integer of thousands of digits
-        raise InvalidArgument(name, str(path), f"not a configuration ({exc.__class__.__name__})") from None
+    allowed = "allowed a configuration written by rooftune tune --save FILE"
+    data = read_json_input(path, name, allowed)
     if isinstance(data, dict) and "config" in data:
         data = data["config"]
     if not isinstance(data, dict):
-        raise InvalidArgument(name, str(path), "expected a JSON object")
+        raise InvalidArgument(name, str(path), f"not a JSON object; {allowed}")
     if usable_cores is None:
         from rooftune.platform import current_platform
 

@@ -113,6 +113,19 @@ def test_smi_clocks() -> None:
     assert nvidia_smi_clocks("0", run=missing) == {}
 
 
+def test_an_nvidia_smi_that_never_answers_leaves_the_clocks_and_driver_unsaid(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hung driver: nvidia-smi waits for ever; its group is killed on the time limit and the
+    description goes on without what it would have said."""
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\nsleep 300\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.setattr(gpu_platform, "SMI_TIMEOUT_S", 0.5)
+    assert nvidia_smi_clocks("0") == {}
+    assert gpu_platform._driver_version("0") is None
+
+
 @pytest.mark.skipif(HAS_CUDA, reason="torch sees a CUDA device here")
 def test_no_cuda_device_is_a_one_line_error(tmp_path: Path) -> None:
     db = tmp_path / "r.db"

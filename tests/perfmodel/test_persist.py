@@ -1,12 +1,17 @@
-"""Model files: every estimator kind saved and loaded as data, the header and its checks, and the
-refusal of pickles and of files naming a type no rooftune model holds, before anything runs."""
+"""Model files: every estimator kind saved and loaded as data, the header and its checks, the
+refusal of pickles and of files naming a type no rooftune model holds, before anything runs, of
+state no fitted model has (a tree's node indices out of range), before anything predicts, and of
+archives past the bounds of reading, before they are read."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import pickle
+import struct
 import zipfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +35,7 @@ from rooftune.perfmodel.features import FEATURES, SCHEMA_FEATURES
 from rooftune.perfmodel.persist import HEADER_MEMBER, MAGIC, MODEL_MEMBER, TRUSTED_TYPES, stored_types
 from rooftune.primitives.spec import ConvSpec
 from rooftune.profiling import sample_specs
-from tests.test_cli import assert_one_line_error, rooftune_in_process
+from tests.test_cli import assert_one_line_error, rooftune, rooftune_in_process
 
 PRIMS = ["pytorch-default", "im2col-gemm", "winograd-f4x4"]
 
@@ -326,3 +331,257 @@ def test_the_shipped_models_predict_what_their_pickles_did() -> None:
         assert m.primitives_[:3] == ["gemm-1x1-nchw", "gemm-1x1-nhwc", "winograd-f2x2"]
         np.testing.assert_allclose(m.predict(specs)[:, :3], PICKLED_PREDICTIONS[path.name],
                                    rtol=PREDICTION_RTOL)
+
+
+# ------------------------------------------------------------------ damaged state, bounds of reading
+def edit_body(src: Path, dest: Path, edit: Callable[[dict[str, Any], dict[str, bytes]], bytes | None]) -> Path:
+    """A copy of the model file ``src`` whose skops body ``edit`` changed: it is given the body's
+    schema and its members by name (arrays as .npy bytes) to change in place, and may return the
+    schema's text to write instead of the changed schema."""
+    with zipfile.ZipFile(src) as z:
+        header, body = z.read(HEADER_MEMBER), z.read(MODEL_MEMBER)
+    with zipfile.ZipFile(io.BytesIO(body)) as inner:
+        members = {i.filename: inner.read(i) for i in inner.infolist()}
+    schema = json.loads(members["schema.json"])
+    text = edit(schema, members)
+    members["schema.json"] = text if text is not None else json.dumps(schema).encode()
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as inner:
+        for name, data in members.items():
+            inner.writestr(name, data)
+    with zipfile.ZipFile(dest, "w") as z:
+        z.writestr(HEADER_MEMBER, header)
+        z.writestr(MODEL_MEMBER, out.getvalue())
+    return dest
+
+
+def skops_nodes(schema: Any, cls: str) -> Iterator[dict[str, Any]]:
+    """The nodes of a skops schema of objects of class ``cls``, in the order of the document."""
+    if isinstance(schema, dict):
+        if schema.get("__class__") == cls and "__loader__" in schema:
+            yield schema
+        for v in schema.values():
+            yield from skops_nodes(v, cls)
+    elif isinstance(schema, list):
+        for v in schema:
+            yield from skops_nodes(v, cls)
+
+
+def get_array(members: dict[str, bytes], node: dict[str, Any]) -> np.ndarray:
+    return np.load(io.BytesIO(members[node["file"]]), allow_pickle=False)
+
+
+def set_array(members: dict[str, bytes], node: dict[str, Any], value: np.ndarray) -> None:
+    buf = io.BytesIO()
+    np.save(buf, value, allow_pickle=False)
+    members[node["file"]] = buf.getvalue()
+
+
+def state(node: dict[str, Any]) -> dict[str, Any]:
+    """An object's (or a tree's) stored state: its attributes' nodes by name."""
+    return node["content"]["content"]
+
+
+def nodes_set(field: str, value: Any, leaf: bool = False) -> Callable[[dict[str, Any], dict[str, bytes]], None]:
+    """Set ``field`` of the first tree's root (or first leaf) in its node array."""
+    def edit(schema: dict[str, Any], members: dict[str, bytes]) -> None:
+        at = state(next(skops_nodes(schema, "Tree")))["nodes"]
+        nodes = get_array(members, at)
+        row = int(np.flatnonzero(nodes["left_child"] == -1)[0]) if leaf else 0
+        nodes[field][row] = value
+        set_array(members, at, nodes)
+    return edit
+
+
+def set_json(node: dict[str, Any], value: str) -> None:
+    """Set a JSON value's node, under an id of its own: skops builds one object per id, and the
+    small numbers of a schema share theirs."""
+    node["content"], node["__id__"] = value, 1
+
+
+def tree_json(key: str, value: str) -> Callable[[dict[str, Any], dict[str, bytes]], None]:
+    """Set a number of the first tree's state (node_count, max_depth)."""
+    def edit(schema: dict[str, Any], members: dict[str, bytes]) -> None:
+        set_json(state(next(skops_nodes(schema, "Tree")))[key], value)
+    return edit
+
+
+def two_classes(schema: dict[str, Any], members: dict[str, bytes]) -> None:
+    """The first regression tree made one of two classes, its values widened to match (which
+    scikit-learn's own check of the values' shape passes)."""
+    tree = next(skops_nodes(schema, "Tree"))
+    set_array(members, tree["__reduce__"]["args"]["content"][1], np.asarray([2], dtype=np.intp))
+    values = get_array(members, state(tree)["values"])
+    set_array(members, state(tree)["values"], np.repeat(values, 2, axis=2))
+
+
+def nan_value(schema: dict[str, Any], members: dict[str, bytes]) -> None:
+    at = state(next(skops_nodes(schema, "Tree")))["values"]
+    values = get_array(members, at)
+    values[-1, 0, 0] = np.nan
+    set_array(members, at, values)
+
+
+def attribute(cls: str, name: str, change: Callable[[np.ndarray], np.ndarray]) -> Callable[..., None]:
+    """Change the array attribute ``name`` of the first object of class ``cls``."""
+    def edit(schema: dict[str, Any], members: dict[str, bytes]) -> None:
+        at = state(next(skops_nodes(schema, cls)))[name]
+        set_array(members, at, change(get_array(members, at)))
+    return edit
+
+
+def json_attribute(cls: str, name: str, value: str) -> Callable[..., None]:
+    def edit(schema: dict[str, Any], members: dict[str, bytes]) -> None:
+        set_json(state(next(skops_nodes(schema, cls)))[name], value)
+    return edit
+
+
+def mlp_weight(schema: dict[str, Any], members: dict[str, bytes]) -> None:
+    weights = state(next(skops_nodes(schema, "MLP")))["weights"]["content"]
+    set_array(members, weights["trunk.2.weight"], get_array(members, weights["trunk.2.weight"])[:, :3])
+
+
+@pytest.fixture(scope="module")
+def saved(fitted: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The fitted models of each kind the damage tests change, saved once."""
+    root = tmp_path_factory.mktemp("saved")
+    return {kind: save_model(fitted[kind], root / f"{kind}.rtmodel") for kind in ("rf", "gbr", "tree", "nb", "mlp")}
+
+
+@pytest.mark.parametrize("kind,edit,fragment", [
+    # a random forest's trees: each index a prediction follows, the counts and the values' shape
+    ("rf", nodes_set("left_child", 10**9), "tree_: node 0 left child 1000000000 is not a later node"),
+    ("rf", nodes_set("left_child", 0), "node 0 left child 0 is not a later node"),  # a loop
+    ("rf", nodes_set("right_child", -5), "node 0 right child -5 is not a later node"),
+    ("rf", nodes_set("right_child", 7, leaf=True), "right child 7 is not -1 at a leaf"),
+    ("rf", nodes_set("feature", 10**6), "node 0 feature 1000000 is not a feature index in 0..34"),
+    ("rf", nodes_set("feature", -7), "node 0 feature -7 is not a feature index"),
+    ("rf", nodes_set("feature", 3, leaf=True), "feature 3 is not -2 at a leaf"),
+    ("rf", nodes_set("threshold", np.nan), "node 0 threshold nan is not a finite number"),
+    ("rf", nodes_set("threshold", np.inf), "node 0 threshold inf is not a finite number"),
+    ("rf", tree_json("node_count", "5"), "node count 5 is not the"),
+    ("rf", tree_json("max_depth", "99"), "max depth 99 is not its nodes'"),
+    ("rf", two_classes, "has 1 outputs of [2] classes, not 1 of 1"),
+    ("rf", nan_value, "tree_ values: holds a value that is not finite"),
+    # gradient boosting: its trees, and the first prediction its stages add to (one column)
+    ("gbr", nodes_set("left_child", 10**9), "estimators_[0, 0].tree_: node 0 left child 1000000000"),
+    ("gbr", nodes_set("feature", 35), "node 0 feature 35 is not a feature index in 0..34"),
+    ("gbr", json_attribute("DummyRegressor", "n_outputs_", "0"), "init_.n_outputs_: 0 is not an integer in 1..1"),
+    # the classifiers
+    ("tree", nodes_set("left_child", 10**9), "models_['fp32'].tree_: node 0 left child 1000000000"),
+    ("nb", attribute("GaussianNB", "var_", lambda v: -v), "var_: holds a value <= 0"),
+    ("nb", attribute("GaussianNB", "theta_", lambda v: v[:, :1]), "theta_: has shape"),
+    # rooftune's own arrays: a wrong shape would broadcast
+    ("rf", attribute("PerfModel", "x_mean_", lambda v: v[:1]), "PerfModel.x_mean_: has shape (1,), not (35,)"),
+    ("mlp", mlp_weight, "an MLP's weights are not float arrays of shapes"),
+])
+def test_a_model_of_damaged_state_is_refused_before_anything_predicts(saved: dict[str, Path], kind: str,
+                                                                     edit: Any, fragment: str,
+                                                                     tmp_path: Path) -> None:
+    bad = edit_body(saved[kind], tmp_path / "bad.rtmodel", edit)
+    with pytest.raises(InvalidArgument) as e:
+        load_model(bad)
+    assert "\n" not in str(e.value)
+    assert f"invalid model file '{bad}': is damaged" in str(e.value) and fragment in str(e.value)
+
+
+def test_a_damaged_tree_is_refused_by_the_command_line_in_one_line_not_a_crash(saved: dict[str, Path],
+                                                                               tmp_path: Path) -> None:
+    """scikit-learn follows the indices unchecked: the model's first prediction would crash the process."""
+    bad = edit_body(saved["rf"], tmp_path / "bad.rtmodel", nodes_set("left_child", 10**9))
+    proc = rooftune("select", "resnet18", "--model", str(bad), "--no-measure", db=tmp_path / "t.db")
+    assert_one_line_error(proc, f"invalid model file '{bad}': is damaged", "node 0 left child 1000000000")
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_a_model_file_holding_no_estimator_or_another_than_its_header_says_is_refused(
+        fitted: dict[str, Any], saved: dict[str, Path], tmp_path: Path) -> None:
+    import skops.io
+
+    bare = rewrite(saved["rf"], tmp_path / "list.rtmodel", body=skops.io.dumps([np.zeros(3)]))
+    with pytest.raises(InvalidArgument, match="is damaged: holds a list at its root, not one of PerfModel"):
+        load_model(bare)
+    other = rewrite(saved["rf"], tmp_path / "other.rtmodel", {"kind": "MethodClassifier"})
+    with pytest.raises(InvalidArgument, match="holds a PerfModel, its header says MethodClassifier"):
+        load_model(other)
+    # nothing rooftune saves is refused later: an unfitted model is not written
+    with pytest.raises(InvalidArgument, match="PerfModel: has no primitives_"):
+        save_model(PerfModel("rf"), tmp_path / "unfitted.rtmodel")
+    assert not (tmp_path / "unfitted.rtmodel").exists()
+
+
+def test_a_header_of_the_wrong_types_is_refused_in_one_line(saved: dict[str, Path], tmp_path: Path) -> None:
+    for header, fragment in (
+        ({"versions": ["scikit-learn"]}, "header.json's versions is a list, not a dict"),
+        ({"versioned_libraries": "scikit-learn"}, "header.json's versioned_libraries is a str, not a list"),
+        ({"versioned_libraries": ["numpy"]}, "versioned libraries are not among scikit-learn, torch"),
+        ({"versioned_libraries": [["scikit-learn"]]}, "versioned libraries are not among"),
+        ({"feature_schema": [3]}, "feature schema [3], this rooftune reads 1, 2, 3"),
+        ({"feature_schema": True}, "feature schema True"),
+        ({"provenance": 5}, "header.json's provenance is a int, not a dict"),
+    ):
+        for read in (load_model, read_header) if "header.json's" in fragment else (load_model,):
+            with pytest.raises(InvalidArgument) as e:
+                read(rewrite(saved["rf"], tmp_path / "bad.rtmodel", header))
+            assert fragment in str(e.value) and "\n" not in str(e.value)
+
+
+def padded_schema(pad: int) -> Callable[[dict[str, Any], dict[str, bytes]], bytes]:
+    """The schema followed by ``pad`` spaces: still the same JSON, many times its packed size."""
+    return lambda schema, members: json.dumps(schema).encode() + b" " * pad
+
+
+def test_a_member_past_the_bounds_is_refused_before_it_is_read(saved: dict[str, Path], tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from rooftune.perfmodel import persist
+
+    # 2 MiB of spaces pack into ~2 KB: over the bound on the ratio at any size bound
+    airy = edit_body(saved["rf"], tmp_path / "airy.rtmodel", padded_schema(2 << 20))
+    assert airy.stat().st_size < 100_000
+    with pytest.raises(InvalidArgument, match=r"member model.skops/schema.json unpack \d+ times over, over the "
+                                              r"limit of 100 \(rooftune.perfmodel.persist.MAX_RATIO\)"):
+        load_model(airy)
+    # each bound, made small enough for a small file to cross
+    with zipfile.ZipFile(saved["rf"]) as z:
+        packed = sum(i.file_size for i in z.infolist())  # the model member is stored
+        with zipfile.ZipFile(io.BytesIO(z.read(MODEL_MEMBER))) as inner:
+            assert sum(i.file_size for i in inner.infolist()) > packed
+    for name, value, fragment in (
+        ("MAX_MEMBER_BYTES", 1 << 20, "member model.skops/schema.json of 2"),
+        ("MAX_MEMBER_BYTES", 5000, "member model.skops of"),
+        ("MAX_MODEL_BYTES", packed, "model.skops has members of"),
+        ("MAX_DIRECTORY_BYTES", 100, "has a directory of"),
+        ("MAX_DIRECTORY_BYTES", 1000, "model.skops has a directory of"),
+        ("MAX_SCHEMA_VALUES", 100, "member model.skops/schema.json holds ~"),
+    ):
+        with monkeypatch.context() as m:
+            m.setattr(persist, name, value)
+            with pytest.raises(InvalidArgument) as e:
+                load_model(airy if name == "MAX_MEMBER_BYTES" and value > 5000 else saved["rf"])
+        assert fragment in str(e.value) and f"over the limit of {value} (rooftune.perfmodel.persist.{name})" \
+            in str(e.value), str(e.value)
+    # the shipped models load within the bounds (test_the_shipped_models_predict_what_their_pickles_did)
+
+
+def test_a_directory_that_understates_a_members_size_gains_nothing(saved: dict[str, Path], tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """schema.json says it is 100 bytes where it unpacks to 2 MiB: at most its stated size is
+    read, and that fails its checksum."""
+    from rooftune.perfmodel import persist
+
+    monkeypatch.setattr(persist, "MAX_MEMBER_BYTES", 1 << 20)
+    padded = edit_body(saved["rf"], tmp_path / "padded.rtmodel", padded_schema(2 << 20))
+    with zipfile.ZipFile(padded) as z:
+        header, body = z.read(HEADER_MEMBER), bytearray(z.read(MODEL_MEMBER))
+    # the unpacked size, in the member's local header and in the directory's entry
+    for signature, at in ((b"PK\x03\x04", 22), (b"PK\x01\x02", 24)):
+        start = body.find(signature + b"", 0)
+        while body[start + (30 if signature == b"PK\x03\x04" else 46):].find(b"schema.json") != 0:
+            start = body.find(signature, start + 1)
+        struct.pack_into("<I", body, start + at, 100)
+    with zipfile.ZipFile(tmp_path / "lying.rtmodel", "w") as z:
+        z.writestr(HEADER_MEMBER, header)
+        z.writestr(MODEL_MEMBER, bytes(body))
+    with pytest.raises(InvalidArgument) as e:
+        load_model(tmp_path / "lying.rtmodel")
+    assert "is not a saved rooftune model (BadZipFile in model.skops)" in str(e.value)

@@ -193,3 +193,122 @@ def test_signal_group_reaches_every_process_of_the_group(tmp_path: Path) -> None
     finally:
         kill_group(proc)  # a stopped group too
     assert wait_gone(child) and wait_gone(grandchild)
+
+
+#: A user's module that imports siblings of its folder: one when it is imported, one when its
+#: function runs, one through importlib, and a package of the folder importing a sibling too.
+USER_MODULE = """
+import importlib
+import rt_sibling_now
+
+def build():
+    import rt_sibling_later
+    sub = importlib.import_module("rt_sibling_pkg.sub")
+    return rt_sibling_now.VALUE + rt_sibling_later.VALUE + sub.VALUE
+"""
+
+
+def test_a_users_module_imports_its_siblings_and_nothing_else_comes_from_its_folder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "rt_user_entry.py").write_text(USER_MODULE)
+    (tmp_path / "rt_sibling_now.py").write_text("VALUE = 1\n")
+    (tmp_path / "rt_sibling_later.py").write_text("VALUE = 10\n")
+    (tmp_path / "rt_sibling_pkg").mkdir()
+    (tmp_path / "rt_sibling_pkg" / "__init__.py").write_text("")
+    (tmp_path / "rt_sibling_pkg" / "sub.py").write_text("from . import other\nimport rt_sibling_now\n"
+                                                         "VALUE = other.VALUE + rt_sibling_now.VALUE\n")
+    (tmp_path / "rt_sibling_pkg" / "other.py").write_text("VALUE = 100\n")
+    (tmp_path / "rt_not_installed_dep.py").write_text("raise SystemExit('imported from the working folder')\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    names = ("rt_user_entry", "rt_sibling_now", "rt_sibling_later", "rt_sibling_pkg", "rt_sibling_pkg.sub",
+             "rt_sibling_pkg.other")
+    try:
+        assert processes.import_user_module("rt_user_entry").build() == 112
+        assert str(tmp_path) not in sys.path
+        with pytest.raises(ModuleNotFoundError):  # an import by anybody else: not the folder's file
+            __import__("rt_not_installed_dep")
+    finally:
+        for name in names:
+            sys.modules.pop(name, None)
+
+
+def running_with(argument: str) -> list[int]:
+    """The live processes (not zombies) with ``argument`` among their command line's arguments."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                args = f.read().split(b"\0")
+            with open(f"/proc/{entry}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if argument.encode() in args and state not in ("Z", "X"):
+            found.append(int(entry))
+    return found
+
+
+def wait_count(argument: str, want: int, timeout_s: float) -> list[int]:
+    """The processes :func:`running_with` finds once there are ``want`` of them, or at the end of
+    ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = running_with(argument)
+        if len(found) == want or time.monotonic() >= deadline:
+            return found
+        time.sleep(0.05)
+
+
+@linux
+def test_nothing_that_rooftune_exec_started_outlives_it_however_it_ends(tmp_path: Path) -> None:
+    """``rooftune exec --instances 2`` of a shell that starts background jobs: killed outright
+    (SIGKILL), the kernel's parent-death signal ends each shell, and the watchdog the jobs; ended
+    on its own, jobs its copies left behind end with it too."""
+    from rooftune.runconfig import RunConfig
+
+    cfg = tmp_path / "best.json"
+    cfg.write_text(json.dumps({"config": RunConfig(intra_threads=1).to_dict()}))
+    mark = f"600.{os.getpid()}{time.time_ns() % 10**9}"  # sleep's argument, unique to this test
+    exec_ = [sys.executable, "-m", "rooftune.cli", "exec", "--config", str(cfg), "--instances", "2", "--", "sh", "-c"]
+    proc = subprocess.Popen([*exec_, f"sleep {mark} & sleep {mark} & wait"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    try:
+        assert len(wait_count(mark, 4, 120.0)) == 4
+        proc.kill()
+        proc.wait()
+        assert wait_count(mark, 0, 20.0) == []
+        left = subprocess.run([*exec_, f"sleep {mark} & exit 0"], capture_output=True, text=True, timeout=120)
+        assert left.returncode == 0, left.stderr
+        assert wait_count(mark, 0, 20.0) == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for pid in running_with(mark):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+@linux
+def test_the_watchdog_kills_a_group_that_ignores_its_signal_and_never_a_group_of_another_leader(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from rooftune.platform import _watchdog
+
+    monkeypatch.setattr(_watchdog, "GRACE_S", 0.2)
+    proc = subprocess.Popen(["sh", "-c", "trap '' TERM; sleep 300"], process_group=0)
+    try:
+        start = _watchdog._start_time(proc.pid)
+        assert start is not None
+        _watchdog.end({proc.pid: (start + 1, signal.SIGKILL)})  # its number now names another process
+        assert proc.poll() is None and not wait_gone(proc.pid, 0.5)
+        _watchdog.end({proc.pid: (start, signal.SIGTERM)})  # ignored: SIGKILL after the grace
+        assert proc.wait(timeout=30) == -signal.SIGKILL
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()

@@ -275,3 +275,17 @@ def test_bad_urls_are_store_errors() -> None:
 def test_platform_fingerprint_is_stored_as_json(store: Store, fake_platform: Platform) -> None:
     ((fp,),) = sql(store, "SELECT CAST(fingerprint AS TEXT) FROM platforms")
     assert json.loads(fp) == json.loads(json.dumps(fake_platform.to_dict()))
+
+
+def test_a_json_column_holds_strict_json(store: Store, fake_platform: Platform) -> None:
+    """NaN and infinities in any JSON column are stored as null (no notes: a row reads back with
+    its keys), where SQLite's JSON functions and PostgreSQL refuse NaN and Infinity."""
+    import math
+
+    def refuse(token: str) -> object:
+        raise ValueError(token)
+
+    store.save_analysis(fake_platform, {"ratio": math.nan, "ci": [1.0, math.inf], "low": -math.inf},
+                        model="m", batch=1, threads=1)
+    [(raw,)] = sql(store, "SELECT CAST(data AS TEXT) FROM analyses")
+    assert json.loads(raw, parse_constant=refuse) == {"ratio": None, "ci": [1.0, None], "low": None}

@@ -87,14 +87,14 @@ def test_load_config_reads_saved_files_and_refuses_bad_ones(tmp_path: Path) -> N
     unreadable = tmp_path / "unreadable.json"
     unreadable.write_text("{}")
     with pytest.MonkeyPatch.context() as mp:
-        def fail(*_a: object, **_k: object) -> str:
+        def fail(*_a: object, **_k: object) -> int:
             raise OSError(5, "Input/output error")
-        mp.setattr(Path, "read_text", fail)
+        mp.setattr("rooftune.fileio.os.open", fail)
         with pytest.raises(InvalidArgument, match="unreadable.json': cannot read it \\(Input/output error\\)"):
             load_config(unreadable)
     deep = tmp_path / "deep.json"
     deep.write_text("[" * 100_000 + "]" * 100_000)
-    with pytest.raises(InvalidArgument, match="not a configuration"):
+    with pytest.raises(InvalidArgument, match="nested deeper than 64 levels"):
         load_config(deep)
     ok = RunConfig(runtime="onnxruntime", intra_threads=1, runtime_options={"spinning": False, "execution_mode": "parallel"})
     assert RunConfig.from_dict(ok.to_dict(), usable_cores=2) == ok

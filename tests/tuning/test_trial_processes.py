@@ -93,6 +93,46 @@ def test_a_trial_imports_its_model_from_the_folder_it_runs_from_and_nothing_else
     assert not marker.exists(), marker.read_text()
 
 
+#: Optional dependencies that torch, sympy (gmpy2) or a runtime try to import where installed.
+OPTIONAL = ("gmpy2", "tensorrt", "intel_extension_for_pytorch")
+#: In a fresh process without the folder on its path, as the ``rooftune`` command runs: the
+#: user's model loaded, then what imports optional dependencies after it.
+LOAD_THEN_IMPORT = """
+import importlib, sys
+from rooftune.workload import load_workload
+load_workload(sys.argv[1])
+import sympy
+for name in sys.argv[2:]:
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        pass
+"""
+
+
+def test_the_folder_of_a_module_callable_model_gives_no_optional_dependency(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A gmpy2.py (which sympy, imported by torch, tries) or a tensorrt.py in the folder a
+    module:callable model is loaded from is not imported, after the model, in rooftune's process
+    or in a trial's."""
+    import importlib.util
+
+    missing = [name for name in OPTIONAL if importlib.util.find_spec(name) is None]
+    marker = tmp_path / "shadowed"
+    for name in missing:
+        (tmp_path / f"{name}.py").write_text(SHADOW.format(marker=str(marker)))
+    (tmp_path / "user_model_beside_optional.py").write_text(USER_MODEL)
+    monkeypatch.chdir(tmp_path)
+    model = "user_model_beside_optional:build"
+    done = subprocess.run([sys.executable, "-P", "-c", LOAD_THEN_IMPORT, model, *missing], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert not marker.exists(), marker.read_text()
+    with Worker(RunConfig(runtime="eager", intra_threads=1), spec(model), reference(tmp_path, model), tmp_path) as w:
+        assert w.info["verify"]["ok"], w.info
+    assert not marker.exists(), marker.read_text()
+
+
 @linux
 def test_a_trial_past_its_time_limit_is_killed_with_the_processes_it_started(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -354,11 +354,16 @@ def test_optimize_runs_a_keras_model_end_to_end_with_its_report(ceilings_db: Pat
     s = json.loads((r.out / "summary.json").read_text())
     assert s["tune"]["best"]["verify"]["ok"] and s["analysis"]["end_to_end_s"] > 0
     names = {t.config.name for t in r.tune.trials if t.ok}
-    assert {"guideline", "guideline (tensorflow)", "tensorflow-vanilla", "intel-recommended-tf"} <= names
+    assert {"guideline", "tensorflow-vanilla", "intel-recommended-tf"} <= names
+    # a seed runs within the budget's wall clock: on a loaded host the study says it had no time left
+    assert "guideline (tensorflow)" in names or any(
+        n.startswith("no time left in the budget for") and "guideline (tensorflow)" in n for n in r.tune.notes)
     assert all(t.verify.get("ok") for t in r.tune.trials if t.ok)
     assert r.tune.guideline.config.runtime == "openvino"
     sp = s["speedup_vs_vanilla"]
-    assert sp["ci_low"] <= sp["ratio"] <= sp["ci_high"]
+    # a bound too few pairs could set is null in the JSON, with its note beside it
+    low, high = (-math.inf if sp["ci_low"] is None else sp["ci_low"]), (math.inf if sp["ci_high"] is None else sp["ci_high"])
+    assert low <= sp["ratio"] <= high
     text = (r.out / "report.html").read_text()
     assert "tensorflow-vanilla" in text and f"{r.tune.speedup['tensorflow-vanilla']['ratio']:.2f}x" in text
     assert json.loads((r.out / "best.json").read_text())["workload"]["model"] == TINY

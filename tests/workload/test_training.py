@@ -65,6 +65,19 @@ def test_untrainable_batchnorm_and_non_scalar_loss_are_refused(tmp_path, monkeyp
         TrainStep(nn.Linear(4, 2), (torch.randn(3, 4),), TrainSpec(loss="myloss:per_sample"))
 
 
+def test_a_loss_module_that_fails_on_import_is_one_line(tmp_path, monkeypatch):
+    """Importing the user's module runs their code: a syntax error or an exception raised there is
+    refused as the --loss it is, not raised through."""
+    (tmp_path / "rt_broken_loss.py").write_text("def loss(out, target:\n    return 0\n")
+    (tmp_path / "rt_raising_loss.py").write_text("raise RuntimeError('no GPU here')\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.path", [p for p in __import__("sys").path if p not in ("", str(tmp_path))])
+    for spec, why in (("rt_broken_loss:loss", "SyntaxError"), ("rt_raising_loss:loss", "RuntimeError: no GPU here")):
+        with pytest.raises(InvalidArgument, match=f"invalid loss '{spec}'.*{why}") as e:
+            TrainStep(nn.Linear(4, 2), (torch.randn(3, 4),), TrainSpec(loss=spec))
+        assert "\n" not in str(e.value)
+
+
 def test_update_bytes_count_state_buffers():
     assert update_bytes(TrainSpec(), 100) == 500  # p, grad read, p written, momentum read+write
     assert update_bytes(TrainSpec(optimizer="adamw"), 100) == 700

@@ -305,9 +305,7 @@ class Analysis:
 def write_csv(analyses: Sequence[Analysis], path: str | Path) -> Path:
     """One row per op and analysis point: the point's batch and threads, then every figure of
     :meth:`OpResult.to_dict` (shapes as JSON text)."""
-    import json
-
-    from rooftune.fileio import atomic_open
+    from rooftune.fileio import atomic_open, json_text
 
     p = Path(path)
     columns = ["model", "batch", "threads", "device", *OpResult.__dataclass_fields__, "attained_flops",
@@ -318,7 +316,7 @@ def write_csv(analyses: Sequence[Analysis], path: str | Path) -> Path:
         for a in analyses:
             for o in a.ops:
                 row = {"model": a.model, "batch": a.batch, "threads": a.threads, "device": a.device, **o.to_dict()}
-                w.writerow({k: json.dumps(v) if isinstance(v, (dict, list)) else v for k, v in row.items()})
+                w.writerow({k: json_text(v) if isinstance(v, (dict, list)) else v for k, v in row.items()})
     return p
 
 

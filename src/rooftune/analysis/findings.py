@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import numbers
 import re
 from typing import Any
 
 from rooftune.errors import InvalidArgument, is_int
+from rooftune.fileio import json_text
 from rooftune.workload.graph import OpNode
 
 #: A GEMM whose rows (batch x tokens) are at most this is a matrix-vector product: it streams its
@@ -167,7 +167,7 @@ def top_opportunities(ops: list[dict[str, Any]], n: int) -> list[dict[str, Any]]
 
 def _alike(o: dict[str, Any]) -> str:
     """Ops that do the same work the same way: op, kind, shapes, dtype and where they sit."""
-    return json.dumps([o.get("target"), o.get("kind"), o.get("shapes"), o.get("dtype"), o.get("bound")],
+    return json_text([o.get("target"), o.get("kind"), o.get("shapes"), o.get("dtype"), o.get("bound")],
                       sort_keys=True, default=str)
 
 

@@ -7,6 +7,7 @@ import sys
 
 from rooftune.bench.measurement import Policy
 from rooftune.bench.timer import measure
+from rooftune.fileio import pipe_json
 from rooftune.platform.processes import import_user_module
 
 
@@ -22,7 +23,7 @@ def _child_main() -> int:
         policy=Policy(**request["policy"]),
         platform_id=request["platform_id"],
     )
-    sys.stdout.write("\n" + json.dumps(m.to_dict()) + "\n")
+    sys.stdout.write("\n" + pipe_json(m.to_dict()) + "\n")
     return 0
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from rooftune.bench.measurement import Measurement, Policy
 from rooftune.errors import InvalidArgument, MeasurementError
+from rooftune.fileio import pipe_json
 from rooftune.platform.processes import python_command, run
 
 #: Seconds a child may take beyond the measurement budget: interpreter start and imports
@@ -56,7 +57,7 @@ def measure_isolated(
     try:
         # a group of its own, killed whole on the time limit; -P: the working directory's files do
         # not replace the modules the child imports (the target is imported from it by name)
-        proc = run(python_command("rooftune.bench._child"), input=json.dumps(request), env=child_env, timeout_s=limit)
+        proc = run(python_command("rooftune.bench._child"), input=pipe_json(request), env=child_env, timeout_s=limit)
     except subprocess.TimeoutExpired as exc:
         raise MeasurementError(f"{label}: subprocess exceeded its time limit of {limit:.0f} s") from exc
     if proc.returncode != 0:

@@ -18,10 +18,11 @@ import typer
 
 from rooftune.cli import analyze, data, fleet, machine, optimize, perfmodel, profile, tune
 from rooftune.cli import sweep as sweep_cli
+from rooftune.cli.options import App
 from rooftune.cli.printing import _labelled, err, out
 from rooftune.errors import RooftuneError
 
-app = typer.Typer(
+app = App(
     add_completion=False,
     no_args_is_help=True,
     help="Why does my deep-learning model run this fast on this machine, and how do I make it faster?",

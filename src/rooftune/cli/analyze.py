@@ -3,7 +3,6 @@ model names it takes."""
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Annotated, Any
 
@@ -26,6 +25,7 @@ from rooftune.cli.options import (
     threads_option,
 )
 from rooftune.cli.printing import Table, _labelled, _progress, _rate, _seconds, err, out
+from rooftune.fileio import json_text
 from rooftune.paths import output_dir, output_file
 from rooftune.units import fmt_size, threads_of
 
@@ -94,7 +94,7 @@ def analyze(
     model: Annotated[str, typer.Argument(help="torchvision name (resnet50), lstm, gru, transformer-encoder, "
                                          "keras:NAME (keras:ResNet50), package.module:callable, a .pt2 or .keras file or a "
                                          "SavedModel directory.")],
-    batch: Annotated[str | None, batch_option("Batch size; several (1,8,32) draw a trajectory.")] = None,
+    batch: Annotated[list[str] | None, batch_option("Batch size; several (1,8,32) draw a trajectory.")] = None,
     input_shape: Annotated[
         list[str] | None, input_option("Input shape, e.g. 1x3x224x224; repeat for several inputs.")
     ] = None,
@@ -102,7 +102,7 @@ def analyze(
         list[str] | None, model_option("Model option KEY=VALUE (e.g. hidden=512 for lstm); repeatable.")
     ] = None,
     threads: Annotated[
-        str | None, threads_option("Intra-op threads; several (1,2) draw a trajectory (default all usable).")
+        list[str] | None, threads_option("Intra-op threads; several (1,2) draw a trajectory (default all usable).")
     ] = None,
     top: Annotated[int, typer.Option("--top", help="How many ops and opportunities to list.")] = 10,
     json_out: Annotated[bool, json_option("the analysis")] = False,
@@ -152,7 +152,7 @@ def analyze(
     if json_out:
         data: Any = analyses[0].to_dict(top) if len(analyses) == 1 else {
             "model": analyses[0].model, "points": [a.to_dict(top) for a in analyses]}
-        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+        sys.stdout.write(json_text(data, indent=2) + "\n")
     else:
         for a in analyses:
             _print_analysis(a, top)

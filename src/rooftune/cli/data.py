@@ -8,11 +8,11 @@ from typing import Annotated
 
 import typer
 
-from rooftune.cli.options import Db, platform_option
+from rooftune.cli.options import App, Db, platform_option
 from rooftune.cli.printing import Table, out
 from rooftune.units import fmt_size
 
-data_app = typer.Typer(no_args_is_help=True, help="Carry profiled data between machines; prune what is unused.")
+data_app = App(no_args_is_help=True, help="Carry profiled data between machines; prune what is unused.")
 
 
 @data_app.command("export")

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 
-import typer
-
-from rooftune.cli.options import Cluster, Db, JsonOut
+from rooftune.cli.options import App, Cluster, Db, JsonOut
 from rooftune.cli.printing import Table, out
+from rooftune.fileio import json_text
 
-fleet_app = typer.Typer(no_args_is_help=True, help="A fleet of nodes (a Ray cluster) sharing one store.")
+fleet_app = App(no_args_is_help=True, help="A fleet of nodes (a Ray cluster) sharing one store.")
 
 
 @fleet_app.command("status")
@@ -22,7 +20,7 @@ def fleet_status(cluster: Cluster = None, json_out: JsonOut = False, db: Db = No
 
     st = status(db, cluster)
     if json_out:
-        sys.stdout.write(json.dumps(st.to_dict(), indent=2, default=str) + "\n")
+        sys.stdout.write(json_text(st.to_dict(), indent=2, default=str) + "\n")
         return
     out.print(f"store {st.store}" + (f", cluster {st.cluster}: {len(st.nodes)} node(s)" if st.cluster else ""),
               markup=False, highlight=False)

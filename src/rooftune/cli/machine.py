@@ -3,7 +3,6 @@ from the store."""
 
 from __future__ import annotations
 
-import json
 import sys
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any
@@ -23,6 +22,7 @@ from rooftune.cli.options import (
 )
 from rooftune.cli.printing import Table, _labelled, _progress, _rate, err, out
 from rooftune.errors import InvalidArgument
+from rooftune.fileio import json_text
 from rooftune.units import fmt_size
 
 if TYPE_CHECKING:
@@ -137,9 +137,9 @@ def machine(
     plot_sweep: Annotated[
         str | None, typer.Option("--plot-sweep", help="Draw the bandwidth sweep and its plateaus to FILE.")
     ] = None,
-    threads: Annotated[str | None, threads_option("Thread counts to measure, e.g. 1,2 (default 1..usable cores).")] = None,
+    threads: Annotated[list[str] | None, threads_option("Thread counts to measure, e.g. 1,2 (default 1..usable cores).")] = None,
     precision: Annotated[
-        str | None, typer.Option("--precision", help="Precisions: fp32,fp64,bf16,int8 (default all); on a CUDA "
+        list[str] | None, typer.Option("--precision", help="Precisions: fp32,fp64,bf16,int8 (default all); on a CUDA "
                                  "device fp32,fp64,tf32,fp16,bf16,int8,fp8.")
     ] = None,
     quick: Annotated[bool, typer.Option("--quick", help="Fewer sweep points, shorter measurements (< 8 s).")] = False,
@@ -160,7 +160,7 @@ def machine(
         from rooftune.machine.gpu import validate_gpu_precisions
 
         if thread_list:
-            raise InvalidArgument("--threads", threads, "applies to --device cpu only (a CUDA device's "
+            raise InvalidArgument("--threads", ",".join(threads or ()), "applies to --device cpu only (a CUDA device's "
                                   "ceilings are measured on the whole device)")
         validate_gpu_precisions(precisions)
     else:
@@ -187,7 +187,7 @@ def machine(
     if sweep_path:
         draw_sweep(c, sweep_path)
     if json_out:
-        sys.stdout.write(json.dumps(c.to_dict(), indent=2) + "\n")
+        sys.stdout.write(json_text(c.to_dict(), indent=2) + "\n")
     else:
         (_print_gpu_ceilings if kind == "cuda" else _print_ceilings)(c)
         for p in (plot_path, sweep_path):

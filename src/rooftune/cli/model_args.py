@@ -25,7 +25,7 @@ class ModelArgs:
     train: TrainSpec | None
 
 
-def model_args(input_shape: list[str] | None, option: list[str] | None, runtime: str | None = None,
+def model_args(input_shape: list[str] | None, option: list[str] | None, runtime: list[str] | str | None = None,
                train: bool = False, optimizer: str | None = None, loss: str | None = None) -> ModelArgs:
     """``--input``, ``-o``, ``--runtime`` and the training spec, in that order (the first bad one
     is the one refused)."""

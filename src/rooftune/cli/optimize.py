@@ -3,7 +3,6 @@ one run, and the report that explains them."""
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Annotated
 
@@ -14,13 +13,17 @@ from rooftune.cli.model_args import model_args
 from rooftune.cli.options import (
     INT8_GUARD,
     Calibration,
+    DataOpt,
     Db,
     Fp32,
     Loss,
+    MaxDrop,
+    Metric,
     ModelOptions,
     Objective,
     Optimizer,
     Train,
+    Transform,
     _parse_names,
     batch_option,
     bf16_option,
@@ -31,7 +34,9 @@ from rooftune.cli.options import (
     runtime_option,
 )
 from rooftune.cli.printing import Table, _print_load_hint, _progress, err, out
+from rooftune.fileio import json_text
 from rooftune.units import ci_text
+from rooftune.workload.data import data_spec
 
 
 def optimize(
@@ -44,8 +49,8 @@ def optimize(
     budget: Annotated[float, budget_option("Seconds for the whole run (at least 60), split between the steps.")] = 480.0,
     out_dir: Annotated[str, typer.Option("--out", help="Folder for report.html, summary.json, best.json, the "
                                          "figures.")] = "rooftune-out",
-    runtime: Annotated[str | None, runtime_option("tuning")] = None,
-    skip: Annotated[str | None, typer.Option("--skip", help="Leave out steps: tune, select (comma-separated).")] = None,
+    runtime: Annotated[list[str] | None, runtime_option("tuning")] = None,
+    skip: Annotated[list[str] | None, typer.Option("--skip", help="Leave out steps: tune, select (comma-separated, or --skip given for each).")] = None,
     json_out: Annotated[bool, json_option("the summary")] = False,
     db: Db = None,
     fp32: Fp32 = False,
@@ -55,6 +60,10 @@ def optimize(
     train: Train = False,
     optimizer: Optimizer = None,
     loss: Loss = None,
+    data: DataOpt = None,
+    metric: Metric = None,
+    max_drop: MaxDrop = None,
+    transform: Transform = None,
 ) -> None:
     """Measure, explain and speed up a model end to end; write a self-contained report."""
     from rooftune.pipeline import optimize as run_optimize
@@ -70,9 +79,10 @@ def optimize(
                          objective=objective, budget_s=budget, out=out_dir, db=db,
                          runtimes=args.runtimes, steps=steps, progress=update,
                          precisions=precisions_for(fp32=fp32, bf16=bf16, int8=int8, runtimes=args.runtimes),
-                         calibration_size=calibration, train=args.train)
+                         calibration_size=calibration, train=args.train,
+                         data=data_spec(data, metric=metric, max_drop=max_drop, transform=transform))
     if json_out:
-        sys.stdout.write(json.dumps(r.to_dict(), indent=2, default=str) + "\n")
+        sys.stdout.write(json_text(r.to_dict(), indent=2, default=str) + "\n")
     else:
         # the title as a line of its own: a table's title wraps at the table's (narrow) width
         out.print(f"rooftune optimize {r.title} ({r.batch_text()}, {r.objective}) in {r.duration_s:.0f} s",
@@ -84,6 +94,9 @@ def optimize(
             colour = {"ok": "green", "failed": "red", "interrupted": "yellow"}.get(s.status, "dim")
             t.add_row(s.name, Text(s.status, style=colour), f"{s.seconds:.1f}", s.message)
         out.print(t)
+        for s in r.steps.values():  # a step whose trials all failed: each error once, with its count
+            for n, error in s.errors:
+                err.print(f"{s.name}: {n} trial{'s' if n != 1 else ''}: {error}", markup=False, highlight=False)
         out.print(Text(r.headline(), style="bold"))
         if r.select is not None and "vanilla" in r.select.comparisons:
             c = r.select.comparisons["vanilla"]

@@ -4,7 +4,6 @@ convolution, ``model-convert`` turns an old pickled one into a model file."""
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from typing import Annotated, Any
@@ -28,9 +27,12 @@ from rooftune.cli.options import (
 )
 from rooftune.cli.printing import Table, _labelled, _pct, _progress, _seconds, _status, err, out
 from rooftune.errors import InvalidArgument
+from rooftune.fileio import json_text
 from rooftune.paths import output_dir, output_file
 from rooftune.units import ci_text, threads_of
 
+#: The networks whose convolutions ``rooftune transfer`` adds to its candidate pool unless told.
+TRANSFER_POOL = "resnet50,mobilenet_v2"
 
 def _print_eval(r: dict[str, Any]) -> None:
     out.print(f"leave-one-network-out on platform {r.get('platform_id')} ({threads_of(r.get('threads'))}): "
@@ -139,7 +141,7 @@ def train(
         "rf).")] = "auto",
     eval_: Annotated[bool, eval_option("Leave-one-network-out figures for gbr, rf, mlp, mlp/roofline and the "
                                        "classifiers.")] = False,
-    held_out: Annotated[str | None, typer.Option("--held-out", help="With --eval: only hold out these networks "
+    held_out: Annotated[list[str] | None, typer.Option("--held-out", help="With --eval: only hold out these networks "
                                                  "(default: each in turn).")] = None,
     platform: Annotated[str | None, platform_option("Train on this platform's data (default: this machine).")] = None,
     threads: Annotated[int | None, threads_option("Thread count of the profiled rows (default: the most profiled).")] = None,
@@ -162,7 +164,7 @@ def train(
     except InvalidArgument as e:
         raise InvalidArgument("--target", target, e.allowed) from None
     if held_out is not None and not eval_:
-        raise InvalidArgument("--held-out", held_out, "allowed only with --eval (the networks the evaluation holds out)")
+        raise InvalidArgument("--held-out", ",".join(held_out), "allowed only with --eval (the networks the evaluation holds out)")
     if save is not None:
         output_file(save, "--save", parents=True)  # the model is saved with its directories
     with Store(db, create=False) as s:
@@ -182,7 +184,7 @@ def train(
     report["model"] = {"estimator": estimator, "target": model.target_, "specs": len(data), "primitives": model.primitives_,
                        "saved": save, "provenance": model.provenance_}
     if json_out:
-        sys.stdout.write(json.dumps(report, indent=2, default=str) + "\n")
+        sys.stdout.write(json_text(report, indent=2, default=str) + "\n")
         return
     if eval_:
         _print_eval(report)
@@ -200,7 +202,7 @@ def transfer(
         "base's error; the default for a tree base) or scratch.")] = None,
     base: Annotated[str | None, typer.Option("--base", help="Base model FILE (default: the shipped ones, nearest this "
                                              "machine first).")] = None,
-    models: Annotated[str, models_option("Networks whose convolutions join the candidate pool.")] = "resnet50,mobilenet_v2",
+    models: Annotated[list[str] | None, models_option(f"Networks whose convolutions join the candidate pool (default {TRANSFER_POOL}).")] = None,
     eval_: Annotated[bool, eval_option("Draw the learning curve on a platform's stored data instead.")] = False,
     target: Annotated[str | None, typer.Option("--target", help="With --eval: the target platform id (default: this "
                                                "machine).")] = None,
@@ -266,7 +268,7 @@ def transfer(
         if curve:
             result["figure"] = plot_learning_curve(result, curve)
         if json_out:
-            sys.stdout.write(json.dumps(result, indent=2, default=str) + "\n")
+            sys.stdout.write(json_text(result, indent=2, default=str) + "\n")
             return
         out.print(_curve_table(result, "within_10pct", f"Transfer to {result['target']} from a base model of "
                                f"{result['base']}: predictions within +-10 % on the specs not sampled "
@@ -276,13 +278,13 @@ def transfer(
             out.print(f"learning curve written to {curve}", markup=False)
         return
     progress, update = _progress()
-    names = _parse_names(models, "--models", "resnet50,mobilenet_v2", "model names") or []
+    names = _parse_names(models or TRANSFER_POOL, "--models", "resnet50,mobilenet_v2", "model names") or []
     bases = [base_model] if base_model is not None else load_base_models()
     with progress:
         _model, info = adapt(bases, samples=samples, sampler=sampler, method=method, models=names, seed=seed,
                              db=db, save=save, progress=update)
     if json_out:
-        sys.stdout.write(json.dumps(info, indent=2, default=str) + "\n")
+        sys.stdout.write(json_text(info, indent=2, default=str) + "\n")
         return
     out.print(f"adapted the model to platform {info['platform_id']} with {info['samples']} profiled specs "
               f"({info['sampler']} sampler, {info['method']}"
@@ -332,7 +334,7 @@ def select(
     d = r.to_dict()
     d["perfmodel"] = source
     if json_out:
-        sys.stdout.write(json.dumps(d, indent=2, default=str) + "\n")
+        sys.stdout.write(json_text(d, indent=2, default=str) + "\n")
         return
     out.print(f"{r.model} (batch {r.batch}, {threads_of(r.threads)}): {r.layers} convolutions selected in "
               f"{_seconds(r.select_time_s)} with {source} ({r.selection.strategy})", markup=False, highlight=False)

@@ -17,27 +17,78 @@ from rich.text import Text
 
 from rooftune.units import fmt_rate
 
+
+def visible(text: str) -> str:
+    """``text`` with each character a terminal would act on or not show (ESC and the escape
+    sequences it starts, a carriage return, a zero-width space) written as a Python string
+    literal writes it (``\\x1b``), as an error message shows a value by its repr; line breaks
+    kept. A layer, model or file name is the user's, and is shown, never obeyed."""
+    if text.replace("\n", "").isprintable():
+        return text
+    return "".join(c if c.isprintable() or c == "\n" else repr(c)[1:-1] for c in text)
+
+
+def _visible_text(text: Text) -> Text:
+    """A Rich Text as :func:`visible` shows it, its styles kept on the same characters."""
+    plain = text.plain
+    if plain.replace("\n", "").isprintable():
+        return text
+    starts = [0]  # where each character of ``plain`` starts in the text shown
+    for c in plain:
+        starts.append(starts[-1] + len(visible(c)))
+    shown = Text(visible(plain), style=text.style, justify=text.justify, overflow=text.overflow,
+                 no_wrap=text.no_wrap, end=text.end, tab_size=text.tab_size)
+    for span in text.spans:
+        shown.stylize(span.style, starts[span.start], starts[span.end])
+    return shown
+
+
+def _visible(obj: Any) -> Any:
+    """What is printed as :func:`visible` shows it: a string (read as markup after that: a markup
+    tag holds no control character) or a Text; a Table's cells are shown so when added."""
+    if isinstance(obj, str):
+        return visible(obj)
+    if isinstance(obj, Text):
+        return _visible_text(obj)
+    return obj
+
+
+class _Console(Console):
+    """The console every command prints through: what it prints is shown by :func:`visible`."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        super().print(*(_visible(o) for o in objects), **kwargs)
+
+
 #: Columns of what is written to a file or a pipe, where there is no terminal to fit (Rich would
 #: take 80 and cut table cells short); COLUMNS, when set, still decides.
 PLAIN_WIDTH = 160
-out = Console(width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else PLAIN_WIDTH)
-err = Console(stderr=True)
+out = _Console(width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else PLAIN_WIDTH)
+err = _Console(stderr=True)
 
 
 class Table(_RichTable):
     """A Rich table whose cells fold onto more lines on a narrow terminal instead of being cut
     short ('onnxrun…', '911.7 …'), so nothing a table reports is lost at any width. Its title and
-    cells are plain text, never Rich markup: they hold layer names, configurations, errors and
-    model names, any of which may have brackets in it (a styled cell is given as a Text)."""
+    cells are plain text, never Rich markup, and shown by :func:`visible`: they hold layer names,
+    configurations, errors and model names, any of which may have brackets or an escape sequence
+    in it (a styled cell is given as a Text)."""
 
     def __init__(self, *args: Any, title: Any = None, **kwargs: Any) -> None:
-        super().__init__(*args, title=Text(title, style="table.title") if isinstance(title, str) else title, **kwargs)
+        super().__init__(*args, title=_cell(title, "table.title") if title is not None else None, **kwargs)
 
     def add_column(self, *args: Any, overflow: Any = "fold", **kwargs: Any) -> None:
         super().add_column(*args, overflow=overflow, **kwargs)
 
     def add_row(self, *cells: Any, **kwargs: Any) -> None:
-        super().add_row(*(Text(c) if isinstance(c, str) else c for c in cells), **kwargs)
+        super().add_row(*(_cell(c) for c in cells), **kwargs)
+
+
+def _cell(value: Any, style: str = "") -> Any:
+    """A table's title or cell: a string as plain text (no markup), shown by :func:`visible`."""
+    if isinstance(value, str):
+        return Text(visible(value), style=style)
+    return _visible_text(value) if isinstance(value, Text) else value
 
 
 def _labelled(console: Console, label: str, style: str, message: object) -> None:
@@ -99,7 +150,7 @@ class _Spinner:
     """Rich's spinner, its messages shown as plain text (they may name a model or a file)."""
 
     def __init__(self, first: str) -> None:
-        self.status = err.status(Text(first))
+        self.status = err.status(Text(visible(first)))
 
     def __enter__(self) -> _Spinner:
         self.status.__enter__()
@@ -109,7 +160,7 @@ class _Spinner:
         self.status.__exit__(*exc)
 
     def update(self, message: str) -> None:
-        self.status.update(Text(message))
+        self.status.update(Text(visible(message)))
 
 
 def _status(first: str, at_once: bool = False) -> Any:
@@ -147,7 +198,7 @@ def _progress() -> tuple[Any, Any]:
 
     def update(step: str, done: int, total: int) -> None:
         if step not in tasks:
-            tasks[step] = progress.add_task(step, total=total)
+            tasks[step] = progress.add_task(visible(step), total=total)
         progress.update(tasks[step], completed=done, total=total)
 
     return progress, update

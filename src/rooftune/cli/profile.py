@@ -3,7 +3,6 @@ layer on this machine, and ``--check``, which verifies the primitives."""
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Annotated, Any
 
@@ -24,6 +23,7 @@ from rooftune.cli.options import (
 )
 from rooftune.cli.printing import Table, _labelled, _progress, _seconds, err, out
 from rooftune.errors import InvalidArgument
+from rooftune.fileio import json_text
 
 
 def _print_profile(result: Any, summary: list[dict[str, Any]]) -> None:
@@ -72,7 +72,7 @@ def _check_primitives(json_out: bool) -> None:
         per.setdefault(v.primitive, {"ok": 0, "unsupported": 0, "failed": 0})[v.status] += 1
     failed = [v for v in verdicts if v.status == "failed"]
     if json_out:
-        sys.stdout.write(json.dumps({"primitives": per, "failed": [
+        sys.stdout.write(json_text({"primitives": per, "failed": [
             {"primitive": v.primitive, "spec": v.spec.describe(), "reason": v.reason} for v in failed]}, indent=2) + "\n")
     else:
         t = Table(title="Primitives against F.conv2d (fp64) on the check specs", title_justify="left")
@@ -90,13 +90,13 @@ def _check_primitives(json_out: bool) -> None:
 
 
 def profile(
-    models: Annotated[str | None, models_option("Profile every convolution of these models, e.g. "
+    models: Annotated[list[str] | None, models_option("Profile every convolution of these models, e.g. "
                                                 "resnet50,mobilenet_v2.")] = None,
     sample: Annotated[int, typer.Option("--sample", help="Also profile N specs sampled (Sobol) over realistic "
                                         "ranges.")] = 0,
-    batch: Annotated[str, batch_option("Batch sizes, e.g. 1,8.")] = "1",
-    threads: Annotated[str | None, threads_option("Thread counts, e.g. 1,2 (default: all usable cores).")] = None,
-    primitives: Annotated[str | None, typer.Option("--primitives", help="Only these primitives (default: all).")] = None,
+    batch: Annotated[list[str] | None, batch_option("Batch sizes, e.g. 1,8 (default 1).")] = None,
+    threads: Annotated[list[str] | None, threads_option("Thread counts, e.g. 1,2 (default: all usable cores).")] = None,
+    primitives: Annotated[list[str] | None, typer.Option("--primitives", help="Only these primitives (default: all).")] = None,
     int8: Annotated[bool, int8_option("Also profile every spec in int8 (the int8 primitives).")] = False,
     budget: Annotated[float, budget_option("Seconds; the campaign stops between specs and resumes when run "
                                            "again.")] = 3600.0,
@@ -120,7 +120,7 @@ def profile(
     cluster's nodes (resumable campaign)."""
     if check:
         given = [flag for flag, value, default in (
-            ("--models", models, None), ("--sample", sample, 0), ("--batch", batch, "1"), ("--threads", threads, None),
+            ("--models", models, None), ("--sample", sample, 0), ("--batch", batch, None), ("--threads", threads, None),
             ("--primitives", primitives, None), ("--int8", int8, False), ("--budget", budget, 3600.0),
             ("--passes", passes, 3), ("--extra-passes", extra_passes, 3), ("--seed", seed, 0),
             ("--isa-variant", isa_variant, None), ("--summary", summary, False), ("--db", db, None),
@@ -169,7 +169,7 @@ def profile(
         with Store(db) as s:
             rows_summary = summarize(s.profiles(result.platform_id), layers)
     if json_out:
-        sys.stdout.write(json.dumps({"campaign": result.to_dict(), "summary": rows_summary}, indent=2, default=str) + "\n")
+        sys.stdout.write(json_text({"campaign": result.to_dict(), "summary": rows_summary}, indent=2, default=str) + "\n")
     else:
         _print_profile(result, rows_summary)
 
@@ -186,7 +186,7 @@ def _profile_fleet(cluster: str, names: list[str], *, sample: int, batches: list
                                   budget_s=budget, seed=seed, db=db, progress=update, passes=passes,
                                   extra_passes=extra_passes)
     if json_out:
-        sys.stdout.write(json.dumps({"campaigns": {pid: r.to_dict() for pid, r in result.results.items()},
+        sys.stdout.write(json_text({"campaigns": {pid: r.to_dict() for pid, r in result.results.items()},
                                      "units": result.units, "stopped_by_budget": result.stopped_by_budget},
                                     indent=2, default=str) + "\n")
         return

@@ -3,7 +3,6 @@ roofline, with its findings, an optional report folder and a CSV/Parquet export.
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Annotated, Any
 
@@ -22,6 +21,7 @@ from rooftune.cli.options import (
 )
 from rooftune.cli.printing import Table, _progress, _seconds, out
 from rooftune.errors import InvalidArgument
+from rooftune.fileio import json_text
 
 VALUES_HELP = "a list (1,8,64) or a range (16:1024:*2, 8:64:+8)"
 
@@ -75,14 +75,14 @@ def sweep(
     param: Annotated[list[str] | None, typer.Option(
         "--param", "-p", help="Any other parameter, NAME=VALUES; repeatable. conv2d: in_channels, out_channels, "
         "height, width, size, stride, padding, dilation, groups; lstm: input_size, layers, bidirectional.")] = None,
-    passes: Annotated[str | None, typer.Option("--pass", help="fwd (default), bwd, step; e.g. fwd,bwd,step.")] = None,
-    precision: Annotated[str | None, typer.Option(
+    passes: Annotated[list[str] | None, typer.Option("--pass", help="fwd (default), bwd, step; e.g. fwd,bwd,step.")] = None,
+    precision: Annotated[list[str] | None, typer.Option(
         "--precision", help="fp32,bf16 by default; also fp16, int8 (CPU) or tf32 (CUDA); a precision the machine "
         "lacks is skipped with the reason.")] = None,
-    algorithm: Annotated[str | None, typer.Option(
+    algorithm: Annotated[list[str] | None, typer.Option(
         "--algorithm", help="default (the framework's), rooftune's primitive names, or all.")] = None,
-    layout: Annotated[str | None, typer.Option("--layout", help="conv2d: NCHW,NHWC (both by default).")] = None,
-    threads: Annotated[str | None, threads_option("Thread counts, e.g. 1,2 (default: all usable cores).")] = None,
+    layout: Annotated[list[str] | None, typer.Option("--layout", help="conv2d: NCHW,NHWC (both by default).")] = None,
+    threads: Annotated[list[str] | None, threads_option("Thread counts, e.g. 1,2 (default: all usable cores).")] = None,
     device: Annotated[str, device_option("cpu, or cuda / cuda:N: sweep on that GPU (cuDNN autotuning off/on, "
                                          "eager and CUDA-graph launch).")] = "cpu",
     budget: Annotated[float, budget_option("Seconds; the sweep stops between points and resumes when run "
@@ -141,7 +141,7 @@ def sweep(
             if not json_out:
                 out.print(f"report: {page}", markup=False, highlight=False)
     if json_out:
-        sys.stdout.write(json.dumps(result.to_dict(), indent=2, default=str) + "\n")
+        sys.stdout.write(json_text(result.to_dict(), indent=2, default=str) + "\n")
     else:
         for r in results:
             _print(r)

@@ -3,7 +3,6 @@ run with the configuration a study saved."""
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Annotated, Any
 
@@ -16,15 +15,19 @@ from rooftune.cli.options import (
     Batch,
     Calibration,
     Cluster,
+    DataOpt,
     Db,
     Fp32,
     Inputs,
     JsonOut,
     Loss,
+    MaxDrop,
+    Metric,
     ModelOptions,
     Objective,
     Optimizer,
     Train,
+    Transform,
     bf16_option,
     budget_option,
     int8_option,
@@ -32,17 +35,19 @@ from rooftune.cli.options import (
     save_option,
 )
 from rooftune.cli.printing import Table, _labelled, _print_load_hint, _progress, err, out
+from rooftune.fileio import json_text
 from rooftune.paths import output_file
+from rooftune.workload.data import data_spec
 
 
 def _print_tune(r: Any) -> None:
     out.print(f"[bold]{escape(r.model)}[/bold], objective {r.objective}, {r.batch_text()}: {len(r.trials)} trials "
               f"({sum(1 for t in r.trials if not t.ok)} failed, {r.resumed} from the store) in {r.duration_s:.0f} s")
-    from rooftune.tuning.table import TUNE_COLUMNS, guard_lines, tune_rows
+    from rooftune.tuning.table import guard_lines, tune_columns, tune_rows
 
     t = Table(title="Configurations (p50 and samples/s from the interleaved comparisons where compared; "
                     "speedup of the best, interleaved, 95% CI)", title_justify="left")
-    for col in TUNE_COLUMNS:
+    for col in tune_columns(r):
         t.add_column(col, justify="left" if col in ("name", "configuration", "precision") else "right")
     for row in tune_rows(r):
         t.add_row(*row)
@@ -79,7 +84,7 @@ def tune(
     option: ModelOptions = None,
     guidelines_only: Annotated[bool, typer.Option("--guidelines-only", help="No search: the guideline (in each "
                                                   "precision allowed) and the baselines only.")] = False,
-    runtime: Annotated[str | None, runtime_option("the search")] = None,
+    runtime: Annotated[list[str] | None, runtime_option("the search")] = None,
     fp32: Fp32 = False,
     bf16: Annotated[bool, bf16_option("Search bf16 (native bf16 CPUs only; the default where a peer runs it).")] = False,
     int8: Annotated[bool, int8_option(f"Also search int8 ({INT8_GUARD}).")] = False,
@@ -93,6 +98,10 @@ def tune(
     optimizer: Optimizer = None,
     loss: Loss = None,
     cluster: Cluster = None,
+    data: DataOpt = None,
+    metric: Metric = None,
+    max_drop: MaxDrop = None,
+    transform: Transform = None,
 ) -> None:
     """Tune the runtime configuration of a model, against vanilla PyTorch and the vendor defaults;
     with --cluster, its trials spread over the nodes of one platform of a Ray cluster."""
@@ -108,9 +117,10 @@ def tune(
                      options=args.options, guidelines_only=guidelines_only,
                      precisions=precisions_for(fp32=fp32, bf16=bf16, int8=int8, runtimes=args.runtimes),
                      runtimes=args.runtimes, db=db, save=save, progress=update, validate=validate,
-                     calibration_size=calibration, train=args.train, cluster=cluster)
+                     calibration_size=calibration, train=args.train, cluster=cluster,
+                     data=data_spec(data, metric=metric, max_drop=max_drop, transform=transform))
     if json_out:
-        sys.stdout.write(json.dumps(r.to_dict(), indent=2, default=str) + "\n")
+        sys.stdout.write(json_text(r.to_dict(), indent=2, default=str) + "\n")
     else:
         _print_tune(r)
         if save:

@@ -232,12 +232,24 @@ def _rebuilt(cls: type[RooftuneError], message: str) -> RooftuneError:
     return err
 
 
+def import_ray() -> Any:
+    """Ray, imported where a cluster is used: only the fleet needs it, and the ``fleet`` extra
+    installs it, so everything else runs without it."""
+    try:
+        import ray
+    except ImportError:
+        raise ClusterError("ray is not installed, and a cluster needs it: pip install 'rooftune[fleet]' "
+                           "(on this machine and every node)") from None
+    return ray
+
+
 class RayExecutor:
     """The nodes of a running Ray cluster that offer :data:`NODE_RESOURCE` (see the module's doc)."""
 
     def __init__(self, address: str, *, node_wait_s: float = NODE_WAIT_S) -> None:
         self.address = check_address(address)
         self.node_wait_s = node_wait_s
+        ray = import_ray()  # before the address is tried: without Ray no cluster could be used
         if self.address != "auto":
             host, _, port = self.address.rpartition(":")
             try:
@@ -249,10 +261,6 @@ class RayExecutor:
             if not answers:
                 raise ClusterError(f"cannot connect to the Ray cluster at {self.address}: something listens there "
                                    f"but does not answer as a Ray head (its GCS port, {port} by default 6379)")
-        try:
-            import ray
-        except ImportError:
-            raise ClusterError("ray is not installed: pip install ray (on this machine and every node)") from None
         self._ray = ray
         wait = "RAY_gcs_server_port_wait_time_s"  # (read by ray.init alone; the user's own value wins)
         given = os.environ.get(wait)

@@ -58,17 +58,13 @@ def check_versions(nodes: list[Node]) -> None:
 
 def check_shareable(db: str | None) -> None:
     """Refuse, before any cluster is asked, a store that no node could share: an in-memory
-    database (a URL the store cannot parse is left for the store to name when it opens)."""
-    from sqlalchemy.exc import ArgumentError
-
+    database, or a URL no store can be at (as the store words it)."""
     from rooftune.store import redact_url, resolve_url
+    from rooftune.store.urls import parse_url
 
     url = resolve_url(db)
-    try:
-        memory = _sqlite_file(url) == ""
-    except ArgumentError:
-        return
-    if memory:
+    parse_url(url)
+    if _sqlite_file(url) == "":
         raise InvalidArgument("--db", redact_url(url), f"an in-memory database is not shared with the nodes; use {SHARED}")
 
 

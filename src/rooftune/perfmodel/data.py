@@ -28,8 +28,7 @@ from rooftune.primitives.spec import ConvSpec
 STEADY = 1.10
 #: A profiled time is divided by (probe reading / the platform's fastest) to this power: the
 #: exponent that best predicted quiet-measured held-out networks from a store with busy-hour rows
-#: among them. Fitted on one store; `benchmarks/probe_scaling.py` checks it (BENCHMARKS.md,
-#: perfmodel Run 12).
+#: among them. Fitted on one store; docs/benchmarks/history.md gives the check.
 PROBE_ELASTICITY = 0.5
 #: The platform's fastest probe reading is taken as this percentile of all its rows' readings
 #: (the least one could be a lucky outlier).

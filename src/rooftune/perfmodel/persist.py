@@ -14,6 +14,13 @@ node is of a type outside :data:`TRUSTED_TYPES` (rooftune's estimators and exact
 scikit-learn, numpy and builtin types they hold) or is rebuilt by a skops loader outside
 :data:`TRUSTED_LOADERS` (those that would look up a function, a method or an operator). Only then
 does skops build the objects, each from its type and stored state: nothing the file holds is run.
+The state itself is still the file's: before the model is returned, :mod:`rooftune.perfmodel.integrity`
+checks every tree and array it predicts with (scikit-learn follows a tree's node indices in native
+code, unchecked), so a damaged file is refused, never crashes the process.
+
+Reading is bounded (:data:`MAX_MEMBER_BYTES` and the bounds beside it): the sizes and compression
+ratios of both archives' members are checked from their directories before a member is read, and
+each member is read through a reader that stops one byte past its bound.
 
 Pickled models, the format of earlier rooftune releases, are refused from their leading bytes,
 before anything is unpickled (unpickling runs whatever code the file names).
@@ -28,11 +35,12 @@ import pickle
 import zipfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-from rooftune.errors import InvalidArgument
-from rooftune.fileio import atomic_open
+from rooftune.errors import InvalidArgument, RooftuneError, is_int, one_line
+from rooftune.fileio import atomic_open, json_text
 from rooftune.perfmodel.features import FEATURE_SCHEMA_VERSION, FEATURES, SCHEMA_FEATURES
+from rooftune.perfmodel.integrity import DamagedModel, check_model
 
 MAGIC = "rooftune-perfmodel"
 #: The file suffix rooftune writes model files with (it reads them by content, whatever the name).
@@ -44,6 +52,28 @@ MODEL_MEMBER = "model.skops"
 #: A header is a few kilobytes (its provenance lists networks and platforms); one far larger is
 #: not rooftune's, and is refused before it is read into memory.
 MAX_HEADER_BYTES = 1 << 20
+#: The bounds of reading a model file. The shipped models' largest member is a 90 KB skops schema,
+#: and each is under 1 MB unpacked; a model trained here is larger: skops writes ~26 KB of schema
+#: per gradient-boosted tree, 83 MB for the default 200 stages of each of the 16 primitives, and a
+#: random forest's node arrays grow with the profiled specs (50 MB for 600 trees on 1,000 specs).
+#: Each bound leaves several times that. Any one member (``header.json`` has its own bound):
+MAX_MEMBER_BYTES = 256 << 20
+#: All the members of either archive together, unpacked.
+MAX_MODEL_BYTES = 1 << 30
+#: Unpacked over packed size, for a member of :data:`RATIO_FLOOR_BYTES` or more and for all of an
+#: archive's members together: skops's JSON schema packs 20-55 to 1 and arrays far less, where
+#: deflate reaches ~1000 to 1 on filler; a small file cannot unpack to a bound's worth of memory.
+MAX_RATIO = 100
+RATIO_FLOOR_BYTES = 1 << 20
+#: An archive's directory (zipfile builds an object of a few hundred bytes per ~50-byte entry): a
+#: model holds a few entries per tree, 160 KB of directory for 600 trees.
+MAX_DIRECTORY_BYTES = 16 << 20
+#: The JSON values of a skops schema, counted by the separators and brackets before them: parsed,
+#: each costs up to ~80 bytes (an empty dict and its slot) whatever its text's length, and the
+#: schemas skops writes spend ~30 bytes of text per value (the 83 MB above: ~2.8 million).
+MAX_SCHEMA_VALUES = 8_000_000
+#: How much of a member is read at once while checking it.
+_CHUNK = 1 << 20
 #: Pickle's PROTO opcode, the first byte of every pickle of protocol 2 or later: the pickled
 #: model files of earlier rooftune releases were written with the highest protocol.
 PICKLE_PROTO = 0x80
@@ -121,9 +151,80 @@ def _nodes(tree: Any) -> Iterator[Mapping[str, Any]]:
             stack.extend(item)
 
 
-def _schema(skops_bytes: bytes) -> Any:
-    with zipfile.ZipFile(io.BytesIO(skops_bytes)) as z:
-        return json.loads(z.read("schema.json"))
+def _whose(where: str) -> str:
+    """How a message starts on the archive ``where`` names: the file's ("") or its model member's."""
+    return f"{where.rstrip('/')} " if where else ""
+
+
+def _bounded_directory(f: IO[bytes], path: str | Path, where: str) -> None:
+    """Refuse an archive whose directory is over :data:`MAX_DIRECTORY_BYTES`, read from its end
+    record as zipfile reads it (zipfile then builds an object per entry); one that is no archive
+    is left to zipfile to refuse."""
+    end = zipfile._EndRecData(f)  # the record ZipFile's own reading trusts
+    if end and end[zipfile._ECD_SIZE] > MAX_DIRECTORY_BYTES:
+        raise _refused(path, f"{_whose(where)}has a directory of {end[zipfile._ECD_SIZE]} bytes, over the "
+                       f"limit of {MAX_DIRECTORY_BYTES} ({__name__}.MAX_DIRECTORY_BYTES)")
+
+
+def _bounded_members(z: zipfile.ZipFile, path: str | Path, where: str) -> None:
+    """Refuse an archive any of whose members, or all together, unpack to more than the bounds
+    (see :data:`MAX_MEMBER_BYTES`) by the sizes its directory gives; ``where`` prefixes their
+    names ("" for the file's own members)."""
+    total = packed = 0
+    for info in z.infolist():
+        name = where + info.filename
+        if info.file_size > MAX_MEMBER_BYTES:
+            raise _refused(path, f"member {name} of {info.file_size} bytes is over the limit of "
+                           f"{MAX_MEMBER_BYTES} ({__name__}.MAX_MEMBER_BYTES)")
+        _bounded_ratio(info.file_size, info.compress_size, f"member {name}", path)
+        total, packed = total + info.file_size, packed + info.compress_size
+    if total > MAX_MODEL_BYTES:
+        raise _refused(path, f"{_whose(where)}has members of {total} bytes in all, over the limit of "
+                       f"{MAX_MODEL_BYTES} ({__name__}.MAX_MODEL_BYTES)")
+    _bounded_ratio(total, packed, f"{_whose(where)}has members that", path)
+
+
+def _bounded_ratio(size: int, packed: int, what: str, path: str | Path) -> None:
+    if size >= RATIO_FLOOR_BYTES and size > MAX_RATIO * packed:
+        raise _refused(path, f"{what} unpack {size / max(packed, 1):.0f} times over, over the limit of {MAX_RATIO} "
+                       f"({__name__}.MAX_RATIO)")
+
+
+def _read(z: zipfile.ZipFile, info: zipfile.ZipInfo, limit: int, name: str, path: str | Path,
+          keep: bool = True) -> bytes:
+    """A member read through a reader that stops one byte past ``limit``, whatever size the
+    directory gives (its checksum checked at its end); not kept where ``keep`` is False."""
+    data, size = [], 0
+    with z.open(info) as f:
+        while size <= limit:
+            chunk = f.read(min(_CHUNK, limit + 1 - size))
+            if not chunk:
+                break
+            size += len(chunk)
+            if keep:
+                data.append(chunk)
+    if size > limit:
+        raise _refused(path, f"member {name} holds more than {limit} bytes, its limit")
+    return b"".join(data)
+
+
+def _schema(skops_bytes: bytes, path: str | Path = MODEL_MEMBER) -> Any:
+    """The schema of a skops file, after checking every member of its archive against the bounds
+    (see :data:`MAX_MEMBER_BYTES`) by its directory and by reading it: skops reads them later."""
+    where = f"{MODEL_MEMBER}/"
+    f = io.BytesIO(skops_bytes)
+    _bounded_directory(f, path, where)
+    with zipfile.ZipFile(f) as z:
+        _bounded_members(z, path, where)
+        for info in z.infolist():
+            if info.filename != "schema.json":
+                _read(z, info, MAX_MEMBER_BYTES, where + info.filename, path, keep=False)
+        text = _read(z, z.getinfo("schema.json"), MAX_MEMBER_BYTES, f"{where}schema.json", path)
+    values = sum(text.count(c) for c in (b",", b":", b"{", b"["))
+    if values > MAX_SCHEMA_VALUES:
+        raise _refused(path, f"member {where}schema.json holds ~{values} JSON values, over the limit of "
+                       f"{MAX_SCHEMA_VALUES} ({__name__}.MAX_SCHEMA_VALUES)")
+    return json.loads(text)
 
 
 def stored_types(skops_bytes: bytes) -> set[str]:
@@ -143,7 +244,7 @@ def _untrusted(schema: Any) -> str | None:
         content = node.get("content")
         if isinstance(content, Mapping) and "function" in content:  # a function's node names it here
             name = f"{content.get('module_path')}.{content.get('function')}"
-        if loader not in TRUSTED_LOADERS:
+        if not isinstance(loader, str) or loader not in TRUSTED_LOADERS:
             return f"{name} (skops loader {loader})"
         if name not in TRUSTED_TYPES:
             return f"type {name}"
@@ -168,8 +269,13 @@ def _write(model: Any, path: Path, header: Mapping[str, Any]) -> Path:
     import skops.io
 
     body = skops.io.dumps(model, compression=zipfile.ZIP_DEFLATED)
-    schema = _schema(body)
+    schema = _schema(body, path)  # a model over the bounds of reading is refused here, unwritten
     bad = _untrusted(schema)
+    if bad is None:
+        try:
+            check_model(model)
+        except DamagedModel as exc:
+            bad = str(exc)
     if bad is not None:  # refused here, not by the load that would fail later
         raise InvalidArgument("model", type(model).__name__, f"holds {bad}, which a model file may not hold",
                               f"save a fitted rooftune estimator; its types are {__name__}.TRUSTED_TYPES")
@@ -180,7 +286,7 @@ def _write(model: Any, path: Path, header: Mapping[str, Any]) -> Path:
             "kind": type(model).__name__, "provenance": getattr(model, "provenance_", {})}
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_open(path, "wb") as f, zipfile.ZipFile(f, "w") as z:
-        z.writestr(HEADER_MEMBER, json.dumps(full, indent=1, default=_json_default),
+        z.writestr(HEADER_MEMBER, json_text(full, indent=1, default=_json_default),
                    compress_type=zipfile.ZIP_DEFLATED)
         z.writestr(MODEL_MEMBER, body)  # stored: skops has deflated its members
     return path
@@ -218,9 +324,19 @@ def _open(path: Path) -> zipfile.ZipFile:
                        f"if it comes from a trusted source, convert it with "
                        f"`rooftune model-convert {path} {path.with_suffix(SUFFIX)} --trust-pickle`")
     try:
-        return zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError) as exc:
+        with path.open("rb") as f:
+            _bounded_directory(f, path, "")
+        z = zipfile.ZipFile(path)
+    except RooftuneError:
+        raise
+    except Exception as exc:  # zipfile's errors on a damaged directory are of many types
         raise _refused(path, f"is not a saved rooftune model ({type(exc).__name__})") from None
+    try:
+        _bounded_members(z, path, "")
+    except RooftuneError:
+        z.close()
+        raise
+    return z
 
 
 def read_header(path: str | Path) -> dict[str, Any]:
@@ -240,8 +356,10 @@ def _header(z: zipfile.ZipFile, path: Path) -> dict[str, Any]:
         raise _refused(path, f"is not a saved rooftune model ({HEADER_MEMBER} of {info.file_size} bytes, "
                        f"more than {MAX_HEADER_BYTES})")
     try:
-        header = json.loads(z.read(info))
-    except (ValueError, zipfile.BadZipFile) as exc:
+        header = json.loads(_read(z, info, MAX_HEADER_BYTES, HEADER_MEMBER, path))
+    except RooftuneError:
+        raise
+    except Exception as exc:  # zipfile's, its decompressors' or json's, of many types
         raise _refused(path, f"is not a saved rooftune model ({type(exc).__name__} in "
                        f"{HEADER_MEMBER})") from None
     if not isinstance(header, dict) or header.get("magic") != MAGIC:
@@ -250,7 +368,16 @@ def _header(z: zipfile.ZipFile, path: Path) -> dict[str, Any]:
         raise _refused(path, f"is of model file format {header.get('format')!r}, this rooftune reads "
                        f"{FORMAT}",
                        f"upgrade rooftune, or {_RETRAIN}")
+    for key, kind in _HEADER_TYPES.items():
+        if key in header and not isinstance(header[key], kind):
+            raise _refused(path, f"is not a saved rooftune model ({HEADER_MEMBER}'s {key} is a "
+                           f"{type(header[key]).__name__}, not a {kind.__name__})")
     return header
+
+
+#: The types of a header's entries, where present.
+_HEADER_TYPES: dict[str, type] = {"features": list, "versions": dict, "versioned_libraries": list, "kind": str,
+                                  "provenance": dict, "converted_from": dict}
 
 
 def _check(header: Mapping[str, Any], path: Path, libraries: Any) -> None:
@@ -258,10 +385,15 @@ def _check(header: Mapping[str, Any], path: Path, libraries: Any) -> None:
     ``libraries`` saved under another minor release of them."""
     schema = header.get("feature_schema")
     # an older schema's features are the first columns of today's: such a model still predicts
-    if schema not in SCHEMA_FEATURES or header.get("features") != list(SCHEMA_FEATURES[schema]):
+    if not is_int(schema) or schema not in SCHEMA_FEATURES or header.get("features") != list(SCHEMA_FEATURES[schema]):
         raise _refused(path, f"uses feature schema {schema}, this rooftune reads "
                        f"{', '.join(map(str, SCHEMA_FEATURES))}", _RETRAIN)
     saved, here = header.get("versions", {}), versions()
+    known = sorted(VERSIONED_LIBRARIES.values())
+    if not isinstance(saved, Mapping) or not isinstance(libraries, list) or \
+            not all(isinstance(lib, str) and lib in known for lib in libraries):
+        raise _refused(path, f"is not a saved rooftune model (its versioned libraries are not among "
+                       f"{', '.join(known)})")
     for lib in libraries:
         if _minor(str(saved.get(lib, "?"))) != _minor(here[lib]):
             raise _refused(path, f"was saved with {lib} {saved.get(lib)}, this install has {here[lib]}",
@@ -278,19 +410,34 @@ def load_model(path: str | Path) -> Any:
         header = _header(z, path)
         _check(header, path, header.get("versioned_libraries", sorted(VERSIONED_LIBRARIES.values())))
         try:
-            body = z.read(MODEL_MEMBER)
-            bad = _untrusted(_schema(body))
-        except (KeyError, ValueError, zipfile.BadZipFile) as exc:
+            body = _read(z, z.getinfo(MODEL_MEMBER), MAX_MEMBER_BYTES, MODEL_MEMBER, path)
+            bad = _untrusted(_schema(body, path))
+        except RooftuneError:
+            raise
+        # zipfile, its decompressors and json raise many types on a damaged archive (BadZipFile,
+        # zlib.error, EOFError, NotImplementedError for an unknown method, RecursionError...)
+        except Exception as exc:
             raise _refused(path, f"is not a saved rooftune model ({type(exc).__name__} in "
                            f"{MODEL_MEMBER})") from None
     if bad is not None:
         raise _refused(path, f"holds {bad}, which no rooftune model holds: refused unloaded",
                        f"use a model file rooftune saved, or {_RETRAIN}")
     try:
-        return skops.io.loads(body, trusted=list(TRUSTED_TYPES))
+        model = skops.io.loads(body, trusted=list(TRUSTED_TYPES))
     except Exception as exc:  # skops's, numpy's or a state's own error: the file is damaged, not code
-        raise _refused(path, f"is damaged ({type(exc).__name__} while building the model)",
+        raise _refused(path, f"is damaged ({type(exc).__name__} while building the model: {one_line(exc, 160)})",
                        f"save it again, or {_RETRAIN}") from None
+    try:
+        check_model(model)  # before anything can predict with it
+    except DamagedModel as exc:
+        raise _refused(path, f"is damaged: {one_line(exc, 300)}", f"save it again, or {_RETRAIN}") from None
+    except Exception as exc:  # state odd enough to upset a check is damaged too
+        raise _refused(path, f"is damaged ({type(exc).__name__} while checking the model)",
+                       f"save it again, or {_RETRAIN}") from None
+    if header.get("kind", type(model).__name__) != type(model).__name__:
+        raise _refused(path, f"holds a {type(model).__name__}, its header says {header['kind']}",
+                       f"save it again, or {_RETRAIN}")
+    return model
 
 
 def convert_pickle(old: str | Path, new: str | Path, trust: bool = False) -> Path:

@@ -193,13 +193,32 @@ class MLP:
             self.trunk, self.heads = state["trunk"], state["heads"]
             return
         weights = state["weights"]
-        n_features, hidden = weights["trunk.0.weight"].shape[1], weights["trunk.0.weight"].shape[0]
-        n_outputs = weights["heads.weight"].shape[0]
+        n_features, n_outputs, hidden = _weight_sizes(weights)
         with torch.random.fork_rng(devices=[]):  # the initial weights are overwritten; leave the caller's RNG be
             self._build(n_features, n_outputs, hidden)
         for part, module in (("trunk", self.trunk), ("heads", self.heads)):
             module.load_state_dict({k.split(".", 1)[1]: torch.as_tensor(v) for k, v in weights.items()
                                     if k.startswith(part + ".")})
+
+
+def _weight_sizes(weights: Any) -> tuple[int, int, int]:
+    """The features, outputs and hidden width of an :class:`MLP`'s saved weights, checked to be
+    the arrays of its layers: the net is built at these sizes before the weights are copied in,
+    so sizes the arrays do not hold would allocate what the file never paid for."""
+    if not isinstance(weights, dict) or not all(isinstance(v, np.ndarray) for v in weights.values()):
+        raise ValueError("an MLP's weights are not a dict of arrays")
+    first, heads = weights.get("trunk.0.weight"), weights.get("heads.weight")
+    if first is None or heads is None or first.ndim != 2 or heads.ndim != 2:
+        raise ValueError("an MLP's weights have no 2-D trunk.0.weight and heads.weight")
+    (hidden, n_features), n_outputs = first.shape, heads.shape[0]
+    want = {"trunk.0.weight": (hidden, n_features), "heads.weight": (n_outputs, hidden),
+            **{f"trunk.{i}.weight": (hidden, hidden) for i in (2, 4)},
+            **{f"trunk.{i}.bias": (hidden,) for i in (0, 2, 4)}, "heads.bias": (n_outputs,)}
+    got = {k: v.shape for k, v in weights.items()}
+    if got != want or min(hidden, n_features, n_outputs) < 1 or \
+            any(v.dtype.kind != "f" for v in weights.values()):
+        raise ValueError(f"an MLP's weights are not float arrays of shapes {want}")
+    return n_features, n_outputs, hidden
 
 
 class PerfModel(BaseEstimator):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import platform as _pyplatform
 from collections.abc import Mapping
@@ -12,6 +11,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from rooftune.fileio import json_text
 from rooftune.platform.cpuinfo import microarchitecture, parse_cpuinfo
 from rooftune.platform.isa import apply_cap, detect_isa, isa_cap, vector_bytes
 from rooftune.platform.software import kernel_environment, openmp_runtime, parse_torch_config
@@ -75,7 +75,7 @@ class Platform:
     @property
     def id(self) -> str:
         """16 hex digits of SHA-256 over :data:`ID_FIELDS`, stable across runs and hosts."""
-        blob = json.dumps(identity(self._fields()), sort_keys=True, separators=(",", ":"))
+        blob = json_text(identity(self._fields()), notes=False, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     @property

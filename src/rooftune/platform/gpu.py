@@ -9,7 +9,6 @@ id is hashed from all of these, the host's platform id included.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import shutil
 import subprocess
@@ -18,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from rooftune.errors import InvalidArgument
+from rooftune.fileio import json_text
 
 #: Fields hashed into the device id: the card itself (its uuid: two cards of a kind differ, and
 #: ``cuda:1`` must not be given ``cuda:0``'s stored ceilings), what builds its kernels, and the host.
@@ -78,7 +78,7 @@ class GpuDevice:
         fields = asdict(self)
         fields["capability"] = list(self.capability)
         ident = {k: fields[k] for k in ID_FIELDS}
-        blob = json.dumps(ident, sort_keys=True, separators=(",", ":"))
+        blob = json_text(ident, notes=False, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     @property
@@ -118,15 +118,22 @@ def smi_id(uuid: str, index: int) -> str:
     return uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}"
 
 
-def nvidia_smi_clocks(card: str, run: Any = subprocess.run) -> dict[str, int]:
+#: Seconds nvidia-smi gets to answer: it answers in well under one, and waits for ever on a hung
+#: driver.
+SMI_TIMEOUT_S = 10.0
+
+
+def nvidia_smi_clocks(card: str, run: Any = None) -> dict[str, int]:
     """The maximum SM and memory clocks in MHz of ``card`` (see :func:`smi_id`) by ``nvidia-smi``;
     {} where it is missing or does not answer (clocks describe the card; the ceilings are measured,
-    not computed from them)."""
-    if shutil.which("nvidia-smi") is None and run is subprocess.run:
-        return {}
+    not computed from them). ``run``: what runs it (:func:`rooftune.platform.processes.run`)."""
+    if run is None:
+        if shutil.which("nvidia-smi") is None:
+            return {}
+        from rooftune.platform.processes import run
     try:
         r = run(["nvidia-smi", f"--id={card}", "--query-gpu=clocks.max.sm,clocks.max.memory",
-                 "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=10)
+                 "--format=csv,noheader,nounits"], timeout_s=SMI_TIMEOUT_S)
     except (OSError, subprocess.SubprocessError):
         return {}
     if r.returncode != 0:
@@ -186,8 +193,13 @@ def current_gpu(index: int = 0) -> GpuDevice:
 
 
 def _driver_version(card: str) -> str | None:
+    from rooftune.platform.processes import run
+
     if shutil.which("nvidia-smi") is None:
         return None
-    r = subprocess.run(["nvidia-smi", f"--id={card}", "--query-gpu=driver_version", "--format=csv,noheader"],
-                       capture_output=True, text=True, timeout=10)
+    try:
+        r = run(["nvidia-smi", f"--id={card}", "--query-gpu=driver_version", "--format=csv,noheader"],
+                timeout_s=SMI_TIMEOUT_S)
+    except (OSError, subprocess.SubprocessError):  # a hung driver: the version is left unsaid
+        return None
     return r.stdout.strip() or None if r.returncode == 0 else None

@@ -8,12 +8,16 @@ an emulated ISA, the copies ``rooftune exec`` starts) is started by :func:`start
   :func:`kill_group`), and a terminal's Ctrl-C reaches rooftune alone, which ends its children;
 - it is sent a signal when the thread that started it ends (Linux's PR_SET_PDEATHSIG: the
   kernel sends it however rooftune dies, SIGKILL and the OOM killer included);
+- its group is ended by this process's watchdog (:mod:`rooftune.platform._watchdog`, started
+  with the first child) once this process ends, however it ends: the parent-death signal reaches
+  the child alone, and what the child started (a shell's background jobs) would go on under init;
+  a process that leaves the group (``setsid``, a daemon) is not followed;
 - the groups still running when the interpreter exits are killed (atexit).
 
 A Python child runs with ``-P`` (:func:`python_command`): the folder it starts in is not on its
 ``sys.path``, so a ``numpy.py`` or ``onnx.py`` there cannot take the real module's place. User
 code named ``module:callable`` is imported by :func:`import_user_module`, which makes that
-folder importable for it alone.
+folder importable for the user's modules alone.
 
 A run's temporary folder (:func:`owned_tempdir`) holds its owner's pid, the pid's start time and
 the boot it ran in; the next run removes those whose owner is gone (:func:`remove_leftovers`),
@@ -26,19 +30,23 @@ import atexit
 import ctypes
 import functools
 import importlib
-import json
+import importlib.abc
+import importlib.machinery
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import IO, Any
+
+from rooftune.fileio import json_text, parse_json, pipe_json
 
 #: prctl's option that asks for a signal when the parent (the thread that forked) ends.
 _PR_SET_PDEATHSIG = 1
@@ -76,7 +84,9 @@ def python_command(module: str, *args: str) -> list[str]:
 def start(cmd: Sequence[str], *, parent_death: int = signal.SIGKILL, **popen: Any) -> subprocess.Popen[Any]:
     """``subprocess.Popen(cmd, **popen)`` leading a process group of its own, sent ``parent_death``
     when the thread calling this ends (SIGKILL: a paused child dies too, where SIGTERM would wait
-    for a SIGCONT; ``rooftune exec`` gives the user's programs SIGTERM)."""
+    for a SIGCONT; ``rooftune exec`` gives the user's programs SIGTERM); the group, what the
+    child started included, is sent it by the watchdog (:class:`_Watchdog`) when this process
+    ends, and SIGKILL a while later where that was another signal."""
     prctl = _prctl()
     parent = os.getpid()
 
@@ -88,7 +98,58 @@ def start(cmd: Sequence[str], *, parent_death: int = signal.SIGKILL, **popen: An
 
     proc = subprocess.Popen(list(cmd), process_group=0, preexec_fn=in_child, **popen)
     _started.add(proc)
+    _Watchdog.tell(f"+ {proc.pid} {_start_ticks(proc.pid)} {int(parent_death)}")
     return proc
+
+
+#: The script of this process's watchdog, run by its path (it imports nothing of rooftune).
+_WATCHDOG = Path(__file__).with_name("_watchdog.py")
+
+
+class _Watchdog:
+    """This process's watchdog (:mod:`rooftune.platform._watchdog`): started with the first child,
+    told of each child's group, and ending those still registered when this process ends. A
+    process forked from this one (``os.fork``) starts its own."""
+
+    lock = threading.Lock()
+    #: The process that started the watchdog, and the pipe to it (None where it could not start).
+    owner: int | None = None
+    pipe: IO[bytes] | None = None
+    proc: subprocess.Popen[bytes] | None = None  # kept: never waited for, it outlives this process
+
+    @classmethod
+    def tell(cls, line: str) -> None:
+        with cls.lock:
+            if cls.owner != os.getpid():
+                cls.owner, cls.pipe, cls.proc = os.getpid(), None, None
+                if os.path.exists("/proc/self/stat"):  # it tells its groups apart by /proc
+                    try:
+                        cls.proc = subprocess.Popen(
+                            [sys.executable, "-I", "-S", str(_WATCHDOG), str(os.getpid())], stdin=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd="/", process_group=0)
+                        cls.pipe = cls.proc.stdin
+                    except OSError:
+                        pass
+            if cls.pipe is None:
+                return
+            try:
+                cls.pipe.write(line.encode() + b"\n")
+                cls.pipe.flush()
+            except OSError:  # it was killed: the parent-death signal alone is left
+                cls.pipe = None
+
+
+def _reset_watchdog_lock() -> None:
+    # a fork while another thread held the lock would leave it held in the child for ever
+    _Watchdog.lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_reset_watchdog_lock)
+
+
+def _start_ticks(pid: int) -> int:
+    started = _process_start(pid)
+    return started[1] if started else 0
 
 
 def signal_group(proc: subprocess.Popen[Any], sig: int) -> bool:
@@ -107,6 +168,7 @@ def kill_group(proc: subprocess.Popen[Any]) -> None:
     another process."""
     if proc.returncode is None:
         signal_group(proc, signal.SIGKILL)
+        _Watchdog.tell(f"- {proc.pid}")
     proc.wait()
     _started.discard(proc)
 
@@ -226,27 +288,73 @@ def time_left(limit_s: float) -> float:
 
 
 def import_user_module(name: str) -> ModuleType:
-    """Import the user's module ``name`` (of a ``module:callable`` spec, a ``--validate``) with the
-    working directory importable, as ``uvicorn module:app`` does: first on ``sys.path`` while it
-    imports, so that the user's folder gives their module, then last, so that what rooftune
-    imports later (onnx, when a runtime exports) is never a file of that folder. A process started
-    with the folder on its path (``python -m rooftune``) imports as it is."""
+    """Import the user's module ``name`` (of a ``module:callable`` spec, a ``--validate``, a
+    ``--loss``) from the working directory, as ``uvicorn module:app`` does, without putting that
+    folder on ``sys.path`` (:class:`_UserFolders`): the folder gives the user's module, and the
+    modules found there their siblings, whenever they import one (at import time or later, in a
+    function), as ``python model.py`` would; it is never searched for anybody else's import, so
+    an optional dependency that is not installed (``gmpy2``, which sympy tries) is never a file
+    of that folder, in this process or in a trial's. A process started with the folder on its
+    path (``python -m rooftune``) imports as it is."""
     cwd = os.getcwd()
-    if (cwd in sys.path or "" in sys.path) and cwd not in _appended:
+    if cwd in sys.path or "" in sys.path:
         return importlib.import_module(name)
-    if cwd in sys.path:
-        sys.path.remove(cwd)
-    sys.path.insert(0, cwd)
+    top = name.partition(".")[0]
+    if not top or top in sys.modules:
+        return importlib.import_module(name)
+    finder = _user_folders()
+    finder.requested[top] = cwd
     try:
         return importlib.import_module(name)
     finally:
-        sys.path.remove(cwd)
-        sys.path.append(cwd)  # for what the user's module imports when it is called
-        _appended.add(cwd)
+        finder.requested.pop(top, None)
 
 
-#: Folders :func:`import_user_module` put at the end of ``sys.path``.
-_appended: set[str] = set()
+class _UserFolders(importlib.abc.MetaPathFinder):
+    """First on ``sys.meta_path``: finds a top-level module in a user's folder for the import that
+    :func:`import_user_module` asked for, and for an import made by a module found there (its
+    caller's frame tells who imports: the first outside importlib). A module that rooftune or a
+    library imports never comes from that folder, whatever its name."""
+
+    def __init__(self) -> None:
+        #: Top-level names asked for by import_user_module, and the folder to look in.
+        self.requested: dict[str, str] = {}
+        #: Top-level names found in a user's folder, and that folder.
+        self.found: dict[str, str] = {}
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if path is not None:  # a submodule: its package's __path__ leads to it
+            return None
+        folder = self.requested.pop(name, None) or self.found.get(self._importer())
+        if folder is None:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, [folder])
+        if spec is not None:
+            self.found[name] = folder
+        return spec
+
+    @staticmethod
+    def _importer() -> str:
+        """The top-level package of the module whose code runs the import under way."""
+        frame = sys._getframe(2)
+        while frame is not None:
+            top = str(frame.f_globals.get("__name__") or "").partition(".")[0]
+            if top not in _IMPORT_MACHINERY:
+                return top
+            frame = frame.f_back
+        return ""
+
+
+#: The modules whose frames lie between an import statement (or ``importlib.import_module``) and
+#: a finder: the frozen bootstrap goes by its own names.
+_IMPORT_MACHINERY = frozenset({"importlib", "_frozen_importlib", "_frozen_importlib_external"})
+
+
+@functools.cache
+def _user_folders() -> _UserFolders:
+    finder = _UserFolders()
+    sys.meta_path.insert(0, finder)
+    return finder
 
 
 # -- temporary folders --------------------------------------------------------------------------
@@ -314,7 +422,7 @@ def owner_alive(marker: dict[str, Any]) -> bool:
 
 def mark_owned(folder: Path) -> None:
     """Write this process's OWNER_FILE into ``folder`` (one of TEMP_PREFIXES in the temp dir)."""
-    (folder / OWNER_FILE).write_text(json.dumps(owner()))
+    (folder / OWNER_FILE).write_text(json_text(owner()))
 
 
 def remove_leftovers(tempdir: str | Path | None = None) -> list[Path]:
@@ -334,8 +442,8 @@ def remove_leftovers(tempdir: str | Path | None = None) -> list[Path]:
             mine = entry.stat(follow_symlinks=False).st_uid == os.getuid()
             if not mine or not entry.is_dir(follow_symlinks=False):
                 continue
-            marker = json.loads((Path(entry.path) / OWNER_FILE).read_text())
-        except (OSError, ValueError):
+            marker = parse_json((Path(entry.path) / OWNER_FILE).read_bytes())
+        except (OSError, ValueError):  # (parse_json's one error, for a file nested deep too)
             continue
         if isinstance(marker, dict) and not owner_alive(marker):
             shutil.rmtree(entry.path, ignore_errors=True)
@@ -365,5 +473,5 @@ def protocol_pipe() -> IO[str]:
 def answer(pipe: IO[str], obj: dict[str, Any]) -> None:
     """One answer of a worker's line protocol (see :func:`protocol_pipe`)."""
 
-    pipe.write(json.dumps(obj) + "\n")
+    pipe.write(pipe_json(obj) + "\n")
     pipe.flush()

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from rooftune.errors import InvalidArgument
+from rooftune.fileio import json_text
 
 DTYPES = ("fp32", "int8")
 
@@ -120,7 +120,7 @@ class ConvSpec:
 
     def key(self) -> str:
         """Stable identity (hash of every field)."""
-        return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:20]
+        return hashlib.sha256(json_text(self.to_dict(), notes=False, sort_keys=True).encode()).hexdigest()[:20]
 
     def describe(self) -> str:
         s = f"{self.N}x{self.C}x{self.H}x{self.W} -> K{self.K} {self.R}x{self.S}"

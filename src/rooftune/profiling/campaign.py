@@ -93,7 +93,7 @@ def _row(spec: ConvSpec, name: str, threads: int, status: str, sources: Sequence
 #: seconds to minutes, so that two measurements of one row taken back to back are slowed together.
 #: Passes over the whole campaign put a full pass between two measurements of a row; three is where
 #: the fastest pass of one campaign agrees with another's on nearly every row
-#: (``benchmarks/profile_passes.py`` checks it; BENCHMARKS.md).
+#: (docs/benchmarks/history.md gives the check).
 PROFILE_PASSES = 3
 MAX_PASSES = 10
 #: After the fixed passes, a row is confirmed when a pass timed while the probe read quiet has a

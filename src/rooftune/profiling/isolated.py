@@ -25,6 +25,7 @@ from typing import IO, Any
 from rooftune.bench import Measurement, Policy
 from rooftune.bench.canary import CANARY_POLICY
 from rooftune.errors import MeasurementError
+from rooftune.fileio import pipe_json
 from rooftune.platform import processes
 from rooftune.primitives import ConvSpec
 from rooftune.profiling.work import REASON_CHARS, Outcome
@@ -136,7 +137,7 @@ class Isolated:
         if proc.returncode is None and not self._busy:
             try:
                 assert proc.stdin is not None
-                proc.stdin.write(json.dumps({"cmd": "exit"}) + "\n")
+                proc.stdin.write(pipe_json({"cmd": "exit"}) + "\n")
                 proc.stdin.flush()
             except OSError:
                 pass
@@ -181,7 +182,7 @@ class Isolated:
         self._busy = True
         try:
             assert proc.stdin is not None
-            proc.stdin.write(json.dumps(msg) + "\n")
+            proc.stdin.write(pipe_json(msg) + "\n")
             proc.stdin.flush()
         except OSError:  # (BrokenPipeError: it died since its last answer)
             pass  # the answer that does not come says how it ended

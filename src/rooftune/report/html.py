@@ -150,9 +150,13 @@ def _analysis(r: OptimizeResult, figs: dict[str, Path]) -> str:
 
 def _tuning(r: OptimizeResult, figs: dict[str, Path]) -> str:
     t = r.tune
+    errors = r.steps["tune"].errors if "tune" in r.steps else []
+    if t is None and errors:  # every trial failed: why, each error once with how many trials gave it
+        return ("<p class=warn>The runtime configuration was not tuned: no configuration ran and verified. "
+                "The trials' errors:</p>" + _table(["trials", "error"], [[n, e] for n, e in errors], {0}))
     if t is None:
         return "<p class=dim>The runtime configuration was not tuned (see the steps).</p>"
-    from rooftune.tuning.table import TUNE_COLUMNS, guard_lines, tune_rows
+    from rooftune.tuning.table import guard_lines, tune_columns, tune_rows
 
     rows = tune_rows(t, error_width=120)
     failed = [x for x in t.trials if not x.ok]
@@ -165,7 +169,7 @@ def _tuning(r: OptimizeResult, figs: dict[str, Path]) -> str:
         f"<p>{len(t.trials)} configurations in {t.duration_s:.0f} s ({len(failed)} failed, {t.resumed} from the store); "
         f"objective {_e(t.objective)}, {_e(t.batch_text())}. Every trial ran in a fresh process and its output was checked "
         f"against the fp32 eager output; the best was then re-measured interleaved (A B B A) against every baseline.</p>"
-        + _table([*TUNE_COLUMNS[:-1], "best is (95 % CI)"], rows, {3, 4, 5, 6, 7, 8})
+        + _table([*(cols := tune_columns(t))[:-1], "best is (95 % CI)"], rows, set(range(3, len(cols) - 1)))
         + "".join(f"<p><b>{_e(line)}</b></p>" for line in t.headline_lines())
         + "".join(f"<p class=dim>{_e(line)}</p>" for line in guard_lines(t))
         + (f"<p class=dim>{_e(reversal)}</p>" if reversal else "")

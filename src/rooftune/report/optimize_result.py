@@ -21,9 +21,13 @@ class Step:
     status: str = "pending"  # pending | ok | failed | skipped | interrupted
     seconds: float = 0.0
     message: str = ""
+    #: A failed step's trials' errors, each message once with how many trials gave it (the most
+    #: frequent first): why a tuning that verified no configuration failed.
+    errors: list[tuple[int, str]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "status": self.status, "seconds": self.seconds, "message": self.message}
+        return {"name": self.name, "status": self.status, "seconds": self.seconds, "message": self.message,
+                "errors": [{"trials": n, "error": error} for n, error in self.errors]}
 
 
 @dataclass

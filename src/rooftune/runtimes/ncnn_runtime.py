@@ -9,7 +9,7 @@ convolutions (the guideline's NCNN_MIN_SHARE; figures in BENCHMARKS.md, the tuni
 times move with the host more than ONNX Runtime's: ncnn splits each layer's work evenly between
 its threads and waits for the slowest, so when the host slows one core its threads run as fast
 as one, where ONNX Runtime's pool, handing out smaller pieces, loses less
-(``benchmarks/ncnn_stretches.py`` measures both, alternating in one process).
+(docs/benchmarks/history.md gives both, measured alternating in one process).
 
 ``conv=winograd`` (ncnn's default) lets ncnn use its Winograd kernels, ``conv=direct`` forbids
 them. ncnn runs one sample per inference (its tensors have no batch dimension): batch 1 only.

@@ -40,11 +40,11 @@ def winograd_model(src: Path, dst: Path, threads: int, session: Callable[[bytes]
     a lock: processes preparing the same configuration at once (the instances of a throughput
     configuration) measure the layers once, not side by side, and run one file."""
     import fcntl
-    import json
     import os
 
     import onnx
 
+    from rooftune.fileio import json_text
     from rooftune.runtimes import winograd_onnx
 
     with open(dst.with_suffix(".lock"), "w") as lock:
@@ -71,7 +71,7 @@ def winograd_model(src: Path, dst: Path, threads: int, session: Callable[[bytes]
                     rewritten = model
                     choices = [replace(c, chosen=False) for c in choices]
             onnx.save(rewritten, str(part))
-            part_json.write_text(json.dumps({
+            part_json.write_text(json_text({
                 "threads": threads, "min_speedup": winograd_onnx.MIN_SPEEDUP,
                 "layers": [c.to_dict() for c in choices], "network": network}, indent=1))
             os.replace(part_json, dst.with_suffix(".json"))

@@ -25,11 +25,11 @@ from typing import Any, cast
 from sqlalchemy import Engine, Table, create_engine, event, inspect, select, update
 from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from rooftune.errors import StoreError
+from rooftune.errors import StoreError, one_line
+from rooftune.fileio import json_text
 from rooftune.platform import Platform
 from rooftune.platform.gpu import GpuDevice
 from rooftune.store.fleet_rows import CLAIMED, FleetRows
@@ -48,14 +48,16 @@ from rooftune.store.schema import (
 )
 from rooftune.store.sweep_rows import SweepRows
 from rooftune.store.urls import (
-    CREDENTIALS,
+    ALLOWED,
     DB_ENV,
     HIDDEN,
     data_dir,
     default_db_path,
     modules_dir,
+    parse_url,
     redact_url,
     resolve_url,
+    url_secrets,
 )
 from rooftune.store.values import finite
 
@@ -69,6 +71,12 @@ CONNECT_TIMEOUT_S = 5
 #: Lock that serializes the schema check and migrations of processes opening one PostgreSQL store
 #: at the same moment (a transaction-level advisory lock: released at commit).
 PG_MIGRATION_LOCK = 0x726F6F66
+
+
+def _column_json(value: Any) -> str:
+    """A JSON column's text: NaN and infinities as null (as :func:`rooftune.store.values.finite`
+    writes a row's figures), no notes beside them, so a row reads back with the keys it had."""
+    return json_text(value, notes=False)
 
 
 def _check_sqlite_file(path: Path, chosen: bool = True) -> None:
@@ -123,15 +131,9 @@ class Store(ProfileRows, FleetRows, SweepRows):
         """``create=False`` (commands that only read) refuses a SQLite file that does not exist
         instead of creating an empty store there."""
         self.url = resolve_url(db)
-        #: The URL as messages name it: never its password.
+        #: The URL as messages name it: never a secret it holds (:func:`redact_url`).
         self.display_url = redact_url(self.url)
-        try:
-            url = make_url(self.url)
-        except ArgumentError:
-            raise StoreError(
-                f"invalid database URL {self.display_url!r}: expected a file path or an SQLAlchemy URL "
-                f"such as sqlite:///path/to/rooftune.db or postgresql://host/db"
-            ) from None
+        url = parse_url(self.url)
         self._sqlite = url.get_backend_name() == "sqlite"
         if self._sqlite and url.database and url.database != ":memory:":
             if not create and not Path(url.database).exists():
@@ -147,12 +149,16 @@ class Store(ProfileRows, FleetRows, SweepRows):
             # SQLAlchemy's default PostgreSQL driver is psycopg2; rooftune installs psycopg (3)
             url = url.set(drivername="postgresql+psycopg")
         try:
-            self.engine: Engine = create_engine(url, connect_args=connect_args)
+            # strict JSON in every JSON column: SQLite's JSON functions and PostgreSQL refuse NaN
+            self.engine: Engine = create_engine(url, connect_args=connect_args, json_serializer=_column_json)
         except ImportError as exc:
             raise StoreError(f"cannot use database URL {self.display_url!r}: {self._hide(str(exc))}; install the database's driver for "
                              f"SQLAlchemy (e.g. pip install psycopg for postgresql://)") from None
+        except NoSuchModuleError:
+            raise StoreError(f"cannot use database URL {self.display_url!r}: SQLAlchemy has no database or driver "
+                             f"{url.drivername!r} installed; allowed {ALLOWED}") from None
         except ArgumentError as exc:
-            raise StoreError(f"cannot use database URL {self.display_url!r}: {self._hide(str(exc))}") from None
+            raise StoreError(f"cannot use database URL {self.display_url!r}: {self._hide(one_line(exc))}") from None
         if self._sqlite:
             _install_sqlite_pragmas(self.engine)
         self._migrate()
@@ -192,14 +198,7 @@ class Store(ProfileRows, FleetRows, SweepRows):
 
     @functools.cached_property
     def _secrets(self) -> list[str]:
-        """The URL's password as written and as decoded (a driver quotes it decoded: %40 as '@'),
-        longest first."""
-        m = CREDENTIALS.match(self.url)
-        try:
-            decoded = make_url(self.url).password
-        except (ArgumentError, ValueError):
-            decoded = None
-        return sorted({m["password"] if m else "", str(decoded or "")} - {""}, key=len, reverse=True)
+        return url_secrets(self.url)
 
     # ------------------------------------------------------------------ schema
 

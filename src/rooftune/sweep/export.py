@@ -4,13 +4,12 @@ platform's fingerprint (its id, CPU or device model, and the whole fingerprint a
 from __future__ import annotations
 
 import csv
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from rooftune.errors import InvalidArgument
-from rooftune.fileio import atomic_open, atomic_path
+from rooftune.fileio import atomic_open, atomic_path, json_text
 from rooftune.paths import output_file
 
 FORMATS = (".csv", ".parquet")
@@ -21,7 +20,7 @@ def rows(points: Sequence[Any], fingerprints: dict[str, dict[str, Any]]) -> list
     for p in points:
         fp = fingerprints.get(p.platform_id, {})
         out.append({**p.flat(), "platform_model": fp.get("cpu_model") or fp.get("name", ""),
-                    "platform_fingerprint": json.dumps(fp, sort_keys=True)})
+                    "platform_fingerprint": json_text(fp, notes=False, sort_keys=True)})
     return out
 
 

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from rooftune.errors import InvalidArgument, as_names, is_int
+from rooftune.fileio import json_text
 from rooftune.sweep.base import PASSES, Family
 from rooftune.sweep.grid import parse_values
 
@@ -84,7 +84,7 @@ class PointSpec:
         return dict(self.params)
 
     def key(self, platform_id: str) -> str:
-        text = json.dumps([self.family, sorted(self.params), self.pass_, self.precision, self.variant.key(),
+        text = json_text([self.family, sorted(self.params), self.pass_, self.precision, self.variant.key(),
                            self.device, platform_id])
         return hashlib.sha256(text.encode()).hexdigest()[:32]
 

@@ -6,12 +6,13 @@ from rooftune.tuning.arguments import OBJECTIVES, default_precisions, precisions
 from rooftune.tuning.config import RunConfig, allocator_library
 from rooftune.tuning.deploy import TunedModel, load_tuned
 from rooftune.tuning.guidelines import average_width, baselines, guideline
-from rooftune.tuning.result import TrialResult, TuneResult, save_config
+from rooftune.tuning.result import NoVerifiedTrial, TrialResult, TuneResult, save_config
 from rooftune.tuning.study import Study, tune
 from rooftune.tuning.trial import TrialFailed, Worker
 
 __all__ = [
     "OBJECTIVES",
+    "NoVerifiedTrial",
     "RunConfig",
     "Study",
     "TrialFailed",

@@ -74,6 +74,7 @@ def load_for(config: Any, w: dict[str, Any], inputs: str | None = None, workdir:
 
     from rooftune.runtimes import get_runtime
     from rooftune.workload import load_workload
+    from rooftune.workload.imports import import_modules
 
     if config.set_threads:
         torch.set_num_threads(config.intra_threads)
@@ -96,6 +97,8 @@ def load_for(config: Any, w: dict[str, Any], inputs: str | None = None, workdir:
         why = runtime.unsupported_train(config)
         if why:
             raise ValueError(why)
+    # a model's file naming types its package registers when imported (transformers' outputs)
+    import_modules(w.get("imports"))
     wl = load_workload(w["model"], batch=config.batch, inputs=w.get("inputs"), options=w.get("options"), check=False,
                        train=train)
     return wl, runtime
@@ -121,7 +124,7 @@ def _init(msg: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         os.sched_setaffinity(0, pinned_cpus(int(msg["config"].get("intra_threads", 1))))
     import torch
 
-    from rooftune.tuning.verify import check_prepared
+    from rooftune.tuning.verify import check_on_data, check_prepared
 
     config = RunConfig(**msg["config"])
     wl, runtime = load_for(config, msg["workload"], msg.get("inputs"), msg["workdir"])
@@ -137,6 +140,9 @@ def _init(msg: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     precision = prepared.precision or config.precision
     verify = check_prepared(prepared, precision, tuple(wl.inputs), torch.load(msg["reference"]),
                             calib, msg.get("validate"), out=out)
+    evaluation = Path(msg["workdir"]) / f"evaluation-b{config.batch}.pt"
+    if evaluation.exists():  # the user's data: a reduced precision is judged by its metric there
+        verify = check_on_data(prepared, precision, verify, torch.load(evaluation))
     return prepared, {
         "prepare_s": prepare_s, "verify": verify, "precision": precision,
         "artifact": str(prepared.artifact) if prepared.artifact else None,

@@ -36,6 +36,30 @@ def default_precisions(platform: Any, available: dict[str, Any]) -> tuple[str, .
     return ("fp32",)
 
 
+#: ISA extensions that run int8 dot products natively (VNNI's u8 x s8, AMX's tiles): where none is
+#: in effect, int8 kernels emulate them and rarely beat bf16 or fp32.
+INT8_ISA = ("avx512_vnni", "avx_vnni", "amx_int8")
+
+
+def native_int8(platform: Any) -> bool:
+    """Whether the CPU runs int8 dot products natively (AVX512-VNNI, AVX-VNNI or AMX-INT8)."""
+    return bool(set(platform.effective_isa) & set(INT8_ISA))
+
+
+def data_precisions(platform: Any, available: dict[str, Any]) -> tuple[str, ...]:
+    """What a study with the user's data searches when the caller names no precision: fp32, and bf16
+    and int8 where the CPU runs each natively, every reduced-precision configuration accepted only
+    within the accuracy budget measured on that data."""
+    from rooftune.runtimes.quantize import int8_missing
+
+    out = ["fp32"]
+    if native_bf16(platform):
+        out.append("bf16")
+    if native_int8(platform) and any(int8_missing(n) is None for n in available):
+        out.append("int8")
+    return tuple(out)
+
+
 def precisions_for(*, fp32: bool = False, bf16: bool = False, int8: bool = False,
                    runtimes: Sequence[str] | None = None) -> tuple[str, ...] | None:
     """The ``precisions`` a study searches from the command line's switches: ``fp32`` alone keeps

@@ -45,7 +45,7 @@ MAX_PROCESS_PAIRS = 4
 LATE_BUDGET_S = 2.0
 #: Seconds a final comparison's pair adds to a lone trial's start. Zero: the two processes
 #: starting side by side cost about what a pair's processes save by running the prepared artifact
-#: instead of building the model (benchmarks/final_pair_cost.py checks it; BENCHMARKS.md).
+#: instead of building the model (docs/benchmarks/history.md gives the check).
 CACHED_START_S = 0.0
 
 
@@ -259,8 +259,8 @@ def pair_start_s(trials: Sequence[TrialResult], cores: int) -> float:
 def comparison_s(pairs: int, start_s: float, policy: Policy) -> float:
     """Seconds an interleaved comparison takes spread over ``pairs`` fresh pairs of processes
     starting in ``start_s``: each pair's start and warm-up, then the budget (both on the wall clock).
-    A comparison that stops early (its CI tight) takes less; benchmarks/final_pair_cost.py checks
-    the model against measured comparisons (BENCHMARKS.md)."""
+    A comparison that stops early (its CI tight) takes less; docs/benchmarks/history.md gives
+    the model's check against measured comparisons."""
     return pairs * (start_s + policy.warmup_s) + policy.budget_s
 
 

@@ -18,7 +18,6 @@ differs: start the program with ``rooftune exec --config FILE -- python my_progr
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 import warnings
@@ -30,6 +29,7 @@ from typing import Any
 import torch
 
 from rooftune.errors import InvalidArgument, RooftuneError
+from rooftune.fileio import read_json_input
 from rooftune.platform.processes import mark_owned
 from rooftune.runtimes.base import like_output, weights_of
 
@@ -157,10 +157,12 @@ def _load(path: str | Path, *, check: bool = True, validate: str | Callable[...,
     # Started by `rooftune exec` with OMP_PROC_BIND set, OpenMP has already pinned this process's
     # main thread to one core, so its affinity no longer shows the cores the threads will use.
     config = load_config(path, usable_cores=os.cpu_count(), name=name)
-    saved = json.loads(Path(path).read_text())
+    saved = read_json_input(path, name, "allowed a file written by rooftune tune --save or rooftune optimize")
     w = saved.get("workload") if isinstance(saved, dict) else None
     if not w:
         raise InvalidArgument(name, str(path), "names no workload; write it with rooftune tune --save or rooftune optimize")
+    if not _saved_workload(w) or not isinstance(saved.get("artifact") or "", str):
+        raise InvalidArgument(name, str(path), "its workload or artifact is not as rooftune tune --save writes them")
     missing = get_runtime(config.runtime).available()
     if missing:
         raise InvalidArgument("runtime", config.runtime, missing)
@@ -208,6 +210,15 @@ def _load(path: str | Path, *, check: bool = True, validate: str | Callable[...,
         raise
     signature = tuple((tuple(x.shape), x.dtype) for x in wl.inputs)
     return TunedModel(config, result, tuple(notes), signature, tuple(wl.inputs), prepared, workdir, template, wl.call)
+
+
+def _saved_workload(w: Any) -> bool:
+    """Whether a saved workload has the fields of those a study saves, of their types (a file
+    edited by hand is refused in one line, not by a KeyError deep in the loading)."""
+    kinds = {"model": (str,), "inputs": (list, type(None)), "options": (dict, type(None)),
+             "train": (dict, type(None)), "imports": (list, type(None))}
+    return (isinstance(w, dict) and isinstance(w.get("model"), str)
+            and all(isinstance(w.get(k), t) for k, t in kinds.items() if k in w))
 
 
 def _place_artifact(target: Path | None, saved: dict[str, Any], path: str | Path) -> bool:

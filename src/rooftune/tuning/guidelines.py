@@ -93,7 +93,7 @@ WINOGRAD_MIN_SHARE = 0.25
 #: The share of the FLOPs in such convolutions from which the guideline runs ncnn (see guideline).
 #: A heuristic fitted on a few machines: only networks nearly all 3x3 stride-1 convolutions
 #: (vgg16-like) kept ncnn's lead on every one; ``benchmarks/tune_suite.py`` and
-#: ``benchmarks/ncnn_stretches.py`` check it (BENCHMARKS.md).
+#: docs/benchmarks/history.md gives the check.
 NCNN_MIN_SHARE = 0.95
 
 #: Batch the throughput guideline runs when the user fixes none: large enough to fill the GEMMs'
@@ -143,7 +143,7 @@ def guideline(platform: Platform, graph: OpGraph, available: dict[str, Any], *, 
     # - 3x3 stride-1 convolutions carrying nearly all the FLOPs: ncnn's Winograd kernels
     #   (F(6x6,3x3) and smaller). ncnn splits each layer evenly between its threads and waits for
     #   the slowest, so its lead shrinks where the host slows one core
-    #   (benchmarks/ncnn_stretches.py); below NCNN_MIN_SHARE the guideline keeps the graph runtime
+    #   (docs/benchmarks/history.md); below NCNN_MIN_SHARE the guideline keeps the graph runtime
     #   and measures ncnn as a seed beside it (runtime_seeds), above it the other way round. ncnn
     #   runs batch 1 only.
     share3d = conv3d_share(graph, costs)

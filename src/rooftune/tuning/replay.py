@@ -17,10 +17,11 @@ exec`` starts N replays side by side, each printing its own line (their throughp
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
+
+from rooftune.fileio import json_text
 
 
 def replay(path: str | Path, seconds: float = 5.0) -> dict[str, Any]:
@@ -58,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     except RooftuneError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(json.dumps(r, default=str))
+    print(json_text(r, default=str))
     return 0 if r["verify"]["ok"] else 1
 
 

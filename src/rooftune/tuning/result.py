@@ -1,19 +1,22 @@
 """What a tuning study gives back: one evaluated configuration (:class:`TrialResult`), the whole
 study (:class:`TuneResult`) with the figures, ratios and warnings a reader takes from it, the key a
-study is stored and resumed under, and a trial written to a file (:func:`save_config`)."""
+study is stored and resumed under, a trial written to a file (:func:`save_config`), and a study
+that verified no configuration (:class:`NoVerifiedTrial`, its trials' errors grouped)."""
 
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import statistics
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from rooftune.fileio import json_text, parse_json
 from rooftune.tuning.config import RunConfig
+from rooftune.tuning.trial import TrialFailed
 
 #: A final comparison whose pairs of processes' own ratios differ by more than this factor is
 #: named as unsteady in the result: a chosen line in the gap between the spread of steady
@@ -419,9 +422,49 @@ class TuneResult:
 def study_key(model: str, objective: str, batch: int, platform_id: str, space: dict[str, Any]) -> str:
     """The key a study's trials are stored under: the same model, objective, batch, platform and
     search space resume the same study."""
-    text = json.dumps({"model": model, "objective": objective, "batch": batch, "platform": platform_id, "space": space},
+    text = json_text({"model": model, "objective": objective, "batch": batch, "platform": platform_id, "space": space},
                       sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+#: Error messages a study's failure names in its one line (every group is in ``failures``).
+ERRORS_NAMED = 3
+
+
+def failure_groups(trials: Iterable[TrialResult]) -> tuple[tuple[int, str], ...]:
+    """The failed trials' errors, each message once with how many trials gave it: the most
+    frequent first, the first seen first among equals."""
+    counts = Counter(t.error or "failed, no error given" for t in trials if not t.ok)
+    return tuple((n, error) for error, n in counts.most_common())
+
+
+def failures_text(groups: Sequence[tuple[int, str]], named: int = ERRORS_NAMED) -> str:
+    """``44 trials: WorkloadError: ...; 1 trial: ...``, the first ``named`` groups, then how many
+    more errors in how many trials."""
+    parts = [f"{n} trial{'s' if n != 1 else ''}: {error}" for n, error in groups[:named]]
+    rest = groups[named:]
+    if rest:
+        more = sum(n for n, _ in rest)
+        parts.append(f"and {len(rest)} other error{'s' if len(rest) != 1 else ''} in {more} trial{'s' if more != 1 else ''}")
+    return "; ".join(parts)
+
+
+class NoVerifiedTrial(TrialFailed):
+    """No configuration of a study ran and verified in the precisions it searched. ``failures``:
+    its trials' errors grouped by message with their counts (:func:`failure_groups`), which the
+    message names too, so that the one line a command prints says why."""
+
+    def __init__(self, failures: Sequence[tuple[int, str]], precisions: Sequence[str] = ()) -> None:
+        self.failures = tuple((int(n), str(error)) for n, error in failures)
+        self.precisions = tuple(precisions)
+        if self.failures:
+            why = f": {failures_text(self.failures)}"
+        else:  # every trial ran, in a precision the study does not search (a peer picking its own)
+            why = f" in {', '.join(self.precisions) or 'the precisions searched'}"
+        super().__init__(f"no configuration ran and verified{why}")
+
+    def __reduce__(self) -> tuple[Any, ...]:  # raised on a cluster's node, read back here
+        return type(self), (self.failures, self.precisions)
 
 
 def unsteady_ratios(c: dict[str, Any] | None, spread: float) -> list[float] | None:
@@ -439,8 +482,8 @@ def winograd_record(trial: TrialResult) -> dict[str, Any] | None:
         return None
     path = Path(trial.artifact).with_suffix(".json")
     try:
-        record = json.loads(path.read_text())
-    except (OSError, ValueError):
+        record = parse_json(path.read_bytes())
+    except (OSError, ValueError):  # (parse_json's one error, for a file nested deep too)
         return None
     return record if isinstance(record, dict) and isinstance(record.get("layers", []), list) else None
 
@@ -526,5 +569,5 @@ def save_config(trial: TrialResult, path: Path, workload: dict[str, Any] | None 
         if src.with_suffix(".json").exists():  # what the Winograd rewrite measured per layer
             copy_atomic(src.with_suffix(".json"), dst.with_suffix(".json"))
         data["artifact"] = str(dst)
-    write_atomic(path, json.dumps(data, indent=2))  # last: a configuration never names a missing artifact
+    write_atomic(path, json_text(data, indent=2))  # last: a configuration never names a missing artifact
     return path

@@ -33,6 +33,11 @@ class Setup:
     validate: str | None = None
     #: How many output tensors the model returns (known once a reference is made).
     outputs: int = 0
+    #: The user's data split into calibration and evaluation parts (rooftune.workload.data.Split),
+    #: and its DataSpec: int8 calibrates on the first, every reduced precision is judged on the
+    #: second (the evaluation file per batch size, which the trials' processes read).
+    data: Any = None
+    data_spec: Any = None
     #: The configurations (by key) whose trial in this study passed its check (run here, or
     #: stored under the study's key): a later process of one, a final comparison's, is not
     #: checked again where the check costs more than the warm-up it needs anyway (a training
@@ -45,6 +50,7 @@ class Setup:
             from rooftune.runtimes import output_tensors
             from rooftune.runtimes.quantize import calibration_inputs
             from rooftune.workload import load_workload
+            from rooftune.workload.data import batches
 
             w = self.workload
             reference = self.workdir / f"reference-b{batch}.pt"
@@ -58,14 +64,50 @@ class Setup:
             torch.save(ref, reference)
             self.outputs = len(ref)
             calibration = None
+            if self.data is not None:
+                self._evaluation(wl, batch)
             if self.int8:
-                xs = calibration_inputs(wl.inputs, self.calibration_size)
+                xs = (batches(self.data.calibration.inputs, batch) if self.data is not None
+                      else calibration_inputs(wl.inputs, self.calibration_size))
                 with torch.no_grad():
                     outs = [output_tensors(wl.module(*x)) for x in xs]
                 calibration = self.workdir / f"calibration-b{batch}.pt"
                 torch.save({"inputs": xs, "outputs": outs}, calibration)
             self._files[batch] = (reference, calibration)
         return self._files[batch]
+
+    def _evaluation(self, wl: Any, batch: int) -> None:
+        """The evaluation part at ``batch`` for the trials' processes: its batches, the fp32 eager
+        model's first output on each sample, the labels, the metric and the budget; the labels and
+        the metric are checked against the model's output here, before any trial runs."""
+        from rooftune.runtimes import output_tensors
+        from rooftune.workload.data import batches, unbatch
+        from rooftune.workload.metrics import check_labels, evaluate, metric_name
+
+        part, spec = self.data.evaluation, self.data_spec
+        metric = metric_name(spec.metric, part.labels is not None)
+        xs = batches(part.inputs, batch)
+        with torch.no_grad():
+            ref = unbatch([output_tensors(wl.module(*x)) for x in xs], len(part))
+        check_labels(ref, part.labels, metric, part.source)
+        fp32 = evaluate(ref, ref, part.labels, metric, spec.max_drop, spec.seed)
+        torch.save({"batches": xs, "n": len(part), "reference": ref, "labels": part.labels, "metric": metric,
+                    "max_drop": spec.max_drop, "seed": spec.seed, "fp32": fp32},
+                   self.workdir / f"evaluation-b{batch}.pt")
+
+    def data_key(self) -> dict[str, Any]:
+        """What identifies the user's data and budget in a study's key: the spec and a digest of
+        the samples of both parts, in order."""
+        import hashlib
+
+        h = hashlib.sha256()
+        for part in (self.data.calibration, self.data.evaluation):
+            for xs in part.inputs:
+                for x in xs:
+                    h.update(x.contiguous().numpy().tobytes())
+            if part.labels is not None:
+                h.update(part.labels.numpy().tobytes())
+        return {**self.data_spec.as_dict(), "digest": h.hexdigest()[:16]}
 
     def _train_reference(self, batch: int, path: Path) -> Path:
         """A training workload's reference: vanilla fp32 eager training's first steps

@@ -6,6 +6,7 @@ measured; not counted by ``--trials``)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from rooftune.runtimes.quantize import NOTHING_QUANTIZED
 from rooftune.tuning.config import RunConfig
@@ -100,3 +101,19 @@ def nothing_quantized_notes(trials: Iterable[TrialResult]) -> list[str]:
     """Each runtime's quantizer that left the model in fp32, once (from the trials that ran)."""
     return list(dict.fromkeys(f"int8 not on {t.config.runtime}: {t.error.split('int8: ', 1)[-1]}" for t in trials
                               if NOTHING_QUANTIZED in (t.error or "") and not t.error.startswith(NOT_RUN)))
+
+
+def data_notes(best: Any, with_data: bool, train: bool) -> list[str]:
+    """What a reader must know of how the best's precision was checked: on the user's data, its
+    metric and drop with their intervals; without data, that a reduced precision was checked on
+    random inputs only."""
+    if train or best is None or not best.ok or best.precision == "fp32":
+        return []
+    acc = best.verify.get("accuracy")
+    if with_data and acc:
+        from rooftune.workload.metrics import describe
+
+        return [f"the best ({best.precision}) on the evaluation part of your data: {describe(acc)}"]
+    return [f"the best computes in {best.precision}, checked on random inputs only (its outputs against fp32's): "
+            "give --data with samples of your own to check it on your data against an accuracy budget "
+            "(--metric, --max-drop)"]

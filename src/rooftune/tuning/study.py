@@ -45,6 +45,7 @@ from rooftune.tuning.arguments import (
     check_arguments,
     check_precisions,
     check_train_arguments,
+    data_precisions,
     default_precisions,
     native_bf16,
     precisions_for,
@@ -87,8 +88,10 @@ from rooftune.tuning.guidelines import (
 from rooftune.tuning.result import (
     DRIFT,
     UNSTEADY_PAIR_SPREAD,
+    NoVerifiedTrial,
     TrialResult,
     TuneResult,
+    failure_groups,
     save_config,
     study_key,
     top1_only_note,
@@ -99,6 +102,7 @@ from rooftune.tuning.setup import run_trial as _evaluate
 from rooftune.tuning.skips import (
     CONVERSION_FAILED,
     NOT_RUN,
+    data_notes,
     frontend_refused,
     not_run,
     nothing_quantized_notes,
@@ -114,7 +118,7 @@ from rooftune.tuning.space import (
     suggest,
     told_value,
 )
-from rooftune.tuning.trial import PREPARE_TIMEOUT_S, TrialFailed
+from rooftune.tuning.trial import PREPARE_TIMEOUT_S
 
 #: Default budget of a whole study, in seconds (what benchmarks/tune_suite.py gives each model).
 DEFAULT_BUDGET_S = 240.0
@@ -165,13 +169,23 @@ class Study:
                  save: str | Path | None = None, progress: Progress | None = None,
                  trial_policy: Policy = TRIAL_POLICY, compare_policy: Policy = COMPARE_POLICY,
                  validate: str | Callable[..., Any] | None = None, calibration_size: int | None = None,
-                 compare_pairs: int = COMPARE_PROCESS_PAIRS, train: Any = None) -> None:
+                 compare_pairs: int = COMPARE_PROCESS_PAIRS, train: Any = None, data: Any = None) -> None:
         from rooftune.platform import current_platform
         from rooftune.runtimes import chosen_runtimes
+        from rooftune.workload.data import data_spec
         from rooftune.workload.models import check_batch, check_shapes
         from rooftune.workload.training import train_spec
 
         self.train = train_spec(train)
+        self.data = data_spec(data)
+        if self.data is not None and self.train is not None:
+            raise InvalidArgument("--data", self.data.data, "allowed only without --train (the accuracy budget is of an "
+                                  "inference's outputs)")
+        if self.data is not None and validate is not None:
+            raise InvalidArgument("--validate", validate if isinstance(validate, str) else repr(validate),
+                                  "allowed only without --data (the data's metric and --max-drop decide instead)")
+        if self.data is not None and calibration_size is not None:  # it sizes the data's calibration part
+            self.data, calibration_size = self.data.with_calibration(calibration_size), None
         if self.train is not None:
             check_train_arguments(runtimes=runtimes, precisions=precisions, validate=validate,
                                   calibration_size=calibration_size, module=not isinstance(model, str))
@@ -191,7 +205,8 @@ class Study:
             notes_by_rt = {k: v for k, v in notes_by_rt.items() if k in TRAIN_RUNTIMES}
             if precisions is None:  # bf16 autocast where the CPU computes it natively, guarded by the loss
                 precisions = ("fp32", "bf16") if native_bf16(self.platform) else ("fp32",)
-        self.precisions: Sequence[str] = (default_precisions(self.platform, self.available) if precisions is None
+        defaults = data_precisions if self.data is not None else default_precisions
+        self.precisions: Sequence[str] = (defaults(self.platform, self.available) if precisions is None
                                           else precisions)
         self.calibration_size = check_precisions(self.precisions, calibration_size, self.platform)
         self.validated = validate is not None
@@ -207,6 +222,7 @@ class Study:
         self.trial_policy = trial_policy
         self.compare_policy = compare_policy
         self._load(model, example_inputs, example_kwargs, check_shapes(inputs), options, notes_by_rt)
+        self.split = self._split_data()
         self._set_up(db, store)
         self.results: list[TrialResult] = []
         #: each configuration's trial (measured, resumed or refused) by what it runs (run_key)
@@ -250,6 +266,8 @@ class Study:
         # inputs as Python integers: the trials' processes read them from JSON
         self.workload = {"model": model, "inputs": [list(s) for s in inputs] if inputs else None,
                          "options": options or {}}
+        if getattr(self.wl, "imports", ()):  # what a trial's process imports before it loads the model's file
+            self.workload["imports"] = list(self.wl.imports)
         # the runtimes that run this framework's models (a TensorFlow model: TensorFlow's own)
         from rooftune.runtimes import RUNTIMES
 
@@ -281,6 +299,20 @@ class Study:
                               "check the best on inputs of your own (rooftune.load_tuned(best.json) against the model), or "
                               "restrict the study to --runtime eager,compile")
 
+    def _split_data(self) -> Any:
+        """The user's data read and split into its calibration and evaluation parts (None without
+        data); without data, the note that a reduced precision was checked on random inputs only."""
+        from rooftune.workload.data import load_samples, split
+
+        if self.data is None:
+            return None
+        reduced = sorted(set(self.precisions) - {"fp32"})
+        self.step("read the data", 0, 1)
+        parts = split(load_samples(self.data, self.wl.inputs), self.data)
+        self.notes.append(f"data: {parts.describe()}; {', '.join(reduced) or 'no reduced precision'} accepted "
+                          f"within a drop of {self.data.max_drop:g} of the metric against fp32")
+        return parts
+
     def _set_up(self, db: str | None, store: Any) -> None:
         """The study's folder (the reference outputs, the prepared artifacts), the search space, the
         key its trials are stored under, and the store; the folder goes again if any of it fails."""
@@ -291,7 +323,8 @@ class Study:
         self.workdir = owned_tempdir("rooftune-tune-")
         try:  # until close() removes it
             self.setup = Setup(self.workload, self.workdir, int8="int8" in self.precisions,
-                               calibration_size=self.calibration_size, validate=self.validate_spec)
+                               calibration_size=self.calibration_size, validate=self.validate_spec,
+                               data=self.split, data_spec=self.data)
             self.setup.files(self.wl.batch)
             if "int8" in self.precisions:
                 without = sorted(rn for rn, rt in self.available.items()
@@ -311,6 +344,8 @@ class Study:
                                  {**self.space, "inputs": self.workload["inputs"], "options": self.workload["options"],
                                   "calibration": self.calibration_size if self.setup.int8 else 0,
                                   "validate": self.validate_spec,
+                                  # trials judged on other data, or by another budget, are never resumed
+                                  **({"data": self.setup.data_key()} if self.split is not None else {}),
                                   # a training study's trials are never an inference study's
                                   **({"train": self.workload["train"]} if self.train is not None else {}),
                                   # a study of a model of several outputs checks every one of them since
@@ -598,7 +633,7 @@ class Study:
         # bf16 under --fp32) is compared as a peer, never the answer
         self.verified = [r for r in self.results if r.ok and r.precision in self.precisions]
         if not self.verified:
-            raise TrialFailed("no configuration ran and verified; see the failures in the trials")
+            raise NoVerifiedTrial(failure_groups(self.results), self.precisions)
         self.best = min(self.verified, key=lambda r: r.score(self.objective))
         if self.guidelines_only:
             return
@@ -691,6 +726,7 @@ class Study:
         if top1_only := top1_only_note(self.results, self.validated):
             self.notes.append(top1_only)
         self.notes += nothing_quantized_notes(self.results)
+        self.notes += data_notes(self.best, self.split is not None, self.train is not None)
 
     def final_phases(self) -> None:
         """Every phase after the search, in order, on this machine: what one node of a cluster
@@ -798,6 +834,7 @@ def tune(
     compare_pairs: int = COMPARE_PROCESS_PAIRS,
     train: Any = None,
     cluster: str | None = None,
+    data: Any = None,
 ) -> TuneResult:
     """Tune ``model``'s runtime configuration on this machine (see the module docstring).
 
@@ -829,11 +866,20 @@ def tune(
     searched beside threads, allocator, OpenMP settings and layout; each configuration's first
     steps checked against vanilla fp32 training (:func:`rooftune.tuning.verify.check_training`).
 
+    ``data`` (a :class:`rooftune.workload.data.DataSpec`, or the data's folder, ``.npz`` or
+    ``MODULE:CALLABLE``) judges every reduced-precision configuration on the user's own samples:
+    int8 calibrates on the data's calibration part, and a configuration is accepted only where its
+    metric on the evaluation part drops at most ``max_drop`` below fp32's (its interval reported);
+    bf16 and int8 are searched by default where the CPU runs them natively.
+
     ``cluster`` (a Ray cluster's head, ``HOST:PORT``) spreads the study's trials over the nodes of
     one platform (:mod:`rooftune.tuning.cluster`): ``model`` a name every node loads, ``db`` a
     store every node reaches, ``save`` written by the node of the final comparisons.
     """
     if cluster is not None:
+        if data is not None:
+            raise InvalidArgument("--data", str(getattr(data, "data", data)), "allowed only without --cluster (the nodes "
+                                  "do not share the data's files)")
         kwargs = dict(objective=objective, budget_s=budget_s, trials=trials, batch=batch, inputs=inputs,
                       options=options, guidelines_only=guidelines_only, precisions=precisions, runtimes=runtimes,
                       save=save, trial_policy=trial_policy, compare_policy=compare_policy, validate=validate,
@@ -844,7 +890,8 @@ def tune(
                   budget_s=budget_s, trials=trials, batch=batch, inputs=inputs, options=options,
                   guidelines_only=guidelines_only, precisions=precisions, runtimes=runtimes, db=db, store=store,
                   save=save, progress=progress, trial_policy=trial_policy, compare_policy=compare_policy,
-                  validate=validate, calibration_size=calibration_size, compare_pairs=compare_pairs, train=train)
+                  validate=validate, calibration_size=calibration_size, compare_pairs=compare_pairs, train=train,
+                  data=data)
     try:
         study.resume()
         study.fixed_configurations()

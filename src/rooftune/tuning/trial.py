@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rooftune.errors import MeasurementError
+from rooftune.fileio import pipe_json
 from rooftune.platform.processes import (
     PREPARE_DEADLINE_ENV,
     kill_group,
@@ -129,7 +130,7 @@ class Worker:
     def send(self, msg: dict[str, Any]) -> None:
         assert self.proc.stdin is not None
         try:
-            self.proc.stdin.write(json.dumps(msg) + "\n")
+            self.proc.stdin.write(pipe_json(msg) + "\n")
             self.proc.stdin.flush()
         except BrokenPipeError:
             raise TrialFailed(f"the trial process died ({self._last_stderr()})") from None
@@ -181,7 +182,7 @@ class Worker:
         if self.proc.returncode is None and not kill and self.info:
             try:
                 assert self.proc.stdin is not None
-                self.proc.stdin.write(json.dumps({"cmd": "exit"}) + "\n")
+                self.proc.stdin.write(pipe_json({"cmd": "exit"}) + "\n")
                 self.proc.stdin.flush()
                 wait_exit(self.proc, EXIT_TIMEOUT_S)
             except BrokenPipeError:

@@ -34,6 +34,7 @@ __all__ = [
     "TRAIN_CHECK_STEPS",
     "TRAIN_FP32_LOSS_TOLERANCE",
     "TRAIN_FP32_TOLERANCE",
+    "check_on_data",
     "check_prepared",
     "check_training",
     "compare_outputs",
@@ -62,6 +63,34 @@ def check_prepared(prepared: Any, precision: str, inputs: tuple[torch.Tensor, ..
         if validate and "cosine" in verify:  # a missing output or another shape is wrong whatever the caller accepts
             verify = {**verify, **user_validation(validate, [_as_given(o) for o in outs], [_as_given(r) for r in refs])}
     return verify
+
+
+def check_on_data(prepared: Any, precision: str, verify: dict[str, Any], evaluation: dict[str, Any]) -> dict[str, Any]:
+    """A configuration on the evaluation part of the user's data (``evaluation``, written by the
+    study's set-up): a reduced precision is accepted when its metric drops at most the budget below
+    fp32's there, whatever the random-input guard (``verify``) said, which stays beside it as
+    ``guard``; an output of another shape or not finite is refused all the same. An fp32
+    configuration passed the fp32 guard against the reference: it scores fp32's metric."""
+    from rooftune.workload.data import unbatch
+    from rooftune.workload.metrics import describe, evaluate
+
+    if precision == "fp32":
+        return {**verify, "accuracy": {**evaluation["fp32"], "by": "the fp32 guard (outputs equal fp32 eager's)"}}
+    guard = {k: verify[k] for k in ("ok", "rule", "why") if k in verify}
+    if "cosine" not in verify:  # a missing output or another shape
+        return {**verify, "guard": guard}
+    try:
+        first = unbatch([prepared.output_for(tuple(x)) for x in evaluation["batches"]], evaluation["n"])
+    except NotImplementedError:
+        return {**verify, "ok": False, "guard": guard, "why": "this prepared model runs only its own inputs: it "
+                "cannot be judged on your data"}
+    if tuple(first.shape) != tuple(evaluation["reference"].shape) or not bool(torch.isfinite(first).all()):
+        return {**verify, "ok": False, "guard": guard,
+                "why": f"on your data its first output is shaped {tuple(first.shape)} or not finite"}
+    acc = evaluate(first, evaluation["reference"], evaluation["labels"], evaluation["metric"],
+                   evaluation["max_drop"], evaluation["seed"])
+    return {**verify, "ok": acc["ok"], "rule": acc["rule"], "why": "" if acc["ok"] else f"over the budget: {describe(acc)}",
+            "guard": guard, "accuracy": acc}
 
 
 def _as_given(out: Outputs) -> torch.Tensor | tuple[torch.Tensor, ...]:

@@ -17,13 +17,14 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from rooftune.errors import InvalidArgument, WorkloadError, one_line
+from rooftune.fileio import check_input
 from rooftune.workload.shapes import ExampleInputs, check_elements, format_shape, with_batch
 
 #: The prefix that names a Keras application.
@@ -179,6 +180,9 @@ class KerasWorkload(ExampleInputs):
     exported: Any = None
     call: Any = None
     framework: str = "tensorflow"
+    #: A .keras file's: the installed modules of its layers' classes, which another process
+    #: imports before it loads the file (a package's layers are registered when it is imported).
+    imports: tuple[str, ...] = ()
 
     def inputs_text(self) -> str:
         return ", ".join(format_shape(s) for s in self.input_shapes)
@@ -327,8 +331,8 @@ CALIBRATION_BATCH = 2
 def _live_batch_norm(model: Any, shape: tuple[int, ...]) -> None:
     """Set every batch norm's moving mean and variance to its batch's statistics on one seeded
     random batch (one forward pass in training mode, momentum 0). Untrained, a Keras application
-    normalizes by mean 0 and variance 1, so its signal vanishes or blows up with depth (the
-    README and BENCHMARKS.md's TF Run 3 give keras:MobileNetV2's) and an output check compares
+    normalizes by mean 0 and variance 1, so its signal vanishes or blows up with depth (docs/tensorflow.md
+    gives keras:MobileNetV2's) and an output check compares
     constants; with its own statistics each layer passes on a live signal,
     as a trained network's does, which the output check and the runtimes' times both need."""
     import keras
@@ -361,6 +365,7 @@ def _keras_file(model: str, path: Path, batch: int | None, inputs: Sequence[tupl
                 options: dict[str, Any], check: bool) -> KerasWorkload:
     """A ``.keras`` file, loaded in Keras's safe mode: a Lambda layer (Python code inside the file)
     is refused, not run."""
+    check_input(path, "model", "allowed a .keras file saved by keras.Model.save")  # a FIFO would hang the loader
     _tf()
     import keras
 
@@ -369,9 +374,20 @@ def _keras_file(model: str, path: Path, batch: int | None, inputs: Sequence[tupl
     try:
         loaded = keras.models.load_model(str(path), compile=False, safe_mode=True)
     except Exception as exc:  # safe mode refusing code, an unknown custom layer, a damaged file
+        import re
+
+        # Keras names the class it lacks deep inside a long message
+        unknown = re.search(r"Could not locate class '([^']+)'", str(exc))
+        if unknown:
+            raise WorkloadError(f"model {model!r}: cannot load the .keras file: its class {unknown.group(1)!r} is not "
+                                "registered here; the package that defines it registers it when imported: give the "
+                                "model as module:callable, from a module that imports it") from exc
         raise WorkloadError(f"model {model!r}: cannot load the .keras file: {type(exc).__name__}: "
                             f"{one_line(exc, 200)}") from exc
-    return from_keras_model(loaded, path.name, "keras file", batch, inputs, options, check)
+    from rooftune.workload.imports import installed_modules
+
+    wl = from_keras_model(loaded, path.name, "keras file", batch, inputs, options, check)
+    return replace(wl, imports=installed_modules(type(x).__module__ for x in (loaded, *_layers(loaded))))
 
 
 def _saved_model(model: str, path: Path, batch: int | None, inputs: Sequence[tuple[int, ...]] | None,

@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from rooftune.errors import InvalidArgument, WorkloadError, is_int, one_line
+from rooftune.fileio import check_input
 from rooftune.workload.builtin import BUILTINS
 from rooftune.workload.calls import CallStructure, flat_module, needs_structure, positional_names, take_apart
 from rooftune.workload.keras_models import (
@@ -79,6 +80,10 @@ class Workload(ExampleInputs):
     #: A training workload's step (optimizer, loss): analysis and tuning run a training step of
     #: the model (:class:`rooftune.workload.training.TrainStep`) instead of a forward pass.
     train: TrainSpec | None = None
+    #: An exported program's: the installed modules this process imported that define the types
+    #: and classes it names (:func:`export_imports`), which another process imports before it loads
+    #: the file (:func:`rooftune.workload.imports.import_modules`).
+    imports: tuple[str, ...] = ()
 
     def inputs_text(self) -> str:
         """``1x3x224x224``, or with the call's names: ``x 1x3x16x16, extra['bias'] 1x8, scale scalar``."""
@@ -525,23 +530,28 @@ def eval_mode(module: torch.nn.Module) -> torch.nn.Module:
 def _load_exported(
     model: str, path: Path, batch: int | None, inputs: Sequence[tuple[int, ...]] | None, options: dict[str, Any]
 ) -> Workload:
-    if path.is_dir():
-        raise InvalidArgument("model", model, "a directory; a .pt2 file saved with torch.export.save")
-    if not path.is_file():
-        raise InvalidArgument("model", model, "no such file; a .pt2 file saved with torch.export.save")
+    check_input(path, "model", "allowed a .pt2 file saved with torch.export.save")  # a FIFO would hang the loader
     if options:
         raise InvalidArgument("model option", next(iter(options)), "an exported program takes no options")
     try:
-        # torch logs its own traceback before raising on a file that is not an export archive
-        with _quiet_logger("torch.export"):
+        # torch logs the cause of a failed load (its traceback) and then raises a generic error
+        with _logged_errors("torch.export") as causes:
             ep = torch.export.load(str(path))
     except Exception as exc:
+        import zipfile
+
+        if causes and zipfile.is_zipfile(path):  # an export archive whose program names what is not here
+            hint = ("; the package that defines the type registers it when imported: give the model as "
+                    "module:callable, from a module that imports it" if "is not registered" in causes[-1] else "")
+            raise WorkloadError(f"model {model!r}: its torch.export program does not load here: {causes[-1]}{hint}") from exc
         raise WorkloadError(f"model {model!r}: not a torch.export file: {type(exc).__name__}: {one_line(exc, 200)}") from exc
+    imports = export_imports(ep)
     args, kwargs = ep.example_inputs or ((), {})
     if not args and not kwargs and not inputs:
         raise WorkloadError(f"model {model!r} carries no example inputs; give their shapes, e.g. --input 1x3x224x224")
     if not needs_structure(args, kwargs):
-        return Workload(path.name, "torch.export", ep.module(), _reshape_inputs(tuple(args), inputs, batch), {}, exported=ep)
+        return Workload(path.name, "torch.export", ep.module(), _reshape_inputs(tuple(args), inputs, batch), {},
+                        exported=ep, imports=imports)
     # a program exported with keyword or nested tensor inputs: its module called as exported,
     # exported again taking its tensors in order (what the runtimes and the analysis read)
     unflat = ep.module()
@@ -563,18 +573,62 @@ def _load_exported(
                             f"{type(exc).__name__}: {one_line(exc, 200)}") from exc
     # the program exported again takes the tensors in order: its module is a plain graph module (it
     # copies and moves to a device as one), its layers named as the program's
-    return Workload(path.name, "torch.export", flat.module(), xs, {}, exported=flat, call=call)
+    return Workload(path.name, "torch.export", flat.module(), xs, {}, exported=flat, call=call, imports=imports)
+
+
+def export_imports(ep: Any) -> tuple[str, ...]:
+    """The modules another process imports before it loads ``ep`` from its file, as this process
+    has them imported: those defining the pytree node types of its inputs and outputs and of its
+    submodules' calls (a package such as transformers registers its output classes when it is
+    imported, and torch.export.load refuses a program naming one that is not registered), and
+    those of the classes of its modules, the model's own first; installed ones only
+    (:func:`rooftune.workload.imports.installed_modules`)."""
+    from torch.utils._pytree import TreeSpec
+
+    from rooftune.workload.imports import installed_modules, module_of
+
+    names: list[str] = []
+
+    def walk(spec: Any) -> None:
+        if isinstance(spec, TreeSpec) and not spec.is_leaf():
+            names.append(getattr(spec.type, "__module__", None) or "")
+            # children() where torch has it (its children_specs attribute is deprecated there)
+            for child in spec.children() if hasattr(spec, "children") else spec.children_specs:
+                walk(child)
+
+    for node in ep.graph.nodes:
+        for _path, cls in (node.meta.get("nn_module_stack") or {}).values():
+            names.append(cls.__module__ if isinstance(cls, type) else module_of(str(cls)))
+    walk(ep.call_spec.in_spec)
+    walk(ep.call_spec.out_spec)
+    for entry in ep.module_call_graph:
+        if entry.signature is not None:
+            walk(entry.signature.in_spec)
+            walk(entry.signature.out_spec)
+    return installed_modules(names)
 
 
 @contextlib.contextmanager
-def _quiet_logger(name: str) -> Iterator[None]:
+def _logged_errors(name: str) -> Iterator[list[str]]:
+    """What the logger ``name`` logs meanwhile is not printed; the exceptions it logs are kept,
+    one line each (``ExcType: message``), in the list it yields."""
+    caught: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.exc_info and record.exc_info[1] is not None:
+                exc = record.exc_info[1]
+                caught.append(f"{type(exc).__name__}: {one_line(exc, 200)}")
+
     logger = logging.getLogger(name)
-    level = logger.level
-    logger.setLevel(logging.CRITICAL)
+    saved = logger.level, logger.propagate, logger.handlers[:]
+    logger.handlers, logger.propagate = [Keep()], False
+    logger.setLevel(logging.WARNING)
     try:
-        yield
+        yield caught
     finally:
-        logger.setLevel(level)
+        logger.setLevel(saved[0])
+        logger.propagate, logger.handlers = saved[1], saved[2]
 
 
 def run_once(wl: Workload) -> Any:

@@ -28,6 +28,9 @@ def parse_shape(text: str) -> tuple[int, ...]:
         raise InvalidArgument(
             "input shape", text, "allowed: positive integers joined by 'x', e.g. 1x3x224x224, or scalar"
         )
+    if any(len(d.lstrip("0")) > 12 for d in s.split("x")):  # int() refuses 4,300 digits; no dimension nears 12
+        raise InvalidArgument("input shape", text[:60] + ("..." if len(text) > 60 else ""),
+                              "every dimension must be at most 12 digits")
     dims = tuple(int(d) for d in s.split("x"))
     if any(d < 1 for d in dims):
         raise InvalidArgument("input shape", text, "every dimension must be at least 1")

@@ -20,7 +20,7 @@ from rooftune.errors import InvalidArgument, WorkloadError, is_real, one_line
 from rooftune.platform.sysfs import available_memory
 
 #: Losses by name; ``auto`` picks cross-entropy for a classifier's logits, MSE otherwise, and a
-#: ``module:function`` names the user's own (code, as the README says of every such spec).
+#: ``module:function`` names the user's own (code, as docs/security.md says of every such spec).
 LOSSES = ("auto", "cross-entropy", "mse")
 OPTIMIZERS = ("sgd", "adamw")
 #: How the optimizer's update runs: torch's default choice, the multi-tensor (``foreach``) kernels,
@@ -132,9 +132,9 @@ def loss_function(spec: TrainSpec, kind: str) -> Callable[[torch.Tensor, torch.T
     module_name, attr = kind.split(":")
     try:
         fn = getattr(import_user_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
+    except Exception as exc:  # an import runs the user's code: any failure is theirs
         raise InvalidArgument("loss", kind, "module:function naming an importable function",
-                              hint=one_line(exc)) from None
+                              hint=f"{type(exc).__name__}: {one_line(exc, 200)}") from None
     if not callable(fn):
         raise InvalidArgument("loss", kind, "module:function naming a callable")
     return fn
