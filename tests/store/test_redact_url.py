@@ -119,3 +119,9 @@ def test_summary_and_report_carry_a_sqlite_url_without_its_query_password(tmp_pa
     report = (tmp_path / "report.html").read_text()
     assert QUERY not in summary and QUERY not in report
     assert any(f"--db 'sqlite:///{tmp_path}/x.db?password=***'" in c for c in json.loads(summary)["commands"])
+
+
+def test_a_usage_error_quoting_an_unexpected_url_hides_its_secrets() -> None:
+    proc = rooftune_in_process("machine", "show", "postgresql://u:s3cr3tpw@127.0.0.1:1/db?password=hunter22")
+    assert proc.returncode == 2 and "unexpected extra argument" in proc.stderr
+    assert "s3cr3tpw" not in proc.stderr and "hunter22" not in proc.stderr and "u:***@" in proc.stderr

@@ -93,6 +93,11 @@ def _usage_line(exc: Any, argv: list[str]) -> str:
             msg = f"{msg} ({value!r})"
     ctx = getattr(exc, "ctx", None)
     where = getattr(ctx, "command_path", None) or "rooftune"
+    # click quotes what it did not expect as given: a store URL's secrets are hidden there too
+    from rooftune.store.urls import HIDDEN, url_secrets
+
+    for secret in {s for tok in argv if "://" in tok or "?" in tok for s in url_secrets(tok)}:
+        msg = msg.replace(secret, HIDDEN)
     return f"{msg[:1].lower()}{msg[1:]} (see {where} --help)"
 
 
