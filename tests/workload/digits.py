@@ -84,3 +84,46 @@ def batches():
     x, y = _digits()
     x, y = x[-HELD_OUT:], y[-HELD_OUT:]
     return [(x[i:i + 50], y[i:i + 50]) for i in range(0, len(x), 50)]
+
+
+class _Outlier(nn.Module):
+    """A trained MLP whose hidden layer carries one extra channel of constant 10,000 that the
+    output layer ignores: fp32 is unchanged, but the output layer's input, quantized per tensor
+    over [0, 10,000], rounds every real feature to zero. The output layer alone in int8 breaks the
+    metric; the hidden layer alone in int8 does not."""
+
+    def __init__(self, mlp: nn.Sequential) -> None:
+        super().__init__()
+        first, last = mlp[0], mlp[2]
+        self.hidden = nn.Linear(64, first.out_features + 1)
+        self.out = nn.Linear(first.out_features + 1, 10)
+        with torch.no_grad():
+            self.hidden.weight.zero_()
+            self.hidden.weight[:-1] = first.weight
+            self.hidden.bias[:-1] = first.bias
+            self.hidden.bias[-1] = 1e4
+            self.out.weight.zero_()
+            self.out.weight[:, :-1] = last.weight
+            self.out.bias.copy_(last.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(torch.relu(self.hidden(x.flatten(1))))
+
+
+@functools.cache
+def _mlp() -> nn.Sequential:
+    torch.manual_seed(0)
+    x, y = _digits()
+    xs, ys = torch.from_numpy(x[:-HELD_OUT]).flatten(1), torch.from_numpy(y[:-HELD_OUT])
+    net = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
+    opt = torch.optim.Adam(net.parameters(), lr=1e-2)
+    for _ in range(150):
+        opt.zero_grad()
+        nn.functional.cross_entropy(net(xs), ys).backward()
+        opt.step()
+    return net.eval()
+
+
+def sensitive() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    """The model built to be sensitive (:class:`_Outlier`) and an example input (batch 1)."""
+    return _Outlier(_mlp()).eval(), (torch.from_numpy(_digits()[0][:1]),)

@@ -11,10 +11,14 @@ from rich.markup import escape
 
 from rooftune.cli.model_args import model_args
 from rooftune.cli.options import (
+    DataOpt,
     Db,
     Loss,
+    MaxDrop,
+    Metric,
     Optimizer,
     Train,
+    Transform,
     _parse_int_list,
     batch_option,
     budget_option,
@@ -25,9 +29,11 @@ from rooftune.cli.options import (
     threads_option,
 )
 from rooftune.cli.printing import Table, _labelled, _progress, _rate, _seconds, err, out
+from rooftune.errors import InvalidArgument
 from rooftune.fileio import json_text
 from rooftune.paths import output_dir, output_file
 from rooftune.units import fmt_size, threads_of
+from rooftune.workload.data import data_spec
 
 
 def _print_analysis(a: Any, top: int) -> None:
@@ -90,6 +96,27 @@ def _print_trajectory(analyses: list[Any]) -> None:
                   + ", ".join(f"{b} -> {r:.1f}" for b, r in points), highlight=False)
 
 
+def _print_sensitivity(s: Any) -> None:
+    from rooftune.units import fmt_time
+
+    t = Table(title=f"int8 sensitivity per layer ({s.metric} drop with the layer alone in int8, simulated; "
+                    "expected int8 gain from its roofline position)", title_justify="left")
+    for col in ("layer", "kind", "drop (95% CI)", "time", "bound", "int8 gain", "plan"):
+        t.add_column(col, justify="left" if col in ("layer", "kind", "bound", "plan") else "right")
+    kept = set(s.kept)
+    for r in s.layers:
+        plan = f"kept: its drop breaks the budget of {s.max_drop:g}" if r.name in kept else r.keep
+        t.add_row(r.name, r.kind, f"{r.drop:+.2f} [{r.drop_interval[0]:+.2f}, {r.drop_interval[1]:+.2f}]",
+                  fmt_time(r.time_s) if r.time_s is not None else "-", r.bound or "-",
+                  f"{r.int8_gain:.2f}x" if r.int8_gain is not None else "-", plan)
+    out.print(t)
+    out.print(f"uniform int8 (simulated): drop {s.uniform_drop:+.2f}; the mixed plan ({len(kept)} layer(s) kept at "
+              f"higher precision for the budget): drop {s.mixed_drop:+.2f}; {s.samples} samples, {s.seconds:.1f} s",
+              markup=False, highlight=False)
+    for n in s.notes:
+        _labelled(err, "note", "yellow", n)
+
+
 def analyze(
     model: Annotated[str, typer.Argument(help="torchvision name (resnet50), lstm, gru, transformer-encoder, "
                                          "keras:NAME (keras:ResNet50), package.module:callable, a .pt2 or .keras file or a "
@@ -118,8 +145,13 @@ def analyze(
     train: Train = False,
     optimizer: Optimizer = None,
     loss: Loss = None,
+    data: DataOpt = None,
+    metric: Metric = None,
+    max_drop: MaxDrop = None,
+    transform: Transform = None,
 ) -> None:
-    """Place every op of a model on the measured roofline and say where the time goes."""
+    """Place every op of a model on the measured roofline and say where the time goes; with --data,
+    each layer's sensitivity to int8 on your data beside its roofline position."""
     from pathlib import Path
 
     from rooftune.analysis import analyze as run_analysis
@@ -137,12 +169,20 @@ def analyze(
         output_file(csv_path, "--csv")
     if plot_dir is not None:
         output_dir(plot_dir, "--plot-dir", parents=True)
+    spec = data_spec(data, metric=metric, max_drop=max_drop, transform=transform)
+    if spec is not None and args.train is not None:
+        raise InvalidArgument("--data", spec.data, "allowed only without --train (int8 sensitivity is of inference)")
     progress, update = _progress()
     with progress:
         analyses = run_analysis(
             model, batch=batches, inputs=args.shapes, options=args.options, threads=thread_list,
             budget_s=budget, quick=quick, db=db, progress=update, device=device, train=args.train,
         )
+        if spec is not None:
+            from rooftune.analysis.sensitivity import sensitivity
+
+            update("int8 sensitivity per layer", 0, 1)
+            sens = sensitivity(model, spec, inputs=args.shapes, options=args.options, analysis=analyses[0])
     written = []
     if csv_path:
         written.append(write_csv(analyses, csv_path))
@@ -152,11 +192,15 @@ def analyze(
     if json_out:
         data: Any = analyses[0].to_dict(top) if len(analyses) == 1 else {
             "model": analyses[0].model, "points": [a.to_dict(top) for a in analyses]}
+        if spec is not None:
+            data["sensitivity"] = sens.to_dict()
         sys.stdout.write(json_text(data, indent=2) + "\n")
     else:
         for a in analyses:
             _print_analysis(a, top)
         _print_trajectory(analyses)
+        if spec is not None:
+            _print_sensitivity(sens)
         for p in written:
             out.print(f"wrote {p}", markup=False)
 
