@@ -64,8 +64,8 @@ def main() -> int:
     if args.reps < 2 or min(pair_counts) < 1:
         raise SystemExit("error: --reps must be at least 2 and every --pairs entry at least 1")
     from rooftune.errors import RooftuneError
+    from rooftune.runconfig import RunConfig
     from rooftune.tuning.compare import interleaved
-    from rooftune.tuning.config import RunConfig
     from rooftune.tuning.study import Setup
     from rooftune.workload import load_workload
 

@@ -233,7 +233,7 @@ def tune_part(new_db: Any, model: str, trials: int, rounds: int, pin: bool) -> d
                     finally:
                         os.sched_setaffinity(0, cores)
                 c.wait_for_nodes()
-                r = tune(model, runtimes=["eager"], trials=trials, budget_s=3600, db=new_db(), compare_policy=brief,
+                r = tune(model, runtimes=["eager"], trials=trials, budget_s=3600, store=new_db(), compare_policy=brief,
                          compare_pairs=1, cluster=c.address)
             finally:
                 c.shutdown()

@@ -63,7 +63,7 @@ def figure(config: Path, seconds: float, objective: str) -> float:
     """Seconds per call (latency) or per sample over all instances (throughput)."""
     if objective == "latency":
         return replay(config, seconds)[0]["median_s"]
-    from rooftune.tuning.config import load_config
+    from rooftune.runconfig import load_config
 
     instances = load_config(config).instances
     return 1.0 / sum(r["items_per_s"] for r in replay(config, seconds, instances))

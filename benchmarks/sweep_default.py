@@ -44,7 +44,7 @@ def study(family: str, grid: dict[str, Any], options: dict[str, Any], ceilings: 
 
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
-        r = rooftune.sweep(family, grid or None, ceilings=ceilings, db=str(Path(tmp) / "sweep.db"), **options)
+        r = rooftune.sweep.sweep(family, grid or None, ceilings=ceilings, db=str(Path(tmp) / "sweep.db"), **options)
         wall = time.perf_counter() - started
     ok = r.ok_points
     eff = [p.efficiency for p in ok if p.efficiency is not None]

@@ -64,7 +64,7 @@ def one_model(args: argparse.Namespace) -> int:
 
     name = args.one
     t0 = time.perf_counter()
-    r = tune(name, budget_s=args.budget, db=args.db, precisions=tuple(args.precisions.split(",")),
+    r = tune(name, budget_s=args.budget, store=args.db, precisions=tuple(args.precisions.split(",")),
              guidelines_only=args.guidelines_only)
     gap, lo, hi, _ = r.guideline_gap()
     row = {"model": name, "best": r.best.config.describe(), "precision": r.best.config.precision,

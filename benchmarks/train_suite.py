@@ -51,7 +51,7 @@ def run_tune(args: argparse.Namespace) -> dict:
     for model in args.models.split(","):
         t0 = time.perf_counter()
         r = tune(model, train=True, batch=BATCH, budget_s=args.budget, guidelines_only=args.guidelines_only,
-                 precisions=("fp32",) if args.fp32 else None, db=args.db, **kwargs)
+                 precisions=("fp32",) if args.fp32 else None, store=args.db, **kwargs)
         v = r.speedup.get("vanilla") or {}
         row = {"model": model, "best": r.best.config.describe(), "precision": r.best.precision,
                "speedup": v.get("ratio", math.nan), "ci": [v.get("ci_low", math.nan), v.get("ci_high", math.nan)],

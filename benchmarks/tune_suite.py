@@ -67,7 +67,7 @@ def main() -> int:
     for name in args.models.split(","):
         t0 = time.perf_counter()
         precisions = precisions_for(fp32=args.fp32, int8=args.int8)
-        r = tune(name, options=options.get(name, {}), budget_s=args.budget, db=args.db, precisions=precisions)
+        r = tune(name, options=options.get(name, {}), budget_s=args.budget, store=args.db, precisions=precisions)
         wall = time.perf_counter() - t0
         sp = r.speedup
         heads = r.headlines()

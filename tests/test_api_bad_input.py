@@ -68,24 +68,24 @@ def own_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.mark.parametrize("call,fragment", [
-    (lambda db: rooftune.tune(torch.nn.Linear(2, 2), db=db), "invalid example_inputs None: an nn.Module needs its example inputs"),
-    (lambda db: rooftune.tune(object(), example_inputs=(torch.ones(1),), db=db), "invalid model 'object'"),
-    (lambda db: rooftune.tune("lstm", example_inputs=(torch.ones(1),), db=db),
+    (lambda db: rooftune.tune(torch.nn.Linear(2, 2), store=db), "invalid example_inputs None: an nn.Module needs its example inputs"),
+    (lambda db: rooftune.tune(object(), example_inputs=(torch.ones(1),), store=db), "invalid model 'object'"),
+    (lambda db: rooftune.tune("lstm", example_inputs=(torch.ones(1),), store=db),
      "invalid example_inputs 'tuple': allowed only with an nn.Module"),
-    (lambda db: rooftune.tune(torch.nn.Linear(2, 2), example_inputs=(torch.ones(1, 2),), options={"x": 1}, db=db),
+    (lambda db: rooftune.tune(torch.nn.Linear(2, 2), example_inputs=(torch.ones(1, 2),), options={"x": 1}, store=db),
      "allowed only with a model name"),
-    (lambda db: rooftune.tune("lstm", precisions=(), db=db), "invalid precisions (): allowed at least one"),
-    (lambda db: rooftune.tune("lstm", precisions="int9", db=db), "invalid precision 'int9'"),  # not 'i'
-    (lambda db: rooftune.tune("lstm", runtimes=[], db=db), "invalid runtimes (): allowed at least one runtime"),
-    (lambda db: rooftune.tune("lstm", runtimes="tensorflow", db=db), "invalid runtime 'tensorflow'"),
-    (lambda db: rooftune.tune("lstm", budget_s=True, db=db), "invalid budget True"),
-    (lambda db: rooftune.tune("lstm", trial_policy={"budget_s": 1}, db=db), "invalid trial_policy"),
-    (lambda db: rooftune.tune("lstm", save=str(db.parent), db=db), "is a directory; give a file name"),
-    (lambda db: rooftune.tune("resnet18", inputs=[(1, 3, -5, 224)], db=db), "invalid input shape (1, 3, -5, 224)"),
-    (lambda db: rooftune.tune("resnet18", inputs="1x3x224x224", db=db), "invalid inputs '1x3x224x224'"),
-    (lambda db: rooftune.tune("lstm", trials=3, guidelines_only=True, db=db), "allowed only without guidelines-only"),
+    (lambda db: rooftune.tune("lstm", precisions=(), store=db), "invalid precisions (): allowed at least one"),
+    (lambda db: rooftune.tune("lstm", precisions="int9", store=db), "invalid precision 'int9'"),  # not 'i'
+    (lambda db: rooftune.tune("lstm", runtimes=[], store=db), "invalid runtimes (): allowed at least one runtime"),
+    (lambda db: rooftune.tune("lstm", runtimes="tensorflow", store=db), "invalid runtime 'tensorflow'"),
+    (lambda db: rooftune.tune("lstm", budget_s=True, store=db), "invalid budget True"),
+    (lambda db: rooftune.tune("lstm", trial_policy={"budget_s": 1}, store=db), "invalid trial_policy"),
+    (lambda db: rooftune.tune("lstm", save=str(db.parent), store=db), "is a directory; give a file name"),
+    (lambda db: rooftune.tune("resnet18", inputs=[(1, 3, -5, 224)], store=db), "invalid input shape (1, 3, -5, 224)"),
+    (lambda db: rooftune.tune("resnet18", inputs="1x3x224x224", store=db), "invalid inputs '1x3x224x224'"),
+    (lambda db: rooftune.tune("lstm", trials=3, guidelines_only=True, store=db), "allowed only without guidelines-only"),
     # refused after the reference output is written to a temporary directory, which goes too
-    (lambda db: rooftune.tune("lstm", db=db.parent / "missing" / "x.db"), "does not exist"),
+    (lambda db: rooftune.tune("lstm", store=db.parent / "missing" / "x.db"), "does not exist"),
     (lambda db: rooftune.optimize("lstm", steps=(), out=str(db.parent / "o")), "invalid steps ()"),
     (lambda db: rooftune.optimize("lstm", steps="tune,select", out=str(db.parent / "o")), "invalid step 'tune,select'"),
     (lambda db: rooftune.optimize("lstm", compare_policy={"a": 1}, out=str(db.parent / "o")), "invalid compare_policy"),
@@ -128,7 +128,7 @@ def test_optimize_takes_one_example_tensor_as_the_inputs(tmp_path: Path) -> None
     """Exported and selected alike: the select step once failed on the tensor's truth value."""
     m = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(8, 8, 3, padding=1))
     r = rooftune.optimize(m.eval(), example_inputs=torch.randn(1, 3, 16, 16), steps=["select"], budget_s=60,
-                          out=tmp_path / "out", db=str(tmp_path / "r.db"))
+                          out=tmp_path / "out", store=str(tmp_path / "r.db"))
     assert r.steps["select"].status == "ok", r.steps["select"].message
     assert list((tmp_path / "out").glob("*.pt2"))
 

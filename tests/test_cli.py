@@ -281,15 +281,15 @@ class _ClickError(Exception):
     "Invalid value for '--budget': Input should be a valid number",  # the click typer vendors
 ])
 def test_a_bad_value_reads_alike_whichever_click_worded_it(message: str) -> None:
-    from rooftune.cli import _usage_line
+    from rooftune.cli.main import usage_line
 
-    line = _usage_line(_ClickError(message, ["--budget"]), ["analyze", "resnet18", "--budget", "abc"])
+    line = usage_line(_ClickError(message, ["--budget"]), ["analyze", "resnet18", "--budget", "abc"])
     assert line.startswith("invalid value for '--budget' 'abc': ")
     assert line.count("'abc'") == 1 and line.endswith("(see rooftune analyze --help)")
 
 
 @pytest.mark.parametrize("message", ["No such option: --bogus", "No such option '--bogus'."])
 def test_an_unknown_option_reads_alike_whichever_click_worded_it(message: str) -> None:
-    from rooftune.cli import _usage_line
+    from rooftune.cli.main import usage_line
 
-    assert _usage_line(_ClickError(message), ["--bogus"]) == "no such option '--bogus' (see rooftune analyze --help)"
+    assert usage_line(_ClickError(message), ["--bogus"]) == "no such option '--bogus' (see rooftune analyze --help)"

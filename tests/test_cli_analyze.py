@@ -107,7 +107,7 @@ def test_what_is_printed_shows_control_characters_escaped() -> None:
 
     from rich.text import Text
 
-    from rooftune.cli.printing import Table, _Console, _labelled, visible
+    from rooftune.cli.printing import Table, _Console, labelled, visible
 
     assert visible("conv\x1b[2J\r\u200b\tx\nnext") == "conv\\x1b[2J\\r\\u200b\\tx\nnext"
     assert visible("résumé [b]") == "résumé [b]"
@@ -118,7 +118,7 @@ def test_what_is_printed_shows_control_characters_escaped() -> None:
     table.add_row(Text.assemble(("\x1b[1m", "bold"), "tail"))
     console.print(table)
     console.print("[bold]plain[/bold] \x1b[5m")
-    _labelled(console, "error", "red", "model '\x1b[31m'")
+    labelled(console, "error", "red", "model '\x1b[31m'")
     printed = console.file.getvalue()
     assert "\x1b" not in printed
     for shown in ("\\x1b]0;T\\x07", "\\x1b[31mred", "\\x1b[1mtail", "plain \\x1b[5m", "error: model '\\x1b[31m'"):

@@ -42,7 +42,7 @@ def store_with_ceilings(path: Path) -> Path:
 def run(tmp_path_factory: pytest.TempPathFactory) -> OptimizeResult:
     d = tmp_path_factory.mktemp("optimize")
     db = store_with_ceilings(d / "r.db")
-    return optimize(CNN, out=d / "out", db=str(db), **QUICK)
+    return optimize(CNN, out=d / "out", store=str(db), **QUICK)
 
 
 @pytest.mark.parametrize(
@@ -274,9 +274,9 @@ def test_ctrl_c_leaves_a_partial_report_and_the_store(tmp_path: Path, monkeypatc
     def interrupted(*_a: Any, **_k: Any) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(rooftune.tuning, "tune", interrupted)
+    monkeypatch.setattr(rooftune.tuning, "tune_spec", interrupted)
     db = store_with_ceilings(tmp_path / "r.db")
-    r = optimize(CNN, out=tmp_path / "out", db=str(db), **QUICK)
+    r = optimize(CNN, out=tmp_path / "out", store=str(db), **QUICK)
     assert r.interrupted
     assert [(s.name, s.status) for s in r.steps.values()] == [
         ("machine", "ok"), ("analyze", "ok"), ("tune", "interrupted"), ("select", "skipped"), ("report", "ok")]
@@ -295,7 +295,7 @@ def test_a_failing_step_is_reported_and_the_rest_goes_on(tmp_path: Path, monkeyp
 
     monkeypatch.setattr(rooftune.selection, "select", broken)
     db = store_with_ceilings(tmp_path / "r.db")
-    r = optimize(CNN, out=tmp_path / "out", db=str(db), steps=("machine", "analyze", "select"), budget_s=60)
+    r = optimize(CNN, out=tmp_path / "out", store=str(db), steps=("machine", "analyze", "select"), budget_s=60)
     steps = {s.name: s for s in r.steps.values()}
     assert steps["select"].status == "failed" and steps["select"].message == "RuntimeError: primitive library exploded"
     assert steps["tune"].status == "skipped" and steps["analyze"].status == "ok" and steps["report"].status == "ok"
@@ -304,7 +304,7 @@ def test_a_failing_step_is_reported_and_the_rest_goes_on(tmp_path: Path, monkeyp
 
 def test_a_model_without_convolutions_skips_select(tmp_path: Path) -> None:
     db = store_with_ceilings(tmp_path / "r.db")
-    r = optimize("tests.analysis.tiny_models:small_mlp", out=tmp_path / "out", db=str(db),
+    r = optimize("tests.analysis.tiny_models:small_mlp", out=tmp_path / "out", store=str(db),
                  steps=("machine", "analyze", "select"), budget_s=60)
     steps = {s.name: s for s in r.steps.values()}
     assert steps["select"].status == "skipped" and "no 2-D convolution" in steps["select"].message
@@ -333,7 +333,7 @@ def test_a_module_object_is_exported_and_optimized(tmp_path: Path) -> None:
 
     module, x = small_cnn()
     db = store_with_ceilings(tmp_path / "r.db")
-    r = rooftune.optimize(module, example_inputs=(x,), out=tmp_path / "out", db=str(db),
+    r = rooftune.optimize(module, example_inputs=(x,), out=tmp_path / "out", store=str(db),
                           steps=("machine", "analyze", "select"), budget_s=60)
     assert r.model == str(tmp_path / "out" / "model.pt2") and r.steps["analyze"].status == "ok"
     # the report names the module given, not only the file made of it
@@ -352,7 +352,7 @@ def test_a_module_object_is_exported_and_optimized(tmp_path: Path) -> None:
     with pytest.raises(InvalidArgument, match="an exported program holds its convolutions as graph ops"):
         rooftune.select(r.model)
     # the .pt2 file itself: select is left out, and the step says why and what to give instead
-    r2 = rooftune.optimize(r.model, out=tmp_path / "o3", db=str(db), steps=("machine", "select"), budget_s=60)
+    r2 = rooftune.optimize(r.model, out=tmp_path / "o3", store=str(db), steps=("machine", "select"), budget_s=60)
     assert r2.steps["select"].status == "skipped" and "give optimize the module itself" in r2.steps["select"].message
     # a configuration of the exported model loads in a user's program from the .pt2 file
     from rooftune.tuning import RunConfig
@@ -365,9 +365,9 @@ def test_a_module_object_is_exported_and_optimized(tmp_path: Path) -> None:
     with torch.no_grad():
         assert tuned.check["ok"] and torch.allclose(tuned(x2), module.eval()(x2), atol=1e-5)
     with pytest.raises(InvalidArgument, match="example inputs"):
-        rooftune.optimize(module, out=tmp_path / "o2", db=str(db))
+        rooftune.optimize(module, out=tmp_path / "o2", store=str(db))
     with pytest.raises(InvalidArgument, match="allowed a model name"):
-        rooftune.optimize((module, x), out=tmp_path / "o2", db=str(db))
+        rooftune.optimize((module, x), out=tmp_path / "o2", store=str(db))
     assert not (tmp_path / "o2").exists()
 
 
@@ -428,7 +428,7 @@ def test_a_model_needing_its_input_shape_is_optimized_with_input_and_a_rerun_cle
     summary = json.loads((out / "summary.json").read_text())
     summary["files"].update({"data": "mydata.csv", "mine": "selection/mine.py", "svg": "figures/mine.png"})
     (out / "summary.json").write_text(json.dumps(summary))
-    again = optimize(model, inputs=[(1, 3, 32, 32)], out=out, db=str(db), steps=("machine", "analyze"), budget_s=60)
+    again = optimize(model, inputs=[(1, 3, 32, 32)], out=out, store=str(db), steps=("machine", "analyze"), budget_s=60)
     assert again.steps["analyze"].status == "ok"
     assert not (out / "selection" / "load.py").exists() and not (out / "figures" / "selection.png").exists()
     assert {rel: (out / rel).read_text() for rel in mine} == mine  # only what rooftune wrote goes
@@ -436,7 +436,7 @@ def test_a_model_needing_its_input_shape_is_optimized_with_input_and_a_rerun_cle
     assert "rewritten model" not in json.loads((tmp_path / "out" / "summary.json").read_text())["files"]
     with pytest.raises(InvalidArgument, match="allowed only with a model name"):
         optimize(torch.nn.Conv2d(3, 8, 3), example_inputs=(torch.randn(1, 3, 8, 8),), inputs=[(1, 3, 8, 8)],
-                 out=tmp_path / "o2", db=str(db))
+                 out=tmp_path / "o2", store=str(db))
 
 
 def _tuned_with_an_unbounded_interval() -> Any:

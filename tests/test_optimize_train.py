@@ -17,7 +17,7 @@ CNN = "tests.analysis.tiny_models:small_cnn"
 
 def test_optimize_analyses_a_training_step_and_skips_the_selection(tmp_path: Path) -> None:
     db = store_with_ceilings(tmp_path / "r.db")
-    r = optimize(CNN, train=True, out=tmp_path / "out", db=str(db), steps=("machine", "analyze", "select"),
+    r = optimize(CNN, train=True, out=tmp_path / "out", store=str(db), steps=("machine", "analyze", "select"),
                  budget_s=60)
     steps = {s.name: s for s in r.steps.values()}
     assert steps["analyze"].status == "ok", (steps["analyze"].message, r.notes)

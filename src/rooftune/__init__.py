@@ -3,13 +3,12 @@
 Importing rooftune is cheap: heavy modules (torch, numba, SQLAlchemy) load only when the function
 that needs them is called.
 
-``rooftune.machine(...)`` measures (or loads) the machine's ceilings; the same name is the
-``rooftune.machine`` package, whose module object is callable so both spellings work.
+``rooftune.machine.get_ceilings(...)`` measures (or loads) the machine's ceilings.
 ``rooftune.analyze(model, ...)`` places every op of a model on them; ``rooftune.tune``,
 ``rooftune.select`` and ``rooftune.optimize`` (all of it, end to end, with a report) follow;
 ``rooftune.load_tuned(path)`` runs a saved configuration in the caller's own process.
-``rooftune.sweep(family, grid)`` (a callable package, as ``rooftune.machine``) sweeps a kernel
-family (conv2d, lstm) on the time-based roofline.
+``rooftune.sweep.sweep(family, grid)`` sweeps a kernel family (conv2d, lstm) on the time-based
+roofline.
 """
 
 from __future__ import annotations

@@ -16,16 +16,25 @@ in the store).
 from __future__ import annotations
 
 import math
+import os
 import shlex
 import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from rooftune.errors import InvalidArgument, RooftuneError, as_names, is_real
 from rooftune.report.optimize_result import OptimizeResult, Step
+
+if TYPE_CHECKING:
+    from rooftune.bench import Policy
+    from rooftune.store import Store
+    from rooftune.tuning.spec import TuneSpec
+    from rooftune.workload.data import DataSpec
+    from rooftune.workload.training import TrainSpec
 
 #: The embedded default: what ``rooftune optimize`` runs with no model.
 DEFAULT_MODEL = "resnet18"
@@ -93,17 +102,17 @@ def optimize(
     out: str | Path = "rooftune-out",
     example_inputs: Sequence[Any] | None = None,
     example_kwargs: dict[str, Any] | None = None,
-    db: str | None = None,
+    store: str | os.PathLike[str] | Store | None = None,
     runtimes: Sequence[str] | None = None,
     trials: int | None = None,
     steps: Sequence[str] = STEPS,
     progress: Progress | None = None,
-    trial_policy: Any = None,
-    compare_policy: Any = None,
+    trial_policy: Policy | None = None,
+    compare_policy: Policy | None = None,
     precisions: Sequence[str] | None = None,
     calibration_size: int | None = None,
-    train: Any = None,
-    data: Any = None,
+    train: TrainSpec | bool | None = None,
+    data: DataSpec | str | None = None,
 ) -> OptimizeResult:
     """Measure, explain and speed up ``model`` on this machine; write the report to ``out``.
 
@@ -127,24 +136,20 @@ def optimize(
     judges the tuning's reduced precisions on the user's samples against the spec's accuracy budget
     (see :func:`rooftune.tuning.tune`); bf16 and int8 are then tuned by default where the CPU runs
     them natively.
+
+    ``store`` is a :class:`rooftune.store.Store` (left open) or the URL or file path of one (None:
+    the default store).
     """
-    from rooftune.tuning.arguments import check_train_arguments
-    from rooftune.workload.data import data_spec
-    from rooftune.workload.training import train_spec
+    from rooftune.tuning.spec import TuneSpec
 
     started = time.perf_counter()
-    spec = train_spec(train)
-    data = data_spec(data)
-    if data is not None and spec is not None:
-        raise InvalidArgument("--data", data.data, "allowed only without --train (the accuracy budget is of an "
-                              "inference's outputs)")
-    if spec is not None:
-        check_train_arguments(runtimes=runtimes, precisions=precisions, validate=None,
-                              calibration_size=calibration_size, module=not isinstance(model, str))
-    objective = objective if objective is not None else "throughput" if spec is not None else "latency"
-    objective, budget_s, batch, steps, runtimes, precisions, calibration_size = _check_arguments(
-        objective, budget_s, batch, steps, runtimes, precisions, calibration_size, trial_policy, compare_policy,
-        train=spec is not None, data=data is not None)
+    budget_s, steps = _check_arguments(budget_s, steps, trial_policy, compare_policy)
+    # what tuning is asked, checked as tune() checks it (the budget is the tuning step's, later)
+    policies = {k: v for k, v in (("trial_policy", trial_policy), ("compare_policy", compare_policy)) if v is not None}
+    spec = TuneSpec(objective=objective, budget_s=budget_s, trials=trials, batch=batch, inputs=inputs, options=options,
+                    runtimes=runtimes, precisions=precisions, calibration_size=calibration_size, train=train, data=data,
+                    **policies)
+    spec = _with_precisions(model, spec)
     import torch
 
     if isinstance(example_inputs, torch.Tensor):  # one input given as itself, not in a tuple
@@ -152,94 +157,80 @@ def optimize(
     from rooftune.fileio import recording_writes
 
     with recording_writes() as written:  # what this run writes into out: its manifest, for the next run
-        run = _Run(model, out, started=started, say=progress or (lambda *_: None), written=written, batch=batch,
-                   inputs=inputs, options=options, objective=objective, budget_s=budget_s,
-                   example_inputs=example_inputs, example_kwargs=example_kwargs, db=db, runtimes=runtimes,
-                   trials=trials, steps=steps, trial_policy=trial_policy, compare_policy=compare_policy,
-                   precisions=precisions, calibration_size=calibration_size, train=spec, data=data)
+        run = _Run(model, out, spec, store, started=started, say=progress or (lambda *_: None), written=written,
+                   budget_s=budget_s, steps=steps, example_inputs=example_inputs, example_kwargs=example_kwargs)
         return run.execute()
 
 
-def _check_arguments(objective: str, budget_s: float, batch: int | None, steps: Sequence[str],
-                     runtimes: Sequence[str] | None, precisions: Sequence[str] | None, calibration_size: int | None,
-                     trial_policy: Any, compare_policy: Any, train: bool = False,
-                     data: bool = False) -> tuple[Any, ...]:
-    """:func:`optimize`'s arguments checked before anything is measured or written, as used."""
+def _check_arguments(budget_s: float, steps: Sequence[str], trial_policy: Policy | None,
+                     compare_policy: Policy | None) -> tuple[float, tuple[str, ...]]:
+    """What :func:`optimize` takes beyond what :class:`rooftune.tuning.spec.TuneSpec` checks: its
+    whole budget, its steps, and a policy None for the tuner's; the budget and the steps as used."""
     from rooftune.bench import Policy
-    from rooftune.platform import current_platform
-    from rooftune.runtimes import chosen_runtimes
-    from rooftune.tuning import OBJECTIVES
-    from rooftune.tuning.arguments import data_precisions
-    from rooftune.tuning.study import check_precisions, default_precisions
-    from rooftune.workload.models import check_batch
 
-    if objective not in OBJECTIVES:
-        raise InvalidArgument("objective", objective, f"allowed {', '.join(OBJECTIVES)}")
     if not is_real(budget_s) or not math.isfinite(budget_s) or budget_s < MIN_BUDGET_S:
         raise InvalidArgument("budget", budget_s, f"allowed a number of seconds >= {MIN_BUDGET_S:g}")
-    check_batch(batch)
-    steps = as_names(steps, "steps") or ()
-    for s in steps:
+    names = as_names(steps, "steps") or ()
+    for s in names:
         if s not in STEPS:
             raise InvalidArgument("step", s, f"allowed {', '.join(STEPS)}")
-    if not steps:
-        raise InvalidArgument("steps", steps, f"allowed one or more of {', '.join(STEPS)}")
-    runtimes = as_names(runtimes, "runtimes")
-    if runtimes is not None and not runtimes:
-        raise InvalidArgument("runtimes", runtimes, "allowed at least one runtime, or None for every installed one")
-    if precisions is not None:
-        precisions = as_names(precisions, "precisions") or ()
-        if not precisions:
-            raise InvalidArgument("precisions", precisions, "allowed at least one of fp32, bf16, int8")
+    if not names:
+        raise InvalidArgument("steps", names, f"allowed one or more of {', '.join(STEPS)}")
     for name, policy in (("trial_policy", trial_policy), ("compare_policy", compare_policy)):
         if policy is not None and not isinstance(policy, Policy):
             raise InvalidArgument(name, policy, "allowed a rooftune.bench.Policy, or None for the tuner's")
-    available = chosen_runtimes(runtimes)[0]
-    if precisions is None and train:
-        from rooftune.tuning.arguments import native_bf16
+    return float(budget_s), names
 
-        precisions = ("fp32", "bf16") if native_bf16(current_platform()) else ("fp32",)
-    if precisions is None:
-        precisions = (data_precisions if data else default_precisions)(current_platform(), available)
-    if data:  # the data's calibration part is the calibration set, which --calibration sizes
-        check_precisions(precisions, None, current_platform())
-    else:
-        calibration_size = check_precisions(precisions, calibration_size, current_platform())
-    return (objective, float(budget_s), None if batch is None else int(batch), steps, runtimes, precisions,
-            calibration_size)
+
+def _with_precisions(model: str | Any, spec: TuneSpec) -> TuneSpec:
+    """``spec`` with the precisions it tunes on this machine named (the report's commands give
+    them), refused where this CPU cannot run one; a model a training step cannot take refused."""
+    from rooftune.platform import current_platform
+    from rooftune.runtimes import chosen_runtimes
+    from rooftune.tuning.arguments import check_train_model
+    from rooftune.tuning.spec import searched_precisions
+
+    if spec.train is not None:
+        check_train_model(model)
+    precisions, _ = searched_precisions(spec, current_platform(), chosen_runtimes(spec.runtimes)[0])
+    return replace(spec, precisions=precisions)
 
 
 class _Run:
     """One run of :func:`optimize`: its set-up (the model loaded, the store opened, the folder
     cleared, the result begun), then one method per step, each within its share of the budget."""
 
-    def __init__(self, model: Any, out: str | Path, *, started: float, say: Progress, written: set[Path],
-                 **args: Any) -> None:
+    def __init__(self, model: str | Any, out: str | Path, spec: TuneSpec, store: str | os.PathLike[str] | Store | None,
+                 *, started: float, say: Progress, written: set[Path], budget_s: float, steps: Sequence[str],
+                 example_inputs: Sequence[Any] | None, example_kwargs: dict[str, Any] | None) -> None:
         from rooftune.fileio import remove_written
-        from rooftune.store import Store
+        from rooftune.store import Store, open_store
         from rooftune.workload import load_workload
-        from rooftune.workload.models import check_shapes
 
         self.started, self.say, self.written = started, say, written
-        self.args = args
-        self.budget_s: float = args["budget_s"]
+        self.spec = spec
+        self.example_inputs, self.example_kwargs = example_inputs, example_kwargs
+        self.budget_s = budget_s
+        train = cast("TrainSpec | None", spec.train)
         out_dir = _check_out(out)
         # the caller's module, which select rewrites (the .pt2 file's graph has no nn.Conv2d to rewrite)
         self.given = given = None if isinstance(model, str) else model
-        self.inputs = inputs = check_shapes(args["inputs"]) or None
-        self.options = options = dict(args["options"] or {}) or None
+        self.inputs = inputs = spec.inputs or None
+        self.options = options = dict(spec.options or {}) or None
         if given is not None:
             from rooftune.workload.models import module_takes_no_shapes
 
             module_takes_no_shapes(inputs, options)
-            self.name = _export(model, args["example_inputs"], out_dir, args["example_kwargs"])
+            self.name = _export(model, example_inputs, out_dir, example_kwargs)
         else:
             self.name = model
         # a model that cannot load fails here, before anything runs
-        self.wl = wl = load_workload(self.name, batch=args["batch"], inputs=inputs, options=options, train=args["train"])
-        if args["train"] is not None:
+        self.wl = wl = load_workload(self.name, batch=spec.batch, inputs=inputs, options=options, train=train)
+        if train is not None:
             wl.train_step()  # a loss that is not a scalar fails here, before anything runs
-        self.store = Store(args["db"])  # a bad store URL fails here too
+        # a bad store URL fails here too; a store given stays open (the caller's)
+        self.store = open_store(store)
+        self.own_store = self.store is not store
         out_dir.mkdir(parents=True, exist_ok=True)
         # what an earlier run wrote here and this one does not write again (a skipped step's
         # best.json, a selection) would sit beside a report that does not know it: removed, as
@@ -248,17 +239,16 @@ class _Run:
             written.add(Path(self.name).absolute())
         remove_written(out_dir, keep={*written, Path(self.name).absolute()})
         self.out_dir = out_dir
-        steps = args["steps"]
         self.result = result = OptimizeResult(
-            model=self.name, batch=wl.batch, objective=args["objective"], budget_s=self.budget_s, out=out_dir,
+            model=self.name, batch=wl.batch, objective=cast(str, spec.objective), budget_s=self.budget_s, out=out_dir,
             steps={s: Step(s, "pending" if s in steps else "skipped") for s in STEPS},
             call=wl.call.describe() if wl.call is not None else None,
             given=f"{type(given).__name__} (exported to {self.name})" if given is not None else None,
-            train=args["train"].as_dict() if args["train"] is not None else None)
+            train=train.as_dict() if train is not None else None)
         from rooftune.selection.graph import selectable
         from rooftune.workload import is_tensorflow
 
-        if "select" in steps and args["train"] is not None:
+        if "select" in steps and train is not None:
             result.steps["select"].status = "skipped"
             result.steps["select"].message = (
                 "a training step: the selection rewrites an inference model's convolutions with primitives that have "
@@ -275,8 +265,11 @@ class _Run:
                 "give optimize the module itself (optimize(module, example_inputs=...)) to select primitives"
                 if given is None and self.name.endswith(".pt2") else
                 "the model has no 2-D convolution: no primitive to select")
-        result.commands = _commands(result, args["db"], args["precisions"], args["calibration_size"], steps, inputs,
-                                    options, args["data"])
+        data = cast("DataSpec | None", spec.data)
+        url = None if store is None else self.store.url if isinstance(store, Store) else os.fspath(store)
+        result.commands = _commands(result, url, tuple(spec.precisions or ("fp32",)),
+                                    spec.calibration_size if data is None else data.calibration, steps, inputs,
+                                    options, data)
         self.select_reserve = (max(20.0, min(SELECT_MAX_S, SELECT_SHARE * self.budget_s))
                                if result.steps["select"].status != "skipped" else 0.0)
         self.threads = 1
@@ -304,7 +297,8 @@ class _Run:
                 if st.status == "pending" and st.name != "report":
                     st.status, st.message = "skipped", "not run: the run was interrupted"
         finally:
-            self.store.close()
+            if self.own_store:
+                self.store.close()
             result.duration_s = time.perf_counter() - self.started
             _write_outputs(result, self.written)
         return result
@@ -363,24 +357,15 @@ class _Run:
             torch.set_num_threads(previous)
 
     def tune(self) -> None:
-        from rooftune.tuning import NoVerifiedTrial, save_config, tune
+        from rooftune.tuning import NoVerifiedTrial, save_config, tune_spec
 
-        a, result, out_dir = self.args, self.result, self.out_dir
+        result, out_dir = self.result, self.out_dir
         b = self.left() - self.select_reserve - REPORT_RESERVE_S
         if b < 20:
             raise RooftuneError(f"only {max(b, 0):.0f} s of the budget left for tuning; give a larger --budget")
-        kwargs: dict[str, Any] = {}
-        if a["trial_policy"] is not None:
-            kwargs["trial_policy"] = a["trial_policy"]
-        if a["compare_policy"] is not None:
-            kwargs["compare_policy"] = a["compare_policy"]
-        precisions = a["precisions"]
         try:
-            r = tune(self.name, objective=a["objective"], budget_s=b, trials=a["trials"], batch=a["batch"],
-                     inputs=self.inputs, options=self.options, runtimes=a["runtimes"], precisions=precisions,
-                     calibration_size=a["calibration_size"] if "int8" in precisions or a["data"] else None,
-                     store=self.store, save=out_dir / "best.json",
-                     progress=lambda s, d, t: self.say(f"tune: {s}", d, t), train=a["train"], data=a["data"], **kwargs)
+            r = tune_spec(self.name, replace(self.spec, budget_s=b, save=out_dir / "best.json"), store=self.store,
+                          progress=lambda s, d, t: self.say(f"tune: {s}", d, t))
         except NoVerifiedTrial as exc:  # the report and the summary list why its trials failed
             result.steps["tune"].errors = list(exc.failures)
             raise
@@ -399,7 +384,7 @@ class _Run:
         from rooftune.selection import save_selection, select
         from rooftune.selection.pools import OPENMP, check_group
 
-        a, result = self.args, self.result
+        result = self.result
         perf, source = default_model()
         # vanilla, best uniform, oracle; vanilla again when one of those replaces the prediction;
         # half a comparison for each group a selection may be checked for (a thread pool of
@@ -410,7 +395,7 @@ class _Run:
         self.say("select: a primitive per convolution", 0, 1)
         target = ({"model": self.name, "batch": self.wl.batch, "shapes": self.inputs, "options": self.options}
                   if self.given is None
-                  else {"model": self.given, "inputs": list(a["example_inputs"] or ()), "kwargs": a["example_kwargs"]})
+                  else {"model": self.given, "inputs": list(self.example_inputs or ()), "kwargs": self.example_kwargs})
         r = select(**target, threads=self.threads, perfmodel=perf, store=self.store, measure_s=measure_s,
                    progress=lambda m: self.say(f"select: {m}", 0, 1))
         r.notes.append(f"performance model: {source}")

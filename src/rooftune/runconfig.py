@@ -2,9 +2,9 @@
 ``rooftune exec`` applies it.
 
 It sits below the runtimes and the tuning, which both speak it. What a configuration may say about
-a runtime (its name, its own options and what it runs without them) comes from the runtimes
-themselves: :mod:`rooftune.runtimes` registers each one here (:func:`register_runtime`) when it is
-imported, so this module never imports them.
+a runtime (its name, its own options and what it runs without them) is declared in
+:mod:`rooftune.runtime_options`, below this module and the runtimes, so that reading a
+configuration imports no runtime and no framework.
 """
 
 from __future__ import annotations
@@ -12,13 +12,14 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from rooftune.errors import InvalidArgument
 from rooftune.fileio import json_text, read_json_input
+from rooftune.runtime_options import RUNTIME_OPTIONS, RuntimeOptions
 
 MEMORY_FORMATS = ("contiguous", "channels_last")
 #: "default": the runtime's own choice, as it runs installed (OpenVINO computes in bf16 on a CPU
@@ -105,32 +106,11 @@ def check_omp(omp: object) -> None:
             raise InvalidArgument(f"omp {k}", v, f"allowed {shape}")
 
 
-@dataclass(frozen=True)
-class RuntimeOptions:
-    """What a configuration may set for one runtime: its own ``options`` with their allowed values,
-    and what it runs where a configuration leaves one out (``absent``)."""
-
-    options: Mapping[str, tuple[Any, ...]]
-    absent: Mapping[str, Any]
-
-
-#: Runtime name -> its options, in the order the runtimes registered (the order errors list them).
-_RUNTIMES: dict[str, RuntimeOptions] = {}
-
-
-def register_runtime(name: str, options: Mapping[str, tuple[Any, ...]], absent: Mapping[str, Any]) -> None:
-    """Make ``name`` a runtime a configuration may name (called by :mod:`rooftune.runtimes` for
-    each runtime of its registry)."""
-    _RUNTIMES[name] = RuntimeOptions(options, absent)
-
-
 def runtime_options(name: object) -> RuntimeOptions:
-    """The registered runtime ``name``'s options; an unknown name is refused with the known ones."""
-    if not _RUNTIMES:  # a programming error, not a user's: the registry fills when runtimes is imported
-        raise RuntimeError("no runtime is registered: import rooftune.runtimes, which registers each one")
-    if not isinstance(name, str) or name not in _RUNTIMES:
-        raise InvalidArgument("runtime", name, f"allowed {', '.join(_RUNTIMES)}")
-    return _RUNTIMES[name]
+    """The runtime ``name``'s options; an unknown name is refused with the known ones."""
+    if not isinstance(name, str) or name not in RUNTIME_OPTIONS:
+        raise InvalidArgument("runtime", name, f"allowed {', '.join(RUNTIME_OPTIONS)}")
+    return RUNTIME_OPTIONS[name]
 
 
 #: Where Debian/Ubuntu put the allocators (packages libjemalloc2, libtcmalloc-minimal4).
@@ -249,7 +229,7 @@ class RunConfig:
                 raise InvalidArgument(key, getattr(self, key), f"allowed {', '.join(allowed)}")
         if not isinstance(self.runtime_options, dict):
             raise InvalidArgument("runtime_options", self.runtime_options, "allowed a mapping of option names to values")
-        known = runtime.options
+        known = runtime.settable
         for k, v in self.runtime_options.items():
             if k not in known:
                 names = f"allowed {', '.join(known)}" if known else "allowed none: it has no options of its own"

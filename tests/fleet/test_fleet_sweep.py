@@ -86,7 +86,7 @@ def test_a_sweep_on_two_platforms_stores_the_points_one_machine_of_each_stores(c
 
     local = tmp_path / "one.db"
     with_ceilings(local)
-    one = rooftune.sweep("conv2d", CONV, precisions=["fp32"], threads=1, db=str(local), point_budget_s=FAST,
+    one = rooftune.sweep.sweep("conv2d", CONV, precisions=["fp32"], threads=1, db=str(local), point_budget_s=FAST,
                          confirm=False)
     assert sorted(p for p in stored(shared_db) if p[0] == here.id) == sorted(stored(local)) and len(one.points) == 4
     assert sorted(p.key for p in one.points) != sorted(p["key"] for p in fleet["sweeps"][other.id]["points"])

@@ -47,7 +47,7 @@ def other_node(cluster: Any) -> Iterator[Any]:
 def test_a_study_spreads_its_trials_over_the_nodes_of_its_platform(cluster: Any, other_node: Any, shared_db: str,
                                                                   tmp_path: Path) -> None:
     save = tmp_path / "best.json"
-    r = tune(CNN, runtimes=["eager"], trials=4, budget_s=600, db=shared_db, trial_policy=FAST, compare_policy=FAST,
+    r = tune(CNN, runtimes=["eager"], trials=4, budget_s=600, store=shared_db, trial_policy=FAST, compare_policy=FAST,
              compare_pairs=1, save=save, cluster=cluster.address)
     f = r.fleet
     assert f is not None
@@ -128,7 +128,7 @@ def test_bad_input_on_a_cluster_is_one_line_each(tmp_path: Path) -> None:
         tune(nn.Linear(2, 2), example_inputs=(), cluster="127.0.0.1:1")
     for memory in ("sqlite://", "sqlite:///:memory:"):
         with pytest.raises(InvalidArgument, match="in-memory database is not shared"):
-            tune(CNN, db=memory, cluster="127.0.0.1:1")
+            tune(CNN, store=memory, cluster="127.0.0.1:1")
     with pytest.raises(InvalidArgument, match="allowed HOST:PORT"):
         tune(CNN, cluster="head")
     proc = rooftune_in_process("tune", CNN, "--cluster", "127.0.0.1:1", "--db", str(tmp_path / "r.db"))

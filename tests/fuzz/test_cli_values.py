@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rooftune.errors import RooftuneError
+from rooftune.runconfig import RunConfig, load_config
 from rooftune.sweep.grid import MAX_VALUES, parse_values
-from rooftune.tuning.config import RunConfig, load_config  # (its import registers the runtimes)
 from rooftune.workload.data import DataSpec
 from rooftune.workload.models import parse_options
 from rooftune.workload.shapes import MAX_ELEMENTS, parse_shape

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from rooftune.cli.printing import visible
 from rooftune.errors import InvalidArgument
 from rooftune.fileio import read_json_input
-from rooftune.tuning.config import load_config  # the runtimes registered, as exec and load_tuned have them
+from rooftune.runconfig import load_config
 
 _FOLDER = Path(tempfile.mkdtemp(prefix="rooftune-fuzz-files-"))
 _FILE = _FOLDER / "best.json"

@@ -99,7 +99,7 @@ def test_bad_arguments_are_refused_before_anything_is_stored(tmp_path: Path, kwa
     family = args.pop("family")
     db = tmp_path / "s.db"
     with pytest.raises(InvalidArgument) as e:
-        rooftune.sweep(family, db=str(db), **args)
+        rooftune.sweep.sweep(family, db=str(db), **args)
     assert fragment in str(e.value)
     assert "\n" not in str(e.value)
     assert not db.exists()  # refused before the store was opened

@@ -21,7 +21,7 @@ CONV = {"batch": "1,2", "channels": "4", "size": "6"}
 
 
 def test_conv2d_sweep_checks_times_places_stores_and_resumes(ceilings_db: Path, tmp_path: Path) -> None:
-    r = rooftune.sweep("conv2d", CONV, passes=["fwd", "bwd", "step"], precisions=["fp32", "bf16", "int8"],
+    r = rooftune.sweep.sweep("conv2d", CONV, passes=["fwd", "bwd", "step"], precisions=["fp32", "bf16", "int8"],
                        layouts=["NCHW", "NHWC"], threads=1, db=str(ceilings_db), point_budget_s=FAST, confirm=False)
     assert r.added == len(r.points) and r.resumed == 0
     by = {(p.params["batch"], p.pass_, p.precision, p.variant.layout, p.variant.algorithm): p for p in r.points}
@@ -46,7 +46,7 @@ def test_conv2d_sweep_checks_times_places_stores_and_resumes(ceilings_db: Path, 
     with Store(ceilings_db) as s:
         assert s.count("sweep_points") == r.added
 
-    again = rooftune.sweep("conv2d", CONV, passes=["fwd", "bwd", "step"], precisions=["fp32", "bf16", "int8"],
+    again = rooftune.sweep.sweep("conv2d", CONV, passes=["fwd", "bwd", "step"], precisions=["fp32", "bf16", "int8"],
                            layouts=["NCHW", "NHWC"], threads=1, db=str(ceilings_db), point_budget_s=FAST, confirm=False)
     assert again.added == 0 and again.resumed == r.added
     assert [p.median_s for p in again.points] == [p.median_s for p in r.points]
@@ -77,7 +77,7 @@ def test_a_stated_speedup_is_measured_again_interleaved(ceilings_db: Path) -> No
     from rooftune.sweep.findings import to_confirm
     from rooftune.sweep.point import interleaved
 
-    r = rooftune.sweep("conv2d", CONV, precisions=["fp32", "bf16"], layouts=["NCHW"], threads=1,
+    r = rooftune.sweep.sweep("conv2d", CONV, precisions=["fp32", "bf16"], layouts=["NCHW"], threads=1,
                        db=str(ceilings_db), point_budget_s=FAST, confirm=False)
     pairs = to_confirm(r.points)
     assert pairs and all((a.precision, b.precision) == ("fp32", "bf16") for a, b in pairs)
@@ -88,7 +88,7 @@ def test_a_stated_speedup_is_measured_again_interleaved(ceilings_db: Path) -> No
 
 
 def test_lstm_sweep_in_every_pass(ceilings_db: Path) -> None:
-    r = rooftune.sweep("lstm", {"batch": "1,2", "hidden": 8, "input_size": 4, "seq_len": 3},
+    r = rooftune.sweep.sweep("lstm", {"batch": "1,2", "hidden": 8, "input_size": 4, "seq_len": 3},
                        passes=["fwd", "bwd", "step"], precisions=["fp32", "bf16", "int8"], threads=1,
                        db=str(ceilings_db), point_budget_s=FAST, confirm=False)
     assert {(p.pass_, p.precision) for p in r.points} == {(a, b) for a in ("fwd", "bwd", "step")

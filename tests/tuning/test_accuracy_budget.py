@@ -79,13 +79,13 @@ def test_data_is_refused_beside_what_it_replaces(tmp_path: Path) -> None:
                       ({"validate": "x:y"}, "--validate 'x:y': allowed only without --data"),
                       ({"cluster": "127.0.0.1:1"}, "allowed only without --cluster")]:
         with pytest.raises(InvalidArgument, match=match):
-            tune(MODEL, data=str(npz), db=str(tmp_path / "s.db"), **kw)
+            tune(MODEL, data=str(npz), store=str(tmp_path / "s.db"), **kw)
     np_labels = tmp_path / "far.npz"
     import numpy as np
 
     np.savez(np_labels, inputs=np.zeros((30, 1, 8, 8), np.float32), labels=np.full(30, 12))
     with pytest.raises(InvalidArgument, match="labels span 12..12; the model's output has 10 classes"):
-        tune(MODEL, data=str(np_labels), runtimes=["onnxruntime"], db=str(tmp_path / "s.db"))
+        tune(MODEL, data=str(np_labels), runtimes=["onnxruntime"], store=str(tmp_path / "s.db"))
 
 
 def test_cli_refuses_bad_data_in_one_line(tmp_path: Path) -> None:
@@ -105,7 +105,7 @@ def test_a_study_on_the_users_data_judges_int8_by_its_accuracy_there(tmp_path: P
     npz = digits.write_npz(tmp_path / "d.npz")
     save = tmp_path / "best.json"
     r = tune(MODEL, runtimes=["onnxruntime"], precisions=("fp32", "int8"), guidelines_only=True, budget_s=60,
-             db=str(tmp_path / "s.db"), save=save, data=DataSpec(str(npz), max_drop=2.0, calibration=32))
+             store=str(tmp_path / "s.db"), save=save, data=DataSpec(str(npz), max_drop=2.0, calibration=32))
     int8 = [t for t in r.trials if t.config.precision == "int8"]
     assert int8 and all("accuracy" in t.verify for t in int8 if t.ok or "over the budget" in t.error)
     judged = next(t for t in int8 if "accuracy" in t.verify)

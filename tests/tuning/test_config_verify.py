@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from rooftune.errors import InvalidArgument
+from rooftune.runconfig import allocator_library, load_config
 from rooftune.tuning import RunConfig
-from rooftune.tuning.config import allocator_library, load_config
 from rooftune.tuning.verify import compare_outputs
 
 

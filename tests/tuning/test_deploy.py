@@ -118,7 +118,7 @@ def test_environment_notes_name_what_a_process_sets_at_its_start(monkeypatch: py
         assert [n.split(" ")[0] for n in environment_notes(ov, "best.json")] == ["TBB_ENABLE_SANITIZERS=1"]
         monkeypatch.setenv("TBB_ENABLE_SANITIZERS", "1")
         assert environment_notes(ov, "best.json") == []
-        from rooftune.tuning.config import intel_openmp_library
+        from rooftune.runconfig import intel_openmp_library
 
         if intel_openmp_library():  # two libraries preloaded (the launcher's recipe): both present, in any order
             both = RunConfig(intra_threads=1, allocator="tcmalloc", openmp="intel")

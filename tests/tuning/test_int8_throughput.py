@@ -184,8 +184,8 @@ def test_two_instances_run_side_by_side_and_count_both(tmp_path: Path) -> None:
 def test_throughput_study_searches_batch_and_instances(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # the runners-up's re-measurement (tests/tuning/test_trials.py) left out: two pairs of
     # processes of two instances each
-    monkeypatch.setattr("rooftune.tuning.study.RUNNERS_UP", 0)
-    r = tune(CNN, objective="throughput", runtimes=["eager"], trials=3, budget_s=600, db=str(tmp_path / "t.db"),
+    monkeypatch.setattr("rooftune.tuning.final_phases.RUNNERS_UP", 0)
+    r = tune(CNN, objective="throughput", runtimes=["eager"], trials=3, budget_s=600, store=str(tmp_path / "t.db"),
              trial_policy=FAST, compare_policy=FAST, compare_pairs=1)
     d = json.loads(json.dumps(r.to_dict(), default=str))
     assert d["objective"] == "throughput" and d["best"]["throughput"] > 0
@@ -203,9 +203,9 @@ def test_throughput_study_searches_batch_and_instances(tmp_path: Path, monkeypat
 
 def test_int8_study_and_bad_precision(tmp_path: Path) -> None:
     with pytest.raises(InvalidArgument, match="precision"):
-        tune(CNN, precisions=("fp32", "int4"), db=str(tmp_path / "x.db"))
+        tune(CNN, precisions=("fp32", "int4"), store=str(tmp_path / "x.db"))
     with pytest.raises(InvalidArgument, match="calibration"):
-        tune(CNN, precisions=("fp32", "int8"), calibration_size=0, db=str(tmp_path / "x.db"))
+        tune(CNN, precisions=("fp32", "int8"), calibration_size=0, store=str(tmp_path / "x.db"))
 
 
 def test_pt2e_quantizes_a_model_that_calls_one_module_twice() -> None:
@@ -259,7 +259,7 @@ def test_an_int8_study_measures_the_guideline_in_int8_before_searching(tmp_path:
 
     fake_evaluate, runtimes = _int8_stand_in(monkeypatch, ran)
     r = tune(CNN, precisions=("fp32", "int8"), runtimes=runtimes, trials=0, budget_s=600, calibration_size=8,
-             db=str(tmp_path / "t.db"))
+             store=str(tmp_path / "t.db"))
     seeds = [c for c in ran if c.name.startswith("guideline int8")]
     assert [c.runtime for c in seeds] == runtimes and all(c.precision == "int8" for c in seeds)
     assert all(c.intra_threads == r.guideline.config.intra_threads for c in seeds)
@@ -283,19 +283,19 @@ def test_an_int8_study_measures_the_guideline_in_int8_before_searching(tmp_path:
             cfg, True, latency_s=fast.get(cfg.name, 0.004), throughput=1.0, verify={"ok": True}))[1])
         ran.clear()
         tune(CNN, precisions=("fp32", "int8"), runtimes=runtimes, trials=0, budget_s=600, calibration_size=8,
-             db=str(tmp_path / "v.db"))
+             store=str(tmp_path / "v.db"))
         assert [c.runtime for c in ran if c.name.startswith("guideline int8")] == ["openvino", "onnxruntime"]
         monkeypatch.setattr(study, "_evaluate", fake_evaluate)
     # the search's share gone (the reserve is larger than the budget) but the least the final
     # comparisons need (one pair of processes each) leaves time: the seeds still run
     ran.clear()
     r = tune(CNN, precisions=("fp32", "int8"), runtimes=runtimes, trials=0, budget_s=125, calibration_size=8,
-             db=str(tmp_path / "w.db"))
+             store=str(tmp_path / "w.db"))
     assert r.phase_s["reserved"] > 125 and [c.runtime for c in ran if c.precision == "int8"] == runtimes
     # no time left for them: skipped with a note, not run past the budget
     ran.clear()
     r = tune(CNN, precisions=("fp32", "int8"), runtimes=runtimes, trials=0, budget_s=1, calibration_size=8,
-             db=str(tmp_path / "u.db"))
+             store=str(tmp_path / "u.db"))
     assert not any(c.precision == "int8" for c in ran)
     assert any(n.startswith("no time left in the budget for guideline int8") for n in r.notes)
 
@@ -306,13 +306,13 @@ def test_guidelines_only_measures_the_guideline_in_each_precision_allowed(tmp_pa
     ran: list[RunConfig] = []
     fake_evaluate, runtimes = _int8_stand_in(monkeypatch, ran)
     r = tune(CNN, precisions=("fp32", "int8"), runtimes=runtimes, guidelines_only=True, budget_s=600,
-             calibration_size=8, db=str(tmp_path / "g.db"))
+             calibration_size=8, store=str(tmp_path / "g.db"))
     seeds = [c.runtime for c in ran if c.name.startswith("guideline int8")]
     assert seeds and set(seeds) == set(runtimes)
     assert not any(c.name.startswith("trial") or "from onnx" in c.name for c in ran)  # no search, no other seeds
     assert r.best.config.precision == "int8" and r.best.config.name.startswith("guideline int8")
     ran.clear()
-    r = tune(CNN, runtimes=runtimes, guidelines_only=True, budget_s=600, db=str(tmp_path / "f.db"))
+    r = tune(CNN, runtimes=runtimes, guidelines_only=True, budget_s=600, store=str(tmp_path / "f.db"))
     assert not any(c.name.startswith("guideline int8") for c in ran) and r.best.config.precision == "fp32"
 
 

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import rooftune.tuning.compare as final
+import rooftune.tuning.phases as phases
 import rooftune.tuning.study as study
 from rooftune.bench import Policy
 from rooftune.errors import RooftuneError, WorkloadError
@@ -49,11 +50,11 @@ def test_a_transformers_model_given_as_a_module_runs_and_verifies_in_the_trials(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bert: Any) -> None:
     m, ids, mask = bert
     # the guideline's trial alone (each process imports transformers), its comparison not timed
-    monkeypatch.setattr(study, "baselines", lambda *a, **k: [])
+    monkeypatch.setattr(phases, "baselines", lambda *a, **k: [])
     monkeypatch.setattr(final, "interleaved", lambda a, b, setup, objective, policy, pairs=None: {
         "ratio": 1.0, "ci_low": 1.0, "ci_high": 1.0, "pairs": 1})
     save = tmp_path / "out" / "best.json"
-    r = tune(m, example_inputs=(ids,), example_kwargs={"attention_mask": mask}, db=str(tmp_path / "t.db"),
+    r = tune(m, example_inputs=(ids,), example_kwargs={"attention_mask": mask}, store=str(tmp_path / "t.db"),
              save=str(save), **SMALL)
     ran = [t for t in r.trials if t.ok]
     assert ran and all(t.verify["ok"] for t in ran), [(t.config.name, t.error) for t in r.trials]
@@ -127,9 +128,9 @@ def test_a_study_whose_trials_fail_in_their_processes_names_each_error_with_its_
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A model that raises when built in a trial's process: its trial fails there (the guideline's
     alone: the baselines fail the same way), and the study's error says how."""
-    monkeypatch.setattr(study, "baselines", lambda *a, **k: [])
+    monkeypatch.setattr(phases, "baselines", lambda *a, **k: [])
     with pytest.raises(NoVerifiedTrial) as info:
-        tune("tests.analysis.tiny_models:built_outside_trials", db=str(tmp_path / "t.db"), **SMALL)
+        tune("tests.analysis.tiny_models:built_outside_trials", store=str(tmp_path / "t.db"), **SMALL)
     [(n, error)] = info.value.failures
     assert n == 1 and error.startswith("WorkloadError: ") and "built inside a trial" in error, info.value.failures
     assert str(info.value) == f"no configuration ran and verified: 1 trial: {error}"
@@ -162,7 +163,7 @@ def failing_trials(monkeypatch: pytest.MonkeyPatch) -> None:
         return TrialResult(cfg, False, error=error)
 
     monkeypatch.setattr(study, "_evaluate", fake_evaluate)
-    monkeypatch.setattr(study, "baselines", lambda *a, **k: [
+    monkeypatch.setattr(phases, "baselines", lambda *a, **k: [
         RunConfig(runtime="eager", set_threads=False, name="vanilla"),
         RunConfig(runtime="eager", intra_threads=1, name="b1"),
         RunConfig(runtime="eager", intra_threads=1, memory_format="channels_last", name="b2")])

@@ -118,7 +118,7 @@ def test_reported_latency_is_the_interleaved_figure_after_a_slow_stretch(monkeyp
 
     monkeypatch.setattr(study, "_evaluate", fake_evaluate)
     monkeypatch.setattr(final, "interleaved", fake_interleaved)
-    r = tune(CNN, runtimes=["eager"], trials=0, budget_s=600, db=str(tmp_path / "s.db"), precisions=("fp32",),
+    r = tune(CNN, runtimes=["eager"], trials=0, budget_s=600, store=str(tmp_path / "s.db"), precisions=("fp32",),
              save=tmp_path / "best.json")
     assert r.best.figures_from == "interleaved" and r.best.latency_s == r.best_interleaved_s()
     d = json.loads(json.dumps(r.to_dict(), default=str))
@@ -204,7 +204,7 @@ def test_the_launcher_and_intel_recipes_pin_cores_and_preload_intel_openmp() -> 
     """torch.backends.xeon.run_cpu preloads Intel OpenMP where it finds it, sets its affinity and
     block time, preloads tcmalloc (else jemalloc) and binds the instance to its physical cores;
     Intel's guide does the same with KMP_BLOCKTIME=0."""
-    from rooftune.tuning.config import allocator_library, intel_openmp_library
+    from rooftune.runconfig import allocator_library, intel_openmp_library
 
     if intel_openmp_library() is None:
         pytest.skip("needs the intel-openmp package")
@@ -250,7 +250,7 @@ def test_settings_added_later_leave_a_stored_configurations_key_alone() -> None:
 
 def test_a_pinned_configuration_is_bound_to_one_cpu_per_core(tmp_path: Path) -> None:
     from rooftune.platform.sysfs import one_cpu_per_core
-    from rooftune.tuning.config import pinned_cpus
+    from rooftune.runconfig import pinned_cpus
 
     for cpu, core in ((0, 0), (1, 1), (2, 0), (3, 1)):  # 2 cores, 2 threads each
         topo = tmp_path / f"sys/devices/system/cpu/cpu{cpu}/topology"
@@ -270,7 +270,7 @@ def test_a_pinned_configuration_is_bound_to_one_cpu_per_core(tmp_path: Path) -> 
 def test_an_fp32_trial_slower_than_the_fp32_peer_hands_the_fp32_answer_to_the_peer() -> None:
     """The fastest fp32 trial (by its trial) read slower than ONNX Runtime's default interleaved:
     the fp32 answer is the peer itself, never slower than what the user would pick by hand."""
-    from rooftune.tuning.study import _fp32_answer
+    from rooftune.tuning.final_phases import _fp32_answer
 
     best = _trial("guideline bf16", "openvino", 0.002, "bf16")
     ours = _trial("trial 4", "openvino", 0.0028)
@@ -323,12 +323,12 @@ def test_under_fp32_a_peer_that_ran_bf16_stays_a_peer_however_fast(monkeypatch: 
     monkeypatch.setattr(study, "_evaluate", fake_evaluate)
     monkeypatch.setattr(final, "interleaved", fake_interleaved)
     kw = dict(runtimes=["eager", "openvino"], trials=0, budget_s=600)
-    r = tune(CNN, precisions=("fp32",), db=str(tmp_path / "a.db"), **kw)
+    r = tune(CNN, precisions=("fp32",), store=str(tmp_path / "a.db"), **kw)
     assert r.best.config.name != "openvino-default" and r.best.precision == "fp32"
     assert r.speedup["openvino-default"]["ratio"] == 0.5  # still compared, and reported as faster
     assert any("openvino-default (bf16)" in n and "it stays a peer" in n for n in r.notes)
     assert r.headlines()["best_peer_as_shipped"]["ratio"] == 0.5  # the honest headline: the peer is faster
-    both = tune(CNN, precisions=("fp32", "bf16"), db=str(tmp_path / "b.db"), **kw)
+    both = tune(CNN, precisions=("fp32", "bf16"), store=str(tmp_path / "b.db"), **kw)
     assert both.best.config.name == "openvino-default"  # bf16 allowed: the faster peer is the answer
 
 

@@ -72,14 +72,14 @@ def test_the_training_space_holds_the_runtimes_that_train_and_their_optimizer() 
 def test_inference_only_arguments_are_refused_with_train(tmp_path: Path, kwargs: dict, words: str) -> None:
     db = tmp_path / "t.db"
     with pytest.raises(InvalidArgument, match=words) as e:
-        tune(CNN, train=True, db=str(db), **kwargs)
+        tune(CNN, train=True, store=str(db), **kwargs)
     assert "--train" in str(e.value) and "\n" not in str(e.value)
     assert not db.exists()
 
 
 def test_a_module_object_is_refused_with_train(tmp_path: Path) -> None:
     with pytest.raises(InvalidArgument, match="module:callable with --train"):
-        tune(torch.nn.Linear(4, 2), example_inputs=(torch.randn(2, 4),), train=True, db=str(tmp_path / "t.db"))
+        tune(torch.nn.Linear(4, 2), example_inputs=(torch.randn(2, 4),), train=True, store=str(tmp_path / "t.db"))
 
 
 def test_a_training_trial_runs_checked_in_its_own_process(tmp_path: Path) -> None:
@@ -113,13 +113,13 @@ def test_training_trials_are_stored_apart_from_inference_ones(tmp_path: Path, mo
     monkeypatch.setattr(study, "_evaluate", fake_evaluate)
     monkeypatch.setattr(final, "interleaved", fake_interleaved)
     db = str(tmp_path / "t.db")
-    r = tune(CNN, train=True, guidelines_only=True, precisions=("fp32",), db=db, budget_s=60)
+    r = tune(CNN, train=True, guidelines_only=True, precisions=("fp32",), store=db, budget_s=60)
     assert r.objective == "throughput" and r.batch == 32 and r.workload["train"] == TrainSpec().as_dict()
     assert r.guideline.config.runtime == "eager" and r.guideline.config.option("optimizer") == "fused"
     assert all("optimizer" in c.runtime_options and c.instances == 1 for c in seen)
     assert "vanilla" in r.baselines
     n = len(seen)
-    tune(CNN, guidelines_only=True, precisions=("fp32",), runtimes=["eager"], db=db, budget_s=60)
+    tune(CNN, guidelines_only=True, precisions=("fp32",), runtimes=["eager"], store=db, budget_s=60)
     assert len(seen) > n and all("optimizer" not in c.runtime_options for c in seen[n:])  # not resumed from training
     from sqlalchemy import select
 
@@ -185,7 +185,7 @@ def _timed_study(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prepare_s: flo
 
     monkeypatch.setattr(study, "_evaluate", fake_evaluate)
     monkeypatch.setattr(final, "interleaved", fake_interleaved)
-    tune(CNN, train=True, precisions=("fp32",), runtimes=["eager"], db=str(tmp_path / f"p{prepare_s}.db"),
+    tune(CNN, train=True, precisions=("fp32",), runtimes=["eager"], store=str(tmp_path / f"p{prepare_s}.db"),
          budget_s=2000, trials=2)
     return seen
 

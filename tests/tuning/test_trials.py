@@ -86,9 +86,9 @@ def test_a_crash_and_a_hang_are_failed_trials_not_errors(tmp_path: Path) -> None
 
 
 def test_a_study_stores_every_trial_and_resumes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("rooftune.tuning.study.RUNNERS_UP", 0)  # checked with stand-ins below
+    monkeypatch.setattr("rooftune.tuning.final_phases.RUNNERS_UP", 0)  # checked with stand-ins below
     db = tmp_path / "r.db"
-    kwargs = dict(runtimes=["eager", "torchscript"], trials=2, budget_s=600, db=str(db),
+    kwargs = dict(runtimes=["eager", "torchscript"], trials=2, budget_s=600, store=str(db),
                   trial_policy=FAST, compare_policy=FAST, compare_pairs=1, save=tmp_path / "out" / "best.json")
     r = tune(CNN, **kwargs)
     d = json.loads(json.dumps(r.to_dict(), default=str))
@@ -275,7 +275,7 @@ def test_a_baseline_that_measured_faster_becomes_the_best(tmp_path: Path, monkey
     if any(get_runtime(n).available() for n in runtimes[1:]):
         pytest.skip("needs ONNX Runtime and OpenVINO")
     # fp32 only: the bf16 seeds a native-bf16 CPU adds by default are not what this is about
-    r = tune(CNN, runtimes=runtimes, trials=1, budget_s=600, db=str(tmp_path / "t.db"), precisions=("fp32",))
+    r = tune(CNN, runtimes=runtimes, trials=1, budget_s=600, store=str(tmp_path / "t.db"), precisions=("fp32",))
     assert r.best.config.name == "onnxruntime-default"
     assert r.speedup["onnxruntime-default"]["ratio"] == 1.0
     assert r.speedup["openvino-latency"]["ratio"] == 1.08  # measured against the new best
@@ -540,7 +540,7 @@ def test_a_guideline_that_lost_its_place_is_compared_again_with_every_pair_of_pr
 
     monkeypatch.setattr(study, "_evaluate", fake_evaluate)
     monkeypatch.setattr(final, "interleaved", fake_interleaved)
-    r = tune(CNN, runtimes=["eager", "openvino"], trials=1, budget_s=600, db=str(tmp_path / "t.db"))
+    r = tune(CNN, runtimes=["eager", "openvino"], trials=1, budget_s=600, store=str(tmp_path / "t.db"))
     handed_back = next(n for n in r.notes if "openvino-latency is the best" in n)
     assert "1.18x by the medians" in handed_back and "earlier comparison" not in handed_back
     back_to_ov = compared.index(("openvino-latency", "guideline"))
@@ -601,7 +601,7 @@ def test_a_guideline_that_lost_its_place_down_a_chain_of_baselines_takes_it_back
 
     monkeypatch.setattr(study, "_evaluate", fake_evaluate)
     monkeypatch.setattr(final, "interleaved", fake_interleaved)
-    r = tune(CNN, runtimes=["eager", "onnxruntime", "openvino"], trials=1, budget_s=600, db=str(tmp_path / "t.db"))
+    r = tune(CNN, runtimes=["eager", "onnxruntime", "openvino"], trials=1, budget_s=600, store=str(tmp_path / "t.db"))
     assert [n.split(": ")[-1] for n in r.notes if n.split(": ")[-1].startswith(("onnxruntime-default is",
                                                                                  "openvino-latency is", "it is"))] == [
         "onnxruntime-default is the best", "openvino-latency is the best", "it is the best again"]
@@ -821,7 +821,7 @@ def test_the_guideline_is_measured_interleaved_against_the_best(tmp_path: Path, 
             return {"ratio": 2.0, "ci_low": 1.9, "ci_high": 2.1, "pairs": 40}
 
         monkeypatch.setattr(final, "interleaved", fake_interleaved)
-        return tune(CNN, runtimes=["eager"], trials=1, budget_s=600, db=str(path)), compared
+        return tune(CNN, runtimes=["eager"], trials=1, budget_s=600, store=str(path)), compared
 
     class Steal:  # the hypervisor's share of the CPU time over the study
         share_of = 0.0
@@ -861,6 +861,8 @@ def test_the_final_comparisons_cost_what_was_measured_and_keep_to_the_budget(
     import types
 
     import rooftune.runconfig as config
+    import rooftune.tuning.final_phases as final_phases
+    import rooftune.tuning.phases as phases
     import rooftune.tuning.study as study
     from rooftune.platform import current_platform
     from rooftune.tuning.compare import COMPARE_POLICY, comparison_s, pair_start_s
@@ -871,7 +873,8 @@ def test_the_final_comparisons_cost_what_was_measured_and_keep_to_the_budget(
     elif not (config.allocator_library("jemalloc") or config.allocator_library("tcmalloc")):
         pytest.skip("jemalloc and tcmalloc are not installed (the README's test command installs them)")
     now = [0.0]
-    monkeypatch.setattr(study, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
+    for module in (study, phases, final_phases):  # the study's clock, in each module of its phases
+        monkeypatch.setattr(module, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
     monkeypatch.setattr(final, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
 
     search_s = [10.0]
@@ -892,7 +895,7 @@ def test_the_final_comparisons_cost_what_was_measured_and_keep_to_the_budget(
     monkeypatch.setattr(study, "_evaluate", fake_evaluate)
     monkeypatch.setattr(final, "interleaved", fake_interleaved)
     # with no search and a generous budget: no runner-up is kept for, every baseline gets two pairs
-    r = tune(CNN, runtimes=["eager"], trials=0, budget_s=600, db=str(tmp_path / "a.db"))
+    r = tune(CNN, runtimes=["eager"], trials=0, budget_s=600, store=str(tmp_path / "a.db"))
     assert r.phase_s["pair_start"] == start >= 2.0 + final.CACHED_START_S
     distinct = len({b.config.key() for b in r.baselines.values()})
     one, two = comparison_s(1, start, COMPARE_POLICY), comparison_s(2, start, COMPARE_POLICY)
@@ -911,7 +914,7 @@ def test_the_final_comparisons_cost_what_was_measured_and_keep_to_the_budget(
     # after the search and the guideline's comparison: time for every baseline but the last at two
     # pairs and the last at one, half a pair's difference to spare (for any number of distinct ones)
     search_s[0] = reserve + 5.0 - one - ((distinct - 1) * two + one + 0.5 * (two - one))
-    r = tune(CNN, runtimes=["eager"], trials=1, budget_s=budget, db=str(tmp_path / "b.db"))
+    r = tune(CNN, runtimes=["eager"], trials=1, budget_s=budget, store=str(tmp_path / "b.db"))
     assert r.phase_s["reserved"] == pytest.approx(reserve)
     assert [t.config.name for t in r.trials][-1] == "trial 0" and r.best.config.name == "guideline"
     assert any(n.startswith("no time left in the budget to re-measure 1 runner(s)-up") for n in r.notes), r.notes
@@ -941,7 +944,7 @@ def test_a_runtime_that_crashed_under_a_preloaded_allocator_is_not_run_under_it_
 
     monkeypatch.setattr(study, "_evaluate", fake_evaluate)
     monkeypatch.setattr(final, "interleaved", lambda *a, **k: {"ratio": 1.0, "ci_low": 0.9, "ci_high": 1.1})
-    r = tune(CNN, runtimes=["eager", "torchscript"], trials=40, budget_s=600, db=str(tmp_path / "c.db"))
+    r = tune(CNN, runtimes=["eager", "torchscript"], trials=40, budget_s=600, store=str(tmp_path / "c.db"))
     crashed = [c for c in ran if c.runtime == "torchscript" and c.allocator != "glibc"]
     assert crashed, "the search never proposed torchscript under a preloaded allocator"
     assert len({c.allocator for c in crashed}) == len(crashed)  # each pair ran once
@@ -1001,7 +1004,7 @@ def test_a_model_openvinos_pytorch_frontend_cannot_convert_is_read_from_onnx(
 
     monkeypatch.setattr(study, "_evaluate", fake_evaluate)
     monkeypatch.setattr(final, "interleaved", lambda *a, **k: {"ratio": 1.0, "ci_low": 0.9, "ci_high": 1.1})
-    r = tune(CNN, runtimes=["eager", "openvino"], trials=30, budget_s=600, db=str(tmp_path / "f.db"))
+    r = tune(CNN, runtimes=["eager", "openvino"], trials=30, budget_s=600, store=str(tmp_path / "f.db"))
     ov = r.baselines["openvino-latency"]
     assert ov.ok and ov.config.runtime_options == {"hint": "LATENCY", "source": "onnx"} and ov.config.vendor_defaults
     assert r.guideline.ok and r.guideline.config.runtime == "openvino"
@@ -1071,7 +1074,7 @@ def test_int8_on_a_runtime_whose_quantizer_quantized_nothing_is_not_tried_again(
     monkeypatch.setattr(study, "_evaluate", fake_evaluate)
     monkeypatch.setattr(final, "interleaved", lambda *a, **k: {"ratio": 1.0, "ci_low": 0.9, "ci_high": 1.1})
     r = tune(CNN, runtimes=["eager", "onnxruntime"], precisions=("fp32", "int8"), trials=30, budget_s=600,
-             db=str(tmp_path / "q.db"))
+             store=str(tmp_path / "q.db"))
     assert len([c for c in ran if c.runtime == "onnxruntime" and c.precision == "int8"]) == 1
     skipped = [t for t in r.trials if (t.error or "").startswith("not run: onnxruntime's int8 quantizer quantized no op")]
     assert skipped and all(t.config.runtime == "onnxruntime" and t.config.precision == "int8" for t in skipped)
@@ -1104,7 +1107,7 @@ def test_the_result_names_the_batch_the_search_chose(tmp_path: Path, monkeypatch
 
     monkeypatch.setattr(study, "_evaluate", fake_evaluate)
     monkeypatch.setattr(final, "interleaved", fake_interleaved)
-    r = tune(CNN, runtimes=["eager"], trials=3, objective=objective, db=str(tmp_path / "t.db"))
+    r = tune(CNN, runtimes=["eager"], trials=3, objective=objective, store=str(tmp_path / "t.db"))
     assert r.batch == 1
     if objective == "latency":
         assert r.batch_text() == "batch 1" and r.to_dict()["batches"] == [1]
@@ -1114,7 +1117,7 @@ def test_the_result_names_the_batch_the_search_chose(tmp_path: Path, monkeypatch
         assert r.best.config.batch > 1
         assert r.batch_text() == (f"batch searched over {', '.join(map(str, searched))} "
                                   f"(the best: {r.best.config.batch})")
-        fixed = tune(CNN, runtimes=["eager"], trials=1, objective=objective, batch=4, db=str(tmp_path / "f.db"))
+        fixed = tune(CNN, runtimes=["eager"], trials=1, objective=objective, batch=4, store=str(tmp_path / "f.db"))
         assert fixed.batch_text() == "batch 4"
 
 
@@ -1143,6 +1146,7 @@ def test_a_study_of_a_model_of_several_outputs_has_its_own_key(tmp_path: Path, m
     """Trials stored when only a model's first output was checked are not resumed as checked: the
     output count is in the key of a study whose model has more than one (single-output studies keep
     their key, and their stored trials)."""
+    import rooftune.tuning.prepare as prepare
     import rooftune.tuning.study as study
     from rooftune.tuning.study import TrialResult
 
@@ -1153,13 +1157,13 @@ def test_a_study_of_a_model_of_several_outputs_has_its_own_key(tmp_path: Path, m
         spaces.append(space)
         return real_key(model, objective, batch, platform_id, space)
 
-    monkeypatch.setattr(study, "study_key", key)
+    monkeypatch.setattr(prepare, "study_key", key)
     monkeypatch.setattr(study, "_evaluate", lambda cfg, setup, policy, prepare_timeout_s: TrialResult(
         cfg, True, latency_s=0.004, throughput=250.0, verify={"ok": True}))
     monkeypatch.setattr(final, "interleaved", lambda a, b, setup, objective, policy, pairs=None: {
         "ratio": 1.0, "ci_low": 1.0, "ci_high": 1.0, "pairs": 1})
     for model in (CNN, "tests.analysis.tiny_models:two_heads"):
-        tune(model, runtimes=["eager"], trials=1, db=str(tmp_path / "t.db"))
+        tune(model, runtimes=["eager"], trials=1, store=str(tmp_path / "t.db"))
     assert "outputs" not in spaces[0] and spaces[1]["outputs"] == 2
 
 
@@ -1183,20 +1187,20 @@ def test_a_module_is_tuned_as_a_pt2_named_by_its_content(tmp_path: Path, monkeyp
     torch.manual_seed(0)
     m = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU())
     x = torch.randn(1, 3, 16, 16)
-    r = tune(m, example_inputs=(x,), runtimes=["eager"], trials=1, db=str(tmp_path / "t.db"))
+    r = tune(m, example_inputs=(x,), runtimes=["eager"], trials=1, store=str(tmp_path / "t.db"))
     path = Path(r.model)
     assert path.parent == tmp_path / "data" / "modules" and path.name.startswith("Sequential-") and path.suffix == ".pt2"
     assert torch.allclose(torch.export.load(str(path)).module()(x), m(x))
     first = len(runs)
-    again = tune(m, example_inputs=x, runtimes=["eager"], trials=1, db=str(tmp_path / "t.db"))
+    again = tune(m, example_inputs=x, runtimes=["eager"], trials=1, store=str(tmp_path / "t.db"))
     assert again.model == r.model and again.resumed == first and len(runs) == first  # nothing ran again
-    saved = tune(m, example_inputs=(x,), runtimes=["eager"], trials=0, db=str(tmp_path / "t.db"),
+    saved = tune(m, example_inputs=(x,), runtimes=["eager"], trials=0, store=str(tmp_path / "t.db"),
                  save=str(tmp_path / "out" / "best.json"))
     assert Path(saved.model).parent == tmp_path / "out" and Path(saved.model).name == path.name
     assert json.loads((tmp_path / "out" / "best.json").read_text())["workload"]["model"] == saved.model
     with torch.no_grad():
         m[0].weight.add_(1.0)
-    other = tune(m, example_inputs=(x,), runtimes=["eager"], trials=0, db=str(tmp_path / "t.db"))
+    other = tune(m, example_inputs=(x,), runtimes=["eager"], trials=0, store=str(tmp_path / "t.db"))
     assert other.model != r.model and Path(other.model).parent == path.parent
     assert not [p for p in path.parent.iterdir() if p.name.startswith(".")]  # no partial file left
 
@@ -1231,8 +1235,8 @@ def test_openvino_bf16_runs_the_fp32_model_at_bf16_and_passes_bf16s_rule(tmp_pat
 def test_openvino_runs_under_a_preloaded_allocator(tmp_path: Path, allocator: str) -> None:
     """oneTBB's hwloc binding, loaded with RTLD_DEEPBIND, aborted every OpenVINO process under a
     preloaded malloc ("free(): invalid pointer"); the configuration's environment turns that off."""
+    from rooftune.runconfig import allocator_library
     from rooftune.runtimes import get_runtime
-    from rooftune.tuning.config import allocator_library
 
     if get_runtime("openvino").available() or not allocator_library(allocator):
         pytest.skip(f"needs OpenVINO and {allocator}")
@@ -1248,7 +1252,7 @@ def test_the_models_own_batch_is_every_configurations(tmp_path: Path) -> None:
     """Example inputs of batch 4 (a callable's, a .pt2's): the guideline, the seeds and the search
     run batch 4 like the baselines, not batch 1 against them."""
     r = tune("tests.analysis.tiny_models:small_cnn_b4", runtimes=["eager", "onnxruntime"], trials=2, budget_s=600,
-             db=str(tmp_path / "b.db"), trial_policy=FAST, compare_policy=FAST, compare_pairs=1)
+             store=str(tmp_path / "b.db"), trial_policy=FAST, compare_policy=FAST, compare_pairs=1)
     assert r.batch == 4
     assert {t.config.batch for t in r.trials} == {4}, [(t.config.name, t.config.batch) for t in r.trials]
 
@@ -1256,7 +1260,7 @@ def test_the_models_own_batch_is_every_configurations(tmp_path: Path) -> None:
 def test_a_best_from_the_store_is_saved_with_its_artifact(tmp_path: Path) -> None:
     """The second study reads every trial from the store, where the artifacts went with the first
     study's folder: --save prepares the best's again, so best.json runs what was measured."""
-    kwargs = dict(runtimes=["onnxruntime"], guidelines_only=True, budget_s=600, db=str(tmp_path / "s.db"),
+    kwargs = dict(runtimes=["onnxruntime"], guidelines_only=True, budget_s=600, store=str(tmp_path / "s.db"),
                   trial_policy=FAST, compare_policy=FAST, compare_pairs=1)
     first = tune(CNN, **kwargs, save=tmp_path / "a" / "best.json")
     again = tune(CNN, **kwargs, save=tmp_path / "b" / "best.json")

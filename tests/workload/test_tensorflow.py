@@ -346,7 +346,7 @@ def test_optimize_runs_a_keras_model_end_to_end_with_its_report(ceilings_db: Pat
     from rooftune.pipeline import optimize
 
     fast = Policy(number=1, warmup_s=0.05, budget_s=0.3, min_samples=6, max_samples=60)
-    r = optimize(TINY, out=tmp_path / "out", db=str(ceilings_db), runtimes=["tensorflow", "openvino"], trials=1,
+    r = optimize(TINY, out=tmp_path / "out", store=str(ceilings_db), runtimes=["tensorflow", "openvino"], trials=1,
                  trial_policy=fast, compare_policy=fast, budget_s=90, precisions=("fp32",))
     assert {s.name: s.status for s in r.steps.values()} == {
         "machine": "ok", "analyze": "ok", "tune": "ok", "select": "skipped", "report": "ok"}, r.steps

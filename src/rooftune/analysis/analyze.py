@@ -499,7 +499,7 @@ def analyze(
     from rooftune.machine.gpu import GpuCeilings
     from rooftune.platform import current_platform
     from rooftune.platform.gpu import check_cuda, parse_device
-    from rooftune.store import Store
+    from rooftune.store import open_store
     from rooftune.workload import KerasWorkload, Workload, load_workload
     from rooftune.workload.keras_models import from_keras_model, is_keras_model
     from rooftune.workload.training import TRAIN_FRAMEWORKS, train_spec
@@ -572,7 +572,7 @@ def analyze(
             wl.check_trainable()
             steps[b] = wl.train_step()
     own_store = store is None and (save or ceilings is None)
-    store = store if store is not None else (Store(db) if own_store else None)
+    store = open_store(db) if own_store else store
     try:
         if ceilings is None and kind == "cuda":
             from rooftune.machine.gpu import get_gpu_ceilings

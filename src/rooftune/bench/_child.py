@@ -1,4 +1,5 @@
-"""Child side of :func:`rooftune.bench.measure_isolated`: read a request on stdin, print a Measurement."""
+"""Child side of :func:`rooftune.bench.measure_isolated`: read a request line on stdin, answer
+with a Measurement line (what the timed code prints goes to stderr: :func:`protocol_pipe`)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,12 @@ import sys
 
 from rooftune.bench.measurement import Policy
 from rooftune.bench.timer import measure
-from rooftune.fileio import pipe_json
-from rooftune.platform.processes import import_user_module
+from rooftune.platform.processes import answer, import_user_module, protocol_pipe
 
 
 def _child_main() -> int:
-    request = json.loads(sys.stdin.read())
+    pipe = protocol_pipe()
+    request = json.loads(sys.stdin.readline())
     module_name, _, attr = request["target"].partition(":")
     factory = getattr(import_user_module(module_name), attr)
     fn = factory(**request["kwargs"])
@@ -23,7 +24,7 @@ def _child_main() -> int:
         policy=Policy(**request["policy"]),
         platform_id=request["platform_id"],
     )
-    sys.stdout.write("\n" + pipe_json(m.to_dict()) + "\n")
+    answer(pipe, m.to_dict())
     return 0
 
 

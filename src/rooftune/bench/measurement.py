@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from typing import Any
 
-from rooftune.bench import stats
+import rooftune.bench.stats as stats
 from rooftune.units import fmt_time
 
 

@@ -46,7 +46,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from rooftune.bench import stats
+import rooftune.bench.stats as stats
 from rooftune.bench.measurement import NOISY_IQR_FRACTION, Comparison, Measurement, Method, Policy
 
 Clock = Callable[[], float]

@@ -1,5 +1,5 @@
 """``python -m rooftune.cli``: the command line, as the ``rooftune`` script runs it."""
 
-from rooftune.cli import main
+from rooftune.cli.main import main
 
 raise SystemExit(main())

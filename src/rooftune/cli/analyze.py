@@ -28,7 +28,7 @@ from rooftune.cli.options import (
     model_option,
     threads_option,
 )
-from rooftune.cli.printing import Table, _labelled, _progress, _rate, _seconds, err, out
+from rooftune.cli.printing import Table, _progress, _rate, _seconds, err, labelled, out
 from rooftune.errors import InvalidArgument
 from rooftune.fileio import json_text
 from rooftune.paths import output_dir, output_file
@@ -82,7 +82,7 @@ def _print_analysis(a: Any, top: int) -> None:
                   + ", ".join(f"{r['phase']} {_seconds(r['time_s'])} ({r['share']:.0%}; ops {_seconds(r['ops_time_s'])})"
                               for r in a.by_phase()))
     for w in a.warnings:
-        _labelled(err, "warning", "yellow", w)
+        labelled(err, "warning", "yellow", w)
 
 
 def _print_trajectory(analyses: list[Any]) -> None:
@@ -114,7 +114,7 @@ def _print_sensitivity(s: Any) -> None:
               f"higher precision for the budget): drop {s.mixed_drop:+.2f}; {s.samples} samples, {s.seconds:.1f} s",
               markup=False, highlight=False)
     for n in s.notes:
-        _labelled(err, "note", "yellow", n)
+        labelled(err, "note", "yellow", n)
 
 
 def analyze(

@@ -20,7 +20,7 @@ from rooftune.cli.options import (
     json_option,
     threads_option,
 )
-from rooftune.cli.printing import Table, _labelled, _progress, _rate, err, out
+from rooftune.cli.printing import Table, _progress, _rate, err, labelled, out
 from rooftune.errors import InvalidArgument
 from rooftune.fileio import json_text
 from rooftune.units import fmt_size
@@ -65,7 +65,7 @@ def _print_ceilings(c: Any) -> None:
     out.print(_bandwidth_table(c, f"Memory bandwidth on {c.max_threads} threads (bytes/s)", c.capacity_bytes))
     out.print(f"dispatch overhead (one tiny torch op): [bold]{c.dispatch_overhead_s * 1e6:.2f} us[/bold]")
     for w in c.warnings:
-        _labelled(err, "warning", "yellow", w)
+        labelled(err, "warning", "yellow", w)
 
 
 def _print_measured(c: Any, steps_shown: int | None = None) -> None:
@@ -128,7 +128,7 @@ def _print_gpu_ceilings(c: Any) -> None:
     out.print(f"dispatch overhead (one tiny torch op in a stream of them): [bold]{c.dispatch_overhead_s * 1e6:.2f} us"
               f"[/bold]; one op waited for: {c.launch_latency_s * 1e6:.2f} us")
     for w in c.warnings:
-        _labelled(err, "warning", "yellow", w)
+        labelled(err, "warning", "yellow", w)
 
 
 def machine(

@@ -76,7 +76,7 @@ def optimize(
     progress, update = _progress()
     with progress:
         r = run_optimize(model, batch=batch, inputs=args.shapes, options=args.options or None,
-                         objective=objective, budget_s=budget, out=out_dir, db=db,
+                         objective=objective, budget_s=budget, out=out_dir, store=db,
                          runtimes=args.runtimes, steps=steps, progress=update,
                          precisions=precisions_for(fp32=fp32, bf16=bf16, int8=int8, runtimes=args.runtimes),
                          calibration_size=calibration, train=args.train,

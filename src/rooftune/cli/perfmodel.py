@@ -25,7 +25,7 @@ from rooftune.cli.options import (
     seed_option,
     threads_option,
 )
-from rooftune.cli.printing import Table, _labelled, _pct, _progress, _seconds, _status, err, out
+from rooftune.cli.printing import Table, _pct, _progress, _seconds, _status, err, labelled, out
 from rooftune.errors import InvalidArgument
 from rooftune.fileio import json_text
 from rooftune.paths import output_dir, output_file
@@ -127,7 +127,7 @@ def _print_target_repeatability(result: dict[str, Any]) -> None:
         out.print(_curve_table(result, "within_10pct_steady",
                                "within +-10 % on the steady test rows only (second pass within 10 %)"))
     if rep["within_10pct"] < POOR_REPEATABILITY:
-        _labelled(err, "warning", "yellow", f"only {_pct(rep['within_10pct'])} of the target's rows repeat within 10 %: "
+        labelled(err, "warning", "yellow", f"only {_pct(rep['within_10pct'])} of the target's rows repeat within 10 %: "
                   "the curve measures their noise more than the transfer; profile the target again in a quieter "
                   "hour (rooftune profile says how the machine read)")
 
@@ -259,7 +259,7 @@ def transfer(
         if base_model is None:  # the shipped bases that have not seen the target's data, nearest first
             base_model, *others = load_base_models(data.fingerprint, exclude_platform=data.platform_id)
         elif data.platform_id in ((getattr(base_model, "provenance_", None) or {}).get("platforms") or []):
-            _labelled(err, "warning", "yellow", f"the base model was trained on platform {data.platform_id}'s data: "
+            labelled(err, "warning", "yellow", f"the base model was trained on platform {data.platform_id}'s data: "
                       "the curve measures it on what it has seen")
         with _status("learning curve") as status:
             result = learning_curve(base_model, data, sampler=sampler, seed=seed, progress=lambda m: status.update(m),

@@ -91,7 +91,7 @@ def _cell(value: Any, style: str = "") -> Any:
     return _visible_text(value) if isinstance(value, Text) else value
 
 
-def _labelled(console: Console, label: str, style: str, message: object) -> None:
+def labelled(console: Console, label: str, style: str, message: object) -> None:
     """``label: message`` on one line, the label styled and the message printed as it is: a
     message carries what the user gave (a model name, a path, an option's value), which Rich must
     not read as markup (``net[/x]`` would end in a MarkupError, ``[bold]`` restyle the line)."""

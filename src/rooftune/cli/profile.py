@@ -21,7 +21,7 @@ from rooftune.cli.options import (
     seed_option,
     threads_option,
 )
-from rooftune.cli.printing import Table, _labelled, _progress, _seconds, err, out
+from rooftune.cli.printing import Table, _progress, _seconds, err, labelled, out
 from rooftune.errors import InvalidArgument
 from rooftune.fileio import json_text
 
@@ -84,7 +84,7 @@ def _check_primitives(json_out: bool) -> None:
                       str(c.get("unsupported", 0)), str(c.get("failed", 0)))
         out.print(t)
         for v in failed:
-            _labelled(err, "failed", "red", f"{v.primitive} on {v.spec.describe()}: {v.reason}")
+            labelled(err, "failed", "red", f"{v.primitive} on {v.spec.describe()}: {v.reason}")
     if failed:
         raise typer.Exit(1)
 
@@ -148,10 +148,12 @@ def profile(
                        json_out=json_out)
         return
     if isa_variant is not None:  # run_isa_variant refuses an unknown variant before it starts anything
-        argv = ["--batch", batch, "--budget", str(budget), "--passes", str(passes), "--extra-passes", str(extra_passes),
+        argv = ["--budget", str(budget), "--passes", str(passes), "--extra-passes", str(extra_passes),
                 "--seed", str(seed)]
-        for flag, value in (("--models", models), ("--threads", threads), ("--primitives", primitives), ("--db", db)):
-            if value:
+        # the list options, each value passed as it was given (a repeated option accumulates)
+        for flag, values in (("--batch", batch), ("--models", models), ("--threads", threads),
+                             ("--primitives", primitives), ("--db", [db] if db else None)):
+            for value in values or ():
                 argv += [flag, value]
         argv += ["--sample", str(sample)] if sample else []
         argv += [f for f, on in (("--int8", int8), ("--summary", summary), ("--json", json_out)) if on]

@@ -34,7 +34,7 @@ from rooftune.cli.options import (
     runtime_option,
     save_option,
 )
-from rooftune.cli.printing import Table, _labelled, _print_load_hint, _progress, err, out
+from rooftune.cli.printing import Table, _print_load_hint, _progress, err, labelled, out
 from rooftune.fileio import json_text
 from rooftune.paths import output_file
 from rooftune.workload.data import data_spec
@@ -69,7 +69,7 @@ def _print_tune(r: Any) -> None:
                   f"{', '.join(str(n['searched']) for n in f['nodes'].values())}); final comparisons on node "
                   f"{f['final_node'][:12]}", markup=False, highlight=False)
     for n in r.notes:
-        _labelled(err, "note", "yellow", n)
+        labelled(err, "note", "yellow", n)
 
 
 def tune(
@@ -116,7 +116,7 @@ def tune(
         r = run_tune(model, objective=objective, budget_s=budget, trials=trials, batch=batch, inputs=args.shapes,
                      options=args.options, guidelines_only=guidelines_only,
                      precisions=precisions_for(fp32=fp32, bf16=bf16, int8=int8, runtimes=args.runtimes),
-                     runtimes=args.runtimes, db=db, save=save, progress=update, validate=validate,
+                     runtimes=args.runtimes, store=db, save=save, progress=update, validate=validate,
                      calibration_size=calibration, train=args.train, cluster=cluster,
                      data=data_spec(data, metric=metric, max_drop=max_drop, transform=transform))
     if json_out:

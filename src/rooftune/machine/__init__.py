@@ -1,14 +1,10 @@
 """Measured ceilings of the machine: peak FLOP/s per precision and thread count, bandwidth of every
-memory level, GEMM roofs and the framework's dispatch overhead; a CUDA device's with
-:func:`get_gpu_ceilings`.
-
-The module object is callable: ``rooftune.machine(quick=True)`` is :func:`get_ceilings`.
+memory level, GEMM roofs and the framework's dispatch overhead (``rooftune.machine.get_ceilings(quick=True)``);
+a CUDA device's with :func:`get_gpu_ceilings`.
 """
 
 from __future__ import annotations
 
-import sys
-import types
 from typing import Any
 
 from rooftune.machine.ceilings import (
@@ -47,15 +43,7 @@ _GPU_NAMES = ("GPU_PRECISIONS", "GpuCeilings", "get_gpu_ceilings")
 
 def __getattr__(name: str) -> Any:
     if name in _GPU_NAMES:
-        from rooftune.machine import gpu
+        import rooftune.machine.gpu as gpu
 
         return getattr(gpu, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-class _CallableModule(types.ModuleType):
-    def __call__(self, **kwargs: Any) -> Ceilings:
-        return get_ceilings(**kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule

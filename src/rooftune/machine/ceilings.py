@@ -81,13 +81,13 @@ def get_ceilings(
     before anything is measured or written.
     """
     from rooftune.platform import current_platform
-    from rooftune.store import Store
+    from rooftune.store import open_store
 
     platform = platform or current_platform()
     th = validate_threads(threads, platform.usable_cores)
     prec = validate_precisions(as_names(precisions, "precisions"))
     own_store = store is None
-    store = store if store is not None else Store(db)
+    store = open_store(store or db)
     wanted = {"fp32": "fp32", "fp64": "fp64", "bf16": "gemm_bf16", "int8": "gemm_int8"}
 
     def complete(cached: Ceilings) -> bool:

@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+import rooftune.machine.probes as probes
 from rooftune.bench.canary import Steal, steal_warning
-from rooftune.machine import probes
 from rooftune.machine.cpu_ceilings import Ceilings, level_capacities, native_support
 from rooftune.machine.plateaus import DRAM_MIN_FACTOR, LEVELS, Plateau, last_cache, level_warnings
 from rooftune.machine.roofline import (

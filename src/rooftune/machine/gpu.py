@@ -27,9 +27,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+import rooftune.machine.gpu_probes as gpu_probes
 from rooftune.bench import Measurement
 from rooftune.errors import MeasurementError, RooftuneError, one_line
-from rooftune.machine import gpu_probes
 from rooftune.machine.plateaus import Plateau, level_warnings, sweep_sizes
 from rooftune.machine.roofline import (
     SWEEP_ARRAYS_FACTOR,
@@ -295,12 +295,12 @@ def get_gpu_ceilings(
     precision is unknown, before anything is measured or written."""
     from rooftune.machine.stored import stored_or_measured
     from rooftune.platform.gpu import current_gpu
-    from rooftune.store import Store
+    from rooftune.store import open_store
 
     prec = validate_gpu_precisions(precisions)
     device = device or current_gpu(index)
     own_store = store is None
-    store = store if store is not None else Store(db)
+    store = open_store(store or db)
 
     def complete(cached: GpuCeilings) -> bool:
         have = set(cached.peak_flops) | set(cached.skipped)

@@ -67,7 +67,7 @@ def transfer(base: Any, *, samples: int = 50, sampler: str = "cluster", method: 
     shipped platforms' data; ``benchmarks/perfmodel_eval.py`` compares the methods (BENCHMARKS.md)."""
     from rooftune.platform import current_platform
     from rooftune.profiling import collect_specs, run_campaign
-    from rooftune.store import Store
+    from rooftune.store import open_store
 
     if isinstance(samples, bool) or not isinstance(samples, int) or samples < 5:
         raise InvalidArgument("samples", samples, "allowed an integer >= 5")
@@ -93,7 +93,7 @@ def transfer(base: Any, *, samples: int = 50, sampler: str = "cluster", method: 
     chosen = [specs[i] for i in idx]
     weight = dict(zip((s.key() for s, _ in chosen), sample_weights([s for s, _ in specs], idx), strict=True))
     own = store is None
-    store = store if store is not None else Store(db)
+    store = open_store(store or db)
     try:
         campaign = run_campaign(chosen, store=store, threads=[threads], progress=progress)
         data = load_profile_data(store, platform.id, threads)

@@ -13,20 +13,15 @@ worker behind.
 
 from __future__ import annotations
 
-import json
-import math
-import select
 import signal
-import subprocess
-import tempfile
 from dataclasses import asdict
-from typing import IO, Any
+from typing import Any
 
 from rooftune.bench import Measurement, Policy
 from rooftune.bench.canary import CANARY_POLICY
 from rooftune.errors import MeasurementError
-from rooftune.fileio import pipe_json
 from rooftune.platform import processes
+from rooftune.platform.worker import Channel, ChildEnded, ChildTimedOut
 from rooftune.primitives import ConvSpec
 from rooftune.profiling.work import REASON_CHARS, Outcome
 
@@ -88,8 +83,7 @@ class Isolated:
         self.time_limit_s = time_limit_s
         self.started = 0
         self.probe = _WorkerProbe(self)
-        self._proc: subprocess.Popen[str] | None = None
-        self._stderr: IO[str] | None = None
+        self._channel: Channel | None = None
         self._threads: int | None = None
         self._spec: dict[str, Any] | None = None
         self._spec_sent = False
@@ -131,19 +125,7 @@ class Isolated:
     def close(self) -> None:
         """Ends the worker (asked to exit, killed with its group if it does not, or at once when
         it is busy: an interrupted campaign)."""
-        proc = self._proc
-        if proc is None:
-            return
-        if proc.returncode is None and not self._busy:
-            try:
-                assert proc.stdin is not None
-                proc.stdin.write(pipe_json({"cmd": "exit"}) + "\n")
-                proc.stdin.flush()
-            except OSError:
-                pass
-            # not reaped: the group is killed while the pid still names it
-            processes.wait_exit(proc, EXIT_WAIT_S)
-        self._end()
+        self._end(goodbye=None if self._busy else {"cmd": "exit"})
 
     def __enter__(self) -> Isolated:
         return self
@@ -159,7 +141,7 @@ class Isolated:
     def _item(self, msg: dict[str, Any], limit: float) -> Outcome:
         """``msg`` answered for the current spec; a lost worker makes the item failed and crashed."""
         assert self._spec is not None, "begin() a spec first"
-        if self._proc is None:
+        if self._channel is None:
             self._start()  # (before the spec is sent: a fresh worker has none)
         try:
             if not self._spec_sent:
@@ -178,36 +160,29 @@ class Isolated:
 
     def _call(self, msg: dict[str, Any], limit: float) -> dict[str, Any]:
         """One request and its answer, starting a worker first where there is none."""
-        proc = self._proc if self._proc is not None else self._start()
+        channel = self._channel if self._channel is not None else self._start()
         self._busy = True
-        try:
-            assert proc.stdin is not None
-            proc.stdin.write(pipe_json(msg) + "\n")
-            proc.stdin.flush()
-        except OSError:  # (BrokenPipeError: it died since its last answer)
-            pass  # the answer that does not come says how it ended
+        channel.send(msg)  # (where it died since its last answer, the answer that does not come says how)
         answer = self._read(limit)
         self._busy = False
         return answer
 
     def _read(self, limit: float) -> dict[str, Any]:
-        proc = self._proc
-        assert proc is not None and proc.stdout is not None
-        ready, _, _ = select.select([proc.stdout], [], [], None if math.isinf(limit) else limit)
-        if not ready:
-            self._end()
-            raise _Lost(f"timed out after {_seconds(limit)} s")
-        line = proc.stdout.readline()
-        if not line:
-            raise _Lost(self._ended())
-        return dict(json.loads(line))
+        channel = self._channel
+        assert channel is not None
+        try:
+            return channel.receive(limit)
+        except ChildTimedOut:
+            self._forget()
+            raise _Lost(f"timed out after {_seconds(limit)} s") from None
+        except ChildEnded as ended:
+            self._forget()
+            raise _Lost(_crashed(ended)) from None
 
-    def _start(self) -> subprocess.Popen[str]:
-        self._stderr = tempfile.TemporaryFile(mode="w+")
+    def _start(self) -> Channel:
         # -P: the folder the campaign runs from is not on the worker's sys.path (a numpy.py there
         # must not take numpy's place); stderr kept for the reason of a crash
-        self._proc = processes.start(processes.python_command(WORKER_MODULE), stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=self._stderr, text=True)
+        self._channel = Channel(processes.python_command(WORKER_MODULE), exit_wait_s=EXIT_WAIT_S)
         self.started += 1
         self._busy = True  # (until it says it is ready)
         try:
@@ -218,42 +193,29 @@ class Isolated:
         if not answer.get("ready"):
             self._end()
             raise MeasurementError(f"the profiling worker did not start: it answered {answer}")
-        return self._proc
+        return self._channel
 
-    def _ended(self) -> str:
-        """Why the worker closed its pipe (waited for briefly), once it and its group are gone."""
-        proc = self._proc
-        assert proc is not None
-        processes.wait_exit(proc, EXIT_WAIT_S)  # not reaped: the group is killed while the pid names it
-        last = self._last_stderr()
-        code = self._end()
-        if code < 0:
-            try:
-                name = signal.Signals(-code).name
-            except ValueError:
-                name = "unknown"
-            return f"crashed (signal {-code}, {name})"
-        return f"crashed (exit status {code})" + (f": {last}" if last else "")
-
-    def _last_stderr(self) -> str:
-        if self._stderr is None:
-            return ""
-        self._stderr.seek(0)
-        lines = [ln.strip() for ln in self._stderr.read().splitlines() if ln.strip()]
-        return lines[-1] if lines else ""
-
-    def _end(self) -> int:
-        """Kill the worker's process group (whatever it started too) and reap it; its exit status."""
-        proc, self._proc = self._proc, None
+    def _forget(self) -> None:
+        """Drop the worker that is gone (its channel closed it)."""
+        self._channel = None
         self._spec_sent = self._busy = False
-        assert proc is not None
-        processes.kill_group(proc)
-        code = proc.returncode
-        for f in (proc.stdin, proc.stdout, self._stderr):
-            if f is not None:
-                try:
-                    f.close()
-                except OSError:
-                    pass
-        self._stderr = None
-        return code
+
+    def _end(self, goodbye: dict[str, Any] | None = None) -> None:
+        """End the worker (sent ``goodbye`` first where given), kill its process group (whatever it
+        started too) and reap it."""
+        channel = self._channel
+        self._forget()
+        if channel is not None:
+            channel.close(goodbye)
+
+
+def _crashed(ended: ChildEnded) -> str:
+    """Why the worker closed its pipe."""
+    code = ended.returncode
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = "unknown"
+        return f"crashed (signal {-code}, {name})"
+    return f"crashed (exit status {code})" + (f": {ended.last_stderr}" if ended.last_stderr else "")

@@ -69,7 +69,7 @@ def profile(models: Sequence[str] = (), *, sample: int = 0, batches: Sequence[in
             passes: int = PROFILE_PASSES, extra_passes: int = EXTRA_PASSES) -> tuple[CampaignResult, dict[str, list[Any]]]:
     """Run (or continue) a campaign on this machine; returns its result and the models' layers."""
     from rooftune.platform import current_platform
-    from rooftune.store import Store
+    from rooftune.store import open_store
 
     models, precisions, primitives, batches, threads = _checked(models, sample, batches, threads, primitives,
                                                                 precisions, passes, extra_passes)
@@ -77,7 +77,7 @@ def profile(models: Sequence[str] = (), *, sample: int = 0, batches: Sequence[in
     check_campaign(threads, budget_s)
     specs, layers = collect_specs(models, sample, batches, seed, precisions)
     own = store is None
-    store = store if store is not None else Store(db)
+    store = open_store(store or db)
     try:
         result = run_campaign(specs, store=store, primitives=primitives, threads=threads, budget_s=budget_s,
                               progress=progress, transforms=transforms, passes=passes,

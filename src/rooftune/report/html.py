@@ -150,7 +150,8 @@ def _analysis(r: OptimizeResult, figs: dict[str, Path]) -> str:
 
 def _tuning(r: OptimizeResult, figs: dict[str, Path]) -> str:
     t = r.tune
-    errors = r.steps["tune"].errors if "tune" in r.steps else []
+    steps = getattr(r, "steps", None) or {}  # (a result of the tune step alone has no steps)
+    errors = steps["tune"].errors if "tune" in steps else []
     if t is None and errors:  # every trial failed: why, each error once with how many trials gave it
         return ("<p class=warn>The runtime configuration was not tuned: no configuration ran and verified. "
                 "The trials' errors:</p>" + _table(["trials", "error"], [[n, e] for n, e in errors], {0}))

@@ -1,67 +1,11 @@
-"""Runtimes behind one interface (see :mod:`rooftune.runtimes.base` for the contract).
-
-A new runtime is one module with a :class:`Runtime` subclass plus one line in :data:`RUNTIMES`.
+"""Runtimes behind one interface (see :mod:`rooftune.runtimes.base` for the contract), by name in
+:mod:`rooftune.runtimes.registry`; what a configuration may set for each is declared in
+:mod:`rooftune.runtime_options`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from rooftune.errors import InvalidArgument
-from rooftune.runconfig import register_runtime
 from rooftune.runtimes.base import Prepared, Runtime, like_output, output_tensors
-from rooftune.runtimes.ncnn_runtime import Ncnn
-from rooftune.runtimes.onnx_runtime import OnnxRuntime
-from rooftune.runtimes.openvino_runtime import OpenVINO
-from rooftune.runtimes.tensorflow_runtime import TensorFlow
-from rooftune.runtimes.torch_runtimes import Compile, Eager, TorchScript
-
-RUNTIMES: dict[str, type[Runtime]] = {
-    "eager": Eager,
-    "torchscript": TorchScript,
-    "compile": Compile,
-    "onnxruntime": OnnxRuntime,
-    "openvino": OpenVINO,
-    "ncnn": Ncnn,
-    "tensorflow": TensorFlow,
-}
-# a configuration names a runtime and sets its options; rooftune.runconfig learns them from here
-for _name, _runtime in RUNTIMES.items():
-    register_runtime(_name, {**_runtime.options, **_runtime.train_options}, _runtime.absent)
-
-
-def get_runtime(name: str) -> Runtime:
-    if name not in RUNTIMES:
-        raise InvalidArgument("runtime", name, f"allowed {', '.join(RUNTIMES)}")
-    return RUNTIMES[name]()
-
-
-def available_runtimes() -> tuple[dict[str, Runtime], dict[str, str]]:
-    """The runtimes usable here, and for each missing one the reason."""
-    ok: dict[str, Runtime] = {}
-    notes: dict[str, str] = {}
-    for name in RUNTIMES:
-        rt = get_runtime(name)
-        why = rt.available()
-        if why is None:
-            ok[name] = rt
-        else:
-            notes[name] = why
-    return ok, notes
-
-
-def chosen_runtimes(names: Sequence[str] | None = None) -> tuple[dict[str, Runtime], dict[str, str]]:
-    """:func:`available_runtimes` restricted to ``names`` (all when None); an unknown or missing
-    name raises InvalidArgument with the allowed ones or the reason."""
-    ok, notes = available_runtimes()
-    if not names:
-        return ok, notes
-    for r in names:
-        if r not in RUNTIMES:
-            raise InvalidArgument("runtime", r, f"allowed {', '.join(RUNTIMES)}")
-        if r not in ok:
-            raise InvalidArgument("runtime", r, notes[r])
-    return {k: v for k, v in ok.items() if k in names}, notes
-
+from rooftune.runtimes.registry import RUNTIMES, available_runtimes, chosen_runtimes, get_runtime
 
 __all__ = ["RUNTIMES", "Prepared", "Runtime", "available_runtimes", "chosen_runtimes", "get_runtime", "like_output", "output_tensors"]

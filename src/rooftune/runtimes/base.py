@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from rooftune.runtime_options import RUNTIME_OPTIONS
+
 # named here too, where the runtimes are written against them: whether an optional package is
 # installed, and a model output's tensors (the workload's: an output is one whatever runs the model)
 from rooftune.runtimes.packages import missing
@@ -57,6 +59,9 @@ class Prepared:
 class Runtime(ABC):
     """One way of running a model (PyTorch eager, TorchScript, ONNX Runtime, OpenVINO ...)."""
 
+    #: Its name in a configuration; a name declared in :data:`rooftune.runtime_options.RUNTIME_OPTIONS`
+    #: gives the subclass its ``options``, ``absent`` and ``train_options`` from there
+    #: (:meth:`__init_subclass__`), the one place a configuration's check reads them too.
     name: str = ""
     #: Options of this runtime's own that the search may set, with their allowed values.
     options: dict[str, tuple[Any, ...]] = {}
@@ -75,6 +80,14 @@ class Runtime(ABC):
     train_options: dict[str, tuple[Any, ...]] = {}
     #: Precisions this runtime trains in (bf16: the forward pass under autocast, the weights fp32).
     train_precisions: tuple[str, ...] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        declared = RUNTIME_OPTIONS.get(cls.__dict__.get("name", ""))
+        if declared is not None:
+            cls.options = dict(declared.options)
+            cls.absent = dict(declared.absent)
+            cls.train_options = dict(declared.train_options)
 
     def unsupported(self, config: RunConfig) -> str | None:
         """None when this runtime can run ``config`` here, else why not."""

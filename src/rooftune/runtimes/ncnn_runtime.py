@@ -47,8 +47,6 @@ CONVERT_TIMEOUT_S = 600
 
 class Ncnn(Runtime):
     name = "ncnn"
-    options = {"conv": ("winograd", "direct")}
-    absent = {"conv": "winograd"}
     # ncnn brings its own OpenMP (bundled with the wheel) and sets its threads per network; its
     # layout is its own packed one
     uses_openmp = False

@@ -44,8 +44,8 @@ def winograd_model(src: Path, dst: Path, threads: int, session: Callable[[bytes]
 
     import onnx
 
+    import rooftune.runtimes.winograd_onnx as winograd_onnx
     from rooftune.fileio import json_text
-    from rooftune.runtimes import winograd_onnx
 
     with open(dst.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -84,15 +84,6 @@ def winograd_model(src: Path, dst: Path, threads: int, session: Callable[[bytes]
 
 class OnnxRuntime(Runtime):
     name = "onnxruntime"
-    options = {
-        "execution_mode": ("sequential", "parallel"),
-        "graph_optimization": ("basic", "extended", "all"),
-        "spinning": (True, False),
-        # "winograd": the 3x3 convolutions measured faster that way computed by Winograd
-        # F(4x4,3x3) in the graph (rooftune.runtimes.winograd_onnx); fp32 only
-        "conv": ("direct", "winograd"),
-    }
-    absent = {"execution_mode": "sequential", "graph_optimization": "all", "spinning": True, "conv": "direct"}
     uses_openmp = False
     precisions = ("fp32", "int8")
     frameworks = ("torch", "tensorflow")

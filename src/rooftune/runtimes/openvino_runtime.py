@@ -31,13 +31,6 @@ quiet_vendor_telemetry()
 
 class OpenVINO(Runtime):
     name = "openvino"
-    options = {"hint": ("LATENCY", "THROUGHPUT"), "streams": (1, 2), "pinning": (False, True),
-               "source": ("framework", "onnx"),
-               # "winograd" (source=onnx, fp32): the 3x3 convolutions OpenVINO runs faster that way
-               # computed by Winograd F(4x4,3x3) in the ONNX graph it reads
-               # (rooftune.runtimes.winograd_onnx, each layer measured with OpenVINO)
-               "conv": ("direct", "winograd")}
-    absent = {"hint": "LATENCY", "streams": 1, "pinning": False, "source": "framework", "conv": "direct"}
     uses_openmp = False
     precisions = ("fp32", "bf16", "int8", "default")
     frameworks = ("torch", "tensorflow")

@@ -38,8 +38,6 @@ class TensorFlow(Runtime):
     """TensorFlow's own executor over the model's frozen graph."""
 
     name = "tensorflow"
-    options = {"onednn": (True, False), "xla": (False, True), "remapper": (True, False)}
-    absent = {"onednn": True, "xla": False, "remapper": True}
     precisions = ("fp32", "bf16")
     frameworks = ("tensorflow",)
 

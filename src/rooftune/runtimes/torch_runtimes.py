@@ -11,7 +11,6 @@ import torch
 
 from rooftune.runtimes.base import Prepared, Runtime
 from rooftune.workload.outputs import output_tensors
-from rooftune.workload.training import OPTIMIZER_IMPLS
 
 if TYPE_CHECKING:
     from rooftune.runconfig import RunConfig
@@ -88,16 +87,11 @@ def train_prepared(wl: Workload, config: RunConfig, compile_mode: str | None = N
     return Prepared(step.step, lambda loss: (torch.tensor([loss]),), step=step)
 
 
-#: What a training step's configuration may set besides a runtime's own options.
-TRAIN_OPTIONS: dict[str, tuple[Any, ...]] = {"optimizer": OPTIMIZER_IMPLS}
-
-
 class Eager(Runtime):
     """PyTorch eager; int8 is the PT2E-quantized graph lowered to oneDNN's int8 kernels."""
 
     name = "eager"
     precisions = ("fp32", "bf16", "int8")
-    train_options = TRAIN_OPTIONS
     train_precisions = ("fp32", "bf16")
 
     def prepare_train(self, wl: Workload, config: RunConfig, workdir: Path) -> Prepared:
@@ -144,10 +138,7 @@ class Compile(Runtime):
     """torch.compile with inductor: fuses elementwise ops into their producers, plans memory."""
 
     name = "compile"
-    options = {"mode": ("default", "max-autotune-no-cudagraphs")}
-    absent = {"mode": "default"}
     precisions = ("fp32", "bf16", "int8")
-    train_options = TRAIN_OPTIONS
     train_precisions = ("fp32", "bf16")
 
     def prepare_train(self, wl: Workload, config: RunConfig, workdir: Path) -> Prepared:

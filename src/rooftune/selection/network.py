@@ -186,7 +186,7 @@ def _select(model: Any, *, inputs: Any, kwargs: Any, batch: int, shapes: Any, op
             progress: Any, platform: Any, promote: bool) -> SelectResult:
     from rooftune.bench import compare
     from rooftune.perfmodel.data import load_profile_data
-    from rooftune.store import Store
+    from rooftune.store import open_store
 
     say = progress or (lambda _m: None)
     module, inputs = _module_and_inputs(model, inputs, kwargs, batch, shapes, options)
@@ -238,7 +238,7 @@ def _select(model: Any, *, inputs: Any, kwargs: Any, batch: int, shapes: Any, op
         if n_extra:
             notes.append(f"{n_extra} layer(s) outside the performance model's training range: predictions extrapolated")
         own = store is None
-        store = store if store is not None else Store(db)
+        store = open_store(store or db)
         try:
             try:
                 data = load_profile_data(store, platform.id, threads)

@@ -10,11 +10,12 @@ from rooftune.store.store import (
     data_dir,
     default_db_path,
     modules_dir,
+    open_store,
     redact_url,
     resolve_url,
 )
 
 __all__ = [
     "DB_ENV", "DEFAULT_OLDER_THAN_DAYS", "MIGRATIONS", "SCHEMA_VERSION", "PruneResult", "Stale", "Store", "data_dir",
-    "default_db_path", "modules_dir", "prune", "redact_url", "resolve_url",
+    "default_db_path", "modules_dir", "open_store", "prune", "redact_url", "resolve_url",
 ]

@@ -490,6 +490,13 @@ class Store(ProfileRows, FleetRows, SweepRows):
         self.close()
 
 
+def open_store(store: str | os.PathLike[str] | Store | None) -> Store:
+    """The one way in to a store: ``store`` itself where it is a :class:`Store` (the caller's, which
+    the caller closes), else a store opened at that URL or file path (None: the default store,
+    :func:`resolve_url`), which whoever asked for it closes."""
+    return store if isinstance(store, Store) else Store(store)
+
+
 def _install_sqlite_pragmas(engine: Engine) -> None:
     @event.listens_for(engine, "connect")
     def _connect(dbapi_connection: Any, _record: Any) -> None:
@@ -506,4 +513,5 @@ def _install_sqlite_pragmas(engine: Engine) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
-__all__ = ["DB_ENV", "Store", "data_dir", "default_db_path", "modules_dir", "redact_url", "resolve_url"]
+__all__ = ["DB_ENV", "Store", "data_dir", "default_db_path", "modules_dir", "open_store", "redact_url",
+           "resolve_url"]

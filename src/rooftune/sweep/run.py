@@ -161,10 +161,10 @@ def sweep(
     the_plan = plan_for(args, host)
     if args.on_cuda:
         check_cuda(args.index or 0, device)
-    from rooftune.store import Store
+    from rooftune.store import open_store
 
     own = store is None
-    store = store if store is not None else Store(db)
+    store = open_store(store or db)
     try:
         run = _Run(args.family, the_plan, args.device, args.index, ceilings, quick, store, args.policy, budget_s,
                    args.layouts[0], progress, host)

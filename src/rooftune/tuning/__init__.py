@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from rooftune.runconfig import RunConfig, allocator_library
 from rooftune.tuning.arguments import OBJECTIVES, default_precisions, precisions_for
-from rooftune.tuning.config import RunConfig, allocator_library
 from rooftune.tuning.deploy import TunedModel, load_tuned
 from rooftune.tuning.guidelines import average_width, baselines, guideline
 from rooftune.tuning.result import NoVerifiedTrial, TrialResult, TuneResult, save_config
-from rooftune.tuning.study import Study, tune
+from rooftune.tuning.spec import TuneSpec
+from rooftune.tuning.study import Study, tune, tune_spec
 from rooftune.tuning.trial import TrialFailed, Worker
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "TrialFailed",
     "TrialResult",
     "TuneResult",
+    "TuneSpec",
     "TunedModel",
     "Worker",
     "allocator_library",
@@ -29,4 +31,5 @@ __all__ = [
     "precisions_for",
     "save_config",
     "tune",
+    "tune_spec",
 ]

@@ -117,7 +117,7 @@ def _not_built() -> Any:
 
 
 def _init(msg: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-    from rooftune.tuning.config import RunConfig, pinned_cpus
+    from rooftune.runconfig import RunConfig, pinned_cpus
 
     if msg["config"].get("pin"):
         # bound before torch starts its OpenMP pool, whose threads inherit the mask

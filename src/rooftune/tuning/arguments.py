@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rooftune.bench import Policy
 from rooftune.errors import InvalidArgument, as_names, is_int, is_real
+
+if TYPE_CHECKING:
+    from rooftune.platform import Platform
 
 OBJECTIVES = ("latency", "throughput")
 #: The runtimes a training study runs: PyTorch's own (the graph runtimes run inference only, and
@@ -16,7 +19,7 @@ OBJECTIVES = ("latency", "throughput")
 TRAIN_RUNTIMES = ("eager", "compile")
 
 
-def native_bf16(platform: Any) -> bool:
+def native_bf16(platform: Platform) -> bool:
     """Whether the CPU computes bf16 natively (AVX512-BF16 or AMX-BF16, as the ISA in effect says)."""
     return bool(set(platform.effective_isa) & {"avx512_bf16", "amx_bf16"})
 
@@ -26,7 +29,7 @@ def native_bf16(platform: Any) -> bool:
 PICK_BF16_BY_DEFAULT = ("openvino",)
 
 
-def default_precisions(platform: Any, available: dict[str, Any]) -> tuple[str, ...]:
+def default_precisions(platform: Platform, available: dict[str, Any]) -> tuple[str, ...]:
     """What a study searches when the caller names no precision: fp32, and bf16 where the CPU has
     it natively and a peer installed here computes in it by default, so that the answer is never
     slower than what the user would have got from that peer as shipped. int8 is never a default:
@@ -41,12 +44,12 @@ def default_precisions(platform: Any, available: dict[str, Any]) -> tuple[str, .
 INT8_ISA = ("avx512_vnni", "avx_vnni", "amx_int8")
 
 
-def native_int8(platform: Any) -> bool:
+def native_int8(platform: Platform) -> bool:
     """Whether the CPU runs int8 dot products natively (AVX512-VNNI, AVX-VNNI or AMX-INT8)."""
     return bool(set(platform.effective_isa) & set(INT8_ISA))
 
 
-def data_precisions(platform: Any, available: dict[str, Any]) -> tuple[str, ...]:
+def data_precisions(platform: Platform, available: dict[str, Any]) -> tuple[str, ...]:
     """What a study with the user's data searches when the caller names no precision: fp32, and bf16
     and int8 where the CPU runs each natively, every reduced-precision configuration accepted only
     within the accuracy budget measured on that data."""
@@ -79,7 +82,7 @@ def precisions_for(*, fp32: bool = False, bf16: bool = False, int8: bool = False
     return tuple(dict.fromkeys((*base, *(("bf16",) if bf16 else ()), *(("int8",) if int8 else ()))))
 
 
-def check_precisions(precisions: Sequence[str], calibration_size: int | None, platform: Any) -> int:
+def check_precisions(precisions: Sequence[str], calibration_size: int | None, platform: Platform) -> int:
     """Refuse an unknown precision, bf16 on a CPU without native bf16, and an impossible
     calibration size; returns the calibration size to use."""
     from rooftune.runtimes.quantize import check_calibration_size
@@ -123,10 +126,10 @@ def validation_spec(validate: str | Callable[..., Any] | None) -> str | None:
 
 
 def check_train_arguments(*, runtimes: Sequence[str] | None, precisions: Sequence[str] | None,
-                          validate: Any, calibration_size: int | None, module: bool) -> None:
+                          validate: Any, calibration_size: int | None) -> None:
     """Refuse, for a training study, what only means something for inference: a runtime that does
-    not train, int8 (post-training quantization) and its calibration set, a validation of outputs,
-    and an ``nn.Module`` object (a study's processes build a training model themselves)."""
+    not train, int8 (post-training quantization) and its calibration set, a validation of outputs
+    (the model itself: :func:`check_train_model`)."""
     for name in as_names(runtimes, "runtimes") or ():
         if name not in TRAIN_RUNTIMES:
             raise InvalidArgument("runtime", name, f"{' or '.join(TRAIN_RUNTIMES)} with --train (a training step runs in "
@@ -140,7 +143,12 @@ def check_train_arguments(*, runtimes: Sequence[str] | None, precisions: Sequenc
         raise InvalidArgument("--validate", validate if isinstance(validate, str) else repr(validate),
                               "allowed only without --train (a training configuration is checked by its parameters "
                               "and losses against vanilla training)")
-    if module:
+
+
+def check_train_model(model: object) -> None:
+    """Refuse an ``nn.Module`` object for a training study: its processes build the model they
+    train themselves, from a name."""
+    if not isinstance(model, str):
         raise InvalidArgument("model", "an nn.Module", "a model name or module:callable with --train (every trial's "
                               "process builds the model it trains)")
 

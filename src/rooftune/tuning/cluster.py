@@ -27,16 +27,22 @@ is taken over (:mod:`rooftune.store.fleet_rows`).
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rooftune.errors import ClusterError, InvalidArgument
 from rooftune.tuning.result import TrialResult
 from rooftune.tuning.space import SEED, known_trial, neighbours, sampler_study, told_value
+from rooftune.tuning.spec import TuneSpec
 from rooftune.tuning.trial import MEASURE_SLACK_S, PREPARE_TIMEOUT_S
+
+if TYPE_CHECKING:
+    from rooftune.platform import Platform
+    from rooftune.tuning.trial_store import TrialStore
 
 #: A claim older than this may be taken over by another node: longer than a trial may take to
 #: prepare and measure, so only a claim whose node died is that old.
@@ -46,11 +52,11 @@ CLAIM_STALE_S = 2 * (PREPARE_TIMEOUT_S + MEASURE_SLACK_S)
 @dataclass(frozen=True)
 class StudyUnit:
     """What a node needs to run its part of a study: the model by name, the shared store's URL,
-    the study's arguments, and its role (``lead``, ``search`` or ``final``)."""
+    the study's spec, and its role (``lead``, ``search`` or ``final``)."""
 
-    db: str
+    store: str
     model: str
-    kwargs: dict[str, Any]
+    spec: TuneSpec
     run_id: str
     #: The study's start (seconds since the epoch): its budget runs from there on every node.
     started_at: float
@@ -64,9 +70,10 @@ class StudyUnit:
     handed: dict[str, Any] = field(default_factory=dict)
 
 
-def check_cluster_arguments(model: Any, *, example_inputs: Any, example_kwargs: Any, store: Any) -> str:
+def check_cluster_arguments(model: object, *, example_inputs: object, example_kwargs: object, store: object) -> str:
     """The one-line error of what a study on a cluster cannot take: every node loads the model by
-    name and opens the store by URL, so a Python object is refused; the model's name otherwise."""
+    name and opens the store by URL, so a Python object is refused (a model, a Store); the model's
+    name otherwise."""
     if not isinstance(model, str):
         raise InvalidArgument("model", type(model).__name__, "allowed with --cluster a name every node can load (a "
                               "zoo name such as resnet18, module:callable, or a file path every node sees)")
@@ -74,7 +81,7 @@ def check_cluster_arguments(model: Any, *, example_inputs: Any, example_kwargs: 
         raise InvalidArgument("example_inputs", type(example_inputs if example_inputs is not None
                                                      else example_kwargs).__name__,
                               "allowed only with an nn.Module, which a cluster cannot take")
-    if store is not None:
+    if store is not None and not isinstance(store, (str, os.PathLike)):
         raise InvalidArgument("store", type(store).__name__, "allowed with --cluster: a database URL or file path "
                               "every node reaches (--db)")
     return model
@@ -96,7 +103,7 @@ class Claims:
     """A search worker's claims on a study's configurations in the shared store (see
     :mod:`rooftune.store.fleet_rows`)."""
 
-    def __init__(self, store: Any, platform: Any, key: str, run_id: str, worker: int, node: str) -> None:
+    def __init__(self, store: TrialStore, platform: Platform, key: str, run_id: str, worker: int, node: str) -> None:
         self.store, self.platform, self.key = store, platform, key
         self.mark = {"node": node, "search": run_id, "worker": worker}
 
@@ -187,8 +194,8 @@ def run_study(executor: Any, unit: StudyUnit, *, search: Callable[[StudyUnit], d
     notes = [f"node {n.address} ({n.id[:12]}) is of platform {n.platform_id}, not the study's {pid}: not used"
              for n in others]
     # without a search the lead alone has work
-    n = 1 if unit.kwargs.get("guidelines_only") else len(ours)
-    with Store(unit.db) as store:
+    n = 1 if unit.spec.guidelines_only else len(ours)
+    with Store(unit.store) as store:
         store.start_fleet_run(unit.run_id, kind="study", name=unit.model, cluster=cluster,
                               nodes={n.id: n.platform_id for n in ours}, planned=2 + n)
         status = "interrupted"

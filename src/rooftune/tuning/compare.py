@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from rooftune.bench import Policy, compare, stats
-from rooftune.tuning.config import RunConfig
+from rooftune.runconfig import RunConfig
 from rooftune.tuning.result import TrialResult, unsteady_ratios
 from rooftune.tuning.trial import TrialFailed, VirtualClock
 

@@ -130,9 +130,9 @@ def load_tuned(path: str | Path, *, check: bool = True, validate: str | Callable
     if not isinstance(path, (str, os.PathLike)):
         raise InvalidArgument("path", path, "allowed a file path written by rooftune tune --save or rooftune optimize")
     if isinstance(validate, str):  # one that cannot be imported is named now, not from deep in the check
-        from rooftune.tuning.study import _validation_spec
+        from rooftune.tuning.arguments import validation_spec
 
-        _validation_spec(validate)
+        validation_spec(validate)
     elif validate is not None and not callable(validate):
         raise InvalidArgument("validate", validate, "allowed module:function or a function(outputs, references)")
     model = _load(path, check=check, validate=validate)
@@ -149,9 +149,9 @@ def _load(path: str | Path, *, check: bool = True, validate: str | Callable[...,
     """The configuration prepared and, with ``check``, its output compared (not raised on)."""
     from torch.utils._pytree import tree_map
 
+    from rooftune.runconfig import load_config
     from rooftune.runtimes import get_runtime, output_tensors
     from rooftune.tuning._worker import load_for
-    from rooftune.tuning.config import load_config
     from rooftune.tuning.verify import check_prepared
 
     # Started by `rooftune exec` with OMP_PROC_BIND set, OpenMP has already pinned this process's

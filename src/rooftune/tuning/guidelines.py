@@ -6,8 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from rooftune.runconfig import LAUNCHER_JEMALLOC_CONF
-from rooftune.tuning.config import RunConfig, allocator_library, intel_openmp_library
+from rooftune.runconfig import LAUNCHER_JEMALLOC_CONF, RunConfig, allocator_library, intel_openmp_library
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rooftune.fileio import json_text, parse_json
-from rooftune.tuning.config import RunConfig
+from rooftune.runconfig import RunConfig
 from rooftune.tuning.trial import TrialFailed
 
 #: A final comparison whose pairs of processes' own ratios differ by more than this factor is

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from rooftune.bench import Measurement, Policy, stats
-from rooftune.tuning.config import RunConfig
+from rooftune.runconfig import RunConfig
 from rooftune.tuning.result import TrialResult, winograd_layers
 from rooftune.tuning.trial import PREPARE_TIMEOUT_S, Group, TrialFailed
 

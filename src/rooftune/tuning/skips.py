@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from rooftune.runconfig import RunConfig
 from rooftune.runtimes.quantize import NOTHING_QUANTIZED
-from rooftune.tuning.config import RunConfig
 from rooftune.tuning.result import TrialResult
 from rooftune.tuning.trial import CRASHED_PREFIX
 

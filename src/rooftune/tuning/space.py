@@ -14,10 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rooftune.tuning.config import ALLOCATORS, RunConfig, allocator_library
+from rooftune.runconfig import ALLOCATORS, RunConfig, allocator_library
 from rooftune.tuning.result import TrialResult
+
+if TYPE_CHECKING:
+    from rooftune.platform import Platform
 
 #: Seed of the TPE sampler: the same study on the same machine asks the same questions.
 SEED = 0
@@ -52,7 +55,7 @@ def told_value(trial: TrialResult, results: Sequence[TrialResult], objective: st
     return FAILED_PENALTY * max((x.score(objective) for x in results if x.ok), default=1.0)
 
 
-def search_space(platform: Any, available: dict[str, Any], allow: Sequence[str], *, objective: str = "latency",
+def search_space(platform: Platform, available: dict[str, Any], allow: Sequence[str], *, objective: str = "latency",
                  batch: int | None = None, winograd: bool = True, train: bool = False) -> dict[str, Any]:
     """The dimensions the search may set on this machine (what is not installed is left out);
     ``winograd`` False: the model has no convolution Winograd computes, and the runtimes'
@@ -100,7 +103,7 @@ def search_space(platform: Any, available: dict[str, Any], allow: Sequence[str],
     }
 
 
-def _waits(platform: Any) -> list[str]:
+def _waits(platform: Platform) -> list[str]:
     """The OpenMP wait settings searched; "default": nothing set, the OpenMP runtime's own
     spin-then-sleep (what a baseline runs)."""
     omp_lib = ((platform.openmp or {}).get("library") or "")

@@ -4,27 +4,16 @@ be set when a process starts, which is why every configuration gets its own."""
 
 from __future__ import annotations
 
-import json
 import os
-import select
-import signal
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from rooftune.errors import MeasurementError
-from rooftune.fileio import pipe_json
-from rooftune.platform.processes import (
-    PREPARE_DEADLINE_ENV,
-    kill_group,
-    python_command,
-    signal_group,
-    start,
-    wait_exit,
-)
-from rooftune.tuning.config import OMP_VARIABLES, RunConfig
+from rooftune.platform.processes import PREPARE_DEADLINE_ENV, python_command
+from rooftune.platform.worker import Channel, ChildEnded, ChildTimedOut
+from rooftune.runconfig import OMP_VARIABLES, RunConfig
 
 #: How a trial whose process ended before answering reads, its exit status next.
 CRASHED_PREFIX = "the trial process crashed (exit "
@@ -44,30 +33,6 @@ class TrialFailed(MeasurementError):
     """A configuration crashed, hung, or produced a wrong output."""
 
 
-def _wait_stopped(pid: int, timeout_s: float = 0.5) -> None:
-    """Wait until every thread of the process ``pid`` is stopped (SIGSTOP is delivered
-    asynchronously, thread by thread: on a busy host a worker can still run right after it is
-    sent), reading /proc/PID/task/*/stat; returns at once where there is no /proc, and after
-    ``timeout_s`` at most."""
-    deadline = time.perf_counter() + timeout_s
-    while time.perf_counter() < deadline:
-        try:
-            tasks = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            return
-        running = False
-        for tid in tasks:
-            try:
-                with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                    state = f.read().rsplit(")", 1)[1].split()[0]
-            except (OSError, IndexError):
-                continue  # (a thread that just ended)
-            running = running or state not in ("T", "t", "Z", "X")
-        if not running:
-            return
-        time.sleep(0.0002)
-
-
 class Worker:
     """A subprocess holding one prepared configuration (see :mod:`rooftune.tuning._worker`)."""
 
@@ -80,17 +45,14 @@ class Worker:
         ``verified``: the configuration passed its check in this study's trial, so a training step
         is not checked again (``_worker._init_train``)."""
         self.config = config
-        self.paused = False
         env = {k: v for k, v in os.environ.items() if k not in CONTROLLED or not config.set_threads}
         env.update(config.environment())
         # what the worker runs to prepare (the ncnn converter) ends before the trial's own limit
         env[PREPARE_DEADLINE_ENV] = f"{time.time() + prepare_timeout_s:.3f}"
-        self._stderr = tempfile.TemporaryFile(mode="w+")
         self._spawned = time.perf_counter()
         # -P: a numpy.py in the folder the study runs from is not numpy in the trials; a
         # module:callable model is imported from that folder by name (import_user_module)
-        self.proc = start(python_command("rooftune.tuning._worker"), stdin=subprocess.PIPE,
-                          stdout=subprocess.PIPE, stderr=self._stderr, text=True, env=env)
+        self.channel = Channel(python_command("rooftune.tuning._worker"), env=env, exit_wait_s=EXIT_TIMEOUT_S)
         self._init = {"cmd": "init", "workload": workload, "config": config.to_dict(),
                       "reference": str(reference), "inputs": str(inputs) if inputs else None, "workdir": str(workdir),
                       "calibration": str(calibration) if calibration else None, "validate": validate,
@@ -118,35 +80,32 @@ class Worker:
             self.info = info
         return self.info
 
+    @property
+    def proc(self) -> subprocess.Popen[str]:
+        return self.channel.proc
+
+    @property
+    def paused(self) -> bool:
+        return self.channel.paused
+
     def _last_stderr(self) -> str:
-        self._stderr.seek(0)
-        lines = [ln for ln in self._stderr.read().splitlines() if ln.strip()]
-        return lines[-1][:300] if lines else ""
+        return self.channel.last_stderr()[:300]
 
     def call(self, msg: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         self.send(msg)
         return self.receive(msg, timeout_s)
 
     def send(self, msg: dict[str, Any]) -> None:
-        assert self.proc.stdin is not None
-        try:
-            self.proc.stdin.write(pipe_json(msg) + "\n")
-            self.proc.stdin.flush()
-        except BrokenPipeError:
-            raise TrialFailed(f"the trial process died ({self._last_stderr()})") from None
+        if not self.channel.send(msg):
+            raise TrialFailed(f"the trial process died ({self._last_stderr()})")
 
     def receive(self, msg: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-        assert self.proc.stdout is not None
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout_s)
-        if not ready:
-            self.close(kill=True)
-            raise TrialFailed(f"timed out after {timeout_s:.0f} s ({msg['cmd']})")
-        line = self.proc.stdout.readline()
-        if not line:
-            wait_exit(self.proc, EXIT_TIMEOUT_S)
-            kill_group(self.proc)  # with what it started
-            raise TrialFailed(f"{CRASHED_PREFIX}{self.proc.returncode}): {self._last_stderr()}")
-        answer = json.loads(line)
+        try:
+            answer = self.channel.receive(timeout_s)
+        except ChildTimedOut:
+            raise TrialFailed(f"timed out after {timeout_s:.0f} s ({msg['cmd']})") from None
+        except ChildEnded as ended:  # (killed with what it started)
+            raise TrialFailed(f"{CRASHED_PREFIX}{ended.returncode}): {ended.last_stderr[:300]}") from None
         if not answer.get("ok"):
             raise TrialFailed(answer.get("error", "failed"))
         return answer
@@ -163,32 +122,15 @@ class Worker:
         """Stop every thread of the worker and of what it started (SIGSTOP to its process group):
         an idle runtime's spinning threads would otherwise take cores from the configuration being
         timed beside it."""
-        if not self.paused and self.proc.returncode is None:
-            signal_group(self.proc, signal.SIGSTOP)
-            _wait_stopped(self.proc.pid)
-            self.paused = True
+        self.channel.pause()
 
     def resume(self) -> None:
-        if self.paused and self.proc.returncode is None:
-            signal_group(self.proc, signal.SIGCONT)
-        self.paused = False
+        self.channel.resume()
 
     def close(self, kill: bool = False) -> None:
         """Ends the worker: asked to exit where it is prepared and idle, else (``kill``, still
         preparing) killed; then whatever is left of its process group is killed."""
-        if self._stderr.closed:  # closed before (a timeout closes it at once)
-            return
-        self.resume()
-        if self.proc.returncode is None and not kill and self.info:
-            try:
-                assert self.proc.stdin is not None
-                self.proc.stdin.write(pipe_json({"cmd": "exit"}) + "\n")
-                self.proc.stdin.flush()
-                wait_exit(self.proc, EXIT_TIMEOUT_S)
-            except BrokenPipeError:
-                pass
-        kill_group(self.proc)
-        self._stderr.close()
+        self.channel.close(goodbye=None if kill or not self.info else {"cmd": "exit"})
 
     def __enter__(self) -> Worker:
         return self

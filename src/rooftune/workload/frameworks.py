@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rooftune.workload import graph
+import rooftune.workload.graph as graph
 from rooftune.workload.keras_models import KerasWorkload
 
 

@@ -18,14 +18,12 @@ from torch import nn
 
 from rooftune.errors import InvalidArgument, WorkloadError, is_real, one_line
 from rooftune.platform.sysfs import available_memory
+from rooftune.runtime_options import OPTIMIZER_IMPLS  # (a configuration's optimizer option too)
 
 #: Losses by name; ``auto`` picks cross-entropy for a classifier's logits, MSE otherwise, and a
 #: ``module:function`` names the user's own (code, as docs/security.md says of every such spec).
 LOSSES = ("auto", "cross-entropy", "mse")
 OPTIMIZERS = ("sgd", "adamw")
-#: How the optimizer's update runs: torch's default choice, the multi-tensor (``foreach``) kernels,
-#: or the fused kernels (one kernel per parameter group; on CPU since torch 2.4).
-OPTIMIZER_IMPLS = ("default", "foreach", "fused")
 #: The default batch of a training workload: a step at batch 1 says little about training speed,
 #: and BatchNorm cannot train on one sample.
 TRAIN_BATCH = 32
