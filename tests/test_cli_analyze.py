@@ -98,8 +98,8 @@ def test_layer_names_are_shown_literally_never_obeyed(ceilings_db: Path, tmp_pat
     assert proc.returncode == 0, proc.stderr
     assert "\x1b" not in proc.stdout + proc.stderr
     for name in ("\\x1b[31mevil", "[red]x[/red]", "[link=https://example]l[/link]"):
-        assert f"│ {name} " in proc.stdout  # a cell of the ops' table
-        assert f"({name})" in proc.stdout  # an opportunity's line
+        # an opportunity's line (a table cell may be cut short to fit the width: "\x1b[31me…")
+        assert f"({name})" in proc.stdout
 
 
 def test_what_is_printed_shows_control_characters_escaped() -> None:

@@ -268,6 +268,18 @@ def test_reproduce_commands_carry_the_precisions(tmp_path: Path) -> None:
     assert "--int8" not in _commands(r, None)[0]
 
 
+def test_reproduce_commands_carry_the_runtimes_and_the_data(tmp_path: Path) -> None:
+    from rooftune.pipeline import _commands
+    from rooftune.workload.data import DataSpec
+
+    (tmp_path / "d.npz").write_bytes(b"")
+    r = OptimizeResult(model="resnet18", batch=1, objective="latency", budget_s=300, out=tmp_path, steps={})
+    data = DataSpec(str(tmp_path / "d.npz"), metric="agreement", max_drop=0.5)
+    cmd = _commands(r, None, ("fp32", "int8"), None, runtimes=("onnxruntime", "openvino"), data=data)[0]
+    assert f"--runtime onnxruntime,openvino --data {tmp_path / 'd.npz'} --metric agreement --max-drop 0.5" in cmd
+    assert "--runtime" not in _commands(r, None)[0]
+
+
 def test_ctrl_c_leaves_a_partial_report_and_the_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import rooftune.tuning
 

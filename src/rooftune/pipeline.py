@@ -269,7 +269,7 @@ class _Run:
         url = None if store is None else self.store.url if isinstance(store, Store) else os.fspath(store)
         result.commands = _commands(result, url, tuple(spec.precisions or ("fp32",)),
                                     spec.calibration_size if data is None else data.calibration, steps, inputs,
-                                    options, data)
+                                    options, data, spec.runtimes)
         self.select_reserve = (max(20.0, min(SELECT_MAX_S, SELECT_SHARE * self.budget_s))
                                if result.steps["select"].status != "skipped" else 0.0)
         self.threads = 1
@@ -427,7 +427,7 @@ def _write_outputs(result: OptimizeResult, written: set[Path]) -> None:
 def _commands(r: OptimizeResult, db: str | None, precisions: Sequence[str] = ("fp32",),
               calibration_size: int | None = None, steps: Sequence[str] = STEPS,
               inputs: Sequence[tuple[int, ...]] | None = None, options: dict[str, Any] | None = None,
-              data: Any = None) -> list[str]:
+              data: Any = None, runtimes: Sequence[str] | None = None) -> list[str]:
     from rooftune.runtimes.quantize import CALIBRATION_SIZE
 
     q = shlex.quote
@@ -444,6 +444,8 @@ def _commands(r: OptimizeResult, db: str | None, precisions: Sequence[str] = ("f
     # the model as given: its input shapes (at the run's batch) and options
     given = "".join(f" --input {'x'.join(map(str, s))}" for s in inputs or ())
     given += "".join(f" -o {q(f'{k}={v}')}" for k, v in (options or {}).items())
+    if runtimes:  # the runtimes the run was restricted to: what ran
+        given += f" --runtime {q(','.join(runtimes))}"
     if data is not None:  # the user's data and budget, as given (the defaults left out)
         given += f" --data {q(data.data)}" + "".join(
             f" --{flag} {q(str(v))}" for flag, v in (("metric", data.metric), ("max-drop", data.max_drop),

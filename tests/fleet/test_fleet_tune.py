@@ -44,6 +44,9 @@ def other_node(cluster: Any) -> Iterator[Any]:
         cluster.remove_node(node)
 
 
+# A whole study on a cluster (its fixed configurations run whatever the budget): 150-200 s on a
+# quiet 2-core host, over 300 s beside two busy processes; the limit only stops a hang.
+@pytest.mark.timeout(1200)
 def test_a_study_spreads_its_trials_over_the_nodes_of_its_platform(cluster: Any, other_node: Any, shared_db: str,
                                                                   tmp_path: Path) -> None:
     save = tmp_path / "best.json"
