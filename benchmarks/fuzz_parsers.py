@@ -34,14 +34,15 @@ def main() -> int:
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     elapsed = time.perf_counter() - t0
-    # hypothesis's statistics: "tests/fuzz/test_x.py::test_y:" then "  - during generate phase (...): N passing examples"
+    # hypothesis's statistics: "tests/fuzz/test_x.py::test_y:", then under "- during generate phase"
+    # a line "- N passing, N failing, and N invalid test cases"
     rows, current = [], None
     for line in proc.stdout.splitlines():
         m = re.match(r"^(tests/fuzz/\S+::\S+):$", line.strip())
         if m:
             current = m.group(1)
             continue
-        m = re.search(r"during generate phase .*?: (\d+) passing examples, (\d+) failing examples, (\d+) invalid", line)
+        m = re.search(r"(\d+) passing, (\d+) failing, and (\d+) invalid", line)
         if m and current:
             rows.append((current, int(m.group(1)), int(m.group(2)), int(m.group(3))))
             current = None
