@@ -220,13 +220,18 @@ def _decision_tree(est: Any, kind: type, n_features: int, where: str) -> None:
     _tree_nodes(_attr(est, "tree_", where), n_features, n_classes, f"{where}.tree_")
 
 
+def _ensemble_of(est: Any, cls: type, n_features: int, where: str) -> None:
+    """An ensemble of exactly ``cls`` that takes the ``n_features`` it is given."""
+    _exact(est, cls, where)
+    if _attr(est, "n_features_in_", where) != n_features:
+        raise _fail(where, f"takes {est.n_features_in_!r} features, not the {n_features} it is given")
+
+
 def _forest(est: Any, n_features: int, where: str) -> None:
     from sklearn.ensemble import RandomForestRegressor
     from sklearn.tree import DecisionTreeRegressor
 
-    _exact(est, RandomForestRegressor, where)
-    if _attr(est, "n_features_in_", where) != n_features:
-        raise _fail(where, f"takes {est.n_features_in_!r} features, not the {n_features} it is given")
+    _ensemble_of(est, RandomForestRegressor, n_features, where)
     _int(_attr(est, "n_outputs_", where), f"{where}.n_outputs_", 1, 1)
     trees = _attr(est, "estimators_", where)
     if type(trees) is not list or not trees:
@@ -247,9 +252,7 @@ def _boosting(est: Any, n_features: int, where: str) -> None:
     from sklearn.ensemble import GradientBoostingRegressor
     from sklearn.tree import DecisionTreeRegressor
 
-    _exact(est, GradientBoostingRegressor, where)
-    if _attr(est, "n_features_in_", where) != n_features:
-        raise _fail(where, f"takes {est.n_features_in_!r} features, not the {n_features} it is given")
+    _ensemble_of(est, GradientBoostingRegressor, n_features, where)
     # predict_stages adds stage k's tree to column k of the first prediction, unchecked: one
     # column, one tree per stage
     _int(_attr(est, "n_trees_per_iteration_", where), f"{where}.n_trees_per_iteration_", 1, 1)
