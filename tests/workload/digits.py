@@ -1,6 +1,7 @@
 """A small CNN trained here on scikit-learn's digits (8x8 images, 10 classes), and the data it is
 judged on: the trials' processes import the model by name (``tests.workload.digits:cnn``), and
-training is seeded, so every process builds the same weights (in about a second)."""
+training is seeded and its weights kept in the temporary folder, so every process builds the same
+model and only the first trains it."""
 
 from __future__ import annotations
 
