@@ -153,6 +153,9 @@ def test_a_malformed_cluster_address_is_refused() -> None:
         with pytest.raises(InvalidArgument, match="allowed HOST:PORT"):
             check_address(bad)
     assert check_address(" head:6379 ") == "head:6379"
+    with pytest.raises(InvalidArgument, match=r"invalid cluster '\*\*\*@head:6379': allowed HOST:PORT") as refused:
+        check_address("user:s3cret@head:6379")
+    assert "s3cret" not in str(refused.value)
     with pytest.raises(ClusterError, match="cannot reach"):
         RayExecutor("127.0.0.1:1")
 

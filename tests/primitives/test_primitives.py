@@ -115,6 +115,9 @@ def test_conv_spec_validation_and_identity() -> None:
             ConvSpec(**args)
     with pytest.raises(InvalidArgument, match="unknown|allowed"):
         ConvSpec.from_dict({**s.to_dict(), "bogus": 1})
+    for not_a_mapping in ([], "N=1", None):
+        with pytest.raises(InvalidArgument, match="invalid ConvSpec .*: allowed a mapping of its fields"):
+            ConvSpec.from_dict(not_a_mapping)
     with pytest.raises(InvalidArgument, match="primitive"):
         get_primitive("no-such")
 

@@ -134,6 +134,8 @@ def check_address(address: object) -> str:
     address = address.strip()
     if address == "auto":
         return address
+    if "@" in address:  # Ray's address has no user or password: whatever precedes "@" is not printed
+        raise InvalidArgument("cluster", "***@" + address.rpartition("@")[2], allowed + " (no user or password)")
     host, sep, port = address.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536 or "/" in host:
         raise InvalidArgument("cluster", address, allowed)

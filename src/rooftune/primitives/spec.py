@@ -112,6 +112,8 @@ class ConvSpec:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ConvSpec:
         known = set(cls.__dataclass_fields__)
+        if not isinstance(d, dict):
+            raise InvalidArgument("ConvSpec", type(d).__name__, f"allowed a mapping of its fields ({', '.join(sorted(known))})")
         unknown = set(d) - known
         if unknown:
             raise InvalidArgument("ConvSpec field", sorted(unknown)[0], f"allowed {', '.join(sorted(known))}")
