@@ -365,7 +365,7 @@ class _Run:
             raise RooftuneError(f"only {max(b, 0):.0f} s of the budget left for tuning; give a larger --budget")
         try:
             r = tune_spec(self.name, replace(self.spec, budget_s=b, save=out_dir / "best.json"), store=self.store,
-                          progress=lambda s, d, t: self.say(f"tune: {s}", d, t))
+                          progress=lambda s, d, t: self.say(f"tune: {s}", d, t), analysis=result.analysis)
         except NoVerifiedTrial as exc:  # the report and the summary list why its trials failed
             result.steps["tune"].errors = list(exc.failures)
             raise

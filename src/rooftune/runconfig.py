@@ -32,7 +32,11 @@ ALLOCATORS = ("glibc", "jemalloc", "tcmalloc")
 OPENMP_RUNTIMES = ("default", "intel")
 #: Settings added after configurations were first stored: left out of a configuration's key while
 #: at their default, so that stored trials keep their identity.
-_LATER_FIELDS = {"openmp": "default", "pin": False}
+_LATER_FIELDS = {"openmp": "default", "pin": False, "keep": ()}
+#: The most layers a mixed int8 configuration names, and the longest name: a model's module names
+#: (``layer4.1.conv2``), bounded so that a configuration file cannot carry megabytes in them.
+MAX_KEPT_LAYERS = 4096
+MAX_LAYER_NAME = 512
 #: KMP_AFFINITY's words (Intel's grammar: ``[<modifier>,...]<type>[,<permute>][,<offset>]``), less
 #: ``proclist=`` and ``explicit``, which name processors by hand and which no setting of rooftune's uses.
 _KMP_MODIFIERS = ("verbose", "noverbose", "warnings", "nowarnings", "respect", "norespect",
@@ -104,6 +108,20 @@ def check_omp(omp: object) -> None:
         ok, shape = OMP_VARIABLES[k]
         if not isinstance(v, str) or not ok(v):
             raise InvalidArgument(f"omp {k}", v, f"allowed {shape}")
+
+
+def check_keep(keep: object) -> tuple[str, ...]:
+    """``keep`` as a tuple of distinct layer names, or InvalidArgument naming what is wrong."""
+    if isinstance(keep, str) or not isinstance(keep, (list, tuple)):
+        raise InvalidArgument("keep", keep, "allowed a list of layer names (module names of the model)")
+    if len(keep) > MAX_KEPT_LAYERS:
+        raise InvalidArgument("keep", f"{len(keep)} layers", f"allowed at most {MAX_KEPT_LAYERS}")
+    for name in keep:
+        if not isinstance(name, str) or not name or len(name) > MAX_LAYER_NAME or not name.isprintable():
+            raise InvalidArgument("keep", name, f"allowed layer names of 1..{MAX_LAYER_NAME} printable characters")
+    if len(set(keep)) != len(keep):
+        raise InvalidArgument("keep", ",".join(keep), "allowed each layer once")
+    return tuple(keep)
 
 
 def runtime_options(name: object) -> RuntimeOptions:
@@ -183,11 +201,17 @@ class RunConfig:
     openmp: str = "default"
     #: Bind the process to its first ``intra_threads`` physical cores (the launcher's core binding).
     pin: bool = False
+    #: The layers (module names, as ``named_modules`` gives them) an int8 configuration keeps at
+    #: higher precision, each runtime's quantizer told to leave them out (the mixed set); empty:
+    #: every layer the quantizer takes.
+    keep: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # The environment is checked whenever a configuration is made (a file, the store, a trial's
         # message), not only where validate() is called: it reaches a process's start.
         check_omp(self.omp)
+        # a file or a trial's message gives a list; the configuration stays hashable and frozen
+        object.__setattr__(self, "keep", check_keep(self.keep))
 
     def option(self, key: str) -> Any:
         """The runtime option ``key``: as set, else what the runtime runs without it (None for an
@@ -238,6 +262,9 @@ class RunConfig:
                 raise InvalidArgument(f"{self.runtime} option {k}", v, f"allowed {', '.join(map(str, known[k]))}")
         if not isinstance(self.openmp, str) or self.openmp not in OPENMP_RUNTIMES:
             raise InvalidArgument("openmp", self.openmp, f"allowed {', '.join(OPENMP_RUNTIMES)}")
+        if self.keep and self.precision != "int8":
+            raise InvalidArgument("keep", ",".join(self.keep), "allowed only with precision int8 (the layers an int8 "
+                                  "configuration keeps at higher precision)")
         if self.pin is True and self.instances > 1:
             raise InvalidArgument("pin", self.pin, "allowed with one instance (each instance would need cores of its own)")
         for key in ("set_threads", "vendor_defaults", "pin"):
@@ -260,6 +287,12 @@ class RunConfig:
         """Where this configuration's prepared artifact lives: shared by configurations that
         differ only in threads or environment, since those do not change the artifact."""
         ident = f"{self.runtime}-{self.memory_format}-{self.precision}-b{self.batch}"
+        if self.precision == "int8" and self.vendor_defaults:  # the quantizer at its vendor's defaults
+            ident += "-vendor"
+        if self.runtime_options.get("quantizer", "default") != "default":
+            ident += f"-{self.runtime_options['quantizer']}"
+        if self.keep:  # a mixed set is another model than the uniform int8 one
+            ident += "-keep" + hashlib.sha256("\n".join(self.keep).encode()).hexdigest()[:12]
         d = workdir / ident
         d.mkdir(parents=True, exist_ok=True)
         return d / filename
@@ -321,6 +354,8 @@ class RunConfig:
             parts.append(f"{self.openmp} OpenMP")
         if self.pin:
             parts.append("pinned")
+        if self.keep:
+            parts.append(f"{len(self.keep)} layer{'s' if len(self.keep) > 1 else ''} kept at higher precision")
         parts += [f"{k}={v}" for k, v in sorted(self.omp.items())]
         parts += [f"{k}={v}{(annotate or {}).get(k, '')}" for k, v in sorted(self.runtime_options.items())]
         return ", ".join(parts)

@@ -58,8 +58,12 @@ RUNTIME_OPTIONS: Mapping[str, RuntimeOptions] = {
          # "winograd" (source=onnx, fp32): the 3x3 convolutions OpenVINO runs faster that way
          # computed by Winograd F(4x4,3x3) in the ONNX graph it reads
          # (rooftune.runtimes.winograd_onnx, each layer measured with OpenVINO)
-         "conv": ("direct", "winograd")},
-        {"hint": "LATENCY", "streams": 1, "pinning": False, "source": "framework", "conv": "direct"}),
+         "conv": ("direct", "winograd"),
+         # "accuracy-control" (int8 with the user's data): NNCF's quantize_with_accuracy_control, the
+         # peer that reverts layers to the original precision until the metric's drop is in budget
+         "quantizer": ("default", "accuracy-control")},
+        {"hint": "LATENCY", "streams": 1, "pinning": False, "source": "framework", "conv": "direct",
+         "quantizer": "default"}),
     "ncnn": RuntimeOptions({"conv": ("winograd", "direct")}, {"conv": "winograd"}),
     "tensorflow": RuntimeOptions({"onednn": (True, False), "xla": (False, True), "remapper": (True, False)},
                                  {"onednn": True, "xla": False, "remapper": True}),

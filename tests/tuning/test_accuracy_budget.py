@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from rooftune.bench import Policy
 from rooftune.errors import InvalidArgument
 from rooftune.runtimes.quantize import int8_missing
 from rooftune.tuning import tune
@@ -23,6 +24,7 @@ from tests.test_cli import assert_one_line_error, rooftune_in_process
 from tests.workload import digits
 
 MODEL = "tests.workload.digits:cnn"
+FAST = Policy(number=1, warmup_s=0.05, budget_s=0.3, min_samples=6, max_samples=60)
 
 
 class _Prepared:
@@ -123,3 +125,38 @@ def test_a_study_on_the_users_data_judges_int8_by_its_accuracy_there(tmp_path: P
     assert cols[3] == "accuracy (95% CI)" and all(len(row) == len(cols) for row in tune_rows(r))
     saved = json.loads(save.read_text())
     assert saved["verify"]["accuracy"]["metric"] == "accuracy"
+
+
+# a study of every baseline and seed on two runtimes, each in its own processes: beside other
+# work on 2 cores it takes minutes
+@pytest.mark.timeout(1200)
+def test_a_study_tries_the_mixed_set_where_uniform_int8_breaks_the_budget(tmp_path: Path) -> None:
+    """The model built to be sensitive: its output layer alone in int8 breaks the metric. The
+    sensitivity pass keeps that layer at higher precision, the study tries the mixed set beside
+    uniform int8 on both runtimes' quantizers, and the mixed set passes where uniform int8 fails;
+    the quantizers' own answers on the same data run beside them as peers: ONNX Runtime's
+    defaults, and NNCF's accuracy control, which reverts that layer itself."""
+    missing = int8_missing("onnxruntime") or int8_missing("openvino")
+    if missing:
+        pytest.skip(missing)
+    npz = digits.write_npz(tmp_path / "d.npz")
+    r = tune("tests.workload.digits:sensitive", runtimes=["onnxruntime", "openvino"], precisions=("fp32", "int8"),
+             guidelines_only=True, budget_s=600, store=str(tmp_path / "s.db"), trial_policy=FAST, compare_policy=FAST,
+             compare_pairs=1, data=DataSpec(str(npz), max_drop=2.0, calibration=32))
+    s = r.sensitivity
+    assert s is not None and s["keep"] == ["out"] and s["layers"][0]["name"] == "out"
+    assert s["layers"][0]["drop"] > 2.0 >= s["mixed_drop"] and s["uniform_drop"] > 2.0
+    uniform = {t.config.runtime: t for t in r.trials if t.config.precision == "int8" and not t.config.keep}
+    mixed = {t.config.runtime: t for t in r.trials if t.config.keep}
+    assert set(uniform) == set(mixed) == {"onnxruntime", "openvino"}
+    for rt in ("onnxruntime", "openvino"):
+        assert mixed[rt].config.keep == ("out",) and "int8 mixed" in mixed[rt].config.name
+        assert not uniform[rt].ok and "over the budget" in uniform[rt].error, rt
+        assert mixed[rt].ok and mixed[rt].verify["accuracy"]["drop"] <= 2.0, (rt, mixed[rt].error)
+    assert any(n.startswith("mixed int8: 1 of 2 layers kept at higher precision (out;") for n in r.notes)
+    ort, nncf = r.baselines["onnxruntime-int8-default"], r.baselines["nncf-accuracy-control"]
+    assert "accuracy" in ort.verify and not ort.ok  # its defaults quantize the output layer too
+    assert nncf.ok and nncf.verify["accuracy"]["drop"] <= 2.0, nncf.error
+    heads = r.headlines()
+    assert heads["best_quantizing_peer"]["peer"] == "nncf-accuracy-control"
+    assert heads["best_peer_as_shipped"]["peer"] not in ("onnxruntime-int8-default", "nncf-accuracy-control")

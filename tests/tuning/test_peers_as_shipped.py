@@ -241,11 +241,13 @@ def test_settings_added_later_leave_a_stored_configurations_key_alone() -> None:
 
     cfg = RunConfig(runtime="eager", intra_threads=2, name="x")
     d = cfg.to_dict()
-    for k in ("name", "openmp", "pin"):
+    for k in ("name", "openmp", "pin", "keep"):
         d.pop(k)
     old = hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
     assert cfg.key() == old
     assert replace(cfg, pin=True).key() != old and replace(cfg, openmp="intel").key() != old
+    int8 = replace(cfg, precision="int8")
+    assert replace(int8, keep=("fc",)).key() != int8.key()  # a mixed set is another configuration
 
 
 def test_a_pinned_configuration_is_bound_to_one_cpu_per_core(tmp_path: Path) -> None:

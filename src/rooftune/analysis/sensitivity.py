@@ -74,8 +74,18 @@ class Sensitivity:
     seconds: float
     notes: tuple[str, ...] = field(default_factory=tuple)
 
+    @property
+    def keep(self) -> tuple[str, ...]:
+        """The mixed set's layers at higher precision: those not worth int8 by their roofline
+        position, then those the budget keeps (:attr:`kept`), in the model's order of the ranking."""
+        return tuple(r.name for r in self.layers if r.keep != "int8") + self.kept
+
+    def quantized(self) -> int:
+        """How many layers the mixed set leaves in int8."""
+        return len(self.layers) - len(self.keep)
+
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "layers": [asdict(x) for x in self.layers]}
+        return {**asdict(self), "layers": [asdict(x) for x in self.layers], "keep": list(self.keep)}
 
 
 def _quantize_weight(w: torch.Tensor) -> torch.Tensor:
@@ -211,9 +221,11 @@ def layer_sensitivity(module: nn.Module, split: Split, spec: DataSpec, analysis:
     kept: list[str] = []
     quantized = [r.name for r in worth]
     mixed = drop(quantized)["drop"] if quantized else 0.0
+    drops = {r.name: r.drop for r in rows}
     saved = {r.name: (r.time_s or 0.0) * (1 - 1 / r.int8_gain) if r.int8_gain else 0.0 for r in worth}
     while quantized and mixed > spec.max_drop:
-        worst = min(quantized, key=lambda n: saved[n] / max(next(r.drop for r in rows if r.name == n), 1e-9))
+        # (without times every layer saves nothing known: the most sensitive goes first)
+        worst = min(quantized, key=lambda n: (saved[n] / max(drops[n], 1e-9), -drops[n]))
         quantized.remove(worst)
         kept.append(worst)
         mixed = drop(quantized)["drop"] if quantized else 0.0

@@ -28,7 +28,7 @@ from rooftune.cli.options import (
     model_option,
     threads_option,
 )
-from rooftune.cli.printing import Table, _progress, _rate, _seconds, err, labelled, out
+from rooftune.cli.printing import Table, _progress, _rate, _seconds, err, labelled, out, print_sensitivity
 from rooftune.errors import InvalidArgument
 from rooftune.fileio import json_text
 from rooftune.paths import output_dir, output_file
@@ -94,27 +94,6 @@ def _print_trajectory(analyses: list[Any]) -> None:
         points = sorted((a.batch, a.samples_per_s) for a in analyses if a.threads == threads)
         out.print(f"trajectory ({threads_of(threads)}): samples/s against batch: "
                   + ", ".join(f"{b} -> {r:.1f}" for b, r in points), highlight=False)
-
-
-def _print_sensitivity(s: Any) -> None:
-    from rooftune.units import fmt_time
-
-    t = Table(title=f"int8 sensitivity per layer ({s.metric} drop with the layer alone in int8, simulated; "
-                    "expected int8 gain from its roofline position)", title_justify="left")
-    for col in ("layer", "kind", "drop (95% CI)", "time", "bound", "int8 gain", "plan"):
-        t.add_column(col, justify="left" if col in ("layer", "kind", "bound", "plan") else "right")
-    kept = set(s.kept)
-    for r in s.layers:
-        plan = f"kept: its drop breaks the budget of {s.max_drop:g}" if r.name in kept else r.keep
-        t.add_row(r.name, r.kind, f"{r.drop:+.2f} [{r.drop_interval[0]:+.2f}, {r.drop_interval[1]:+.2f}]",
-                  fmt_time(r.time_s) if r.time_s is not None else "-", r.bound or "-",
-                  f"{r.int8_gain:.2f}x" if r.int8_gain is not None else "-", plan)
-    out.print(t)
-    out.print(f"uniform int8 (simulated): drop {s.uniform_drop:+.2f}; the mixed plan ({len(kept)} layer(s) kept at "
-              f"higher precision for the budget): drop {s.mixed_drop:+.2f}; {s.samples} samples, {s.seconds:.1f} s",
-              markup=False, highlight=False)
-    for n in s.notes:
-        labelled(err, "note", "yellow", n)
 
 
 def analyze(
@@ -200,7 +179,7 @@ def analyze(
             _print_analysis(a, top)
         _print_trajectory(analyses)
         if spec is not None:
-            _print_sensitivity(sens)
+            print_sensitivity(sens.to_dict())
         for p in written:
             out.print(f"wrote {p}", markup=False)
 

@@ -33,7 +33,15 @@ from rooftune.cli.options import (
     json_option,
     runtime_option,
 )
-from rooftune.cli.printing import Table, _print_load_hint, _progress, err, out
+from rooftune.cli.printing import (
+    SENSITIVITY_TOP,
+    Table,
+    _print_load_hint,
+    _progress,
+    err,
+    out,
+    print_sensitivity,
+)
 from rooftune.fileio import json_text
 from rooftune.units import ci_text
 from rooftune.workload.data import data_spec
@@ -98,6 +106,8 @@ def optimize(
             for n, error in s.errors:
                 err.print(f"{s.name}: {n} trial{'s' if n != 1 else ''}: {error}", markup=False, highlight=False)
         out.print(Text(r.headline(), style="bold"))
+        if r.tune is not None and r.tune.sensitivity is not None:
+            print_sensitivity(r.tune.sensitivity, top=SENSITIVITY_TOP, where="the report")
         if r.select is not None and "vanilla" in r.select.comparisons:
             c = r.select.comparisons["vanilla"]
             out.print(f"selected primitives (PyTorch eager) vs vanilla: {c['speedup']:.2f}x "

@@ -220,3 +220,34 @@ def _print_load_hint(path: Any) -> None:
     """How to run a saved configuration in one's own program, in one line."""
     out.print(f"in your program: rooftune.load_tuned({str(path)!r}), started by "
               f"rooftune exec --config {shlex.quote(str(path))} -- ...", markup=False, highlight=False, soft_wrap=True)
+
+
+#: Layers a command's short sensitivity table lists besides those kept at higher precision.
+SENSITIVITY_TOP = 10
+
+
+def print_sensitivity(s: dict[str, Any], top: int | None = None, where: str = "--json") -> None:
+    """A sensitivity pass (``Sensitivity.to_dict()``) as a table, its simulated drops and its
+    notes: every layer, or with ``top`` the most sensitive ones and every layer kept at higher
+    precision, saying ``where`` the whole ranking is."""
+    from rooftune.analysis.sensitivity_table import (
+        NUMERIC_COLUMNS,
+        SENSITIVITY_COLUMNS,
+        left_out_line,
+        sensitivity_rows,
+        sensitivity_summary,
+        sensitivity_title,
+    )
+
+    t = Table(title=sensitivity_title(s), title_justify="left")
+    for col in SENSITIVITY_COLUMNS:
+        t.add_column(col, justify="right" if col in NUMERIC_COLUMNS else "left")
+    rows, left_out = sensitivity_rows(s, top)
+    for row in rows:
+        t.add_row(*row)
+    out.print(t)
+    for line in (left_out_line(left_out, where), sensitivity_summary(s)):
+        if line:
+            out.print(line, markup=False, highlight=False)
+    for n in s.get("notes", ()):
+        labelled(err, "note", "yellow", n)

@@ -34,7 +34,16 @@ from rooftune.cli.options import (
     runtime_option,
     save_option,
 )
-from rooftune.cli.printing import Table, _print_load_hint, _progress, err, labelled, out
+from rooftune.cli.printing import (
+    SENSITIVITY_TOP,
+    Table,
+    _print_load_hint,
+    _progress,
+    err,
+    labelled,
+    out,
+    print_sensitivity,
+)
 from rooftune.fileio import json_text
 from rooftune.paths import output_file
 from rooftune.workload.data import data_spec
@@ -57,6 +66,8 @@ def _print_tune(r: Any) -> None:
             out.print(line, markup=False, highlight=False)
     for line in guard_lines(r):
         out.print(line, markup=False, highlight=False)
+    if r.sensitivity is not None:
+        print_sensitivity(r.sensitivity, top=SENSITIVITY_TOP)
     standing = r.guideline_text()
     if standing:
         out.print(f"guideline: {standing}; " + "; ".join(r.guideline_reasons), markup=False, highlight=False)

@@ -62,7 +62,13 @@ def write_figures(r: OptimizeResult) -> dict[str, Path]:
     """Every figure the run's results allow, as PNG in ``out/figures``; one that fails is left out."""
     from rooftune.report.analysis_figures import plot_ops_roofline, plot_time_roofline
     from rooftune.report.figures import plot_roofline, plot_sweep
-    from rooftune.report.tuning_figures import plot_selection, plot_speedups, plot_trials
+    from rooftune.report.tuning_figures import (
+        pareto_points,
+        plot_accuracy_pareto,
+        plot_selection,
+        plot_speedups,
+        plot_trials,
+    )
 
     d = r.out / "figures"
     d.mkdir(parents=True, exist_ok=True)
@@ -74,6 +80,8 @@ def write_figures(r: OptimizeResult) -> dict[str, Path]:
                  ("time_roofline", plot_time_roofline, (r.analysis,))]
     if r.tune is not None:
         jobs.append(("trials", plot_trials, (r.tune,)))
+        if pareto_points(r.tune):  # the configurations judged on the user's data
+            jobs.append(("accuracy_pareto", plot_accuracy_pareto, (r.tune,)))
     if r.tune is not None or r.select is not None:
         jobs.append(("speedups", plot_speedups, (r.tune, r.select)))
     if r.select is not None:
@@ -179,10 +187,38 @@ def _tuning(r: OptimizeResult, figs: dict[str, Path]) -> str:
         + (f"<p>The instant guideline configuration is {_e(standing)}: "
            + _e("; ".join(t.guideline_reasons)) + "</p>" if standing else "")
         + _figure(figs.get("trials"), "Every trial of the search, in order")
+        + _figure(figs.get("accuracy_pareto"), "The metric on the evaluation part of your data against each "
+                  "configuration's trial latency, with its 95 % interval; the Pareto front and fp32's metric less the budget")
+        + _sensitivity(t.sensitivity)
         + (f"<details><summary>{len(failed)} failed configurations (never reported as best)</summary>{fails}</details>"
            if failed else "")
         + "".join(f"<p class=dim>note: {_e(n)}</p>" for n in t.notes)
     )
+
+
+def _sensitivity(s: dict[str, Any] | None) -> str:
+    """The int8 sensitivity pass of the tuning, where it ran: each layer's drop alone in int8
+    beside its time, roofline position and expected int8 gain, and which layers the mixed set
+    keeps at higher precision and why."""
+    if s is None:
+        return ""
+    from rooftune.analysis.sensitivity_table import (
+        NUMERIC_COLUMNS,
+        SENSITIVITY_COLUMNS,
+        sensitivity_rows,
+        sensitivity_summary,
+        sensitivity_title,
+    )
+
+    rows, _ = sensitivity_rows(s)
+    numeric = {i for i, c in enumerate(SENSITIVITY_COLUMNS) if c in NUMERIC_COLUMNS}
+    return (f"<h3>{_e(sensitivity_title(s))}</h3>"
+            "<p>Each layer alone in int8 (the others in fp32), simulated on your data, most sensitive first; a layer "
+            "stays at higher precision where its roofline position promises little from int8, or where its drop "
+            "breaks the budget.</p>"
+            + _table(list(SENSITIVITY_COLUMNS), rows, numeric)
+            + f"<p>{_e(sensitivity_summary(s))}</p>"
+            + "".join(f"<p class=dim>note: {_e(n)}</p>" for n in s.get("notes", ())))
 
 
 def _selection(r: OptimizeResult, figs: dict[str, Path]) -> str:

@@ -1,9 +1,11 @@
-"""Figures of a tuning study and a primitive selection: the trials, the speedups with their
-confidence intervals, and the primitive chosen per convolution."""
+"""Figures of a tuning study and a primitive selection: the trials, the metric on the user's data
+against latency, the speedups with their confidence intervals, and the primitive chosen per
+convolution."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -57,6 +59,118 @@ def plot_trials(r: TuneResult, path: str | Path) -> Path:
     ax.set_xlabel("trial (guideline and baselines first, then the search)")
     ax.set_ylabel("trial's latency per inference, p50 (ms)" if r.objective == "latency" else "trial's samples/s")
     ax.set_title(f"{r.model}: {len(r.trials)} configurations, objective {r.objective}")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+#: Colour and marker of each kind of configuration in the figure of the metric against latency.
+KIND_STYLES = {"fp32": ("#1f77b4", "o"), "bf16": ("#2ca02c", "s"), "int8": ("#d62728", "^"),
+               "int8 mixed": ("#9467bd", "D"), "peer": ("#7f7f7f", "P")}
+
+
+@dataclass(frozen=True)
+class ParetoPoint:
+    """One configuration judged on the user's data: its trial's latency, its metric there with the
+    95 % bootstrap interval, and whether it met the budget (``ok``) and is on the Pareto front."""
+
+    label: str
+    kind: str
+    precision: str
+    latency_ms: float
+    value: float
+    low: float
+    high: float
+    ok: bool
+    best: bool = False
+    front: bool = False
+
+
+def _kind(t: Any, peers: set[str]) -> str:
+    """peer (a baseline, whatever it computes in), else the precision, int8 with layers kept at
+    higher precision as ``int8 mixed``."""
+    if t.config.key() in peers:
+        return "peer"
+    if t.precision == "int8" and t.config.keep:
+        return "int8 mixed"
+    return t.precision
+
+
+def pareto_points(r: TuneResult) -> list[ParetoPoint]:
+    """Every configuration of the study with a metric on the user's data and a trial latency (one
+    refused before it was timed has none), each once, in the order they ran; the verified ones not
+    beaten by another on both latency and metric marked as the front."""
+    peers = {b.config.key() for b in r.baselines.values()}
+    names = {b.config.key(): n for n, b in r.baselines.items()}
+    best = r.best.config.key() if r.best.ok else None
+    by_key: dict[str, ParetoPoint] = {}
+    for t in r.trials:
+        acc = t.verify.get("accuracy")
+        if not isinstance(acc, dict) or "value" not in acc:
+            continue
+        latency = (t.trial_latency_s if t.figures_from != "trial" else t.latency_s) * 1e3
+        if not math.isfinite(latency):
+            continue
+        key = t.config.key()
+        if key in by_key and by_key[key].ok and not t.ok:
+            continue  # the same configuration measured again: its verified look stands
+        lo, hi = acc.get("interval") or (acc["value"], acc["value"])
+        by_key[key] = ParetoPoint(names.get(key) or t.config.name or t.config.describe()[:40], _kind(t, peers),
+                                  t.precision, latency, float(acc["value"]), float(lo), float(hi), t.ok, key == best)
+    points = list(by_key.values())
+    ok = [p for p in points if p.ok]
+
+    def beaten(p: ParetoPoint) -> bool:
+        return any(q.latency_ms <= p.latency_ms and q.value >= p.value
+                   and (q.latency_ms < p.latency_ms or q.value > p.value) for q in ok)
+
+    return [replace(p, front=p.ok and not beaten(p)) for p in points]
+
+
+def plot_accuracy_pareto(r: TuneResult, path: str | Path) -> Path:
+    """The metric on the evaluation part of the user's data (with its 95 % interval) against each
+    trial's latency, one point per configuration marked by its kind, refused ones hollow; the
+    Pareto front of the verified ones (lower latency, higher metric) as a staircase, and fp32's
+    metric less the budget as a line."""
+    points = pareto_points(r)
+    acc = next(t.verify["accuracy"] for t in r.trials if isinstance(t.verify.get("accuracy"), dict))
+    unit = acc.get("unit", "")
+    fig, ax = _figure()
+    seen: set[str] = set()
+    for p in points:
+        colour, marker = KIND_STYLES.get(p.kind, ("black", "o"))
+        label = None
+        if p.kind not in seen:
+            label, seen = p.kind, seen | {p.kind}
+        ax.errorbar(p.latency_ms, p.value, yerr=[[max(p.value - p.low, 0.0)], [max(p.high - p.value, 0.0)]],
+                    fmt=marker, color=colour, mfc=colour if p.ok else "none", ms=7, capsize=3, alpha=0.85,
+                    label=label, zorder=3)
+        if not p.label.startswith("trial "):  # the named configurations; the search's trials stay unlabelled
+            text = f"{p.label} ({p.precision})" if p.kind == "peer" else p.label
+            ax.annotate(text, (p.latency_ms, p.value), fontsize=7, xytext=(5, 4), textcoords="offset points",
+                        parse_math=False)
+    if any(not p.ok for p in points):
+        ax.scatter([], [], marker="o", facecolors="none", edgecolors="black", label="refused (over the budget)")
+    front = sorted((p for p in points if p.front), key=lambda p: p.latency_ms)
+    if front:
+        ax.plot([p.latency_ms for p in front], [p.value for p in front], drawstyle="steps-post", color="black",
+                lw=1.2, alpha=0.6, label="Pareto front (lower latency, higher metric)", zorder=2)
+    best = next((p for p in points if p.best), None)
+    if best is not None:
+        ax.scatter(best.latency_ms, best.value, marker="*", s=220, color="gold", edgecolor="black", zorder=4,
+                   label="best")
+    floor = acc["fp32"] - acc["max_drop"]
+    ax.axhline(acc["fp32"], color="#1f77b4", ls=":", lw=1, label=f"fp32's {acc['fp32']:.2f}{unit}")
+    ax.axhline(floor, color="#e69500", ls="--", lw=1.5,
+               label=f"budget: fp32's less {acc['max_drop']:g} = {floor:.2f}{unit}")
+    untimed = sum(1 for t in r.trials if isinstance(t.verify.get("accuracy"), dict)
+                  and not math.isfinite(t.trial_latency_s if t.figures_from != "trial" else t.latency_s))
+    ax.set_xlabel("trial's latency per call, p50 (ms)"
+                  + (f"; {untimed} configuration(s) refused before timing not drawn" if untimed else ""))
+    ax.set_ylabel(f"{acc['metric']}{f' ({unit})' if unit else ''}, 95 % bootstrap interval")
+    ax.set_title(f"{r.model}: {acc['metric']} on {acc['samples']} evaluation samples against latency",
+                 parse_math=False)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7, loc="best")
     fig.tight_layout()

@@ -10,7 +10,7 @@ Heavy packages are imported inside ``available``/``prepare`` only.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -147,9 +147,11 @@ class Runtime(ABC):
 
     @abstractmethod
     def prepare(self, wl: Workload, config: RunConfig, workdir: Path,
-                calibration: Sequence[tuple[torch.Tensor, ...]] = ()) -> Prepared:
+                calibration: Sequence[tuple[torch.Tensor, ...]] = (), evaluation: Mapping[str, Any] | None = None) -> Prepared:
         """Build the runnable model for ``config`` (threads are already set in this process);
-        int8 is calibrated on ``calibration``."""
+        int8 is calibrated on ``calibration``. ``evaluation``: the evaluation part of the user's
+        data as a study writes it (its batches, the fp32 outputs, the labels, the metric and the
+        budget), for a quantizer that validates on it itself (NNCF's accuracy control)."""
 
 
 def without_option(config: RunConfig, key: str) -> RunConfig:

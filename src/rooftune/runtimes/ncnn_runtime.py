@@ -23,7 +23,7 @@ import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -66,7 +66,7 @@ class Ncnn(Runtime):
         return config.artifact_path(workdir, "model.ncnn.param")
 
     def prepare(self, wl: Workload, config: RunConfig, workdir: Path,
-                calibration: Sequence[Any] = ()) -> Prepared:
+                calibration: Sequence[Any] = (), evaluation: Mapping[str, Any] | None = None) -> Prepared:
         import ncnn
         import numpy as np
         import torch

@@ -3,7 +3,7 @@ converted by tf2onnx (:mod:`rooftune.runtimes.sources`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -12,7 +12,7 @@ import torch
 
 from rooftune.runtimes.base import Prepared, Runtime, without_option
 from rooftune.runtimes.packages import missing
-from rooftune.runtimes.sources import OPSET, export_onnx, onnx_file  # noqa: F401 (what other modules import from here)
+from rooftune.runtimes.sources import OPSET, export_onnx, is_tensorflow, onnx_file  # noqa: F401 (what other modules import from here)
 from rooftune.runtimes.torch_runtimes import torch_inputs
 from rooftune.workload.outputs import output_tensors
 
@@ -104,7 +104,7 @@ class OnnxRuntime(Runtime):
         return model_path(config, workdir)
 
     def prepare(self, wl: Workload, config: RunConfig, workdir: Path,
-                calibration: Sequence[tuple[torch.Tensor, ...]] = ()) -> Prepared:
+                calibration: Sequence[tuple[torch.Tensor, ...]] = (), evaluation: Mapping[str, Any] | None = None) -> Prepared:
         import onnxruntime as ort
 
         path = model_path(config, workdir)
@@ -117,16 +117,21 @@ class OnnxRuntime(Runtime):
             elif config.precision == "int8":
                 from dataclasses import replace
 
-                from rooftune.runtimes.quantize import ort_int8
+                from rooftune.runtimes.quantize import check_kept_modules, ort_int8
 
-                fp32 = replace(config, precision="fp32").artifact_path(workdir, "model.onnx")
+                if config.keep and not is_tensorflow(wl):
+                    check_kept_modules(wl.module, config.keep)
+                # the fp32 export every int8 configuration quantizes, mixed or not
+                exported = replace(config, precision="fp32", keep=())
+                fp32 = exported.artifact_path(workdir, "model.onnx")
                 if not fp32.exists():
-                    onnx_file(wl, replace(config, precision="fp32"), fp32)
+                    onnx_file(wl, exported, fp32)
                 import os
 
                 part = path.with_name(f".{os.getpid()}.{path.name}")
                 try:
-                    os.replace(ort_int8(fp32, part, calibration or [wl.inputs]), path)
+                    os.replace(ort_int8(fp32, part, calibration or [wl.inputs], keep=config.keep,
+                                        defaults=config.vendor_defaults), path)
                 finally:
                     part.unlink(missing_ok=True)
             else:

@@ -9,13 +9,13 @@ file, others the same (BENCHMARKS.md has the figures), so both are measured."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rooftune.runtimes.base import Prepared, Runtime, without_option
 from rooftune.runtimes.packages import missing
-from rooftune.runtimes.sources import onnx_file, openvino_model
+from rooftune.runtimes.sources import is_tensorflow, onnx_file, openvino_model
 from rooftune.runtimes.telemetry import quiet_vendor_telemetry
 from rooftune.runtimes.torch_runtimes import torch_inputs
 from rooftune.workload.outputs import output_tensors
@@ -39,6 +39,9 @@ class OpenVINO(Runtime):
         return missing("openvino")
 
     def unsupported(self, config: RunConfig) -> str | None:
+        if config.option("quantizer") == "accuracy-control" and (config.precision != "int8" or config.keep):
+            return ("openvino with quantizer=accuracy-control is NNCF's int8 within the accuracy budget on your data "
+                    "(precision int8 with --data; it chooses the layers it keeps itself)")
         if config.option("source") == "onnx" and missing("onnx"):
             return "openvino with source=onnx reads the ONNX export: " + str(missing("onnx"))
         if config.option("conv") == "winograd" and missing("onnxruntime"):
@@ -57,7 +60,7 @@ class OpenVINO(Runtime):
         return _converted(config).artifact_path(workdir, _ir_name(config))
 
     def prepare(self, wl: Workload, config: RunConfig, workdir: Path,
-                calibration: Sequence[Any] = ()) -> Prepared:
+                calibration: Sequence[Any] = (), evaluation: Mapping[str, Any] | None = None) -> Prepared:
         import openvino as ov
 
         path = self.artifact_file(config, workdir)
@@ -66,11 +69,16 @@ class OpenVINO(Runtime):
         if path.exists():
             model = core.read_model(str(path))
         else:
+            if config.keep and not is_tensorflow(wl):
+                from rooftune.runtimes.quantize import check_kept_modules
+
+                check_kept_modules(wl.module, config.keep)
+            onnx: Path | None = None  # the ONNX file the model is read from
             if config.option("source") == "onnx":
                 from dataclasses import replace
 
                 # ONNX Runtime's fp32 export of the same workload, made once and shared with it
-                fp32 = replace(config, runtime="onnxruntime", precision="fp32", runtime_options={})
+                fp32 = replace(config, runtime="onnxruntime", precision="fp32", runtime_options={}, keep=())
                 onnx = fp32.artifact_path(workdir, "model.onnx")
                 if not onnx.exists():
                     onnx_file(wl, fp32, onnx)
@@ -91,17 +99,26 @@ class OpenVINO(Runtime):
                     os.replace(part, path.with_suffix(".json"))
                 model = core.read_model(str(onnx))
             else:
-                model = openvino_model(wl, source)
-            if config.precision == "int8":
+                model = openvino_model(wl, source, fused_names=config.precision == "int8" and bool(config.keep))
+            if config.precision == "int8" and config.option("quantizer") == "accuracy-control":
+                from rooftune.runtimes.quantize import nncf_accuracy_control
+
+                if not evaluation:
+                    raise ValueError("quantizer=accuracy-control quantizes with your data's evaluation part: give --data")
+                model = nncf_accuracy_control(model, calibration or [wl.inputs], evaluation)
+            elif config.precision == "int8":
                 from rooftune.runtimes.quantize import nncf_int8
 
-                model = nncf_int8(model, calibration or [wl.inputs])
+                model = nncf_int8(model, calibration or [wl.inputs], keep=config.keep, onnx=onnx)
             _save_whole(ov, model, path)
         # OpenVINO computes in bf16 on its own where the ISA has it: fp32 means fp32 (the pinned
         # peer, openvino-latency), "default" means what OpenVINO does as installed (openvino-default:
         # no property set at all), and the precision it chose is read back for the output check.
         props: dict[str, Any] = {}
-        if config.precision != "default":
+        # an int8 model at its vendor's defaults (NNCF's accuracy control) runs as its users compile
+        # it: no property, so the layers it reverted compute in OpenVINO's own precision, as they
+        # did when NNCF validated them
+        if config.precision != "default" and not (config.precision == "int8" and config.vendor_defaults):
             props["PERFORMANCE_HINT"] = config.option("hint")
             # int8 models keep fp32 between their quantized ops
             props["INFERENCE_PRECISION_HINT"] = "bf16" if config.precision == "bf16" else "f32"

@@ -19,8 +19,9 @@ layer it sits in (the scope of its node in the frozen graph); the other runtimes
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -137,9 +138,11 @@ def tf_onnx(runner: Any, path: Path) -> Path:
     return path
 
 
-def openvino_model(wl: Workload, config: RunConfig) -> Any:
+def openvino_model(wl: Workload, config: RunConfig, fused_names: bool = False) -> Any:
     """``openvino.convert_model`` of the model as its framework hands it (``config``: the
-    configuration whose model is converted, for a PyTorch module's layout and precision)."""
+    configuration whose model is converted, for a PyTorch module's layout and precision).
+    ``fused_names``: each op keeps the names of the ops its fusions merged into it (see
+    :func:`_fused_names_kept`)."""
     import warnings
 
     import openvino as ov
@@ -161,7 +164,35 @@ def openvino_model(wl: Workload, config: RunConfig) -> Any:
     # a .pt2 file's program is converted as exported: its module is a GraphModule, which the
     # frontend's tracing refuses ("Couldn't get TorchScript module by tracing")
     exported = wl.exported if config.precision != "int8" else None
-    with warnings.catch_warnings(), torch.no_grad():
+    kept = _fused_names_kept() if fused_names else contextlib.nullcontext()
+    with warnings.catch_warnings(), torch.no_grad(), kept:
         warnings.simplefilter("ignore")
         return ov.convert_model(exported if exported is not None else torch_module(wl, config),
                                 example_input=torch_inputs(wl, config))
+
+
+@contextlib.contextmanager
+def _fused_names_kept() -> Iterator[None]:
+    """``openvino.convert_model`` with each op's ``fused_names`` left in its runtime info.
+
+    The conversion fuses a batch norm into the convolution before it, and the fused convolution
+    takes the name of the batch norm's multiply (``Multiply_2780``): only its ``fused_names``
+    (``__module.layer1.0.conv1/aten::_convolution/Convolution,...``) still say which module it
+    is, for the layers a mixed int8 set leaves out. The conversion's last step drops them; it is
+    skipped here, and the quantized model drops them instead (:func:`rooftune.runtimes.quantize.
+    nncf_int8`). Where this OpenVINO has no such step, the names stay as it gives them."""
+    import importlib
+
+    try:
+        steps: Any = importlib.import_module("openvino.tools.ovc.moc_frontend.offline_transformations")
+    except ImportError:
+        steps = None
+    cleanup = getattr(steps, "apply_fused_names_cleanup", None)
+    if cleanup is None:
+        yield
+        return
+    steps.apply_fused_names_cleanup = lambda model: None
+    try:
+        yield
+    finally:
+        steps.apply_fused_names_cleanup = cleanup

@@ -20,7 +20,7 @@ study makes from the workload).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -54,7 +54,7 @@ class TensorFlow(Runtime):
         return replace(super().normalize(config), memory_format="contiguous")
 
     def prepare(self, wl: Workload, config: RunConfig, workdir: Path,
-                calibration: Sequence[tuple[torch.Tensor, ...]] = ()) -> Prepared:
+                calibration: Sequence[tuple[torch.Tensor, ...]] = (), evaluation: Mapping[str, Any] | None = None) -> Prepared:
         from rooftune.workload.keras_models import KerasWorkload
 
         if not isinstance(wl, KerasWorkload):

@@ -3,7 +3,7 @@ torch.compile (inductor)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -58,12 +58,13 @@ def _caller(m: Any, config: RunConfig) -> Any:
 def _module(wl: Workload, config: RunConfig, calibration: Sequence[tuple[torch.Tensor, ...]],
             lower: bool = True) -> torch.nn.Module:
     """The model in the config's layout and precision; int8 through PT2E and the x86 quantizer
-    (lowered to oneDNN's int8 kernels unless ``lower`` is False, see :func:`pt2e_int8`)."""
+    (lowered to oneDNN's int8 kernels unless ``lower`` is False, see :func:`pt2e_int8`), the
+    config's kept layers left in fp32."""
     m = torch_module(wl, config)
     if config.precision == "int8":
         from rooftune.runtimes.quantize import pt2e_int8
 
-        m = pt2e_int8(m, torch_inputs(wl, config), calibration or [wl.inputs], lower=lower)
+        m = pt2e_int8(m, torch_inputs(wl, config), calibration or [wl.inputs], lower=lower, keep=config.keep)
     return m
 
 
@@ -98,7 +99,7 @@ class Eager(Runtime):
         return train_prepared(wl, config)
 
     def prepare(self, wl: Workload, config: RunConfig, workdir: Path,
-                calibration: Sequence[tuple[torch.Tensor, ...]] = ()) -> Prepared:
+                calibration: Sequence[tuple[torch.Tensor, ...]] = (), evaluation: Mapping[str, Any] | None = None) -> Prepared:
         m = _module(wl, config, calibration)
         xs = torch_inputs(wl, config)
 
@@ -117,7 +118,7 @@ class TorchScript(Runtime):
     precisions = ("fp32", "bf16")
 
     def prepare(self, wl: Workload, config: RunConfig, workdir: Path,
-                calibration: Sequence[tuple[torch.Tensor, ...]] = ()) -> Prepared:
+                calibration: Sequence[tuple[torch.Tensor, ...]] = (), evaluation: Mapping[str, Any] | None = None) -> Prepared:
         m = torch_module(wl, config)
         xs = torch_inputs(wl, config)
         with torch.no_grad():
@@ -152,7 +153,7 @@ class Compile(Runtime):
         return None
 
     def prepare(self, wl: Workload, config: RunConfig, workdir: Path,
-                calibration: Sequence[tuple[torch.Tensor, ...]] = ()) -> Prepared:
+                calibration: Sequence[tuple[torch.Tensor, ...]] = (), evaluation: Mapping[str, Any] | None = None) -> Prepared:
         import torch._inductor.config as inductor_config
 
         m = _module(wl, config, calibration, lower=False)

@@ -132,17 +132,19 @@ def _init(msg: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         return _init_train(wl, runtime, config, msg)
     # int8 is calibrated and guarded on the calibration set (inputs and their fp32 eager outputs).
     calib = torch.load(msg["calibration"]) if msg.get("calibration") and config.precision == "int8" else None
+    evaluation_file = Path(msg["workdir"]) / f"evaluation-b{config.batch}.pt"
+    evaluation = torch.load(evaluation_file) if evaluation_file.exists() else None
     t0 = time.perf_counter()
-    prepared = runtime.prepare(wl, config, Path(msg["workdir"]), calibration=calib["inputs"] if calib else ())
+    prepared = runtime.prepare(wl, config, Path(msg["workdir"]), calibration=calib["inputs"] if calib else (),
+                               evaluation=evaluation)
     out = prepared.output()
     prepare_s = time.perf_counter() - t0
     # a runtime left to choose its precision is checked by the rule of the one it chose
     precision = prepared.precision or config.precision
     verify = check_prepared(prepared, precision, tuple(wl.inputs), torch.load(msg["reference"]),
                             calib, msg.get("validate"), out=out)
-    evaluation = Path(msg["workdir"]) / f"evaluation-b{config.batch}.pt"
-    if evaluation.exists():  # the user's data: a reduced precision is judged by its metric there
-        verify = check_on_data(prepared, precision, verify, torch.load(evaluation))
+    if evaluation is not None:  # the user's data: a reduced precision is judged by its metric there
+        verify = check_on_data(prepared, precision, verify, evaluation)
     return prepared, {
         "prepare_s": prepare_s, "verify": verify, "precision": precision,
         "artifact": str(prepared.artifact) if prepared.artifact else None,

@@ -7,6 +7,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from rooftune.runconfig import LAUNCHER_JEMALLOC_CONF, RunConfig, allocator_library, intel_openmp_library
+from rooftune.tuning.result import QUANTIZING_PEERS
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -404,4 +405,24 @@ def vendor_baselines(available: dict[str, Any]) -> list[RunConfig]:
                              name="openvino-default"))
         out.append(RunConfig(runtime="openvino", set_threads=False, vendor_defaults=True,
                              runtime_options={"hint": "LATENCY"}, name="openvino-latency"))
+    return out
+
+
+def data_baselines(available: dict[str, Any]) -> list[RunConfig]:
+    """The peers that quantize with the user's data, as their users run them (a study with
+    ``--data`` and int8): ONNX Runtime's ``quantize_static`` with its defaults after its
+    recommended pre-processing (onnxruntime-int8-default; its documentation's example), and NNCF's
+    ``quantize_with_accuracy_control`` with the study's metric and budget on the same calibration
+    and evaluation parts (nncf-accuracy-control; OpenVINO's documented path to an int8 model
+    within an accuracy budget), each on its runtime as installed and only where it can run int8."""
+    ort, nncf = QUANTIZING_PEERS
+    out = []
+    for name, cfg in (("onnxruntime", RunConfig(runtime="onnxruntime", precision="int8", set_threads=False,
+                                                vendor_defaults=True, name=ort)),
+                      ("openvino", RunConfig(runtime="openvino", precision="int8", set_threads=False,
+                                             vendor_defaults=True, runtime_options={"quantizer": "accuracy-control"},
+                                             name=nncf))):
+        rt = available.get(name)
+        if rt is not None and rt.unsupported(cfg) is None:
+            out.append(cfg)
     return out

@@ -15,6 +15,7 @@ from rooftune.runconfig import RunConfig
 from rooftune.tuning.cluster import Claims, SharedSampler, StudyUnit
 from rooftune.tuning.guidelines import (
     baselines,
+    data_baselines,
     framework_seeds,
     guideline,
     precision_seeds,
@@ -74,14 +75,19 @@ class SearchPhases:
         return prepare_timeout(self._left(until), max(MIN_PREPARE_S, TRAIN_PREPARE_MARGIN * self._slowest_prepare()))
 
     def fixed_configurations(self) -> None:
-        """The guideline and every baseline; one that OpenVINO's PyTorch frontend cannot convert
-        runs from the model's ONNX export instead (what an OpenVINO user does next)."""
+        """The guideline and every baseline (with the user's data and int8, the quantizers' own
+        answers on it too: :func:`~rooftune.tuning.guidelines.data_baselines`); one that OpenVINO's
+        PyTorch frontend cannot convert runs from the model's ONNX export instead (what an OpenVINO
+        user does next)."""
         if self.train is not None:
             self.guide_cfg, self.reasons = train_guideline(self.platform, self.graph, self.wl.batch)
         else:
             self.guide_cfg, self.reasons = guideline(self.platform, self.graph, self.available,
                                                      objective=self.objective, batch=self.batch)
-        fixed = [self.guide_cfg, *(replace(b, batch=self.wl.batch) for b in baselines(self.platform, self.available, self.framework))]
+        peers = baselines(self.platform, self.available, self.framework)
+        if self.split is not None and "int8" in self.precisions:  # the quantizers' own answers on the same data
+            peers += data_baselines(self.available)
+        fixed = [self.guide_cfg, *(replace(b, batch=self.wl.batch) for b in peers)]
         from_onnx: list[str] = []
         why_onnx = ""
         for i, cfg in enumerate(fixed):
@@ -106,10 +112,17 @@ class SearchPhases:
         self.phase_s["fixed"] = time.perf_counter() - self.started
 
     def _precision_seeds(self) -> list[RunConfig]:
-        """The guideline in each reduced precision allowed (a training study's on eager)."""
+        """The guideline in each reduced precision allowed (a training study's on eager), and each
+        int8 one again with the sensitivity pass's mixed set kept at higher precision where it
+        keeps some layers and quantizes others."""
         if self.train is not None:
             return train_precision_seeds(self.guide_cfg, self.precisions)
-        return precision_seeds(self.guide_cfg, self.available, self.precisions)
+        seeds = precision_seeds(self.guide_cfg, self.available, self.precisions)
+        s = self.sensitivity
+        if s is not None and s.keep and s.quantized():  # the mixed set beside each uniform int8 seed
+            seeds += [replace(c, keep=s.keep, name=c.name.replace("int8", "int8 mixed", 1))
+                      for c in seeds if c.precision == "int8"]
+        return seeds
 
     def _plan(self) -> list[RunConfig]:
         """The seeds in the order they run, and the budget's share kept for the final comparisons

@@ -35,6 +35,7 @@ class StudySetUp:
         model, example_inputs, example_kwargs = self.given
         self._load(model, example_inputs, example_kwargs, self.spec.inputs, self.spec.options, self.runtime_notes)
         self.split = self._split_data()
+        self.sensitivity = self._sensitivity()
         self._set_up(self.store_given)
 
     def _load(self, model: str | Any, example_inputs: Sequence[Any] | None, example_kwargs: dict[str, Any] | None,
@@ -111,6 +112,31 @@ class StudySetUp:
         self.notes.append(f"data: {parts.describe()}; {', '.join(reduced) or 'no reduced precision'} accepted "
                           f"within a drop of {self.data.max_drop:g} of the metric against fp32")
         return parts
+
+    def _sensitivity(self) -> Any:
+        """With the user's data and int8 searched on a PyTorch model of quantizable layers: each
+        layer's drop alone in int8 on the evaluation part, beside its time and roofline position
+        where the study was given the model's analysis at its batch, and the mixed set that the
+        int8 seeds keep at higher precision (:func:`rooftune.analysis.sensitivity.layer_sensitivity`)."""
+        from torch import nn
+
+        from rooftune.analysis.sensitivity import QUANTIZABLE, layer_sensitivity
+
+        module = getattr(self.wl, "module", None)
+        if self.split is None or "int8" not in self.precisions or not isinstance(module, nn.Module):
+            return None
+        if not any(isinstance(m, QUANTIZABLE) for m in module.modules()):
+            self.notes.append("sensitivity per layer: the model as loaded has no convolution or linear module to "
+                              "rank (an exported program's graph keeps no modules); int8 is tried uniformly")
+            return None
+        self.step("sensitivity per layer", 0, 1)
+        analysis = self.analysis if getattr(self.analysis, "batch", None) == self.wl.batch else None
+        s = layer_sensitivity(module, self.split, self.data, analysis)
+        if s.keep and s.quantized():
+            self.notes.append(f"mixed int8: {len(s.keep)} of {len(s.layers)} layers kept at higher precision "
+                              f"({', '.join(s.keep[:4])}{' and more' if len(s.keep) > 4 else ''}; simulated drop "
+                              f"{s.mixed_drop:.2f} against {s.uniform_drop:.2f} all in int8), tried beside uniform int8")
+        return s
 
     def _set_up(self, store: str | os.PathLike[str] | Store | None) -> None:
         """The study's folder (the reference outputs, the prepared artifacts), the search space, the

@@ -27,6 +27,10 @@ UNSTEADY_PAIR_SPREAD = 1.10
 #: interleaved comparison is named in the result (``drifted``): on a quiet host the two agree
 #: within a process's lot (a few percent to ~25 %); further apart, the host's load changed.
 DRIFT = 1.5
+#: The peers that quantize with the user's data (rooftune.tuning.guidelines.data_baselines): a
+#: user's own int8 answer, compared apart from the peers as shipped.
+QUANTIZING_PEERS = ("onnxruntime-int8-default", "nncf-accuracy-control")
+
 
 @dataclass(frozen=True)
 class TrialResult:
@@ -149,6 +153,10 @@ class TuneResult:
     #: platforms not used), the searched trials per node and per minute, which node ran each
     #: trial, and the node of the final comparisons. None on one machine.
     fleet: dict[str, Any] | None = None
+    #: With the user's data and int8: each quantizable layer's sensitivity beside its roofline
+    #: position and the mixed set the int8 seeds kept at higher precision
+    #: (:meth:`rooftune.analysis.sensitivity.Sensitivity.to_dict`); None otherwise.
+    sensitivity: dict[str, Any] | None = None
 
     def batch_text(self) -> str:
         """``batch 1``, or, where the search chose the batch, the batches it chose from and the
@@ -309,7 +317,8 @@ class TuneResult:
     def headlines(self) -> dict[str, dict[str, Any] | None]:
         """The two answers a tuning result states: the best against the fastest peer as shipped
         (any precision its vendor runs by default), and the fastest fp32 configuration against the
-        fastest fp32 peer. Each: the peer's name and precision, ratio = peer's time / ours with its
+        fastest fp32 peer; with the user's data and int8, a third: the best against the fastest peer
+        that quantizes with that data (:data:`QUANTIZING_PEERS`). Each: the peer's name and precision, ratio = peer's time / ours with its
         95 % CI (the peer as fast as ours: 1.0 for a peer that is the best itself), and what ``of``
         ours it is. The fastest peer is the one with the smallest ratio; None where no peer was
         compared."""
@@ -323,7 +332,8 @@ class TuneResult:
                     "of": of.describe(), "precision": of.precision}
 
         ok = [n for n, b in self.baselines.items() if b.ok]
-        shipped = fastest(self.speedup, ok)
+        shipped = fastest(self.speedup, [n for n in ok if n not in QUANTIZING_PEERS])
+        quantizing = fastest(self.speedup, [n for n in ok if n in QUANTIZING_PEERS])
         fp32_peers = [n for n in ok if self.baselines[n].precision == "fp32"]
         if self.fp32_best is None:
             fp32 = fastest(self.speedup, fp32_peers)
@@ -333,13 +343,15 @@ class TuneResult:
             fp32_line = (line(c["peer"], c, self.fp32_best)
                          if math.isfinite(c.get("ratio", math.nan)) and c.get("peer") in self.baselines else None)
         return {"best_peer_as_shipped": line(*shipped, self.best) if shipped else None,
-                "best_fp32_peer": fp32_line}
+                "best_fp32_peer": fp32_line,
+                **({"best_quantizing_peer": line(*quantizing, self.best)} if quantizing else {})}
 
     def headline_lines(self) -> list[str]:
         """The two headlines in words, for the table's reader and the report."""
         out = []
         labels = {"best_peer_as_shipped": "over the best peer as shipped",
-                  "best_fp32_peer": "fp32 over the best fp32 peer"}
+                  "best_fp32_peer": "fp32 over the best fp32 peer",
+                  "best_quantizing_peer": "over the best peer quantizing with your data"}
         for key, h in self.headlines().items():
             if h is None:
                 continue
@@ -416,6 +428,7 @@ class TuneResult:
                 "best": {"description": self.fp32_best.describe(), **self.fp32_best.to_dict()},
                 "vs_peer": self.fp32_vs_peer},
             **({"fleet": self.fleet} if self.fleet is not None else {}),
+            **({"sensitivity": self.sensitivity} if self.sensitivity is not None else {}),
         }
 
 

@@ -111,7 +111,7 @@ class Study(StudySetUp, SearchPhases, FinalPhases):
 
     def __init__(self, model: str | Any, spec: TuneSpec, store: str | os.PathLike[str] | Store | None = None, *,
                  example_inputs: Sequence[Any] | None = None, example_kwargs: dict[str, Any] | None = None,
-                 progress: Progress | None = None) -> None:
+                 progress: Progress | None = None, analysis: Any = None) -> None:
         from rooftune.platform import current_platform
         from rooftune.runtimes import chosen_runtimes
 
@@ -120,6 +120,10 @@ class Study(StudySetUp, SearchPhases, FinalPhases):
         self.spec = spec
         self.given = (model, example_inputs, example_kwargs)
         self.store_given = store
+        #: the model's analysis on this machine's roofline (rooftune.analysis.Analysis), where the
+        #: caller made one: the sensitivity pass reads each layer's time and int8 gain from it
+        self.analysis = analysis
+        self.sensitivity: Any = None  # set by prepare() with the user's data and int8
         self.train = cast("TrainSpec | None", spec.train)  # (the spec made it one)
         self.data = cast("DataSpec | None", spec.data)
         self.started = time.perf_counter()
@@ -262,7 +266,9 @@ class Study(StudySetUp, SearchPhases, FinalPhases):
                           workload=self.workload, guideline_vs_best=self.guide_vs_best, phase_s=self.phase_s,
                           batches=tuple(self.space["batch"]),
                           fp32_best=kept(self.fp32_best) if self.fp32_best is not None else None,
-                          fp32_vs_peer=self.fp32_vs_peer).with_interleaved_figures()
+                          fp32_vs_peer=self.fp32_vs_peer,
+                          sensitivity=self.sensitivity.to_dict() if self.sensitivity is not None else None,
+                          ).with_interleaved_figures()
 
 
 
@@ -350,13 +356,16 @@ def tune(
 
 def tune_spec(model: str | Any, spec: TuneSpec, *, store: str | os.PathLike[str] | Store | None = None,
               example_inputs: Sequence[Any] | None = None, example_kwargs: dict[str, Any] | None = None,
-              progress: Progress | None = None, cluster: str | None = None) -> TuneResult:
+              progress: Progress | None = None, cluster: str | None = None, analysis: Any = None) -> TuneResult:
     """:func:`tune` of a spec built already: the study's phases in order, on this machine or on the
-    Ray cluster ``cluster``."""
+    Ray cluster ``cluster``. ``analysis``, the model's :class:`rooftune.analysis.Analysis` at the
+    study's batch where the caller has one, gives the sensitivity pass (with the user's data and
+    int8) each layer's time and roofline position."""
     if cluster is not None:
         return _tune_on_cluster(cluster, model, spec, example_inputs=example_inputs, example_kwargs=example_kwargs,
                                 store=store, progress=progress)
-    study = Study(model, spec, store, example_inputs=example_inputs, example_kwargs=example_kwargs, progress=progress)
+    study = Study(model, spec, store, example_inputs=example_inputs, example_kwargs=example_kwargs, progress=progress,
+                  analysis=analysis)
     try:
         study.prepare()
         study.resume()

@@ -83,6 +83,15 @@ def evaluate(outputs: Any, reference: Any, labels: Any | None, metric: str, max_
             "rule": f"{metric} on {n} evaluation samples within {max_drop:g}{unit and ' points'} of fp32's"}
 
 
+def score(outputs: Any, reference: Any, labels: Any | None, metric: str) -> float:
+    """The metric's value alone (no interval): what a quantizer's own accuracy control asks of a
+    validation function, on whichever samples it draws."""
+    if metric in METRICS:
+        truth = labels if metric == "accuracy" else reference.float().argmax(-1)
+        return float((outputs.float().argmax(-1) == truth).double().mean() * 100.0)
+    return _score(user_callable(metric, "--metric"), metric, outputs, labels)
+
+
 def _score(fn: Callable[..., Any], name: str, outputs: Any, labels: Any) -> float:
     v = call_user(fn, "--metric", outputs, labels)
     try:
