@@ -70,6 +70,9 @@ def test_two_nodes_store_the_rows_one_machine_stores(cluster: Any, shared_db: st
         assert s.fleet_runs(in_flight=True) == []
 
 
+# the waits below bound a hang, not a speed: beside busy processes on 2 cores a node's first units
+# start minutes late
+@pytest.mark.timeout(1500)
 def test_a_node_killed_mid_campaign_loses_no_row_and_stores_none_twice(cluster: Any, shared_db: str) -> None:
     doomed = cluster.add_node(num_cpus=1, resources={NODE_RESOURCE: 1})
     cluster.wait_for_nodes()
@@ -77,12 +80,12 @@ def test_a_node_killed_mid_campaign_loses_no_row_and_stores_none_twice(cluster: 
     assert len(executor.nodes()) == 3
     driver, outcome = drive(lambda: campaign(executor, shared_db, 9))
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 600
         while len(rows(shared_db)) < 6:  # three units stored: every node is at work
             assert time.monotonic() < deadline and driver.is_alive(), outcome
             time.sleep(0.05)
         cluster.remove_node(doomed, allow_graceful=False)
-        driver.join(timeout=240)
+        driver.join(timeout=600)
         assert not driver.is_alive()
     finally:
         executor.close()
