@@ -203,9 +203,9 @@ def test_progress_to_a_file_or_pipe_is_plain_lines(monkeypatch: pytest.MonkeyPat
     with cli._Lines("fitting mlp on 48 specs", clock=lambda: now[0], at_once=True):  # a step with no steps inside
         pass
     assert buf.getvalue() == "0:00 fitting mlp on 48 specs\n"
-    context, update = cli._progress()
+    context, update = cli.progress_reporter()
     assert isinstance(context, cli._Lines) and update == context.update
-    assert isinstance(cli._status("fitting"), cli._Lines)
+    assert isinstance(cli.status_display("fitting"), cli._Lines)
 
 
 def test_many_thread_counts_print_one_row_per_count(fake_platform, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -78,8 +78,8 @@ def _export(module: Any, example_inputs: Sequence[Any] | None, out: Path,
     import torch
 
     from rooftune.fileio import atomic_path
+    from rooftune.workload.exported import export_module
     from rooftune.workload.keras_models import is_keras_model, save_keras_file
-    from rooftune.workload.models import export_module
 
     if is_keras_model(module):  # a Keras model: a .keras file (loaded back in safe mode)
         return str(save_keras_file(module, out, example_inputs or example_kwargs))

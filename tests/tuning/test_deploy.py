@@ -178,9 +178,9 @@ def test_int8_is_checked_by_the_guard_over_its_calibration_set_or_the_callers_va
         pytest.skip(int8_missing("onnxruntime") or get_runtime("onnxruntime").available())
     path = saved(tmp_path, RunConfig(runtime="onnxruntime", precision="int8", set_threads=False))
     path.write_text(json.dumps({**json.loads(path.read_text()), "calibration": 4}))
-    from rooftune.tuning.deploy import _load
+    from rooftune.tuning.deploy import load_saved
 
-    m = _load(path)  # not raised on: whether the guard passes on this machine is the quantizer's
+    m = load_saved(path)  # not raised on: whether the guard passes on this machine is the quantizer's
     # the trial's rule: over the calibration set, not the one input alone
     assert m.check["inputs"] == 4 and "over 4 inputs" in m.check["rule"]
     with pytest.raises(RooftuneError, match=r"refused 4 outputs"):

@@ -21,8 +21,8 @@ from rooftune.errors import RooftuneError, WorkloadError
 from rooftune.tuning import NoVerifiedTrial, RunConfig, TrialResult, tune
 from rooftune.tuning.result import failure_groups, failures_text
 from rooftune.workload import load_workload
+from rooftune.workload.exported import export_imports, export_module_file
 from rooftune.workload.imports import import_modules
-from rooftune.workload.models import export_imports, export_module_file
 from tests.test_cli import rooftune_in_process
 from tests.test_optimize import store_with_ceilings
 

@@ -663,7 +663,7 @@ def test_a_comparison_whose_pairs_of_processes_disagree_is_named_unsteady() -> N
     within 10 %, a lone pair and a comparison with none are not named."""
     from types import SimpleNamespace
 
-    from rooftune.report.html import _e, _tuning
+    from rooftune.report.html import _tuning, escape
     from rooftune.tuning.study import UNSTEADY_PAIR_SPREAD, TrialResult, TuneResult
 
     def trial(name: str, latency: float) -> TrialResult:
@@ -686,7 +686,7 @@ def test_a_comparison_whose_pairs_of_processes_disagree_is_named_unsteady() -> N
     assert line.startswith("unsteady comparisons, each pair of processes' own ratio (guideline: 0.83, 1.21, 1.20; "
                            "vanilla: 1.48, 1.79)") and "more than 10%" in line
     assert r.to_dict()["unsteady"] == {"guideline": [0.83, 1.21, 1.2], "vanilla": [1.48, 1.79]}
-    assert f"<p class=warn>{_e(line)}</p>" in _tuning(SimpleNamespace(tune=r), {})
+    assert f"<p class=warn>{escape(line)}</p>" in _tuning(SimpleNamespace(tune=r), {})
     # the main job's headline, which makes the claim over vanilla, says so too
     from rooftune.pipeline import OptimizeResult
 
@@ -703,7 +703,7 @@ def test_trial_times_far_off_their_interleaved_medians_are_named() -> None:
     trial columns then mislead, and a line says to read the ratios. Within 1.5x nothing is said."""
     from types import SimpleNamespace
 
-    from rooftune.report.html import _e, _tuning
+    from rooftune.report.html import _tuning, escape
     from rooftune.tuning.study import DRIFT, TrialResult, TuneResult
 
     def trial(name: str, latency: float) -> TrialResult:
@@ -723,7 +723,7 @@ def test_trial_times_far_off_their_interleaved_medians_are_named() -> None:
     line = r.drift_line()
     assert line.startswith("trial times off their interleaved medians (vanilla 85x)") and "interleaved ratios" in line
     assert r.to_dict()["drifted"] == r.drifted()
-    assert f"<p class=warn>{_e(line)}</p>" in _tuning(SimpleNamespace(tune=r), {})
+    assert f"<p class=warn>{escape(line)}</p>" in _tuning(SimpleNamespace(tune=r), {})
     quiet = TuneResult("m", "latency", 1, best, trial("guideline", 40e-6), (), {"pytorch-launcher": base["pytorch-launcher"]},
                        {"pytorch-launcher": speedup["pytorch-launcher"]}, (best,), (), 1.0)
     assert quiet.drifted() == {} and quiet.drift_line() == ""
@@ -765,7 +765,7 @@ def test_the_guideline_and_a_baseline_that_is_the_best_are_said_so() -> None:
     itself', in the table, the report and the guideline's own cell."""
     from types import SimpleNamespace
 
-    from rooftune.report.html import _e, _tuning
+    from rooftune.report.html import _tuning, escape
     from rooftune.tuning.compare import itself
     from rooftune.tuning.study import TrialResult, TuneResult
 
@@ -788,7 +788,7 @@ def test_the_guideline_and_a_baseline_that_is_the_best_are_said_so() -> None:
     assert speedup_text(close.comparison("onnxruntime-default")) == "the best itself"
     assert speedup_text(close.comparison("guideline")) == "0.97x (0.94-1.03)"
     html = _tuning(SimpleNamespace(tune=close), {})
-    assert f"The instant guideline configuration is {_e(close.guideline_text() or '')}: " in html
+    assert f"The instant guideline configuration is {escape(close.guideline_text() or '')}: " in html
     assert "the best itself" in html
     assert "1.00x (1.00-1.00)" not in html
     slower = result({"ratio": 1.2, "ci_low": 1.18, "ci_high": 1.22, "pairs": 24})

@@ -2,17 +2,10 @@
 
 from __future__ import annotations
 
-from rooftune.analysis.analyze import (
-    DEFAULT_BUDGET_S,
-    TOP_N,
-    Analysis,
-    OpResult,
-    analyze,
-    analyze_workload,
-    write_csv,
-)
+from rooftune.analysis.analyze import DEFAULT_BUDGET_S, analyze, analyze_workload
 from rooftune.analysis.findings import describe, reason
 from rooftune.analysis.placement import OVERHEAD_FACTOR, Placement, Roofs, place
+from rooftune.analysis.result import TOP_N, Analysis, OpResult, write_csv
 
 __all__ = [
     "DEFAULT_BUDGET_S",

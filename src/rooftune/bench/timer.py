@@ -212,41 +212,8 @@ def compare(
         timed_calls = _time_calls
     started_at = time.time()
     start = spent()
-    number_a = _calibrate(fn_a, policy, clock)
-    number_b = _calibrate(fn_b, policy, clock)
-    warmup_samples = 0
-    warm_a: list[float] = []
-    warm_b: list[float] = []
-    while spent() - start < policy.warmup_s:
-        warm_a.append(timed_calls(fn_a, number_a, clock) / number_a)
-        warm_b.append(timed_calls(fn_b, number_b, clock) / number_b)
-        warmup_samples += 1
-    if policy.number is None and warm_a:
-        # at the warm speed only: a side calibrated at one call timed its cold first call, which
-        # can be many times its speed (a 1 s first call of a 60 ms network would have given the
-        # other side 50 calls a sample); without a warm-up round each side keeps its calibration
-        number_a, number_b = _matched_numbers(number_a, stats.median(warm_a), number_b, stats.median(warm_b))
-    sa: list[float] = []
-    sb: list[float] = []
-    ci = (-math.inf, math.inf)
-    while True:
-        if _a_first(len(sa)):
-            ta = timed_calls(fn_a, number_a, clock)
-            tb = timed_calls(fn_b, number_b, clock)
-        else:
-            tb = timed_calls(fn_b, number_b, clock)
-            ta = timed_calls(fn_a, number_a, clock)
-        sa.append(ta / number_a)
-        sb.append(tb / number_b)
-        n = len(sa)
-        stable = False
-        if n >= policy.min_samples and (n - policy.min_samples) % COMPARE_CHECK_EVERY == 0:
-            ci = stats.comparison_ci(sa, sb)
-            ratio = stats.median(sa) / stats.median(sb)
-            stable = stats.relative_half_width(ci[0], ci[1], ratio) <= policy.target_rel_ci
-        reason = _stop_reason(stable, n, policy, spent() - start)
-        if reason:
-            break
+    number_a, number_b, warmup_samples = _warm_up_pair(fn_a, fn_b, timed_calls, policy, clock, spent, start)
+    sa, sb, reason = _interleave(fn_a, fn_b, number_a, number_b, timed_calls, policy, clock, spent, start)
     ci = stats.comparison_ci(sa, sb)
     ratio = stats.median(sa) / stats.median(sb)
     host = socket.gethostname()
@@ -278,12 +245,64 @@ def compare(
         shown = "undefined" if math.isinf(rel) else f"+-{rel:.1%}"
         warnings.append(
             f"unstable: 95% CI of the ratio is {shown} (target +-{policy.target_rel_ci:.0%}) after "
-            f"{n} pairs, stopped by {reason}; raise the budget or quiet the machine"
+            f"{len(sa)} pairs, stopped by {reason}; raise the budget or quiet the machine"
         )
     a = side(label_a, sa, number_a)
     b = side(label_b, sb, number_b)
     warnings += [f"{m.label}: {w}" for m in (a, b) for w in m.warnings]
     return Comparison(a=a, b=b, ratio=ratio, ci=ci, stop_reason=reason, warnings=tuple(warnings))
+
+
+def _warm_up_pair(fn_a: Callable[[], Any], fn_b: Callable[[], Any], timed_calls: Callable[..., float],
+                  policy: Policy, clock: Clock, spent: Clock, start: float) -> tuple[int, int, int]:
+    """Each side's calls per sample and the number of warm-up rounds: both sides calibrated, warmed
+    in turn for ``policy.warmup_s``, then their calls matched at the warm speed, so that both
+    sides' samples last equally long and the cost of switching between them weighs the same share
+    of each (the module docstring's calls per sample)."""
+    number_a = _calibrate(fn_a, policy, clock)
+    number_b = _calibrate(fn_b, policy, clock)
+    warmup_samples = 0
+    warm_a: list[float] = []
+    warm_b: list[float] = []
+    while spent() - start < policy.warmup_s:
+        warm_a.append(timed_calls(fn_a, number_a, clock) / number_a)
+        warm_b.append(timed_calls(fn_b, number_b, clock) / number_b)
+        warmup_samples += 1
+    if policy.number is None and warm_a:
+        # at the warm speed only: a side calibrated at one call timed its cold first call, which
+        # can be many times its speed (a 1 s first call of a 60 ms network would have given the
+        # other side 50 calls a sample); without a warm-up round each side keeps its calibration
+        number_a, number_b = _matched_numbers(number_a, stats.median(warm_a), number_b, stats.median(warm_b))
+    return number_a, number_b, warmup_samples
+
+
+def _interleave(fn_a: Callable[[], Any], fn_b: Callable[[], Any], number_a: int, number_b: int,
+                timed_calls: Callable[..., float], policy: Policy, clock: Clock, spent: Clock,
+                start: float) -> tuple[list[float], list[float], str]:
+    """The interleaved pairs of samples, in the order :func:`_a_first` gives, and why they stopped:
+    the rule reads the interval of the ratio of medians, the figure a comparison reports, not
+    either side's own interval; it is computed every ``COMPARE_CHECK_EVERY`` pairs past the
+    minimum, so that each side is first after a check equally often (the module docstring's order)."""
+    sa: list[float] = []
+    sb: list[float] = []
+    while True:
+        if _a_first(len(sa)):
+            ta = timed_calls(fn_a, number_a, clock)
+            tb = timed_calls(fn_b, number_b, clock)
+        else:
+            tb = timed_calls(fn_b, number_b, clock)
+            ta = timed_calls(fn_a, number_a, clock)
+        sa.append(ta / number_a)
+        sb.append(tb / number_b)
+        n = len(sa)
+        stable = False
+        if n >= policy.min_samples and (n - policy.min_samples) % COMPARE_CHECK_EVERY == 0:
+            ci = stats.comparison_ci(sa, sb)
+            ratio = stats.median(sa) / stats.median(sb)
+            stable = stats.relative_half_width(ci[0], ci[1], ratio) <= policy.target_rel_ci
+        reason = _stop_reason(stable, n, policy, spent() - start)
+        if reason:
+            return sa, sb, reason
 
 
 def measure_parts(

@@ -19,16 +19,25 @@ from rooftune.cli.options import (
     Optimizer,
     Train,
     Transform,
-    _parse_int_list,
     batch_option,
     budget_option,
     device_option,
     input_option,
     json_option,
     model_option,
+    parse_int_list,
     threads_option,
 )
-from rooftune.cli.printing import Table, _progress, _rate, _seconds, err, labelled, out, print_sensitivity
+from rooftune.cli.printing import (
+    Table,
+    err,
+    labelled,
+    out,
+    print_sensitivity,
+    progress_reporter,
+    rate_text,
+    seconds_text,
+)
 from rooftune.errors import InvalidArgument
 from rooftune.fileio import json_text
 from rooftune.paths import output_dir, output_file
@@ -46,15 +55,15 @@ def _print_analysis(a: Any, top: int) -> None:
         f"input {', '.join(format_shape(tuple(s)) for s in a.input_shapes)}; {len(a.ops)} ops captured by {a.capture}"
     )
     out.print(
-        f"end-to-end [bold]{_seconds(a.end_to_end_s)}[/bold] (IQR {_seconds(a.end_to_end_iqr_s)}, {a.runs} runs); "
-        f"sum of op times {_seconds(a.ops_sum_s)} per run (median); each run of the ops against the end-to-end run "
+        f"end-to-end [bold]{seconds_text(a.end_to_end_s)}[/bold] (IQR {seconds_text(a.end_to_end_iqr_s)}, {a.runs} runs); "
+        f"sum of op times {seconds_text(a.ops_sum_s)} per run (median); each run of the ops against the end-to-end run "
         f"beside it: {a.accounting_ratio:.1%} of it (median, 95% CI {a.accounting_ci[0]:.1%}-{a.accounting_ci[1]:.1%}); "
-        + (f"unattributed {_seconds(a.between_ops_s)}" if a.between_ops_s is not None
+        + (f"unattributed {seconds_text(a.between_ops_s)}" if a.between_ops_s is not None
            else "its interval reaches 100%: no time between ops measurable")
     )
     out.print(
-        f"roofline lower bound [bold]{_seconds(a.lower_bound_s)}[/bold]: efficiency {a.efficiency:.1%}; "
-        f"{_rate(a.flops, 'FLOP')}, {fmt_size(a.bytes)} compulsory, {_rate(a.flops / a.end_to_end_s, 'FLOP/s')} attained"
+        f"roofline lower bound [bold]{seconds_text(a.lower_bound_s)}[/bold]: efficiency {a.efficiency:.1%}; "
+        f"{rate_text(a.flops, 'FLOP')}, {fmt_size(a.bytes)} compulsory, {rate_text(a.flops / a.end_to_end_s, 'FLOP/s')} attained"
     )
     out.print("time by bound (each op's median time, share of end-to-end): "
               + ", ".join(f"{k} {v:.0%}" for k, v in a.by_bound().items()))
@@ -66,20 +75,20 @@ def _print_analysis(a: Any, top: int) -> None:
         t.add_column(col, justify=just)
     for o in sorted(a.ops, key=lambda o: -o.time_s)[:top]:
         t.add_row(
-            o.module or o.name, o.kind, _seconds(o.time_s), f"{o.time_s / a.end_to_end_s:.1%}",
+            o.module or o.name, o.kind, seconds_text(o.time_s), f"{o.time_s / a.end_to_end_s:.1%}",
             f"{o.attained_flops / 1e9:.1f}" if o.attained_flops else "-",
             o.bound, f"{o.efficiency:.0%}" if o.efficiency is not None else "-",
-            _seconds(o.headroom_s) if o.headroom_s is not None else "-",
+            seconds_text(o.headroom_s) if o.headroom_s is not None else "-",
         )
     out.print(t)
     out.print("[bold]Top opportunities[/bold] (headroom = measured - roofline lower bound; alike ops summed):")
     for i, g in enumerate(a.opportunity_groups(top), 1):
         who = f"{g['name']} ({g['module']})" if g["count"] == 1 else f"{g['count']} alike ops ({g['module']})"
-        out.print(f" {i:2d}. {who}: {_seconds(g['headroom_s'])} - {g['reason']}", markup=False, highlight=False)
+        out.print(f" {i:2d}. {who}: {seconds_text(g['headroom_s'])} - {g['reason']}", markup=False, highlight=False)
     if a.phases_s:
         out.print(f"training step ({a.train['optimizer'] if a.train else 'sgd'}): {a.samples_per_s:.1f} samples/s; "
                   "by phase (median of the end-to-end runs; sum of its ops' median times): "
-                  + ", ".join(f"{r['phase']} {_seconds(r['time_s'])} ({r['share']:.0%}; ops {_seconds(r['ops_time_s'])})"
+                  + ", ".join(f"{r['phase']} {seconds_text(r['time_s'])} ({r['share']:.0%}; ops {seconds_text(r['ops_time_s'])})"
                               for r in a.by_phase()))
     for w in a.warnings:
         labelled(err, "warning", "yellow", w)
@@ -139,8 +148,8 @@ def analyze(
     from rooftune.report import plot_analysis
     from rooftune.report.figures import check_figure_format
 
-    batches = _parse_int_list(batch, "batch")
-    thread_list = _parse_int_list(threads, "thread count")
+    batches = parse_int_list(batch, "batch")
+    thread_list = parse_int_list(threads, "thread count")
     args = model_args(input_shape, option, train=train, optimizer=optimizer, loss=loss)
     check_top(top, "--top")  # the library's rules, checked before anything is measured
     check_figure_format(fmt, "--format")
@@ -151,7 +160,7 @@ def analyze(
     spec = data_spec(data, metric=metric, max_drop=max_drop, transform=transform)
     if spec is not None and args.train is not None:
         raise InvalidArgument("--data", spec.data, "allowed only without --train (int8 sensitivity is of inference)")
-    progress, update = _progress()
+    progress, update = progress_reporter()
     with progress:
         analyses = run_analysis(
             model, batch=batches, inputs=args.shapes, options=args.options, threads=thread_list,

@@ -13,14 +13,14 @@ from rich.text import Text
 
 from rooftune.cli.options import (
     DB_HELP,
-    _parse_int_list,
-    _parse_names,
     db_option,
     device_option,
     json_option,
+    parse_int_list,
+    parse_names,
     threads_option,
 )
-from rooftune.cli.printing import Table, _progress, _rate, err, labelled, out
+from rooftune.cli.printing import Table, err, labelled, out, progress_reporter, rate_text
 from rooftune.errors import InvalidArgument
 from rooftune.fileio import json_text
 from rooftune.units import fmt_size
@@ -49,7 +49,7 @@ def _print_ceilings(c: Any) -> None:
         for n in c.threads:
             t.add_column(f"{n} thread{'s' if n > 1 else ''}", justify="right")
         for name, per in c.peak_flops_per_thread.items():
-            t.add_row(name, *[_rate(per.get(n, float("nan")), "FLOP/s") for n in c.threads])
+            t.add_row(name, *[rate_text(per.get(n, float("nan")), "FLOP/s") for n in c.threads])
         for name in c.skipped:
             t.add_row(name, *["skipped" for _ in c.threads])
     else:  # more thread counts than fit across: one row per count
@@ -57,7 +57,7 @@ def _print_ceilings(c: Any) -> None:
         for name in c.peak_flops_per_thread:
             t.add_column(name, justify="right")
         for n in c.threads:
-            t.add_row(str(n), *[_rate(per.get(n, float("nan")), "") for per in c.peak_flops_per_thread.values()])
+            t.add_row(str(n), *[rate_text(per.get(n, float("nan")), "") for per in c.peak_flops_per_thread.values()])
     out.print(t)
     for name, reason in c.skipped.items():
         out.print(Text(f"{name} skipped: {reason}", style="dim"))
@@ -91,8 +91,8 @@ def _bandwidth_table(c: Any, title: str, capacity: dict[str, int]) -> Any:
         b.add_column(k, justify="right")
     for level, bw in c.bandwidth.items():
         cap = capacity.get(level)
-        b.add_row(level, fmt_size(cap) if cap else "-", _rate(bw, "B/s"),
-                  *[_rate(c.bandwidth_by_kernel[k][level], "B/s") if level in c.bandwidth_by_kernel[k] else "-"
+        b.add_row(level, fmt_size(cap) if cap else "-", rate_text(bw, "B/s"),
+                  *[rate_text(c.bandwidth_by_kernel[k][level], "B/s") if level in c.bandwidth_by_kernel[k] else "-"
                     for k in kernels])
     return b
 
@@ -116,7 +116,7 @@ def _print_gpu_ceilings(c: Any) -> None:
     for name, rate in c.peak_flops.items():
         what = ("vector FMA microkernel (Triton)" if not name.startswith("gemm_")
                 else f"torch matrix product {c.details.get('gemm_size')}^3, error {errors.get(name[5:], float('nan')):.1g}")
-        t.add_row(name, _rate(rate, "FLOP/s"), what)
+        t.add_row(name, rate_text(rate, "FLOP/s"), what)
     for name in c.skipped:
         if name != "bandwidth":  # the sweep is no roof; its reason is printed below
             t.add_row(name, "skipped", "")
@@ -154,8 +154,8 @@ def machine(
     from rooftune.report import plot_sweep as draw_sweep
 
     kind, index = parse_device(device)
-    thread_list = _parse_int_list(threads, "thread count")
-    precisions = _parse_names(precision, "--precision", "fp32,fp64")
+    thread_list = parse_int_list(threads, "thread count")
+    precisions = parse_names(precision, "--precision", "fp32,fp64")
     if kind == "cuda":
         from rooftune.machine.gpu import validate_gpu_precisions
 
@@ -172,7 +172,7 @@ def machine(
         from rooftune.platform.gpu import check_cuda
 
         check_cuda(index or 0, device)
-    progress, update = _progress()
+    progress, update = progress_reporter()
     c: Ceilings | GpuCeilings
     with progress:
         if kind == "cuda":

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from rooftune.cli.options import _parse_names
+from rooftune.cli.options import parse_names
 
 if TYPE_CHECKING:
     from rooftune.workload.training import TrainSpec
@@ -34,5 +34,5 @@ def model_args(input_shape: list[str] | None, option: list[str] | None, runtime:
 
     shapes = [parse_shape(s) for s in input_shape or []]
     options = parse_options(option or [])
-    runtimes = _parse_names(runtime, "--runtime", "eager,onnxruntime")
+    runtimes = parse_names(runtime, "--runtime", "eager,onnxruntime")
     return ModelArgs(shapes or None, options, runtimes, spec_from_options(train, optimizer, loss))

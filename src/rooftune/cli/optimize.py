@@ -24,23 +24,23 @@ from rooftune.cli.options import (
     Optimizer,
     Train,
     Transform,
-    _parse_names,
     batch_option,
     bf16_option,
     budget_option,
     input_option,
     int8_option,
     json_option,
+    parse_names,
     runtime_option,
 )
 from rooftune.cli.printing import (
     SENSITIVITY_TOP,
     Table,
-    _print_load_hint,
-    _progress,
     err,
     out,
+    print_load_hint,
     print_sensitivity,
+    progress_reporter,
 )
 from rooftune.fileio import json_text
 from rooftune.units import ci_text
@@ -79,9 +79,9 @@ def optimize(
     from rooftune.tuning import precisions_for
 
     args = model_args(input_shape, option, runtime, train, optimizer, loss)
-    skipped = _parse_names(skip, "--skip", "tune,select", "steps") or []
+    skipped = parse_names(skip, "--skip", "tune,select", "steps") or []
     steps = steps_without(skipped, "--skip")
-    progress, update = _progress()
+    progress, update = progress_reporter()
     with progress:
         r = run_optimize(model, batch=batch, inputs=args.shapes, options=args.options or None,
                          objective=objective, budget_s=budget, out=out_dir, store=db,
@@ -114,7 +114,7 @@ def optimize(
                       f"({ci_text(c['ci'][0], c['ci'][1], label='95 % CI ')})", highlight=False)
         out.print(f"report: {r.out / 'report.html'}", markup=False, highlight=False)
         if "best configuration" in r.files:
-            _print_load_hint(r.out / "best.json")
+            print_load_hint(r.out / "best.json")
     if r.interrupted:
         err.print(f"interrupted: the partial report is {r.out / 'report.html'}; measurements taken are stored",
                   markup=False)

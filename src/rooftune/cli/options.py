@@ -122,7 +122,7 @@ Cluster = Annotated[str | None, typer.Option("--cluster", help="Run on the nodes
 INT8_GUARD = "post-training static quantization; guard: cosine >= 0.99, top-1 >= 99%"
 
 
-def _parse_names(value: str | Sequence[str] | None, name: str, example: str, what: str = "names") -> list[str] | None:
+def parse_names(value: str | Sequence[str] | None, name: str, example: str, what: str = "names") -> list[str] | None:
     """A comma-separated list given on the command line, or a list option given several times
     (``--skip tune --skip select`` is ``--skip tune,select``); None when the option was not given,
     refused when it was given empty (``--precision ''`` must not mean "all of them")."""
@@ -136,8 +136,8 @@ def _parse_names(value: str | Sequence[str] | None, name: str, example: str, wha
     return items
 
 
-def _parse_int_list(value: str | Sequence[str] | None, name: str) -> list[int] | None:
-    items = _parse_names(value, name, "1,2", what="integers")
+def parse_int_list(value: str | Sequence[str] | None, name: str) -> list[int] | None:
+    items = parse_names(value, name, "1,2", what="integers")
     if items is None:
         return None
     bad = next((v for v in items if not v.lstrip("+-").isdecimal()), None)

@@ -15,17 +15,26 @@ from rooftune.cli.options import (
     Inputs,
     JsonOut,
     ModelOptions,
-    _parse_names,
     batch_option,
     eval_option,
     json_option,
     models_option,
+    parse_names,
     platform_option,
     save_option,
     seed_option,
     threads_option,
 )
-from rooftune.cli.printing import Table, _pct, _progress, _seconds, _status, err, labelled, out
+from rooftune.cli.printing import (
+    Table,
+    err,
+    labelled,
+    out,
+    percent_text,
+    progress_reporter,
+    seconds_text,
+    status_display,
+)
 from rooftune.errors import InvalidArgument
 from rooftune.fileio import json_text
 from rooftune.paths import output_dir, output_file
@@ -42,9 +51,9 @@ def _print_eval(r: dict[str, Any]) -> None:
                 "regret worst", "fit"):
         t.add_column(col, justify="left" if col == "model" else "right")
     for name, m in r["regressors"].items():
-        t.add_row(name, _pct(m.get("mape")), _pct(m.get("rmspe")), _pct(m.get("within_10pct")),
-                  f"{m.get('spearman', math.nan):.3f}", _pct(m.get("top1")), _pct(m.get("top1_within_5pct")),
-                  _pct(m.get("regret_mean")), _pct(m.get("regret_worst")), _seconds(m.get("fit_s", math.nan)))
+        t.add_row(name, percent_text(m.get("mape")), percent_text(m.get("rmspe")), percent_text(m.get("within_10pct")),
+                  f"{m.get('spearman', math.nan):.3f}", percent_text(m.get("top1")), percent_text(m.get("top1_within_5pct")),
+                  percent_text(m.get("regret_mean")), percent_text(m.get("regret_worst")), seconds_text(m.get("fit_s", math.nan)))
     out.print(t)
     _print_by_primitive(r["regressors"])
     ps = r.get("probe_scaling") or {}
@@ -54,28 +63,28 @@ def _print_eval(r: dict[str, Any]) -> None:
                   f"{ps['p90']:.3f})", highlight=False)
     rep = r.get("repeatability") or {}
     if rep.get("rows"):
-        out.print(f"the held-out rows against themselves: {_pct(rep['within_10pct'])} of {rep['rows']} had a second pass "
-                  f"within 10 % of their stored time ({_pct(rep['within_5pct'])} within 5 %); a row that disagrees "
+        out.print(f"the held-out rows against themselves: {percent_text(rep['within_10pct'])} of {rep['rows']} had a second pass "
+                  f"within 10 % of their stored time ({percent_text(rep['within_5pct'])} within 5 %); a row that disagrees "
                   "with itself by more is predicted within +-10 % only by chance", highlight=False)
         if rep.get("fastest_specs"):
-            out.print(f"their second-fastest passes name the same fastest primitive on {_pct(rep['same_fastest'])} of "
+            out.print(f"their second-fastest passes name the same fastest primitive on {percent_text(rep['same_fastest'])} of "
                       f"{rep['fastest_specs']} specs (the top-1 of a second look)", highlight=False)
         steady = {name: m for name, m in r["regressors"].items() if m.get("steady_pairs")}
         if steady:
             out.print("within +-10 % on the steady rows only: " + ", ".join(
-                f"{name} {_pct(m['within_10pct_steady'])} of {m['steady_pairs']}" for name, m in steady.items()),
+                f"{name} {percent_text(m['within_10pct_steady'])} of {m['steady_pairs']}" for name, m in steady.items()),
                 highlight=False)
     t = Table(title="Choosing the method directly (held-out networks)", title_justify="left")
     for col in ("chooser", "accuracy", "regret mean", "regret worst", "fallbacks"):
         t.add_column(col, justify="left" if col == "chooser" else "right")
     for group in ("classifiers", "baselines"):
         for name, m in r.get(group, {}).items():
-            t.add_row(f"{name} ({group[:-1]})", _pct(m.get("accuracy")), _pct(m.get("regret_mean")),
-                      _pct(m.get("regret_worst")), str(m.get("fallbacks", 0)))
+            t.add_row(f"{name} ({group[:-1]})", percent_text(m.get("accuracy")), percent_text(m.get("regret_mean")),
+                      percent_text(m.get("regret_worst")), str(m.get("fallbacks", 0)))
     out.print(t)
     if "select_time" in r:
         st = r["select_time"]
-        out.print(f"selecting all {st['layers']} convolutions of {st['model']}: {_seconds(st['seconds'])}", markup=False,
+        out.print(f"selecting all {st['layers']} convolutions of {st['model']}: {seconds_text(st['seconds'])}", markup=False,
                   highlight=False)
 
 
@@ -95,7 +104,7 @@ def _print_by_primitive(regressors: dict[str, Any]) -> None:
     for p in prims:
         cells = [regressors[n]["by_primitive"].get(p) for n in names]
         pairs = next(c["pairs"] for c in cells if c)
-        t.add_row(p, str(pairs), *(f"{_pct(c['within_10pct'])}  x{c['bias']:.2f}" if c else "-" for c in cells))
+        t.add_row(p, str(pairs), *(f"{percent_text(c['within_10pct'])}  x{c['bias']:.2f}" if c else "-" for c in cells))
     out.print(t)
 
 
@@ -111,7 +120,7 @@ def _curve_table(result: dict[str, Any], key: str, title: str) -> Table:
         t.add_column(f"k={k}", justify="right")
     for m, c in result["curve"].items():
         if any(key in v for v in c.values()):
-            t.add_row(m, *[_pct(c[k][key]) if key in c.get(k, {}) else "-" for k in result["ks"]])
+            t.add_row(m, *[percent_text(c[k][key]) if key in c.get(k, {}) else "-" for k in result["ks"]])
     return t
 
 
@@ -121,13 +130,13 @@ def _print_target_repeatability(result: dict[str, Any]) -> None:
     rep = result.get("repeatability") or {}
     if not rep.get("rows"):
         return
-    out.print(f"the target's rows against themselves: {_pct(rep['within_10pct'])} of {rep['rows']} had a second pass "
-              f"within 10 % of their stored time ({_pct(rep['within_5pct'])} within 5 %)", highlight=False)
+    out.print(f"the target's rows against themselves: {percent_text(rep['within_10pct'])} of {rep['rows']} had a second pass "
+              f"within 10 % of their stored time ({percent_text(rep['within_5pct'])} within 5 %)", highlight=False)
     if any("within_10pct_steady" in v for c in result["curve"].values() for v in c.values()):
         out.print(_curve_table(result, "within_10pct_steady",
                                "within +-10 % on the steady test rows only (second pass within 10 %)"))
     if rep["within_10pct"] < POOR_REPEATABILITY:
-        labelled(err, "warning", "yellow", f"only {_pct(rep['within_10pct'])} of the target's rows repeat within 10 %: "
+        labelled(err, "warning", "yellow", f"only {percent_text(rep['within_10pct'])} of the target's rows repeat within 10 %: "
                   "the curve measures their noise more than the transfer; profile the target again in a quieter "
                   "hour (rooftune profile says how the machine read)")
 
@@ -171,13 +180,13 @@ def train(
         data = load_profile_data(s, platform, threads)
     report: dict[str, Any] = {}
     if eval_:
-        nets = _parse_names(held_out, "--held-out", "resnet50,mobilenet_v2")
+        nets = parse_names(held_out, "--held-out", "resnet50,mobilenet_v2")
         for n in nets or []:
             if n not in data.networks:
                 raise InvalidArgument("--held-out", n, f"profiled networks: {', '.join(data.networks) or 'none'}")
-        with _status("evaluating (leave one network out)") as status:
+        with status_display("evaluating (leave one network out)") as status:
             report = evaluate(data, held_out=nets, progress=lambda m: status.update(m))
-    with _status(f"fitting {estimator} on {len(data)} specs", at_once=True):
+    with status_display(f"fitting {estimator} on {len(data)} specs", at_once=True):
         model = fit(data, estimator, save, target=target)
     if eval_:
         report["select_time"] = select_time(model)
@@ -261,7 +270,7 @@ def transfer(
         elif data.platform_id in ((getattr(base_model, "provenance_", None) or {}).get("platforms") or []):
             labelled(err, "warning", "yellow", f"the base model was trained on platform {data.platform_id}'s data: "
                       "the curve measures it on what it has seen")
-        with _status("learning curve") as status:
+        with status_display("learning curve") as status:
             result = learning_curve(base_model, data, sampler=sampler, seed=seed, progress=lambda m: status.update(m),
                                     others=others)
         result["base"] = describe_base([base_model, *others])
@@ -277,8 +286,8 @@ def transfer(
         if curve:
             out.print(f"learning curve written to {curve}", markup=False)
         return
-    progress, update = _progress()
-    names = _parse_names(models or TRANSFER_POOL, "--models", "resnet50,mobilenet_v2", "model names") or []
+    progress, update = progress_reporter()
+    names = parse_names(models or TRANSFER_POOL, "--models", "resnet50,mobilenet_v2", "model names") or []
     bases = [base_model] if base_model is not None else load_base_models()
     with progress:
         _model, info = adapt(bases, samples=samples, sampler=sampler, method=method, models=names, seed=seed,
@@ -325,7 +334,7 @@ def select(
     if save is not None:
         output_dir(save, "--save", parents=True)
     perf, source = (load_model(model_file), model_file) if model_file is not None else default_model()
-    with _status("selecting") as status:
+    with status_display("selecting") as status:
         r = run_select(model, batch=batch, shapes=shapes or None, options=options or None, threads=threads,
                        perfmodel=perf, db=db, strategy=strategy,
                        measure_s=8.0 if measure else None, progress=lambda m: status.update(m))
@@ -337,14 +346,14 @@ def select(
         sys.stdout.write(json_text(d, indent=2, default=str) + "\n")
         return
     out.print(f"{r.model} (batch {r.batch}, {threads_of(r.threads)}): {r.layers} convolutions selected in "
-              f"{_seconds(r.select_time_s)} with {source} ({r.selection.strategy})", markup=False, highlight=False)
+              f"{seconds_text(r.select_time_s)} with {source} ({r.selection.strategy})", markup=False, highlight=False)
     t = Table(title="Selected primitive per convolution", title_justify="left")
     for col in ("layer", "spec", "primitive", "predicted"):
         t.add_column(col, justify="right" if col == "predicted" else "left")
     fell = {f["layer"] for f in r.verification.fallbacks}
     for c in r.selection.choices:
         prim = c.primitive + (" -> default (failed verification)" if c.layer in fell else "")
-        t.add_row(c.layer, c.spec.describe(), prim, _seconds(c.time_s) + (" (extrapolated)" if c.extrapolated else ""))
+        t.add_row(c.layer, c.spec.describe(), prim, seconds_text(c.time_s) + (" (extrapolated)" if c.extrapolated else ""))
     out.print(t)
     v = r.verification
     out.print(f"verification: {'ok' if v.ok else 'FAILED'}: max error {v.max_rel:.2e} of the output's scale "
@@ -353,7 +362,7 @@ def select(
     for label, cmp in r.comparisons.items():
         ci = ci_text(cmp["ci"][0], cmp["ci"][1], 3, "95 % CI ")
         out.print(f"selected vs {r.label(label)}: {cmp['speedup']:.3f}x ({ci}), "
-                  f"{_seconds(cmp['selected_s'])} vs {_seconds(cmp['other_s'])}", markup=False, highlight=False)
+                  f"{seconds_text(cmp['selected_s'])} vs {seconds_text(cmp['other_s'])}", markup=False, highlight=False)
     for n in r.notes:
         out.print(f"note: {n}", markup=False, highlight=False)
     if save:

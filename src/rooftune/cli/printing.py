@@ -98,7 +98,7 @@ def labelled(console: Console, label: str, style: str, message: object) -> None:
     console.print(Text.assemble((f"{label}:", style), " ", str(message)), highlight=False, soft_wrap=True)
 
 
-def _rate(v: float, unit: str) -> str:
+def rate_text(v: float, unit: str) -> str:
     return fmt_rate(v, unit, decimals=1)
 
 
@@ -163,12 +163,12 @@ class _Spinner:
         self.status.update(Text(visible(message)))
 
 
-def _status(first: str, at_once: bool = False) -> Any:
+def status_display(first: str, at_once: bool = False) -> Any:
     """A spinner with a message on a terminal (``.update(message)``), else :class:`_Lines`."""
     return _Spinner(first) if err.is_terminal else _Lines(first, at_once=at_once)
 
 
-def _progress() -> tuple[Any, Any]:
+def progress_reporter() -> tuple[Any, Any]:
     """A context and ``update(step, done, total)``: Rich's transient bars on a terminal, else
     :class:`_Lines`."""
     if not err.is_terminal:
@@ -204,7 +204,7 @@ def _progress() -> tuple[Any, Any]:
     return progress, update
 
 
-def _seconds(t: float) -> str:
+def seconds_text(t: float) -> str:
     if abs(t) >= 1:
         return f"{t:.2f} s"
     if abs(t) >= 1e-3:
@@ -212,11 +212,11 @@ def _seconds(t: float) -> str:
     return f"{t * 1e6:.1f} us"
 
 
-def _pct(v: Any) -> str:
+def percent_text(v: Any) -> str:
     return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v * 100:.1f} %"
 
 
-def _print_load_hint(path: Any) -> None:
+def print_load_hint(path: Any) -> None:
     """How to run a saved configuration in one's own program, in one line."""
     out.print(f"in your program: rooftune.load_tuned({str(path)!r}), started by "
               f"rooftune exec --config {shlex.quote(str(path))} -- ...", markup=False, highlight=False, soft_wrap=True)

@@ -12,16 +12,16 @@ from rooftune.cli.options import (
     Cluster,
     Db,
     JsonOut,
-    _parse_int_list,
-    _parse_names,
     batch_option,
     budget_option,
     int8_option,
     models_option,
+    parse_int_list,
+    parse_names,
     seed_option,
     threads_option,
 )
-from rooftune.cli.printing import Table, _progress, _seconds, err, labelled, out
+from rooftune.cli.printing import Table, err, labelled, out, progress_reporter, seconds_text
 from rooftune.errors import InvalidArgument
 from rooftune.fileio import json_text
 
@@ -57,8 +57,8 @@ def _print_profile(result: Any, summary: list[dict[str, Any]]) -> None:
         t.add_column(col, justify="left" if col in ("model", "winners (layers)") else "right")
     for r in summary:
         wins = ", ".join(f"{k} {v}" for k, v in r["wins"].items())
-        t.add_row(r["model"], str(r["threads"]), f"{r['profiled']}/{r['layers']}", _seconds(r["baseline_s"]),
-                  _seconds(r["best_s"]), f"{r['speedup']:.2f}x", wins)
+        t.add_row(r["model"], str(r["threads"]), f"{r['profiled']}/{r['layers']}", seconds_text(r["baseline_s"]),
+                  seconds_text(r["best_s"]), f"{r['speedup']:.2f}x", wins)
     out.print(t)
 
 
@@ -135,10 +135,10 @@ def profile(
     from rooftune.profiling import run_isa_variant, summarize
     from rooftune.store import Store
 
-    batches = _parse_int_list(batch, "batch") or [1]
-    thread_list = _parse_int_list(threads, "threads")
-    names = _parse_names(models, "--models", "resnet50,mobilenet_v2", "model names") or []
-    prims = _parse_names(primitives, "--primitives", "onednn-nchw,aten-im2col-gemm")
+    batches = parse_int_list(batch, "batch") or [1]
+    thread_list = parse_int_list(threads, "threads")
+    names = parse_names(models, "--models", "resnet50,mobilenet_v2", "model names") or []
+    prims = parse_names(primitives, "--primitives", "onednn-nchw,aten-im2col-gemm")
     if cluster is not None:
         if isa_variant is not None:
             raise InvalidArgument("--isa-variant", isa_variant, "not allowed with --cluster (a node profiles as "
@@ -161,7 +161,7 @@ def profile(
         if code:
             raise typer.Exit(code)
         return
-    progress, update = _progress()
+    progress, update = progress_reporter()
     with progress:
         result, layers = run_profile(names, sample=sample, batches=batches, threads=thread_list, primitives=prims,
                                      precisions=("fp32", "int8") if int8 else ("fp32",), budget_s=budget, seed=seed,
@@ -181,7 +181,7 @@ def _profile_fleet(cluster: str, names: list[str], *, sample: int, batches: list
                    extra_passes: int, json_out: bool) -> None:
     from rooftune.profiling import profile_fleet
 
-    progress, update = _progress()
+    progress, update = progress_reporter()
     with progress:
         result, _ = profile_fleet(cluster, names, sample=sample, batches=batches, threads=threads,
                                   primitives=primitives, precisions=("fp32", "int8") if int8 else ("fp32",),

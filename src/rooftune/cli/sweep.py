@@ -12,14 +12,14 @@ from rooftune.cli.options import (
     Cluster,
     Db,
     JsonOut,
-    _parse_int_list,
-    _parse_names,
     batch_option,
     budget_option,
     device_option,
+    parse_int_list,
+    parse_names,
     threads_option,
 )
-from rooftune.cli.printing import Table, _progress, _seconds, out
+from rooftune.cli.printing import Table, out, progress_reporter, seconds_text
 from rooftune.errors import InvalidArgument
 from rooftune.fileio import json_text
 
@@ -52,7 +52,7 @@ def _print(result: Any) -> None:
                       p.reason[:60])
             continue
         ci = f"{p.rel_ci * 100:.1f} %" if p.rel_ci is not None else "-"
-        t.add_row(fam.describe(p.params), p.pass_, p.precision, p.variant.label(), _seconds(p.median_s),
+        t.add_row(fam.describe(p.params), p.pass_, p.precision, p.variant.label(), seconds_text(p.median_s),
                   ci + (" !" if p.flagged else ""), fmt_rate(p.attained_flops, "FLOP/s"),
                   fmt_rate(p.attained_bandwidth, "B/s"), p.bound,
                   f"{p.efficiency * 100:.0f} %" if p.efficiency is not None else "-",
@@ -110,13 +110,13 @@ def sweep(
         output_file(export, "--export", FORMATS)
     if report is not None:
         output_dir(report, "--report")
-    progress_ctx, update = _progress()
+    progress_ctx, update = progress_reporter()
     with progress_ctx:
         result = run_sweep(
-            family, grid or None, passes=_parse_names(passes, "--pass", "fwd,bwd"),
-            precisions=_parse_names(precision, "--precision", "fp32,bf16"),
-            algorithms=_parse_names(algorithm, "--algorithm", "default,onednn-nhwc"),
-            layouts=_parse_names(layout, "--layout", "NCHW,NHWC"), threads=_parse_int_list(threads, "--threads"),
+            family, grid or None, passes=parse_names(passes, "--pass", "fwd,bwd"),
+            precisions=parse_names(precision, "--precision", "fp32,bf16"),
+            algorithms=parse_names(algorithm, "--algorithm", "default,onednn-nhwc"),
+            layouts=parse_names(layout, "--layout", "NCHW,NHWC"), threads=parse_int_list(threads, "--threads"),
             device=device, budget_s=budget, point_budget_s=point_budget, quick=quick, db=db, confirm=confirm,
             progress=lambda done, total, point: update("sweep points", done, total), cluster=cluster)
     # on a cluster one result per platform, each from the shared store as a sweep of one machine of it

@@ -37,12 +37,12 @@ from rooftune.cli.options import (
 from rooftune.cli.printing import (
     SENSITIVITY_TOP,
     Table,
-    _print_load_hint,
-    _progress,
     err,
     labelled,
     out,
+    print_load_hint,
     print_sensitivity,
+    progress_reporter,
 )
 from rooftune.fileio import json_text
 from rooftune.paths import output_file
@@ -122,7 +122,7 @@ def tune(
     args = model_args(input_shape, option, runtime, train, optimizer, loss)
     if save is not None:
         output_file(save, "--save")
-    progress, update = _progress()
+    progress, update = progress_reporter()
     with progress:
         r = run_tune(model, objective=objective, budget_s=budget, trials=trials, batch=batch, inputs=args.shapes,
                      options=args.options, guidelines_only=guidelines_only,
@@ -136,7 +136,7 @@ def tune(
         _print_tune(r)
         if save:
             out.print(f"wrote {save}", markup=False)
-            _print_load_hint(save)
+            print_load_hint(save)
 
 
 def exec_(

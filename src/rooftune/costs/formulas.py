@@ -97,7 +97,7 @@ FILL_OPS = frozenset("zeros ones empty full zeros_like ones_like empty_like full
 REDUCTION_OPS = frozenset("sum mean amax amin max min prod var std argmax argmin logsumexp".split())
 
 
-def _io_bytes(op: OpNode) -> float:
+def io_bytes(op: OpNode) -> float:
     return float(sum(t.nbytes for t in op.tensors()) + sum(t.nbytes for t in op.outputs))
 
 
@@ -108,7 +108,7 @@ def _first(op: OpNode) -> TensorMeta:
     return ts[0]
 
 
-def _out(op: OpNode) -> TensorMeta:
+def first_output(op: OpNode) -> TensorMeta:
     if not op.outputs:
         raise ValueError(f"{op.target} has no tensor output")
     return op.outputs[0]
@@ -117,14 +117,14 @@ def _out(op: OpNode) -> TensorMeta:
 def conv(op: OpNode) -> tuple[float, float]:
     """2 * N * K * prod(out spatial) * (C/g) * prod(kernel); transposed: over the input's spatial
     size (torch.utils.flop_counter's conv_flop_count)."""
-    x, w, y = op.tensor("input") or _first(op), op.tensor("weight"), _out(op)
+    x, w, y = op.tensor("input") or _first(op), op.tensor("weight"), first_output(op)
     if w is None:
         raise ValueError("convolution without a weight tensor")
     transposed = bool(op.args.get("transposed", False)) or op.op.startswith("conv_transpose")
     spatial = (x.shape if transposed else y.shape)[2:]
     c_out, c_in, *kernel = w.shape
     flops = 2 * x.shape[0] * c_out * c_in * math.prod(kernel) * math.prod(spatial)
-    return float(flops), _io_bytes(op)
+    return float(flops), io_bytes(op)
 
 
 def linear(op: OpNode) -> tuple[float, float]:
@@ -135,7 +135,7 @@ def linear(op: OpNode) -> tuple[float, float]:
     k = x.shape[-1]
     m = x.numel // k if k else 0
     n = w.shape[0] if len(w.shape) == 2 else 1
-    return float(2 * m * n * k), _io_bytes(op)
+    return float(2 * m * n * k), io_bytes(op)
 
 
 def matmul(op: OpNode) -> tuple[float, float]:
@@ -143,10 +143,10 @@ def matmul(op: OpNode) -> tuple[float, float]:
     names = {"addmm": "mat1", "baddbmm": "batch1", "addbmm": "batch1", "addmv": "mat"}
     a = op.tensor(names.get(op.op.rstrip("_"), "self")) or _first(op)
     k = a.shape[-1]
-    out_numel = _out(op).numel
+    out_numel = first_output(op).numel
     if op.op == "addbmm":  # sums the batch: every batch product is counted
         out_numel *= a.shape[0]
-    return float(2 * out_numel * k), _io_bytes(op)
+    return float(2 * out_numel * k), io_bytes(op)
 
 
 def einsum(op: OpNode) -> tuple[float, float]:
@@ -166,7 +166,7 @@ def einsum(op: OpNode) -> tuple[float, float]:
             raise ValueError(f"einsum {equation!r} against shape {t.shape}")
         sizes.update(zip(letters, t.shape, strict=True))
     space = math.prod(sizes.values())
-    return float(2 * space if len(ts) > 1 else space), _io_bytes(op)
+    return float(2 * space if len(ts) > 1 else space), io_bytes(op)
 
 
 def attention(op: OpNode) -> tuple[float, float]:
@@ -177,7 +177,7 @@ def attention(op: OpNode) -> tuple[float, float]:
     batch = math.prod(q.shape[:-2])
     L, E = q.shape[-2], q.shape[-1]
     S, Ev = k.shape[-2], v.shape[-1]
-    return float(2 * batch * L * S * E + 2 * batch * L * S * Ev), _io_bytes(op)
+    return float(2 * batch * L * S * E + 2 * batch * L * S * Ev), io_bytes(op)
 
 
 def multihead_attention(op: OpNode) -> tuple[float, float]:
@@ -195,7 +195,7 @@ def multihead_attention(op: OpNode) -> tuple[float, float]:
     proj = 2 * e * e * (2 * tokens_q + 2 * tokens_k)  # q and out on L tokens, k and v on S tokens
     attn = 4 * batch * L * S * e
     weights = (4 * e * e + 4 * e) * q.itemsize
-    return float(proj + attn), _io_bytes(op) + weights
+    return float(proj + attn), io_bytes(op) + weights
 
 
 def recurrent(op: OpNode) -> tuple[float, float, float, float]:
@@ -237,68 +237,68 @@ def recurrent(op: OpNode) -> tuple[float, float, float, float]:
         if biases:
             per_step += 2 * batch * g * hidden
         flops += dirs * steps * per_step
-    io = _io_bytes(op)  # every weight once; the recurrent ones are read steps - 1 times more
+    io = io_bytes(op)  # every weight once; the recurrent ones are read steps - 1 times more
     return float(flops), io, float(io + (steps - 1) * layers * recurrent_w), float(recurrent_w)
 
 
 def elementwise(op: OpNode) -> tuple[float, float]:
     per = ELEMENTWISE_FLOPS[op.op.rstrip("_")]
-    return float(per * _out(op).numel), _io_bytes(op)
+    return float(per * first_output(op).numel), io_bytes(op)
 
 
 def batch_norm(op: OpNode) -> tuple[float, float]:
-    return float(BATCH_NORM_FLOPS * _out(op).numel), _io_bytes(op)
+    return float(BATCH_NORM_FLOPS * first_output(op).numel), io_bytes(op)
 
 
 def norm(op: OpNode) -> tuple[float, float]:
-    return float(NORM_FLOPS * _out(op).numel), _io_bytes(op)
+    return float(NORM_FLOPS * first_output(op).numel), io_bytes(op)
 
 
 def softmax(op: OpNode) -> tuple[float, float]:
-    return float(SOFTMAX_FLOPS * _out(op).numel), _io_bytes(op)
+    return float(SOFTMAX_FLOPS * first_output(op).numel), io_bytes(op)
 
 
 def pool(op: OpNode) -> tuple[float, float]:
     """One operation per window element per output (adaptive pools: per input element)."""
     if op.op.startswith("adaptive"):
-        return float(_first(op).numel), _io_bytes(op)
+        return float(_first(op).numel), io_bytes(op)
     kernel = op.args.get("kernel_size") or []
-    kernel = [kernel] * (len(_out(op).shape) - 2) if isinstance(kernel, int) else list(kernel)
+    kernel = [kernel] * (len(first_output(op).shape) - 2) if isinstance(kernel, int) else list(kernel)
     if len(kernel) == 1:
-        kernel = kernel * (len(_out(op).shape) - 2)
-    return float(_out(op).numel * math.prod(kernel)), _io_bytes(op)
+        kernel = kernel * (len(first_output(op).shape) - 2)
+    return float(first_output(op).numel * math.prod(kernel)), io_bytes(op)
 
 
 def reduction(op: OpNode) -> tuple[float, float]:
-    return float(_first(op).numel), _io_bytes(op)
+    return float(_first(op).numel), io_bytes(op)
 
 
 def vector_norm(op: OpNode) -> tuple[float, float]:
     """A multiply-add per element (the 2-norm's squares summed; the root once per output)."""
-    return float(2 * _first(op).numel), _io_bytes(op)
+    return float(2 * _first(op).numel), io_bytes(op)
 
 
 def embedding(op: OpNode) -> tuple[float, float]:
     """No arithmetic; the indices, the rows gathered (not the whole table) and the output."""
     idx = op.tensor("indices")
-    out = _out(op)
+    out = first_output(op)
     return 0.0, float((idx.nbytes if idx else 0) + 2 * out.nbytes)
 
 
 def gather(op: OpNode) -> tuple[float, float]:
     """No arithmetic; the index tensors, the elements gathered (as many as the output has, not the
     whole source) and the output."""
-    out = _out(op)
+    out = first_output(op)
     return 0.0, float(sum(t.nbytes for t in op.tensors()[1:]) + 2 * out.nbytes)
 
 
 def interpolation(op: OpNode) -> tuple[float, float]:
     """A multiply-add per tap per output element; the input and the output."""
-    return float(2 * INTERPOLATION_TAPS[op.op] * _out(op).numel), _io_bytes(op)
+    return float(2 * INTERPOLATION_TAPS[op.op] * first_output(op).numel), io_bytes(op)
 
 
 def concat(op: OpNode) -> tuple[float, float]:
-    return 0.0, _io_bytes(op)
+    return 0.0, io_bytes(op)
 
 
 #: View ops that copy where their input is not contiguous (a transposed attention output reshaped).
@@ -308,7 +308,7 @@ COPYING_VIEWS = frozenset("reshape flatten unflatten".split())
 def view(op: OpNode) -> tuple[float, float]:
     """Nothing moves, except for a reshape of a non-contiguous tensor: that is a copy (read and write)."""
     if op.target.removeprefix("aten.").rstrip("_") in COPYING_VIEWS and not _first(op).contiguous:
-        return 0.0, _io_bytes(op)
+        return 0.0, io_bytes(op)
     return 0.0, 0.0
 
 

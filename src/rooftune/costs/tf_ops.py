@@ -171,9 +171,9 @@ def formula_of(op: OpNode) -> tuple[str, Any, OpNode] | None:
 
 def gate_activation(op: OpNode) -> tuple[float, float]:
     """A recurrent cell's gate activation: one operation per element (see the module docstring)."""
-    from rooftune.costs.formulas import _io_bytes, _out
+    from rooftune.costs.formulas import first_output, io_bytes
 
-    return float(_out(op).numel), _io_bytes(op)
+    return float(first_output(op).numel), io_bytes(op)
 
 
 def _with_bias(formula: Any) -> Any:

@@ -25,7 +25,7 @@ def fft_weight_bytes(spec: ConvSpec) -> int:
     return 8 * spec.K * (spec.C // spec.groups) * hp * (wp // 2 + 1)
 
 # Lavin & Gray's matrices: Y = A^T [ (G g G^T) * (B^T d B) ] A
-_WINOGRAD = {
+WINOGRAD_MATRICES = {
     2: (
         [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]],
         [[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]],
@@ -52,7 +52,7 @@ class Winograd(Primitive):
         self.m = m
         self.name = f"winograd-f{m}x{m}"
         self.description = f"Winograd F({m}x{m},3x3), transform-domain products as batched GEMMs"
-        bt, g, at = _WINOGRAD[m]
+        bt, g, at = WINOGRAD_MATRICES[m]
         self.BT = torch.tensor(bt, dtype=torch.float64)
         self.G = torch.tensor(g, dtype=torch.float64)
         self.AT = torch.tensor(at, dtype=torch.float64)

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rooftune.fileio import save_figure as _save
-from rooftune.report.figures import _LEVEL_COLOURS, _figure, check_figure_format, label_roofs
+from rooftune.report.figures import LEVEL_COLOURS, check_figure_format, label_roofs, new_figure
 from rooftune.units import fmt_rate, threads_of
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ def _roof_lines(ax: Any, roofs: dict[str, Any], peak: float, alpha: float = 1.0,
 
     ai = np.logspace(-3, 4, 300)
     for level, bw in roofs["bandwidth"].items():
-        ax.plot(ai, np.minimum(bw * ai, peak), color=_LEVEL_COLOURS.get(level, "grey"), lw=1.5, alpha=alpha,
+        ax.plot(ai, np.minimum(bw * ai, peak), color=LEVEL_COLOURS.get(level, "grey"), lw=1.5, alpha=alpha,
                 label=f"{level} {fmt_rate(bw, 'B/s')}" if label else None)
     ax.axhline(peak, color="black", lw=1.2, alpha=alpha)
 
@@ -54,7 +54,7 @@ def plot_ops_roofline(a: Analysis, path: str | Path) -> Path:
     """Every op with FLOPs as a dot: x = arithmetic intensity, y = attained FLOP/s, area = share of
     time, colour = op kind; the measured roofs of this thread count (or device) behind them, every
     compute roof an op was placed under (a device's matrix roof above its vector peak)."""
-    fig, ax = _figure()
+    fig, ax = new_figure()
     used = _used_roofs(a)
     peak = used[0][1]
     _roof_lines(ax, a.roofs, peak)
@@ -111,7 +111,7 @@ def plot_time_roofline(a: Analysis, path: str | Path) -> Path:
                         label=f"T = F / {fmt_rate(peak, 'FLOP/s')}" + (f" ({name})" if len(used) > 1 else ""))
         else:
             for level, bw in a.roofs["bandwidth"].items():
-                ax.plot(grid, grid / bw, color=_LEVEL_COLOURS.get(level, "grey"), lw=1.5, label=f"T = B / {level} {fmt_rate(bw, 'B/s')}")
+                ax.plot(grid, grid / bw, color=LEVEL_COLOURS.get(level, "grey"), lw=1.5, label=f"T = B / {level} {fmt_rate(bw, 'B/s')}")
         ax.axhline(floor, color="grey", ls="--", lw=1, label=f"dispatch floor {floor * 1e6:.1f} us")
         seen: set[str] = set()
         for o in ops:
@@ -137,7 +137,7 @@ def plot_time_roofline(a: Analysis, path: str | Path) -> Path:
 def plot_trajectory(analyses: Sequence[Analysis], path: str | Path, top: int = 5) -> Path:
     """How the whole model and its top ops move on the roofline as threads or batch grow
     (Javed et al. 2019): one point per analysis, joined in the order given."""
-    fig, ax = _figure()
+    fig, ax = new_figure()
     last = analyses[-1]
     for i, a in enumerate(analyses):
         _roof_lines(ax, a.roofs, _used_roofs(a)[0][1], alpha=0.25 + 0.75 * (i == len(analyses) - 1),

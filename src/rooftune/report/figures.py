@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from rooftune.machine.gpu import GpuCeilings
 
 FIGURE_FORMATS = (".png", ".svg", ".pdf")
-_LEVEL_COLOURS = {"L1": "#1b9e77", "L2": "#d95f02", "L3": "#7570b3", "DRAM": "#e7298a"}
+LEVEL_COLOURS = {"L1": "#1b9e77", "L2": "#d95f02", "L3": "#7570b3", "DRAM": "#e7298a"}
 _ROOF_LABELS = {
     "fp32": "fp32 FMA peak",
     "fp64": "fp64 FMA peak",
@@ -43,7 +43,7 @@ def check_figure_format(fmt: str, option: str = "format") -> str:
     return fmt
 
 
-def _figure() -> tuple[Any, Any]:
+def new_figure() -> tuple[Any, Any]:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -67,13 +67,13 @@ def plot_roofline(ceilings: Ceilings | GpuCeilings, path: str | Path) -> Path:
     """Log-log roofline: attainable FLOP/s against arithmetic intensity, every ceiling labelled."""
     import numpy as np
 
-    fig, ax = _figure()
+    fig, ax = new_figure()
     ai = np.logspace(-3, 4, 400)
     roofs = {k: v for k, v in ceilings.peak_flops.items() if v > 0}
     top = max(roofs.values()) if roofs else 1e9
     for level, bw in ceilings.bandwidth.items():
         y = np.minimum(bw * ai, top)
-        colour = _LEVEL_COLOURS.get(level, "grey")
+        colour = LEVEL_COLOURS.get(level, "grey")
         ax.plot(ai, y, color=colour, lw=1.8, label=f"{level} {fmt_rate(bw, 'B/s')}")
         x_label = 2e-3
         ax.annotate(
@@ -108,26 +108,26 @@ def plot_roofline(ceilings: Ceilings | GpuCeilings, path: str | Path) -> Path:
 
 def plot_sweep(ceilings: Ceilings | GpuCeilings, path: str | Path) -> Path:
     """Bandwidth against working set for each kernel, with cache capacities and detected plateaus."""
-    fig, ax = _figure()
+    fig, ax = new_figure()
     markers = {"read": "o", "copy": "s", "triad": "^"}
     for kind, points in ceilings.sweep.items():
         xs = [b for b, _ in points]
         ys = [r / 1e9 for _, r in points]
         ax.plot(xs, ys, marker=markers.get(kind, "."), ms=3, lw=1, label=f"{kind}")
         for pl in ceilings.plateaus.get(kind, []):
-            colour = _LEVEL_COLOURS.get(pl.level or "", "grey")
+            colour = LEVEL_COLOURS.get(pl.level or "", "grey")
             ax.hlines(pl.bandwidth / 1e9, pl.start_bytes, pl.end_bytes, colors=colour, lw=4, alpha=0.5)
     # Capacities and ceilings are drawn against the sweep; without one (ceilings made by hand or
     # read from an old store) their annotations would sit on empty linear axes and break the layout.
     has_data = any(math.isfinite(r) for pts in ceilings.sweep.values() for _, r in pts)
     if has_data:
         for level, cap in ceilings.capacity_bytes.items():
-            ax.axvline(cap, color=_LEVEL_COLOURS.get(level, "grey"), ls=":", lw=1)
+            ax.axvline(cap, color=LEVEL_COLOURS.get(level, "grey"), ls=":", lw=1)
             ax.annotate(f"{level} {fmt_size(cap)}", (cap, 1), rotation=90, fontsize=8,
                         xycoords=("data", "axes fraction"), va="top", ha="right")
         for level, bw in ceilings.bandwidth.items():
             ax.annotate(f"{level}: {bw / 1e9:.0f} GB/s", (0.99, bw / 1e9), xycoords=("axes fraction", "data"),
-                        ha="right", va="bottom", fontsize=8, color=_LEVEL_COLOURS.get(level, "grey"))
+                        ha="right", va="bottom", fontsize=8, color=LEVEL_COLOURS.get(level, "grey"))
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
     ax.set_xlabel("working set, all arrays (bytes)")

@@ -29,33 +29,33 @@ pre{background:#f6f6f6;padding:.7em;overflow-x:auto;font-size:.85em}
 """
 
 
-def _e(x: Any) -> str:
+def escape(x: Any) -> str:
     return html.escape(str(x))
 
 
-def _t(seconds: float | None) -> str:
+def time_text(seconds: float | None) -> str:
     return fmt_time(seconds) if finite(seconds) else "-"
 
 
-def _rate(v: float | None, unit: str) -> str:
+def rate_text(v: float | None, unit: str) -> str:
     return fmt_rate(v, unit) if finite(v) else "-"
 
 
-def _table(header: list[str], rows: list[list[Any]], numeric: set[int] | None = None) -> str:
+def table_html(header: list[str], rows: list[list[Any]], numeric: set[int] | None = None) -> str:
     numeric = numeric or set()
-    head = "".join(f"<th>{_e(h)}</th>" for h in header)
+    head = "".join(f"<th>{escape(h)}</th>" for h in header)
     body = "".join(
-        "<tr>" + "".join(f"<td{' class=n' if i in numeric else ''}>{_e(c)}</td>" for i, c in enumerate(r)) + "</tr>"
+        "<tr>" + "".join(f"<td{' class=n' if i in numeric else ''}>{escape(c)}</td>" for i, c in enumerate(r)) + "</tr>"
         for r in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _figure(path: Path | None, caption: str) -> str:
+def figure_html(path: Path | None, caption: str) -> str:
     if path is None or not path.is_file():
         return ""
     data = base64.b64encode(path.read_bytes()).decode("ascii")
-    return (f'<figure><img alt="{_e(caption)}" src="data:image/png;base64,{data}">'
-            f"<figcaption>{_e(caption)} ({_e(path.name)})</figcaption></figure>")
+    return (f'<figure><img alt="{escape(caption)}" src="data:image/png;base64,{data}">'
+            f"<figcaption>{escape(caption)} ({escape(path.name)})</figcaption></figure>")
 
 
 def write_figures(r: OptimizeResult) -> dict[str, Path]:
@@ -102,19 +102,19 @@ def _machine(r: OptimizeResult, figs: dict[str, Path]) -> str:
     c = r.ceilings
     if c is None:
         return "<p class=dim>The ceilings were not measured (see the steps).</p>"
-    peaks = [[name, *[_rate(per.get(n, math.nan), "FLOP/s") for n in c.threads]]
+    peaks = [[name, *[rate_text(per.get(n, math.nan), "FLOP/s") for n in c.threads]]
              for name, per in c.peak_flops_per_thread.items()]
     peaks += [[name, *["skipped: " + reason for _ in c.threads]] for name, reason in c.skipped.items()]
-    bw = [[level, fmt_size(c.capacity_bytes[level]) if c.capacity_bytes.get(level) else "-", _rate(v, "B/s")]
+    bw = [[level, fmt_size(c.capacity_bytes[level]) if c.capacity_bytes.get(level) else "-", rate_text(v, "B/s")]
           for level, v in c.bandwidth.items()]
     when = datetime.fromtimestamp(c.measured_at).strftime("%Y-%m-%d %H:%M")
     return (
-        f"<p>Measured {_e(when)}{' (quick)' if c.quick else ''}{', read from the store' if c.from_store else ''}. "
-        f"Dispatch overhead of one tiny torch op: <b>{_t(c.dispatch_overhead_s)}</b> (the floor of the time-based roofline).</p>"
-        + _table(["roof", *[f"{n} thread(s)" for n in c.threads]], peaks, set(range(1, len(c.threads) + 1)))
-        + _table(["memory level", "capacity", f"bandwidth ({threads_of(c.max_threads)})"], bw, {1, 2})
-        + _figure(figs.get("roofline"), "The machine's roofline: every measured compute and bandwidth ceiling")
-        + _figure(figs.get("bandwidth_sweep"), "Bandwidth against working-set size, with the detected plateaus")
+        f"<p>Measured {escape(when)}{' (quick)' if c.quick else ''}{', read from the store' if c.from_store else ''}. "
+        f"Dispatch overhead of one tiny torch op: <b>{time_text(c.dispatch_overhead_s)}</b> (the floor of the time-based roofline).</p>"
+        + table_html(["roof", *[f"{n} thread(s)" for n in c.threads]], peaks, set(range(1, len(c.threads) + 1)))
+        + table_html(["memory level", "capacity", f"bandwidth ({threads_of(c.max_threads)})"], bw, {1, 2})
+        + figure_html(figs.get("roofline"), "The machine's roofline: every measured compute and bandwidth ceiling")
+        + figure_html(figs.get("bandwidth_sweep"), "Bandwidth against working-set size, with the detected plateaus")
     )
 
 
@@ -126,7 +126,7 @@ def _between_ops(a: Any) -> str:
     added = (f"each run's op times add up to {a.accounting_ratio:.0%} of the end-to-end run timed beside it "
              f"(the median{ci})")
     if a.between_ops_s is not None:
-        return f"{added}: {_t(a.between_ops_s)} is not in any op (Python and framework between ops)"
+        return f"{added}: {time_text(a.between_ops_s)} is not in any op (Python and framework between ops)"
     return f"{added}: no time between ops is measurable"
 
 
@@ -135,24 +135,24 @@ def _analysis(r: OptimizeResult, figs: dict[str, Path]) -> str:
     if a is None:
         return "<p class=dim>The model was not analysed (see the steps).</p>"
     bounds = ", ".join(f"{k} {v:.0%}" for k, v in a.by_bound().items())
-    kinds = [[k["kind"], k["ops"], _t(k["time_s"]), f"{k['share']:.0%}", _rate(k["flops"], "FLOP"), _t(k["headroom_s"])]
+    kinds = [[k["kind"], k["ops"], time_text(k["time_s"]), f"{k['share']:.0%}", rate_text(k["flops"], "FLOP"), time_text(k["headroom_s"])]
              for k in a.by_kind()[:10]]
-    opp = [[g["name"] if g["count"] == 1 else f"{g['count']} alike", g["module"], _t(g["time_s"]), _t(g["headroom_s"]),
+    opp = [[g["name"] if g["count"] == 1 else f"{g['count']} alike", g["module"], time_text(g["time_s"]), time_text(g["headroom_s"]),
             g["bound"], g["reason"]] for g in a.opportunity_groups(10)]
     return (
-        f"<p>End to end <b>{_t(a.end_to_end_s)}</b> (IQR {_t(a.end_to_end_iqr_s)}) at batch {a.batch} on {a.threads} "
-        f"thread(s); the roofline's lower bound is {_t(a.lower_bound_s)}, so the model runs at "
-        f"<b>{a.efficiency:.0%}</b> of what the ceilings allow. {_rate(a.flops, 'FLOP')} and {_rate(a.bytes, 'B')} "
-        f"compulsory traffic. Time by bound (each op's median time, as a share of the end-to-end time): {_e(bounds)}; "
+        f"<p>End to end <b>{time_text(a.end_to_end_s)}</b> (IQR {time_text(a.end_to_end_iqr_s)}) at batch {a.batch} on {a.threads} "
+        f"thread(s); the roofline's lower bound is {time_text(a.lower_bound_s)}, so the model runs at "
+        f"<b>{a.efficiency:.0%}</b> of what the ceilings allow. {rate_text(a.flops, 'FLOP')} and {rate_text(a.bytes, 'B')} "
+        f"compulsory traffic. Time by bound (each op's median time, as a share of the end-to-end time): {escape(bounds)}; "
         f"{_between_ops(a)}. Each op's median leaves out the slow calls that land in one op or another from run to run, "
         f"so these shares can add up to less than the runs' own sums.</p>"
         + "<h3>Where the time goes, by op kind (each op's median time)</h3>"
-        + _table(["kind", "ops", "time", "share", "FLOPs", "headroom"], kinds, {1, 2, 3, 4, 5})
+        + table_html(["kind", "ops", "time", "share", "FLOPs", "headroom"], kinds, {1, 2, 3, 4, 5})
         + "<h3>Top opportunities</h3>"
-        + _table(["op(s)", "module", "time", "headroom", "bound", "why"], opp, {2, 3})
-        + _figure(figs.get("model_roofline"), "Every op on the roofline: area is its share of the time, colour its kind")
-        + _figure(figs.get("time_roofline"), "Time-based roofline: time against FLOPs, with the dispatch-overhead floor")
-        + "".join(f"<p class=warn>{_e(w)}</p>" for w in a.warnings)
+        + table_html(["op(s)", "module", "time", "headroom", "bound", "why"], opp, {2, 3})
+        + figure_html(figs.get("model_roofline"), "Every op on the roofline: area is its share of the time, colour its kind")
+        + figure_html(figs.get("time_roofline"), "Time-based roofline: time against FLOPs, with the dispatch-overhead floor")
+        + "".join(f"<p class=warn>{escape(w)}</p>" for w in a.warnings)
     )
 
 
@@ -162,37 +162,37 @@ def _tuning(r: OptimizeResult, figs: dict[str, Path]) -> str:
     errors = steps["tune"].errors if "tune" in steps else []
     if t is None and errors:  # every trial failed: why, each error once with how many trials gave it
         return ("<p class=warn>The runtime configuration was not tuned: no configuration ran and verified. "
-                "The trials' errors:</p>" + _table(["trials", "error"], [[n, e] for n, e in errors], {0}))
+                "The trials' errors:</p>" + table_html(["trials", "error"], [[n, e] for n, e in errors], {0}))
     if t is None:
         return "<p class=dim>The runtime configuration was not tuned (see the steps).</p>"
     from rooftune.tuning.table import guard_lines, tune_columns, tune_rows
 
     rows = tune_rows(t, error_width=120)
     failed = [x for x in t.trials if not x.ok]
-    fails = _table(["configuration", "why it failed"], [[x.config.describe(), x.error[:200]] for x in failed[:15]])
+    fails = table_html(["configuration", "why it failed"], [[x.config.describe(), x.error[:200]] for x in failed[:15]])
     standing = t.guideline_text()
     reversal = t.reversal_line()
     unsteady = t.unsteady_line()
     drift = t.drift_line()
     return (
         f"<p>{len(t.trials)} configurations in {t.duration_s:.0f} s ({len(failed)} failed, {t.resumed} from the store); "
-        f"objective {_e(t.objective)}, {_e(t.batch_text())}. Every trial ran in a fresh process and its output was checked "
+        f"objective {escape(t.objective)}, {escape(t.batch_text())}. Every trial ran in a fresh process and its output was checked "
         f"against the fp32 eager output; the best was then re-measured interleaved (A B B A) against every baseline.</p>"
-        + _table([*(cols := tune_columns(t))[:-1], "best is (95 % CI)"], rows, set(range(3, len(cols) - 1)))
-        + "".join(f"<p><b>{_e(line)}</b></p>" for line in t.headline_lines())
-        + "".join(f"<p class=dim>{_e(line)}</p>" for line in guard_lines(t))
-        + (f"<p class=dim>{_e(reversal)}</p>" if reversal else "")
-        + (f"<p class=warn>{_e(unsteady)}</p>" if unsteady else "")
-        + (f"<p class=warn>{_e(drift)}</p>" if drift else "")
-        + (f"<p>The instant guideline configuration is {_e(standing)}: "
-           + _e("; ".join(t.guideline_reasons)) + "</p>" if standing else "")
-        + _figure(figs.get("trials"), "Every trial of the search, in order")
-        + _figure(figs.get("accuracy_pareto"), "The metric on the evaluation part of your data against each "
+        + table_html([*(cols := tune_columns(t))[:-1], "best is (95 % CI)"], rows, set(range(3, len(cols) - 1)))
+        + "".join(f"<p><b>{escape(line)}</b></p>" for line in t.headline_lines())
+        + "".join(f"<p class=dim>{escape(line)}</p>" for line in guard_lines(t))
+        + (f"<p class=dim>{escape(reversal)}</p>" if reversal else "")
+        + (f"<p class=warn>{escape(unsteady)}</p>" if unsteady else "")
+        + (f"<p class=warn>{escape(drift)}</p>" if drift else "")
+        + (f"<p>The instant guideline configuration is {escape(standing)}: "
+           + escape("; ".join(t.guideline_reasons)) + "</p>" if standing else "")
+        + figure_html(figs.get("trials"), "Every trial of the search, in order")
+        + figure_html(figs.get("accuracy_pareto"), "The metric on the evaluation part of your data against each "
                   "configuration's trial latency, with its 95 % interval; the Pareto front and fp32's metric less the budget")
         + _sensitivity(t.sensitivity)
         + (f"<details><summary>{len(failed)} failed configurations (never reported as best)</summary>{fails}</details>"
            if failed else "")
-        + "".join(f"<p class=dim>note: {_e(n)}</p>" for n in t.notes)
+        + "".join(f"<p class=dim>note: {escape(n)}</p>" for n in t.notes)
     )
 
 
@@ -212,13 +212,13 @@ def _sensitivity(s: dict[str, Any] | None) -> str:
 
     rows, _ = sensitivity_rows(s)
     numeric = {i for i, c in enumerate(SENSITIVITY_COLUMNS) if c in NUMERIC_COLUMNS}
-    return (f"<h3>{_e(sensitivity_title(s))}</h3>"
+    return (f"<h3>{escape(sensitivity_title(s))}</h3>"
             "<p>Each layer alone in int8 (the others in fp32), simulated on your data, most sensitive first; a layer "
             "stays at higher precision where its roofline position promises little from int8, or where its drop "
             "breaks the budget.</p>"
-            + _table(list(SENSITIVITY_COLUMNS), rows, numeric)
-            + f"<p>{_e(sensitivity_summary(s))}</p>"
-            + "".join(f"<p class=dim>note: {_e(n)}</p>" for n in s.get("notes", ())))
+            + table_html(list(SENSITIVITY_COLUMNS), rows, numeric)
+            + f"<p>{escape(sensitivity_summary(s))}</p>"
+            + "".join(f"<p class=dim>note: {escape(n)}</p>" for n in s.get("notes", ())))
 
 
 def _selection(r: OptimizeResult, figs: dict[str, Path]) -> str:
@@ -227,17 +227,17 @@ def _selection(r: OptimizeResult, figs: dict[str, Path]) -> str:
         return "<p class=dim>No primitive selection (see the steps).</p>"
     fell = {f["layer"]: f for f in s.verification.fallbacks}
     rows = [[c.layer, c.spec.describe(), c.primitive + (" -> default (failed verification)" if c.layer in fell else ""),
-             _t(c.time_s) + (" (extrapolated)" if c.extrapolated else "")] for c in s.selection.choices]
+             time_text(c.time_s) + (" (extrapolated)" if c.extrapolated else "")] for c in s.selection.choices]
     cmp = [[f"selected vs {s.label(label)}", f"{c['speedup']:.3f}x", ci_text(c["ci"][0], c["ci"][1], 3),
-            _t(c["selected_s"]), _t(c["other_s"])] for label, c in s.comparisons.items()]
+            time_text(c["selected_s"]), time_text(c["other_s"])] for label, c in s.comparisons.items()]
     return (
-        f"<p>{s.layers} convolutions, primitives chosen in {_t(s.select_time_s)} ({_e(s.selection.strategy)}), "
-        f"expected {_t(s.selection.total_s)} of which {_t(s.selection.conversion_s)} layout conversions. "
+        f"<p>{s.layers} convolutions, primitives chosen in {time_text(s.select_time_s)} ({escape(s.selection.strategy)}), "
+        f"expected {time_text(s.selection.total_s)} of which {time_text(s.selection.conversion_s)} layout conversions. "
         f"The rewritten model runs in PyTorch eager; it is measured interleaved against the others in one process.</p>"
-        + _table(["comparison", "speedup", "95 % CI", "selected", "other"], cmp, {1, 2, 3, 4})
-        + _figure(figs.get("selection"), "Primitive chosen per convolution and its expected time")
-        + f"<details><summary>Primitive per layer</summary>{_table(['layer', 'spec', 'primitive', 'expected'], rows, {3})}</details>"
-        + "".join(f"<p class=dim>note: {_e(n)}</p>" for n in s.notes)
+        + table_html(["comparison", "speedup", "95 % CI", "selected", "other"], cmp, {1, 2, 3, 4})
+        + figure_html(figs.get("selection"), "Primitive chosen per convolution and its expected time")
+        + f"<details><summary>Primitive per layer</summary>{table_html(['layer', 'spec', 'primitive', 'expected'], rows, {3})}</details>"
+        + "".join(f"<p class=dim>note: {escape(n)}</p>" for n in s.notes)
     )
 
 
@@ -266,40 +266,40 @@ def _verification(r: OptimizeResult) -> str:
     if not rows:
         return "<p class=dim>Nothing faster was found, so nothing needed verifying.</p>"
     return ("<p>Every faster variant was checked against the fp32 eager output of the same inputs before it could "
-            "be reported.</p>" + _table(["variant", "what", "check", "max error / scale", "cosine", "rule"], rows, {3, 4}))
+            "be reported.</p>" + table_html(["variant", "what", "check", "max error / scale", "cosine", "rule"], rows, {3, 4}))
 
 
 def render(r: OptimizeResult, figs: dict[str, Path]) -> str:
     p = r.platform
-    plat = (f"{_e(p.cpu_model)} ({_e(p.microarchitecture or 'unknown microarchitecture')}), {p.physical_cores} cores / "
-            f"{p.logical_cores} CPUs, {p.usable_cores} usable; ISA {_e(' '.join(p.effective_isa))}; platform id "
-            f"<code>{_e(p.id)}</code>; torch {_e(p.library_versions.get('torch'))}") if p is not None else "unknown"
+    plat = (f"{escape(p.cpu_model)} ({escape(p.microarchitecture or 'unknown microarchitecture')}), {p.physical_cores} cores / "
+            f"{p.logical_cores} CPUs, {p.usable_cores} usable; ISA {escape(' '.join(p.effective_isa))}; platform id "
+            f"<code>{escape(p.id)}</code>; torch {escape(p.library_versions.get('torch'))}") if p is not None else "unknown"
     # the report's own step is still running while the page is written: the page is its result
-    steps = _table(["step", "status", "seconds", "message"],
+    steps = table_html(["step", "status", "seconds", "message"],
                    [[s.name, s.status, f"{s.seconds:.1f}", s.message] for s in r.steps.values() if s.name != "report"], {2})
     banner = ("<p class=warn><b>Interrupted.</b> This report holds what finished before Ctrl-C; every measurement "
               "taken is in the store, and the same command continues the tuning where it stopped.</p>"
               if r.interrupted else "")
     failed = [s for s in r.steps.values() if s.status == "failed"]
     if failed:
-        banner += "".join(f"<p class=warn>step {_e(s.name)} failed: {_e(s.message)}</p>" for s in failed)
-    files = _table(["what", "file"], [[k, v] for k, v in r.files.items()])
-    cmds = "\n".join(_e(c) for c in r.commands)
+        banner += "".join(f"<p class=warn>step {escape(s.name)} failed: {escape(s.message)}</p>" for s in failed)
+    files = table_html(["what", "file"], [[k, v] for k, v in r.files.items()])
+    cmds = "\n".join(escape(c) for c in r.commands)
     usage = r.usage()
-    use = (f"<h2>Use the result</h2>\n<p>In your own program (Python):</p>\n<pre>{_e(chr(10).join(usage))}</pre>"
+    use = (f"<h2>Use the result</h2>\n<p>In your own program (Python):</p>\n<pre>{escape(chr(10).join(usage))}</pre>"
            if usage else "")
-    notes = "".join(f"<pre>{_e(n)}</pre>" for n in r.notes)
+    notes = "".join(f"<pre>{escape(n)}</pre>" for n in r.notes)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>rooftune: {_e(r.title)}</title><style>{CSS}</style></head>
+<title>rooftune: {escape(r.title)}</title><style>{CSS}</style></head>
 <body>
-<h1>rooftune optimize: {_e(r.title)}</h1>
-<p class=dim>{_e(r.batch_text())}, objective {_e(r.objective)}, budget {r.budget_s:.0f} s, ran {r.duration_s:.0f} s before this report;
-written {_e(datetime.now().strftime('%Y-%m-%d %H:%M'))}</p>
+<h1>rooftune optimize: {escape(r.title)}</h1>
+<p class=dim>{escape(r.batch_text())}, objective {escape(r.objective)}, budget {r.budget_s:.0f} s, ran {r.duration_s:.0f} s before this report;
+written {escape(datetime.now().strftime('%Y-%m-%d %H:%M'))}</p>
 <p>{plat}</p>
 {banner}
-<p class=headline>{_e(r.headline())}</p>
-{_figure(figs.get("speedups"), "Every speedup of this run, measured interleaved, with its 95 % confidence interval")}
+<p class=headline>{escape(r.headline())}</p>
+{figure_html(figs.get("speedups"), "Every speedup of this run, measured interleaved, with its 95 % confidence interval")}
 <h2>Steps</h2>{steps}
 <h2>The machine</h2>{_machine(r, figs)}
 <h2>The model on the roofline</h2>{_analysis(r, figs)}

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from rooftune.fileio import write_atomic
 from rooftune.paths import output_dir
-from rooftune.report.html import CSS, _e, _figure, _rate, _t, _table
+from rooftune.report.html import CSS, escape, figure_html, rate_text, table_html, time_text
 
 if TYPE_CHECKING:
     from rooftune.sweep import SweepResult
@@ -29,36 +29,36 @@ def render(result: SweepResult, figures: dict[str, list[Path]]) -> str:
 
     fam = get_family(result.family)
     r = result
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>rooftune sweep {_e(r.family)}</title>"
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>rooftune sweep {escape(r.family)}</title>"
              f"<style>{CSS}</style></head><body>",
-             f"<h1>rooftune sweep: {_e(fam.description)}</h1>",
-             f"<p class=dim>{_e(r.device)}, platform {_e(r.platform_id)} "
-             f"({_e(r.platform.get('cpu_model') or r.platform.get('name', ''))}); "
+             f"<h1>rooftune sweep: {escape(fam.description)}</h1>",
+             f"<p class=dim>{escape(r.device)}, platform {escape(r.platform_id)} "
+             f"({escape(r.platform.get('cpu_model') or r.platform.get('name', ''))}); "
              f"{r.added} points run, {r.resumed} from the store, {len(r.skipped)} skipped; "
              f"{r.duration_s:.0f} s; written {datetime.now().isoformat(timespec='seconds')}</p>"]
     if r.stopped_by_budget:
         parts.append("<p class=warn>Stopped by the budget: run the same sweep again to continue.</p>")
-    parts.append("<h2>Findings</h2><ul>" + "".join(f"<li>{_e(f)}</li>" for f in r.findings) + "</ul>")
+    parts.append("<h2>Findings</h2><ul>" + "".join(f"<li>{escape(f)}</li>" for f in r.findings) + "</ul>")
     parts.append("<h2>Figures</h2>")
     for name, paths in figures.items():
         png = next((p for p in paths if p.suffix == ".png"), None)
-        parts.append(_figure(png, CAPTIONS.get(name, name)))
+        parts.append(figure_html(png, CAPTIONS.get(name, name)))
     rows = []
     for p in r.points:
         if not p.ok:
             rows.append([fam.describe(p.params), p.pass_, p.precision, p.variant.label(), "-", "-", "-", "-", "-",
                          "failed", p.reason])
             continue
-        rows.append([fam.describe(p.params), p.pass_, p.precision, p.variant.label(), _t(p.median_s),
+        rows.append([fam.describe(p.params), p.pass_, p.precision, p.variant.label(), time_text(p.median_s),
                      f"{p.rel_ci * 100:.1f} %" if p.rel_ci is not None else "-",
-                     _rate(p.attained_flops, "FLOP/s"), _rate(p.attained_bandwidth, "B/s"),
+                     rate_text(p.attained_flops, "FLOP/s"), rate_text(p.attained_bandwidth, "B/s"),
                      f"{p.efficiency * 100:.0f} %" if p.efficiency is not None else "-",
                      p.bound + (" (flagged)" if p.flagged else ""), p.verified])
-    parts.append("<h2>Points</h2>" + _table(
+    parts.append("<h2>Points</h2>" + table_html(
         ["point", "pass", "precision", "variant", "time", "+-CI", "FLOP/s", "B/s", "of roof", "bound", "check"],
         rows, numeric={4, 5, 6, 7, 8}))
     if r.skipped:
-        parts.append("<h2>Skipped</h2>" + _table(
+        parts.append("<h2>Skipped</h2>" + table_html(
             ["point", "pass", "precision", "variant", "reason"],
             [[fam.describe(s.params), s.pass_, s.precision, s.variant, s.reason] for s in r.skipped]))
     parts.append("</body></html>")

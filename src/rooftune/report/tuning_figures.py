@@ -9,8 +9,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rooftune.report.analysis_figures import _save
-from rooftune.report.figures import _figure
+from rooftune.fileio import save_figure
+from rooftune.report.figures import new_figure
 
 if TYPE_CHECKING:
     from rooftune.selection import SelectResult
@@ -31,7 +31,7 @@ def _value(t: Any, objective: str) -> float:
 def plot_trials(r: TuneResult, path: str | Path) -> Path:
     """Every trial in the order it ran: latency (ms, lower is better) or samples/s, coloured by
     runtime; the guideline and baselines marked, the best starred, failed trials as crosses."""
-    fig, ax = _figure()
+    fig, ax = new_figure()
     ok = [(i, t) for i, t in enumerate(r.trials) if t.ok]
     failed = [i for i, t in enumerate(r.trials) if not t.ok]
     seen: set[str] = set()
@@ -62,7 +62,7 @@ def plot_trials(r: TuneResult, path: str | Path) -> Path:
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 #: Colour and marker of each kind of configuration in the figure of the metric against latency.
@@ -136,7 +136,7 @@ def plot_accuracy_pareto(r: TuneResult, path: str | Path) -> Path:
     points = pareto_points(r)
     acc = next(t.verify["accuracy"] for t in r.trials if isinstance(t.verify.get("accuracy"), dict))
     unit = acc.get("unit", "")
-    fig, ax = _figure()
+    fig, ax = new_figure()
     seen: set[str] = set()
     for p in points:
         colour, marker = KIND_STYLES.get(p.kind, ("black", "o"))
@@ -174,7 +174,7 @@ def plot_accuracy_pareto(r: TuneResult, path: str | Path) -> Path:
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def speedup_rows(tune: TuneResult | None, select: SelectResult | None) -> list[tuple[str, float, float, float]]:
@@ -195,11 +195,11 @@ def speedup_rows(tune: TuneResult | None, select: SelectResult | None) -> list[t
 def plot_speedups(tune: TuneResult | None, select: SelectResult | None, path: str | Path) -> Path:
     """Each speedup measured interleaved (A B B A), as a bar with its 95 % confidence interval."""
     rows = speedup_rows(tune, select)
-    fig, ax = _figure()
+    fig, ax = new_figure()
     if not rows:
         ax.text(0.5, 0.5, "no comparison was measured", ha="center", va="center", transform=ax.transAxes)
         ax.set_axis_off()
-        return _save(fig, path)
+        return save_figure(fig, path)
     # A comparison with too few pairs has an unbounded interval: drawn without its bar, and said.
     known = [math.isfinite(r[2]) and math.isfinite(r[3]) for r in rows]
     labels = [r[0] if k else f"{r[0]} (too few pairs for a CI)" for r, k in zip(rows, known, strict=True)]
@@ -221,7 +221,7 @@ def plot_speedups(tune: TuneResult | None, select: SelectResult | None, path: st
     ax.set_xlabel("speedup (time of the other / time of ours), 95 % CI; green: faster with the whole CI")
     ax.set_title("Speedups, each measured interleaved in this run")
     fig.tight_layout()
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_selection(r: SelectResult, path: str | Path) -> Path:
@@ -229,7 +229,7 @@ def plot_selection(r: SelectResult, path: str | Path) -> Path:
     import matplotlib
 
     choices = r.selection.choices
-    fig, ax = _figure()
+    fig, ax = new_figure()
     prims = sorted({c.primitive for c in choices})
     cmap = matplotlib.colormaps[PRIMITIVE_CMAP]
     colour = {p: cmap(i % 20) for i, p in enumerate(prims)}
@@ -246,4 +246,4 @@ def plot_selection(r: SelectResult, path: str | Path) -> Path:
     ax.legend(fontsize=7, ncol=2)
     ax.grid(True, axis="y", alpha=0.3)
     fig.tight_layout()
-    return _save(fig, path)
+    return save_figure(fig, path)

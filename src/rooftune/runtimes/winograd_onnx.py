@@ -35,13 +35,13 @@ from typing import Any, cast
 
 import numpy as np
 
-from rooftune.primitives.transforms_domain import _WINOGRAD
+from rooftune.primitives.transforms_domain import WINOGRAD_MATRICES
 
 #: Output tile of the transform (F(4x4,3x3)): 4x4 outputs from 6x6 inputs.
 M = 4
 #: Lavin & Gray's F(4x4,3x3) matrices (Y = A^T [ (G g G^T) * (B^T d B) ] A), the ones the
 #: PyTorch Winograd primitive uses.
-BT, G, AT = (np.array(t, dtype=np.float64) for t in _WINOGRAD[M])
+BT, G, AT = (np.array(t, dtype=np.float64) for t in WINOGRAD_MATRICES[M])
 #: A layer is rewritten when its small model (the layer between two 1x1 convolutions) runs at
 #: least this much faster with it, at the lower end of the comparison's 95 % interval.
 MIN_SPEEDUP = 1.02

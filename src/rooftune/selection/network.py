@@ -185,8 +185,6 @@ def _select(model: Any, *, inputs: Any, kwargs: Any, batch: int, shapes: Any, op
             db: Any, store: Any, precisions: Sequence[str], strategy: str, measure_s: float | None,
             progress: Any, platform: Any, promote: bool) -> SelectResult:
     from rooftune.bench import compare
-    from rooftune.perfmodel.data import load_profile_data
-    from rooftune.store import open_store
 
     say = progress or (lambda _m: None)
     module, inputs = _module_and_inputs(model, inputs, kwargs, batch, shapes, options)
@@ -195,16 +193,7 @@ def _select(model: Any, *, inputs: Any, kwargs: Any, batch: int, shapes: Any, op
     torch.set_num_threads(threads)
     try:
         say("reading the convolutions")
-        graph = conv_graph(module, inputs)
-        if not len(graph) and isinstance(model, str) and model.endswith(".pt2"):
-            raise InvalidArgument("model", name, "an exported program holds its convolutions as graph ops, not the "
-                                  "nn.Conv2d modules select rewrites; give the module itself: "
-                                  "select(module, inputs=[...]) or rooftune.optimize(module, example_inputs=...)")
-        if not len(graph):
-            kinds = sorted(set(graph.skipped.values()))
-            raise InvalidArgument("model", name, "has no 2-D convolution to select a primitive for"
-                                  + (f" (it has {len(graph.skipped)}: {', '.join(kinds)}; `rooftune tune` runs them on the "
-                                     "graph runtimes)" if kinds else ""))
+        graph = _selectable_graph(model, name, module, inputs)
         prims = candidate_primitives(precisions)
         solve = layout_aware if strategy == "layout-aware" else per_layer
         t0 = time.perf_counter()
@@ -227,26 +216,8 @@ def _select(model: Any, *, inputs: Any, kwargs: Any, batch: int, shapes: Any, op
 
         if any(check_group(c.primitive) != OPENMP for c in chosen.choices):
             chosen = solve_checking_groups(table, solve, group_checks, check, progress=say)
-        notes = list(chosen.notes)
-        if not graph.traced:
-            notes.append("torch.fx could not trace the model: convolutions taken as a chain in execution order")
-        if graph.skipped:
-            left = [f"{n} ({why})" for n, why in graph.skipped.items()]
-            notes.append(f"{len(left)} convolution(s) left on PyTorch's own path, with no primitive here for them: "
-                         + ", ".join(left[:6]) + (f" and {len(left) - 6} more" if len(left) > 6 else ""))
-        n_extra = int(table.extrapolated.sum())
-        if n_extra:
-            notes.append(f"{n_extra} layer(s) outside the performance model's training range: predictions extrapolated")
-        own = store is None
-        store = open_store(store or db)
-        try:
-            try:
-                data = load_profile_data(store, platform.id, threads)
-            except InvalidArgument:
-                data = None
-        finally:
-            if own:
-                store.close()
+        notes = _graph_notes(graph, chosen, table)
+        data = _profile_rows(store, db, platform.id, threads)
         oracle_table, missing = profiled_table(graph, data, prims) if data is not None else (None, graph.names)
         say("rewriting and verifying")
         main = _candidate("selected", module, chosen, inputs)
@@ -267,22 +238,85 @@ def _select(model: Any, *, inputs: Any, kwargs: Any, batch: int, shapes: Any, op
                                      "verification": c.verification.to_dict(),
                                      "primitives": _histogram(c.selection)}
         if measure_s:
-            policy = comparison_policy(measure_s)
-
-            def measure(label: str, other: torch.nn.Module, chosen: torch.nn.Module) -> dict[str, Any]:
-                say(f"measuring selected vs {label}")
-                cmp = compare(module_runner(other, inputs), module_runner(chosen, inputs), label_a=label, label_b="selected", policy=policy,
-                              platform_id=platform.id)
-                return {"speedup": cmp.ratio, "ci": list(cmp.ci), "other_s": cmp.a.median,
-                        "selected_s": cmp.b.median, "warnings": list(cmp.warnings)}
-
-            for label, other in [("vanilla", module)] + [(c.name, c.module) for c in others]:
-                result.comparisons[label] = measure(label, other, main.module)
-            if promote:
-                _promote_faster(result, main, others, measure, module)
+            _measure_candidates(result, main, others, module, inputs, measure_s, platform.id, say, promote)
         return result
     finally:
         torch.set_num_threads(previous)
+
+
+def _selectable_graph(model: Any, name: str, module: torch.nn.Module, inputs: Any) -> Any:
+    """The model's 2-D convolutions, refused with the reason when there is none to select for: an
+    exported program (its convolutions are graph ops, not modules select can rewrite) gets the way
+    to give the module itself, and other convolutions the command that runs them."""
+    graph = conv_graph(module, inputs)
+    if not len(graph) and isinstance(model, str) and model.endswith(".pt2"):
+        raise InvalidArgument("model", name, "an exported program holds its convolutions as graph ops, not the "
+                              "nn.Conv2d modules select rewrites; give the module itself: "
+                              "select(module, inputs=[...]) or rooftune.optimize(module, example_inputs=...)")
+    if not len(graph):
+        kinds = sorted(set(graph.skipped.values()))
+        raise InvalidArgument("model", name, "has no 2-D convolution to select a primitive for"
+                              + (f" (it has {len(graph.skipped)}: {', '.join(kinds)}; `rooftune tune` runs them on the "
+                                 "graph runtimes)" if kinds else ""))
+    return graph
+
+
+def _graph_notes(graph: Any, chosen: Selection, table: Any) -> list[str]:
+    """The selection's own notes and what the result leaves out or only predicts: an untraced
+    graph, convolutions no primitive here runs, layers outside the model's training range; a
+    reader of the result would otherwise take every layer as selected on firm ground."""
+    notes = list(chosen.notes)
+    if not graph.traced:
+        notes.append("torch.fx could not trace the model: convolutions taken as a chain in execution order")
+    if graph.skipped:
+        left = [f"{n} ({why})" for n, why in graph.skipped.items()]
+        notes.append(f"{len(left)} convolution(s) left on PyTorch's own path, with no primitive here for them: "
+                     + ", ".join(left[:6]) + (f" and {len(left) - 6} more" if len(left) > 6 else ""))
+    n_extra = int(table.extrapolated.sum())
+    if n_extra:
+        notes.append(f"{n_extra} layer(s) outside the performance model's training range: predictions extrapolated")
+    return notes
+
+
+def _profile_rows(store: Any, db: Any, platform_id: str, threads: int) -> Any:
+    """This platform's profiled rows at ``threads`` (the oracle's table), or None where the store
+    has none: the oracle is a comparison the result can go without, never a reason to fail."""
+    from rooftune.perfmodel.data import load_profile_data
+    from rooftune.store import open_store
+
+    own = store is None
+    store = open_store(store or db)
+    try:
+        try:
+            return load_profile_data(store, platform_id, threads)
+        except InvalidArgument:
+            return None
+    finally:
+        if own:
+            store.close()
+
+
+def _measure_candidates(result: SelectResult, main: Candidate, others: Sequence[Candidate], module: torch.nn.Module,
+                        inputs: Any, measure_s: float, platform_id: str, say: Callable[[str], None],
+                        promote: bool) -> None:
+    """The selected network against vanilla and every other candidate, interleaved, into
+    ``result.comparisons``; with ``promote``, a candidate faster with its whole CI becomes the
+    selection (:func:`_promote_faster`, which measures again with the same rule)."""
+    from rooftune.bench import compare
+
+    policy = comparison_policy(measure_s)
+
+    def measure(label: str, other: torch.nn.Module, chosen: torch.nn.Module) -> dict[str, Any]:
+        say(f"measuring selected vs {label}")
+        cmp = compare(module_runner(other, inputs), module_runner(chosen, inputs), label_a=label, label_b="selected", policy=policy,
+                      platform_id=platform_id)
+        return {"speedup": cmp.ratio, "ci": list(cmp.ci), "other_s": cmp.a.median,
+                "selected_s": cmp.b.median, "warnings": list(cmp.warnings)}
+
+    for label, other in [("vanilla", module)] + [(c.name, c.module) for c in others]:
+        result.comparisons[label] = measure(label, other, main.module)
+    if promote:
+        _promote_faster(result, main, others, measure, module)
 
 
 def _promote_faster(result: SelectResult, main: Candidate, others: Sequence[Candidate],

@@ -97,14 +97,9 @@ def against_baselines(best: TrialResult, base: dict[str, TrialResult], setup: Se
         if twin is not None:
             results[name] = results[twin]
             continue
-        n_pairs = pairs
-        if deadline is not None and cost is not None and pairs > 1:
-            # the comparisons after this one could still fall back to one pair each: the first
-            # (the fastest baselines, the closest calls) keep their pairs, the last give theirs up
-            after = len({base[n].config.key() for n in queue} - {base[name].config.key()})
-            if deadline - time.perf_counter() < cost(pairs) + after * cost(1):
-                n_pairs = 1
-                short.append(name)
+        n_pairs = _pairs_in_time(name, queue, base, pairs, deadline, cost)
+        if n_pairs < pairs:
+            short.append(name)
 
         def run(a: RunConfig = best.config, b: RunConfig = base[name].config, n: int = n_pairs) -> dict[str, Any]:
             return comparisons(a, b, n)
@@ -118,16 +113,10 @@ def against_baselines(best: TrialResult, base: dict[str, TrialResult], setup: Se
                 name not in retaken and lost_to.get(name) == best.config.key() and sp.get("earlier_process_pairs"))):
             # median(baseline) / median(best) < 1, a first time; or again, pooled with the
             # comparison that handed the place on from this baseline to the best
-            how = ("faster than" if sp.get("ci_high", math.inf) < 1.0
-                   else "as fast as, or faster than,")  # the interval holds 1: not measurably slower
-            again_text = ""
-            if name in promoted:
+            retaking = name in promoted
+            if retaking:
                 retaken.add(name)
-                again_text = (" again (pooled with the comparison that had handed the place on from it; a baseline "
-                              "takes its place back once at most)")
-            notes.append(f"the baseline {name} was {how} {best.config.describe()} in the interleaved comparison "
-                         f"({1 / sp['ratio']:.2f}x by the medians{pooled_text(sp)}; 95 % CI of best/baseline "
-                         f"{sp['ci_low']:.2f}-{sp['ci_high']:.2f}): {name} is the best{again_text}")
+            notes.append(_takes_place_text(name, best, sp, again=retaking))
             if best.config.name in base and base[best.config.name].config.key() == best.config.key():
                 lost_to[best.config.name] = base[name].config.key()
             best = base[name]
@@ -139,18 +128,50 @@ def against_baselines(best: TrialResult, base: dict[str, TrialResult], setup: Se
             short = [n for n in short if n not in again]
             queue = again + queue
         elif sp.get("ratio", math.inf) < 1.0:  # handed back before and lost its place since: it stays behind
-            notes.append(f"the baseline {name} read {1 / sp['ratio']:.2f}x as fast as the best by the medians"
-                         f"{pooled_text(sp)} (95 % CI of best/baseline {sp['ci_low']:.2f}-{sp['ci_high']:.2f}) after "
-                         f"it had held the best's place once and lost it: the comparisons of the two went both ways"
-                         + (" beyond their intervals (processes that run fast or slow for their whole life)"
-                            if sp.get("ci_high", math.inf) < 1.0 else ", neither measurably faster")
-                         + f", and the best stays {best.config.describe()} (a baseline is handed back once at most, "
-                           "and takes it back once only from the one it was handed on to)")
+            notes.append(_stays_behind_text(name, best, sp))
     if short:
         notes.append(f"the budget left too little time to spread every comparison over {pairs} pairs of processes: "
                      f"{', '.join(dict.fromkeys(short))} over one (their intervals leave out how far one "
                      f"process runs from the next)")
     return best, {n: results[n] for n in ok if n in results}
+
+
+def _pairs_in_time(name: str, queue: Sequence[str], base: dict[str, TrialResult], pairs: int,
+                   deadline: float | None, cost: FinalCost | None) -> int:
+    """The pairs of processes the comparison with ``name`` is spread over: ``pairs``, or one where
+    it and the comparisons queued after it, at one pair each, would not end before ``deadline``;
+    so the first comparisons (the fastest baselines, the closest calls) keep their pairs and the
+    last give theirs up, rather than the study running past its budget."""
+    if deadline is None or cost is None or pairs <= 1:
+        return pairs
+    after = len({base[n].config.key() for n in queue} - {base[name].config.key()})
+    return 1 if deadline - time.perf_counter() < cost(pairs) + after * cost(1) else pairs
+
+
+def _takes_place_text(name: str, best: TrialResult, sp: dict[str, Any], again: bool) -> str:
+    """The note of a baseline that takes the best's place: how sure the comparison is (an
+    interval that holds 1 says only that the baseline is not measurably slower) and, ``again``,
+    that it took the place back, which a baseline does once at most."""
+    how = ("faster than" if sp.get("ci_high", math.inf) < 1.0
+           else "as fast as, or faster than,")  # the interval holds 1: not measurably slower
+    again_text = (" again (pooled with the comparison that had handed the place on from it; a baseline "
+                  "takes its place back once at most)") if again else ""
+    return (f"the baseline {name} was {how} {best.config.describe()} in the interleaved comparison "
+            f"({1 / sp['ratio']:.2f}x by the medians{pooled_text(sp)}; 95 % CI of best/baseline "
+            f"{sp['ci_low']:.2f}-{sp['ci_high']:.2f}): {name} is the best{again_text}")
+
+
+def _stays_behind_text(name: str, best: TrialResult, sp: dict[str, Any]) -> str:
+    """The note of a baseline that read faster than the best after it had held the best's place
+    and lost it: it stays behind, as the comparisons of the two went both ways, and the note says
+    so rather than leave a faster peer unexplained."""
+    return (f"the baseline {name} read {1 / sp['ratio']:.2f}x as fast as the best by the medians"
+            f"{pooled_text(sp)} (95 % CI of best/baseline {sp['ci_low']:.2f}-{sp['ci_high']:.2f}) after "
+            f"it had held the best's place once and lost it: the comparisons of the two went both ways"
+            + (" beyond their intervals (processes that run fast or slow for their whole life)"
+               if sp.get("ci_high", math.inf) < 1.0 else ", neither measurably faster")
+            + f", and the best stays {best.config.describe()} (a baseline is handed back once at most, "
+              "and takes it back once only from the one it was handed on to)")
 
 
 def steadier(best: TrialResult, base: dict[str, TrialResult], speedup: dict[str, dict[str, Any]],

@@ -135,7 +135,7 @@ def load_tuned(path: str | Path, *, check: bool = True, validate: str | Callable
         validation_spec(validate)
     elif validate is not None and not callable(validate):
         raise InvalidArgument("validate", validate, "allowed module:function or a function(outputs, references)")
-    model = _load(path, check=check, validate=validate)
+    model = load_saved(path, check=check, validate=validate)
     if model.check is not None and not model.check["ok"]:
         why = model.check.get("why", "")
         model.close()
@@ -144,7 +144,7 @@ def load_tuned(path: str | Path, *, check: bool = True, validate: str | Callable
     return model
 
 
-def _load(path: str | Path, *, check: bool = True, validate: str | Callable[..., Any] | None = None,
+def load_saved(path: str | Path, *, check: bool = True, validate: str | Callable[..., Any] | None = None,
           name: str = "path") -> TunedModel:
     """The configuration prepared and, with ``check``, its output compared (not raised on)."""
     from torch.utils._pytree import tree_map

@@ -47,8 +47,9 @@ class StudySetUp:
 
         if not isinstance(model, str):
             from rooftune.store import modules_dir
+            from rooftune.workload.exported import export_module_file
             from rooftune.workload.keras_models import is_keras_model, save_keras_file
-            from rooftune.workload.models import export_module_file, module_takes_no_shapes
+            from rooftune.workload.models import module_takes_no_shapes
 
             module_takes_no_shapes(inputs if not is_keras_model(model) else None, options)
             folder = Path(self.save).resolve().parent if self.save is not None else modules_dir()

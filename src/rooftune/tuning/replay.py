@@ -28,9 +28,9 @@ def replay(path: str | Path, seconds: float = 5.0) -> dict[str, Any]:
     import torch
 
     from rooftune.bench import Policy, measure
-    from rooftune.tuning.deploy import _load
+    from rooftune.tuning.deploy import load_saved
 
-    tuned = _load(path, name="--config")
+    tuned = load_saved(path, name="--config")
     config, check = tuned.config, tuned.check
     result: dict[str, Any] = {"config": config.describe(), "name": config.name, "verify": check,
                               "threads": torch.get_num_threads()}
