@@ -160,3 +160,22 @@ def test_a_study_tries_the_mixed_set_where_uniform_int8_breaks_the_budget(tmp_pa
     heads = r.headlines()
     assert heads["best_quantizing_peer"]["peer"] == "nncf-accuracy-control"
     assert heads["best_peer_as_shipped"]["peer"] not in ("onnxruntime-int8-default", "nncf-accuracy-control")
+
+
+def test_an_int8_answer_loaded_again_calibrates_on_the_users_data_it_was_judged_on(tmp_path: Path) -> None:
+    """best.json of an int8 answer judged on the user's data records that data: a runtime that
+    quantizes again when loaded (PyTorch's) calibrates on the same calibration part, not on
+    random inputs."""
+    from rooftune.runconfig import RunConfig
+    from rooftune.tuning.deploy import calibration_for
+    from rooftune.tuning.result import TrialResult, save_config
+    from rooftune.workload.data import load_samples, split
+
+    spec = DataSpec(str(digits.write_npz(tmp_path / "d.npz")), calibration=8)
+    trial = TrialResult(RunConfig(runtime="eager", precision="int8"), True)
+    saved = json.loads(save_config(trial, tmp_path / "best.json", data_spec=spec.as_dict()).read_text())
+    assert saved["data"]["data"] == spec.data
+    example = digits.cnn()[1]
+    got = calibration_for(RunConfig(runtime="eager", precision="int8"), saved, example)
+    want = split(load_samples(spec, example), spec).calibration.inputs
+    assert len(got) == 8 and all(torch.equal(g[0][0], w[0]) for g, w in zip(got, want, strict=True))

@@ -244,11 +244,19 @@ def _place_artifact(target: Path | None, saved: dict[str, Any], path: str | Path
 
 
 def calibration_for(config: Any, saved: dict[str, Any], inputs: Any) -> list[Any]:
-    """The calibration set an int8 trial quantized with (seeded, drawn like the workload's
-    inputs, of the size the file records); empty for other precisions."""
+    """The calibration set an int8 trial quantized with: the calibration part of the user's data
+    where the file records the data (read and split again as the study did), else seeded inputs
+    drawn like the workload's, of the size the file records; empty for other precisions."""
     if config.precision != "int8":
         return []
     from rooftune.runtimes.quantize import calibration_inputs, check_calibration_size
+
+    if isinstance(saved.get("data"), dict):
+        from rooftune.workload.data import DataSpec, batches, load_samples, split
+
+        fields = ("data", "metric", "max_drop", "transform", "calibration", "seed")
+        spec = DataSpec(**{k: saved["data"][k] for k in fields if k in saved["data"]})
+        return batches(split(load_samples(spec, inputs), spec).calibration.inputs, config.batch)
 
     return calibration_inputs(inputs, check_calibration_size(saved.get("calibration"), "calibration"))
 

@@ -556,11 +556,13 @@ def top1_only_note(trials: Sequence[TrialResult], validated: bool) -> str:
 
 
 def save_config(trial: TrialResult, path: Path, workload: dict[str, Any] | None = None,
-                calibration_size: int | None = None, validate: str | None = None) -> Path:
+                calibration_size: int | None = None, validate: str | None = None,
+                data_spec: dict[str, Any] | None = None) -> Path:
     """A trial's configuration as JSON, with the workload it was measured on (what
     ``python -m rooftune.tuning.replay`` runs) and its prepared artifact copied beside it; an
-    int8 configuration also records the size of its (seeded) calibration set, so that a replay
-    quantizes the model exactly as the trial did."""
+    int8 configuration also records the size of its (seeded) calibration set, or the user's data
+    it was calibrated on (``data_spec``: :meth:`rooftune.workload.data.DataSpec.as_dict`), so that
+    a replay quantizes the model exactly as the trial did."""
     from rooftune.fileio import copy_atomic, write_atomic
     from rooftune.runtimes.base import weights_of
 
@@ -570,6 +572,10 @@ def save_config(trial: TrialResult, path: Path, workload: dict[str, Any] | None 
         data["workload"] = workload
     if trial.config.precision == "int8" and calibration_size is not None:
         data["calibration"] = calibration_size
+    if trial.config.precision == "int8" and data_spec is not None:
+        # quantized on the user's data: a runtime without an artifact (PyTorch's) quantizes again
+        # on the same calibration part when the file is loaded
+        data["data"] = data_spec
     if validate:  # the check its trials passed in place of the built-in guard (rooftune.load_tuned applies it)
         data["validate"] = validate
     if trial.artifact and Path(trial.artifact).exists():

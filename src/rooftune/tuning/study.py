@@ -224,7 +224,7 @@ class Study(StudySetUp, SearchPhases, FinalPhases):
                               trials=(), notes=(), duration_s=0.0,
                               guideline_vs_best=self.guide_vs_best).with_interleaved_figures()
         save_config(reported.best, Path(self.save), self.workload, calibration_size=self.calibration_size,
-                    validate=self.validate_spec)
+                    validate=self.validate_spec, data_spec=self.data.as_dict() if self.data is not None else None)
 
 
     def close(self) -> None:
