@@ -219,19 +219,31 @@ def _mixed_vs_bf16(r: Any, out: Path) -> dict[str, Any] | None:
         return None
     from rooftune.tuning.compare import interleaved
     from rooftune.tuning.setup import Setup
+    from rooftune.workload import load_workload
+    from rooftune.workload.data import load_samples, split
 
-    setup = Setup(r.workload, out / "compare", int8=True)
+    # calibrated on the same part of the same data as in the study: the same models are timed
+    spec = _data("sensitive")
+    folder = out / "compare"
+    folder.mkdir(parents=True, exist_ok=True)
+    parts = split(load_samples(spec, load_workload(r.workload["model"]).inputs), spec)
+    setup = Setup(r.workload, folder, int8=True, data=parts, data_spec=spec)
     setup.files(r.batch)
     c = interleaved(mixed.config, bf16.config, setup)
     return {"mixed": mixed.config.describe(), "bf16": bf16.config.describe(),
             **{k: c.get(k) for k in ("ratio", "ci_low", "ci_high", "process_pairs")}}
 
 
-def run(name: str, budget: float, db: str | None, out: Path) -> dict[str, Any]:
-    from rooftune.pipeline import optimize, steps_without
+def _data(name: str) -> Any:
     from rooftune.workload.data import DataSpec
 
-    data = DataSpec(f"benchmarks.accuracy_budget:{'sequences' if name == 'lstm' else 'images'}", max_drop=1.0)
+    return DataSpec(f"benchmarks.accuracy_budget:{'sequences' if name == 'lstm' else 'images'}", max_drop=1.0)
+
+
+def run(name: str, budget: float, db: str | None, out: Path) -> dict[str, Any]:
+    from rooftune.pipeline import optimize, steps_without
+
+    data = _data(name)
     t0 = time.perf_counter()
     res = optimize(f"benchmarks.accuracy_budget:{name}", budget_s=budget, out=out / name, store=db,
                    steps=steps_without("select"), data=data)

@@ -46,10 +46,12 @@ def test_every_runtime_takes_its_options_from_the_one_declaration() -> None:
     for name, runtime in RUNTIMES.items():
         declared = RUNTIME_OPTIONS[name]
         assert runtime.name == name
-        assert (runtime.options, runtime.absent, runtime.train_options) == (
-            dict(declared.options), dict(declared.absent), dict(declared.train_options))
-        assert set(declared.absent) == set(declared.options)
-        assert all(declared.absent[k] in declared.options[k] for k in declared.options)
+        assert (runtime.options, runtime.absent, runtime.train_options, runtime.peer_options) == (
+            dict(declared.options), dict(declared.absent), dict(declared.train_options), dict(declared.peer_options))
+        # every searched and every peer's option has what a configuration without it runs
+        choices = {**declared.options, **declared.peer_options}
+        assert set(declared.absent) == set(choices)
+        assert all(declared.absent[k] in choices[k] for k in choices)
 
 
 def test_a_training_option_is_a_configurations_option_of_a_runtime_that_trains() -> None:

@@ -111,7 +111,7 @@ def check_omp(omp: object) -> None:
 
 
 def check_keep(keep: object) -> tuple[str, ...]:
-    """``keep`` as a tuple of distinct layer names, or InvalidArgument naming what is wrong."""
+    """``keep`` as a sorted tuple of distinct layer names, or InvalidArgument naming what is wrong."""
     if isinstance(keep, str) or not isinstance(keep, (list, tuple)):
         raise InvalidArgument("keep", keep, "allowed a list of layer names (module names of the model)")
     if len(keep) > MAX_KEPT_LAYERS:
@@ -121,7 +121,7 @@ def check_keep(keep: object) -> tuple[str, ...]:
             raise InvalidArgument("keep", name, f"allowed layer names of 1..{MAX_LAYER_NAME} printable characters")
     if len(set(keep)) != len(keep):
         raise InvalidArgument("keep", ",".join(keep), "allowed each layer once")
-    return tuple(keep)
+    return tuple(sorted(keep))  # a set of layers: one identity whatever the order given
 
 
 def runtime_options(name: object) -> RuntimeOptions:

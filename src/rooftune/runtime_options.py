@@ -23,11 +23,14 @@ class RuntimeOptions:
     options: Mapping[str, tuple[Any, ...]]
     absent: Mapping[str, Any]
     train_options: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
+    #: Options a peer's configuration sets and the search never varies (``absent`` gives what
+    #: every other configuration runs): outside the search space, so that they change no study's key.
+    peer_options: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
 
     @property
     def settable(self) -> dict[str, tuple[Any, ...]]:
         """Every option a configuration of this runtime may set, with its allowed values."""
-        return {**self.options, **self.train_options}
+        return {**self.options, **self.train_options, **self.peer_options}
 
 
 #: How a training step's optimizer update runs: torch's default choice, the multi-tensor
@@ -58,12 +61,12 @@ RUNTIME_OPTIONS: Mapping[str, RuntimeOptions] = {
          # "winograd" (source=onnx, fp32): the 3x3 convolutions OpenVINO runs faster that way
          # computed by Winograd F(4x4,3x3) in the ONNX graph it reads
          # (rooftune.runtimes.winograd_onnx, each layer measured with OpenVINO)
-         "conv": ("direct", "winograd"),
-         # "accuracy-control" (int8 with the user's data): NNCF's quantize_with_accuracy_control, the
-         # peer that reverts layers to the original precision until the metric's drop is in budget
-         "quantizer": ("default", "accuracy-control")},
+         "conv": ("direct", "winograd")},
         {"hint": "LATENCY", "streams": 1, "pinning": False, "source": "framework", "conv": "direct",
-         "quantizer": "default"}),
+         "quantizer": "default"},
+        # "accuracy-control" (int8 with the user's data): NNCF's quantize_with_accuracy_control, the
+        # peer that reverts layers to the original precision until the metric's drop is in budget
+        peer_options={"quantizer": ("default", "accuracy-control")}),
     "ncnn": RuntimeOptions({"conv": ("winograd", "direct")}, {"conv": "winograd"}),
     "tensorflow": RuntimeOptions({"onednn": (True, False), "xla": (False, True), "remapper": (True, False)},
                                  {"onednn": True, "xla": False, "remapper": True}),

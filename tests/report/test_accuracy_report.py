@@ -110,7 +110,7 @@ def test_the_report_shows_the_pareto_figure_and_why_each_layer_stays_at_higher_p
     # the layer kept for the budget, by its escaped name, and the one kept by its roofline position
     row = text[text.index("<td>out&lt;b&gt;</td>"):]
     row = row[:row.index("</tr>")]
-    assert "+5.30 [+4.10, +6.20]" in row and "2.50x" in row and "kept: its drop breaks the budget of 1" in row
+    assert "+5.30 [+4.10, +6.20]" in row and "2.50x" in row and "kept for the budget of 1" in row
     assert "kept: dispatch-bound (its time is the call, not the arithmetic)" in text
     assert "out<b>" not in text
     assert "uniform int8 (simulated): drop +5.60" in text and "drop +0.30" in text
@@ -138,7 +138,7 @@ def test_tune_prints_a_short_ranking_naming_every_kept_layer(capsys: pytest.Capt
     _print_tune(r)
     printed = capsys.readouterr().out
     assert "int8 sensitivity per layer" in printed and "head[/x]" in printed
-    assert "kept: its drop breaks the budget of 1" in printed and "kept: dispatch-bound" in printed
+    assert "kept for the budget of 1" in printed and "kept: dispatch-bound" in printed
     assert "[bold]c1" in printed and "[bold]c12" not in printed  # the top ones, and every kept one
     left = len(names) - SENSITIVITY_TOP - 1
     assert f"and {left} less sensitive layers, in int8 (the whole ranking: --json)" in printed
@@ -166,7 +166,7 @@ def test_analyze_and_a_stored_study_give_a_layer_the_same_row() -> None:
                     9.0, 1.0, ("out",), 0.2)
     rows, left_out = sensitivity_rows(s.to_dict())
     assert left_out == 0 and rows == [
-        ["out", "linear", "+7.50 [+6.00, +9.00]", "-", "-", "-", "kept: its drop breaks the budget of 2"],
+        ["out", "linear", "+7.50 [+6.00, +9.00]", "-", "-", "-", "kept for the budget of 2"],
         ["hidden", "linear", "+0.50 [+0.00, +1.00]", "1 ms", "compute", "1.10x",
          "kept: expected int8 gain 1.10x < 1.2x (compute-bound)"]]
     assert sensitivity_rows(json.loads(json.dumps(s.to_dict()))) == (rows, 0)
@@ -182,5 +182,5 @@ def test_optimize_prints_the_ranking_of_its_tuning(tmp_path: Path, monkeypatch: 
     monkeypatch.setattr(rooftune.pipeline, "optimize", lambda *_a, **_k: r)
     proc = rooftune_in_process("optimize", "--out", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
-    assert "int8 sensitivity per layer" in proc.stdout and "kept: its drop breaks the budget of 1" in proc.stdout
+    assert "int8 sensitivity per layer" in proc.stdout and "kept for the budget of 1" in proc.stdout
     assert "uniform int8 (simulated): drop +5.60" in proc.stdout

@@ -179,3 +179,15 @@ def test_an_int8_answer_loaded_again_calibrates_on_the_users_data_it_was_judged_
     got = calibration_for(RunConfig(runtime="eager", precision="int8"), saved, example)
     want = split(load_samples(spec, example), spec).calibration.inputs
     assert len(got) == 8 and all(torch.equal(g[0][0], w[0]) for g, w in zip(got, want, strict=True))
+
+
+def test_a_data_record_in_best_json_that_is_not_rooftunes_is_refused_in_one_line() -> None:
+    from rooftune.runconfig import RunConfig
+    from rooftune.tuning.deploy import calibration_for
+
+    example = digits.cnn()[1]
+    for junk in ({}, [], "x", {"metric": "accuracy"}):
+        with pytest.raises(InvalidArgument, match="allowed the data record rooftune tune --save writes"):
+            calibration_for(RunConfig(runtime="eager", precision="int8"), {"data": junk}, example)
+    with pytest.raises(InvalidArgument, match="--data"):
+        calibration_for(RunConfig(runtime="eager", precision="int8"), {"data": {"data": "/no/such.npz"}}, example)

@@ -30,8 +30,15 @@ def test_an_option_left_out_reads_as_what_the_runtime_runs_without_it() -> None:
     assert RunConfig(runtime="eager").option("conv") is None  # eager has no such option
     for name in RUNTIMES:
         rt = get_runtime(name)
-        assert set(rt.absent) == set(rt.options), name  # every option has its default ...
-        assert all(rt.absent[k] in rt.options[k] for k in rt.options), name  # ... among its allowed values
+        choices = {**rt.options, **rt.peer_options}
+        assert set(rt.absent) == set(choices), name  # every option has its default ...
+        assert all(rt.absent[k] in choices[k] for k in choices), name  # ... among its allowed values
+    # a peer's option stays out of the search space (no study's key changes with it) and out of a
+    # configuration at its default
+    assert "quantizer" not in get_runtime("openvino").options
+    assert RunConfig(runtime="openvino").option("quantizer") == "default"
+    peer = RunConfig(runtime="openvino", precision="int8", runtime_options={"quantizer": "default"})
+    assert get_runtime("openvino").normalize(peer).runtime_options == {}
 
 
 def test_a_configuration_is_one_run_whether_its_defaults_are_written_or_not() -> None:

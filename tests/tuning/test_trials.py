@@ -1088,6 +1088,12 @@ def test_int8_on_a_runtime_whose_quantizer_quantized_nothing_is_not_tried_again(
     assert _nothing_quantized(failed, RunConfig(runtime="onnxruntime", precision="int8", intra_threads=2))
     assert not _nothing_quantized(failed, RunConfig(runtime="onnxruntime"))
     assert not _nothing_quantized(failed, RunConfig(runtime="openvino", precision="int8"))
+    # a mixed set, or a peer's own quantizer, that quantized nothing says nothing of another
+    mixed = TrialResult(RunConfig(runtime="onnxruntime", precision="int8", keep=("fc",)), False, error=nothing)
+    assert not _nothing_quantized(mixed, RunConfig(runtime="onnxruntime", precision="int8"))
+    peer = TrialResult(RunConfig(runtime="openvino", precision="int8", vendor_defaults=True,
+                                 runtime_options={"quantizer": "accuracy-control"}), False, error=nothing)
+    assert not _nothing_quantized(peer, RunConfig(runtime="openvino", precision="int8"))
 
 
 @pytest.mark.parametrize("objective", ["latency", "throughput"])

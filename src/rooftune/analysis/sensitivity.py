@@ -193,6 +193,11 @@ def layer_sensitivity(module: nn.Module, split: Split, spec: DataSpec, analysis:
     xs = batches(part.inputs, SIM_BATCH)
     sim = _Simulated(module, layers)
     sim.calibrate(batches(split.calibration.inputs, SIM_BATCH))
+    # a module the forward never calls (an auxiliary head off in eval mode, a weight read by a
+    # functional call) has no input range: it is not ranked, and no quantizer sees it as a layer
+    uncalled = [n for n in layers if n not in sim.ranges]
+    for n in uncalled:
+        del layers[n]
 
     def run() -> torch.Tensor:
         with torch.no_grad():
@@ -233,6 +238,9 @@ def layer_sensitivity(module: nn.Module, split: Split, spec: DataSpec, analysis:
              "own quantizers decide the real figures"]
     if analysis is None:
         notes.append("no analysis given: times and int8 gains unknown, every layer counted as worth int8")
+    if uncalled:
+        notes.append(f"not ranked, never called by the model's forward: {', '.join(uncalled[:6])}"
+                     + (f" and {len(uncalled) - 6} more" if len(uncalled) > 6 else ""))
     return Sensitivity(metric, float(spec.max_drop), len(part), tuple(rows), uniform, mixed, tuple(kept),
                        time.perf_counter() - t0, tuple(notes))
 

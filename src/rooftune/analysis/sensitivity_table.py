@@ -22,9 +22,10 @@ def sensitivity_title(s: Mapping[str, Any]) -> str:
 
 def layer_plan(s: Mapping[str, Any], layer: Mapping[str, Any]) -> str:
     """``int8``, or why the mixed set keeps the layer at higher precision: its roofline position
-    (the pass's own verdict), or its drop, which alone breaks the budget (a layer in ``kept``)."""
+    (the pass's own verdict), or the budget (a layer in ``kept``: with it in int8 the mixed set's
+    simulated drop exceeds the budget)."""
     if layer["name"] in s.get("kept", ()):
-        return f"kept: its drop breaks the budget of {s['max_drop']:g}"
+        return f"kept for the budget of {s['max_drop']:g}"
     return str(layer["keep"])
 
 

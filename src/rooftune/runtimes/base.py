@@ -60,7 +60,7 @@ class Runtime(ABC):
     """One way of running a model (PyTorch eager, TorchScript, ONNX Runtime, OpenVINO ...)."""
 
     #: Its name in a configuration; a name declared in :data:`rooftune.runtime_options.RUNTIME_OPTIONS`
-    #: gives the subclass its ``options``, ``absent`` and ``train_options`` from there
+    #: gives the subclass its ``options``, ``absent``, ``train_options`` and ``peer_options`` from there
     #: (:meth:`__init_subclass__`), the one place a configuration's check reads them too.
     name: str = ""
     #: Options of this runtime's own that the search may set, with their allowed values.
@@ -78,6 +78,7 @@ class Runtime(ABC):
     #: Options a training step's configuration may set besides ``options`` (the optimizer's
     #: implementation), with their allowed values; empty for a runtime that cannot train.
     train_options: dict[str, tuple[Any, ...]] = {}
+    peer_options: dict[str, tuple[Any, ...]] = {}
     #: Precisions this runtime trains in (bf16: the forward pass under autocast, the weights fp32).
     train_precisions: tuple[str, ...] = ()
 
@@ -88,6 +89,7 @@ class Runtime(ABC):
             cls.options = dict(declared.options)
             cls.absent = dict(declared.absent)
             cls.train_options = dict(declared.train_options)
+            cls.peer_options = dict(declared.peer_options)
 
     def unsupported(self, config: RunConfig) -> str | None:
         """None when this runtime can run ``config`` here, else why not."""
@@ -108,7 +110,8 @@ class Runtime(ABC):
         two configurations that run identically have one identity (and are measured once)."""
         from dataclasses import replace
 
-        known = {k: v for k, v in config.runtime_options.items() if k in self.options or k in self.train_options}
+        known = {k: v for k, v in config.runtime_options.items() if k in self.options or k in self.train_options
+                 or (k in self.peer_options and v != self.absent.get(k))}
         changes: dict[str, Any] = {"runtime_options": known}
         if not self.uses_openmp:
             changes.update(omp={}, memory_format="contiguous")

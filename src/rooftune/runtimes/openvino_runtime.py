@@ -104,7 +104,10 @@ class OpenVINO(Runtime):
                 from rooftune.runtimes.quantize import nncf_accuracy_control
 
                 if not evaluation:
-                    raise ValueError("quantizer=accuracy-control quantizes with your data's evaluation part: give --data")
+                    from rooftune.errors import InvalidArgument
+
+                    raise InvalidArgument("quantizer", "accuracy-control", "allowed with the data's evaluation part to "
+                                          "validate on (a study with --data), or with the IR it made beside best.json")
                 model = nncf_accuracy_control(model, calibration or [wl.inputs], evaluation)
             elif config.precision == "int8":
                 from rooftune.runtimes.quantize import nncf_int8

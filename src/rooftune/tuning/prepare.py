@@ -132,7 +132,13 @@ class StudySetUp:
             return None
         self.step("sensitivity per layer", 0, 1)
         analysis = self.analysis if getattr(self.analysis, "batch", None) == self.wl.batch else None
-        s = layer_sensitivity(module, self.split, self.data, analysis)
+        try:
+            s = layer_sensitivity(module, self.split, self.data, analysis)
+        except (RuntimeError, ValueError, TypeError) as exc:  # the simulation's, not the study's: int8 runs uniform
+            self.notes.append(f"sensitivity per layer failed ({type(exc).__name__}: {exc}); int8 is tried uniformly")
+            return None
+        if not s.layers:
+            return None
         if s.keep and s.quantized():
             self.notes.append(f"mixed int8: {len(s.keep)} of {len(s.layers)} layers kept at higher precision "
                               f"({', '.join(s.keep[:4])}{' and more' if len(s.keep) > 4 else ''}; simulated drop "

@@ -74,8 +74,11 @@ def nothing_quantized(trial: TrialResult, config: RunConfig) -> bool:
     """Whether ``trial`` found that ``config``'s runtime quantizes no op of the model (no static
     quantizer has GRUs): another int8 configuration of that runtime, from the same source graph,
     would fail the same way, whatever its threads or allocator."""
-    def int8_of(c: RunConfig) -> tuple[str, str] | None:
-        return (c.runtime, c.option("source")) if c.precision == "int8" else None
+    # the same quantizer on the same graph with the same layers left out: a mixed set, or a peer's
+    # quantizer (its defaults, NNCF's accuracy control), may quantize nothing where another does
+    def int8_of(c: RunConfig) -> tuple[Any, ...] | None:
+        return ((c.runtime, c.option("source"), c.keep, c.option("quantizer"), c.vendor_defaults)
+                if c.precision == "int8" else None)
 
     return (not trial.ok and int8_of(trial.config) is not None and int8_of(trial.config) == int8_of(config)
             and NOTHING_QUANTIZED in (trial.error or ""))

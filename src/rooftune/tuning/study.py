@@ -224,7 +224,17 @@ class Study(StudySetUp, SearchPhases, FinalPhases):
                               trials=(), notes=(), duration_s=0.0,
                               guideline_vs_best=self.guide_vs_best).with_interleaved_figures()
         save_config(reported.best, Path(self.save), self.workload, calibration_size=self.calibration_size,
-                    validate=self.validate_spec, data_spec=self.data.as_dict() if self.data is not None else None)
+                    validate=self.validate_spec, data_spec=self._data_record())
+
+    def _data_record(self) -> dict[str, Any] | None:
+        """The user's data as best.json records it: a folder or file by its absolute path, so that
+        the file loads from any working folder."""
+        if self.data is None:
+            return None
+        record = self.data.as_dict()
+        if Path(record["data"]).exists():
+            record["data"] = str(Path(record["data"]).resolve())
+        return record
 
 
     def close(self) -> None:
