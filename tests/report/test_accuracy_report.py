@@ -18,6 +18,15 @@ from rooftune.tuning.result import TrialResult, TuneResult
 FP32, BUDGET = 90.0, 1.0
 
 
+@pytest.fixture(autouse=True)
+def _wide_console(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The printed tables wide enough for whole cells: a narrow console (COLUMNS=80 in pytest's
+    workers) folds a cell onto more lines, and these tests read a cell's text whole."""
+    from rooftune.cli import printing
+
+    monkeypatch.setattr(printing.out, "width", 250)
+
+
 def _acc(value: float, half: float = 0.8) -> dict[str, Any]:
     """An accuracy figure as rooftune.workload.metrics.evaluate gives it."""
     drop = FP32 - value
