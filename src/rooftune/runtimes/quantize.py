@@ -506,10 +506,7 @@ def nncf_int8(model: Any, calibration: Sequence[Inputs], keep: Sequence[str] = (
         from openvino._offline_transformations import apply_fused_names_cleanup
 
         apply_fused_names_cleanup(quantized)
-    ops = [op.get_type_name() for op in quantized.get_ops()]
-    if not {"FakeQuantize", "FakeConvert"}.intersection(ops):
-        raise nothing_quantized("NNCF", [t for t in ops if t not in ("Parameter", "Constant", "Result")])
-    return quantized
+    return _quantized_by(quantized, "NNCF")
 
 
 def nncf_accuracy_control(model: Any, calibration: Sequence[Inputs], evaluation: dict[str, Any]) -> Any:
@@ -548,7 +545,13 @@ def nncf_accuracy_control(model: Any, calibration: Sequence[Inputs], evaluation:
     quantized = nncf.quantize_with_accuracy_control(
         model, calibrate, validation, validate, max_drop=float(evaluation["max_drop"]),
         drop_type=nncf.DropType.ABSOLUTE, subset_size=len(calibration))
-    ops = [op.get_type_name() for op in quantized.get_ops()]
+    return _quantized_by(quantized, "NNCF's accuracy control")
+
+
+def _quantized_by(model: Any, quantizer: str) -> Any:
+    """``model`` where ``quantizer`` left a quantized op in it (an OpenVINO model's FakeQuantize or
+    FakeConvert), else :func:`nothing_quantized`'s error."""
+    ops = [op.get_type_name() for op in model.get_ops()]
     if not {"FakeQuantize", "FakeConvert"}.intersection(ops):
-        raise nothing_quantized("NNCF's accuracy control", [t for t in ops if t not in ("Parameter", "Constant", "Result")])
-    return quantized
+        raise nothing_quantized(quantizer, [t for t in ops if t not in ("Parameter", "Constant", "Result")])
+    return model
