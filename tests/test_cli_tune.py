@@ -67,6 +67,24 @@ def test_exec_starts_a_copy_per_instance_of_a_throughput_configuration(tmp_path:
 
 
 @two_cores
+def test_exec_pins_each_copy_of_a_pinned_configuration_to_cores_of_its_own(tmp_path: Path) -> None:
+    """As PyTorch's launcher binds each of its --ninstances (the serving peer and a served setup
+    of one pinned instance per core): two copies, two distinct cores, and a third refused."""
+    from rooftune.platform.sysfs import one_cpu_per_core
+
+    cores = one_cpu_per_core(sorted(os.sched_getaffinity(0)))
+    cfg = tmp_path / "best.json"
+    cfg.write_text(json.dumps({"config": RunConfig(intra_threads=1, instances=2, pin=True).to_dict()}))
+    code = "import os; print(os.environ['ROOFTUNE_INSTANCE'], *sorted(os.sched_getaffinity(0)), flush=True)"
+    proc = exec_("--config", str(cfg), "--", sys.executable, "-c", code)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(proc.stdout.splitlines()) == [f"0 {cores[0]}", f"1 {cores[1]}"]
+    if len(cores) == 2:
+        assert_one_line_error(exec_("--config", str(cfg), "--instances", "3", "--", "true"), "--instances 3",
+                              "cores of its own")
+
+
+@two_cores
 def test_exec_forwards_a_signal_to_every_copy_and_reports_a_signalled_one(tmp_path: Path) -> None:
     import signal
     import time

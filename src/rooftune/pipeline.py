@@ -113,6 +113,9 @@ def optimize(
     calibration_size: int | None = None,
     train: TrainSpec | bool | None = None,
     data: DataSpec | str | None = None,
+    scenario: str | None = None,
+    slo_p99_ms: float | None = None,
+    slo_p90_ms: float | None = None,
 ) -> OptimizeResult:
     """Measure, explain and speed up ``model`` on this machine; write the report to ``out``.
 
@@ -137,6 +140,9 @@ def optimize(
     (see :func:`rooftune.tuning.tune`); bf16 and int8 are then tuned by default where the CPU runs
     them natively.
 
+    ``scenario`` (with ``slo_p99_ms`` or ``slo_p90_ms`` for ``server``) ends the tuning step with
+    a serving phase, as :func:`rooftune.tuning.tune` documents.
+
     ``store`` is a :class:`rooftune.store.Store` (left open) or the URL or file path of one (None:
     the default store).
     """
@@ -148,7 +154,7 @@ def optimize(
     policies = {k: v for k, v in (("trial_policy", trial_policy), ("compare_policy", compare_policy)) if v is not None}
     spec = TuneSpec(objective=objective, budget_s=budget_s, trials=trials, batch=batch, inputs=inputs, options=options,
                     runtimes=runtimes, precisions=precisions, calibration_size=calibration_size, train=train, data=data,
-                    **policies)
+                    scenario=scenario, slo_p99_ms=slo_p99_ms, slo_p90_ms=slo_p90_ms, **policies)
     spec = _with_precisions(model, spec)
     import torch
 

@@ -155,14 +155,18 @@ def intel_openmp_library() -> str | None:
     return str(p) if p.exists() else None
 
 
-def pinned_cpus(threads: int) -> tuple[int, ...]:
-    """The CPUs a pinned configuration's process is bound to: the first ``threads`` physical
-    cores of the ones this process may use (what the launcher's ``numactl -C`` / ``taskset -c``
-    gives one instance)."""
+def pinned_cpus(threads: int, instance: int = 0) -> tuple[int, ...]:
+    """The CPUs a pinned configuration's process is bound to: instance ``instance``'s
+    ``threads`` physical cores of the ones this process may use, the first instance's first
+    (what the launcher's ``numactl -C`` / ``taskset -c`` gives each of its ``--ninstances``)."""
     from rooftune.platform.sysfs import one_cpu_per_core
 
     cpus = one_cpu_per_core(sorted(os.sched_getaffinity(0)))
-    return cpus[:max(1, threads)]
+    threads = max(1, threads)
+    own = cpus[instance * threads:(instance + 1) * threads]
+    if len(own) < threads:
+        raise ValueError(f"instance {instance} of {threads} pinned cores finds only {len(cpus)} physical cores")
+    return own
 
 
 def allocator_library(name: str) -> str | None:
@@ -265,8 +269,9 @@ class RunConfig:
         if self.keep and self.precision != "int8":
             raise InvalidArgument("keep", ",".join(self.keep), "allowed only with precision int8 (the layers an int8 "
                                   "configuration keeps at higher precision)")
-        if self.pin is True and self.instances > 1:
-            raise InvalidArgument("pin", self.pin, "allowed with one instance (each instance would need cores of its own)")
+        if self.pin is True and isinstance(self.intra_threads, int) and self.instances * self.intra_threads > limit:
+            raise InvalidArgument("pin", self.pin, f"allowed where instances x intra_threads ({self.instances} x "
+                                  f"{self.intra_threads}) fit the {limit} usable cores (each instance has cores of its own)")
         for key in ("set_threads", "vendor_defaults", "pin"):
             if not isinstance(getattr(self, key), bool):
                 raise InvalidArgument(key, getattr(self, key), "allowed true or false")

@@ -263,8 +263,14 @@ def test_a_pinned_configuration_is_bound_to_one_cpu_per_core(tmp_path: Path) -> 
     import os
 
     assert set(pinned_cpus(1)) <= os.sched_getaffinity(0) and len(pinned_cpus(1)) == 1
+    cores = one_cpu_per_core(sorted(os.sched_getaffinity(0)))
+    if len(cores) > 1:  # each pinned instance on cores of its own, as the launcher's --ninstances
+        assert pinned_cpus(1, 1) == cores[1:2] and not set(pinned_cpus(1, 0)) & set(pinned_cpus(1, 1))
+    with pytest.raises(ValueError, match="instance"):
+        pinned_cpus(1, len(cores))
+    RunConfig(runtime="eager", instances=2, intra_threads=1, pin=True).validate(4)
     with pytest.raises(InvalidArgument, match="pin"):
-        RunConfig(runtime="eager", instances=2, intra_threads=1, pin=True).validate(4)
+        RunConfig(runtime="eager", instances=3, intra_threads=2, pin=True).validate(4)
     with pytest.raises(InvalidArgument, match="openmp"):
         RunConfig(runtime="eager", openmp="gnu").validate()
 

@@ -22,6 +22,9 @@ from rooftune.cli.options import (
     ModelOptions,
     Objective,
     Optimizer,
+    Scenario,
+    SloP90,
+    SloP99,
     Train,
     Transform,
     batch_option,
@@ -40,6 +43,7 @@ from rooftune.cli.printing import (
     out,
     print_load_hint,
     print_sensitivity,
+    print_serving,
     progress_reporter,
 )
 from rooftune.fileio import json_text
@@ -72,6 +76,9 @@ def optimize(
     metric: Metric = None,
     max_drop: MaxDrop = None,
     transform: Transform = None,
+    scenario: Scenario = None,
+    slo_p99: SloP99 = None,
+    slo_p90: SloP90 = None,
 ) -> None:
     """Measure, explain and speed up a model end to end; write a self-contained report."""
     from rooftune.pipeline import optimize as run_optimize
@@ -88,7 +95,8 @@ def optimize(
                          runtimes=args.runtimes, steps=steps, progress=update,
                          precisions=precisions_for(fp32=fp32, bf16=bf16, int8=int8, runtimes=args.runtimes),
                          calibration_size=calibration, train=args.train,
-                         data=data_spec(data, metric=metric, max_drop=max_drop, transform=transform))
+                         data=data_spec(data, metric=metric, max_drop=max_drop, transform=transform),
+                         scenario=scenario, slo_p99_ms=slo_p99, slo_p90_ms=slo_p90)
     if json_out:
         sys.stdout.write(json_text(r.to_dict(), indent=2, default=str) + "\n")
     else:
@@ -108,6 +116,8 @@ def optimize(
         out.print(Text(r.headline(), style="bold"))
         if r.tune is not None and r.tune.sensitivity is not None:
             print_sensitivity(r.tune.sensitivity, top=SENSITIVITY_TOP, where="the report")
+        if r.tune is not None:
+            print_serving(r.tune)
         if r.select is not None and "vanilla" in r.select.comparisons:
             c = r.select.comparisons["vanilla"]
             out.print(f"selected primitives (PyTorch eager) vs vanilla: {c['speedup']:.2f}x "

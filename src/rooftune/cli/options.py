@@ -114,6 +114,15 @@ MaxDrop = Annotated[float | None, typer.Option("--max-drop", help="With --data: 
 Transform = Annotated[str | None, typer.Option("--transform", help="With --data: MODULE:CALLABLE taking an RGB "
                                                "PIL image, in place of resizing to the input and scaling to [0, 1].")]
 
+# Serving scenarios (rooftune.tuning.serving): what is measured, and a server's latency target.
+Scenario = Annotated[str | None, typer.Option("--scenario", help="single-stream (one request at a time: p50, p90, "
+                                              "p99), server (the most requests/s, Poisson arrivals, within --slo-p99 "
+                                              "or --slo-p90) or offline (every request queued at once).")]
+SloP99 = Annotated[float | None, typer.Option("--slo-p99", help="With --scenario server: the p99 latency target in "
+                                              "ms, queueing included.")]
+SloP90 = Annotated[float | None, typer.Option("--slo-p90", help="With --scenario server: the p90 latency target in "
+                                              "ms, queueing included.")]
+
 #: A Ray cluster's head (rooftune.fleet): the work runs on its nodes, into the shared --db.
 Cluster = Annotated[str | None, typer.Option("--cluster", help="Run on the nodes of this Ray cluster (HOST:PORT of "
                                              "its head, or auto), every node writing to the shared --db.")]

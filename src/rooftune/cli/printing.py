@@ -251,3 +251,22 @@ def print_sensitivity(s: dict[str, Any], top: int | None = None, where: str = "-
             out.print(line, markup=False, highlight=False)
     for n in s.get("notes", ()):
         labelled(err, "note", "yellow", n)
+
+
+def print_serving(r: Any) -> None:
+    """A study's serving phase (``--scenario``): a server's or offline's setups as a table with its
+    headline, a single-stream study's percentiles; nothing without a scenario."""
+    from rooftune.tuning.serving_table import SERVING_COLUMNS, serving_lines, serving_rows
+
+    if r.serving is None:
+        return
+    if r.serving["scenario"] != "single-stream":
+        t = Table(title="Serving (req/s with its 95% CI; latency percentiles at that rate, ms, 95% CI)",
+                  title_justify="left")
+        for col in SERVING_COLUMNS:
+            t.add_column(col, justify="left" if col in ("setup", "configuration", "precision") else "right")
+        for row in serving_rows(r.serving):
+            t.add_row(*row)
+        out.print(t)
+    for line in serving_lines(r.serving):
+        out.print(line, markup=False, highlight=False)

@@ -26,6 +26,9 @@ from rooftune.cli.options import (
     ModelOptions,
     Objective,
     Optimizer,
+    Scenario,
+    SloP90,
+    SloP99,
     Train,
     Transform,
     bf16_option,
@@ -42,6 +45,7 @@ from rooftune.cli.printing import (
     out,
     print_load_hint,
     print_sensitivity,
+    print_serving,
     progress_reporter,
 )
 from rooftune.fileio import json_text
@@ -68,6 +72,7 @@ def _print_tune(r: Any) -> None:
         out.print(line, markup=False, highlight=False)
     if r.sensitivity is not None:
         print_sensitivity(r.sensitivity, top=SENSITIVITY_TOP)
+    print_serving(r)
     standing = r.guideline_text()
     if standing:
         out.print(f"guideline: {standing}; " + "; ".join(r.guideline_reasons), markup=False, highlight=False)
@@ -86,9 +91,10 @@ def _print_tune(r: Any) -> None:
 def tune(
     model: Annotated[str, typer.Argument(help="A model as `rooftune analyze` takes it.")],
     objective: Objective = None,
-    budget: Annotated[float, budget_option(
-        "Seconds for the whole study; the guideline, the baselines and their comparisons with the best are measured "
-        "whatever it is (about 1-2 minutes on a 2-core machine).")] = 240.0,
+    budget: Annotated[float | None, budget_option(
+        "Seconds for the whole study (default 240, 480 with --scenario server or offline); the guideline, the "
+        "baselines and their comparisons with the best are measured whatever it is (about 1-2 minutes on a 2-core "
+        "machine).")] = None,
     trials: Annotated[int | None, typer.Option("--trials", help="At most this many searched trials.")] = None,
     batch: Batch = None,
     input_shape: Inputs = None,
@@ -113,6 +119,9 @@ def tune(
     metric: Metric = None,
     max_drop: MaxDrop = None,
     transform: Transform = None,
+    scenario: Scenario = None,
+    slo_p99: SloP99 = None,
+    slo_p90: SloP90 = None,
 ) -> None:
     """Tune the runtime configuration of a model, against vanilla PyTorch and the vendor defaults;
     with --cluster, its trials spread over the nodes of one platform of a Ray cluster."""
@@ -129,7 +138,8 @@ def tune(
                      precisions=precisions_for(fp32=fp32, bf16=bf16, int8=int8, runtimes=args.runtimes),
                      runtimes=args.runtimes, store=db, save=save, progress=update, validate=validate,
                      calibration_size=calibration, train=args.train, cluster=cluster,
-                     data=data_spec(data, metric=metric, max_drop=max_drop, transform=transform))
+                     data=data_spec(data, metric=metric, max_drop=max_drop, transform=transform),
+                     scenario=scenario, slo_p99_ms=slo_p99, slo_p90_ms=slo_p90)
     if json_out:
         sys.stdout.write(json_text(r.to_dict(), indent=2, default=str) + "\n")
     else:
@@ -147,9 +157,9 @@ def exec_(
 ) -> None:
     """Run a command with a saved configuration's environment: rooftune exec --config best.json -- CMD ...
 
-    A configuration of N concurrent instances (the throughput objective) starts N copies side by
-    side, as the study ran them (not pinned to cores of their own, where PyTorch's launcher pins
-    its --ninstances); each copy finds ROOFTUNE_INSTANCE (0..N-1) and ROOFTUNE_INSTANCES in its
+    A configuration of N concurrent instances (the throughput objective, a server) starts N copies
+    side by side, as the study ran them (a pinned one's each on cores of its own, as PyTorch's
+    launcher pins its --ninstances); each copy finds ROOFTUNE_INSTANCE (0..N-1) and ROOFTUNE_INSTANCES in its
     environment, and exec exits with the first failing copy's status."""
     from rooftune.tuning.exec import exec_config
 

@@ -81,16 +81,20 @@ def python_command(module: str, *args: str) -> list[str]:
     return [sys.executable, "-P", "-m", module, *args]
 
 
-def start(cmd: Sequence[str], *, parent_death: int = signal.SIGKILL, **popen: Any) -> subprocess.Popen[Any]:
+def start(cmd: Sequence[str], *, parent_death: int = signal.SIGKILL, affinity: Sequence[int] | None = None,
+          **popen: Any) -> subprocess.Popen[Any]:
     """``subprocess.Popen(cmd, **popen)`` leading a process group of its own, sent ``parent_death``
     when the thread calling this ends (SIGKILL: a paused child dies too, where SIGTERM would wait
     for a SIGCONT; ``rooftune exec`` gives the user's programs SIGTERM); the group, what the
     child started included, is sent it by the watchdog (:class:`_Watchdog`) when this process
-    ends, and SIGKILL a while later where that was another signal."""
+    ends, and SIGKILL a while later where that was another signal. ``affinity``: the CPUs the
+    child is bound to from its start."""
     prctl = _prctl()
     parent = os.getpid()
 
     def in_child() -> None:
+        if affinity is not None:  # before the program starts any thread, which inherits it
+            os.sched_setaffinity(0, affinity)
         if prctl is not None:
             prctl(_PR_SET_PDEATHSIG, int(parent_death))
         if os.getppid() != parent:  # the parent ended between the fork and the prctl
@@ -218,9 +222,9 @@ def run(cmd: Sequence[str], *, timeout_s: float | None = None, input: str | None
     return subprocess.CompletedProcess(list(cmd), proc.returncode, out, err)
 
 
-def run_copies(cmd: Sequence[str], env: dict[str, str], n: int) -> int:
+def run_copies(cmd: Sequence[str], env: dict[str, str], n: int, cpus: Sequence[Sequence[int]] | None = None) -> int:
     """``n`` copies of ``cmd`` side by side, copy ``i`` with ``ROOFTUNE_INSTANCE=i`` and
-    ``ROOFTUNE_INSTANCES=n`` added to ``env``; the first non-zero status among them (128 + N for
+    ``ROOFTUNE_INSTANCES=n`` added to ``env`` (and bound to ``cpus[i]`` where given); the first non-zero status among them (128 + N for
     a copy a signal ended), else 0. Each copy leads a process group of its own: SIGINT (Ctrl-C),
     SIGTERM and SIGHUP sent to this process reach every process of every copy once (a wrapper
     script's children too), copies not yet started are not started, and this process waits for
@@ -243,7 +247,7 @@ def run_copies(cmd: Sequence[str], env: dict[str, str], n: int) -> int:
             if stopping:
                 break
             # the user's programs are sent SIGTERM, not SIGKILL, when their parent dies: they may clean up
-            procs.append(start(cmd, parent_death=signal.SIGTERM,
+            procs.append(start(cmd, parent_death=signal.SIGTERM, affinity=cpus[i] if cpus else None,
                                env={**env, "ROOFTUNE_INSTANCE": str(i), "ROOFTUNE_INSTANCES": str(n)}))
         codes = [p.wait() for p in procs]
         if stopping and len(procs) < n:

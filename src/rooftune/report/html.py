@@ -80,6 +80,10 @@ def write_figures(r: OptimizeResult) -> dict[str, Path]:
                  ("time_roofline", plot_time_roofline, (r.analysis,))]
     if r.tune is not None:
         jobs.append(("trials", plot_trials, (r.tune,)))
+        if r.tune.serving is not None and r.tune.serving["scenario"] == "server":
+            from rooftune.report.serving_figures import plot_serving
+
+            jobs.append(("serving", plot_serving, (r.tune.serving, r.tune.model)))
         if pareto_points(r.tune):  # the configurations judged on the user's data
             jobs.append(("accuracy_pareto", plot_accuracy_pareto, (r.tune,)))
     if r.tune is not None or r.select is not None:
@@ -190,10 +194,25 @@ def _tuning(r: OptimizeResult, figs: dict[str, Path]) -> str:
         + figure_html(figs.get("accuracy_pareto"), "The metric on the evaluation part of your data against each "
                   "configuration's trial latency, with its 95 % interval; the Pareto front and fp32's metric less the budget")
         + _sensitivity(t.sensitivity)
+        + _serving(t.serving, figs)
         + (f"<details><summary>{len(failed)} failed configurations (never reported as best)</summary>{fails}</details>"
            if failed else "")
         + "".join(f"<p class=dim>note: {escape(n)}</p>" for n in t.notes)
     )
+
+
+def _serving(s: dict[str, Any] | None, figs: dict[str, Path]) -> str:
+    """The serving phase of the tuning, where a scenario asked for one: its table, its headline and
+    the latency against offered load."""
+    if s is None:
+        return ""
+    from rooftune.tuning.serving_table import SERVING_COLUMNS, serving_lines, serving_rows
+
+    table = table_html(list(SERVING_COLUMNS), serving_rows(s), set(range(3, len(SERVING_COLUMNS)))) \
+        if s["scenario"] != "single-stream" else ""
+    return ("<h3>Serving</h3>" + table + "".join(f"<p>{escape(line)}</p>" for line in serving_lines(s))
+            + figure_html(figs.get("serving"), "Latency against offered load: each setup's probes, the SLO and "
+                          "each setup's largest rate within it"))
 
 
 def _sensitivity(s: dict[str, Any] | None) -> str:

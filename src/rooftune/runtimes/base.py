@@ -46,6 +46,12 @@ class Prepared:
     #: A training configuration's step (:class:`rooftune.workload.training.TrainStep`), which
     #: ``run`` steps; None for inference.
     step: Any = None
+    #: Another ``run`` that may be called while this one runs (a runtime that needs one infer
+    #: request per concurrent call, OpenVINO's streams); None: ``run`` itself may be.
+    fork: Callable[[], Callable[[], Any]] | None = None
+    #: The concurrent calls the runtime recommends (OpenVINO's optimal number of infer requests);
+    #: None: one.
+    slots: int | None = None
 
     def output(self) -> tuple[torch.Tensor, ...]:
         return self.to_torch(self.run())

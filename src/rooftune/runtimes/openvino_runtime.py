@@ -125,6 +125,8 @@ class OpenVINO(Runtime):
             props["PERFORMANCE_HINT"] = config.option("hint")
             # int8 models keep fp32 between their quantized ops
             props["INFERENCE_PRECISION_HINT"] = "bf16" if config.precision == "bf16" else "f32"
+        elif "hint" in config.runtime_options:  # as installed but for the hint its users give (benchmark_app's)
+            props["PERFORMANCE_HINT"] = config.option("hint")
         if not config.vendor_defaults:
             props["INFERENCE_NUM_THREADS"] = config.intra_threads
             props["NUM_STREAMS"] = int(config.option("streams"))
@@ -148,7 +150,12 @@ class OpenVINO(Runtime):
         if config.precision == "default":
             hint = compiled.get_property("INFERENCE_PRECISION_HINT")  # an ov.Type: bf16, f32, f16
             chosen = _PRECISION_NAMES.get(getattr(hint, "get_type_name", lambda: str(hint))(), "fp32")
-        return Prepared(run, to_torch, artifact=path, call=lambda xs: request.infer(feeds_of(xs)), precision=chosen)
+        def fork() -> Any:  # one infer request per concurrent call
+            own = compiled.create_infer_request()
+            return lambda: own.infer(feeds)
+
+        return Prepared(run, to_torch, artifact=path, call=lambda xs: request.infer(feeds_of(xs)), precision=chosen,
+                        fork=fork, slots=int(compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS")))
 
 
 #: OpenVINO's element type names (``INFERENCE_PRECISION_HINT``) as rooftune names precisions.

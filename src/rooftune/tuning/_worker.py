@@ -8,6 +8,9 @@ original stdout; fd 1 is pointed at stderr so that libraries printing cannot cor
         -> {"ok": true, "prepare_s": ..., "repeat_s": ..., "verify": {...}} | {"ok": false, "error": "..."}
     {"cmd": "measure", "policy": {...}}   -> {"ok": true, "measurement": {...}}
     {"cmd": "sample", "number": n, "warmup": w} -> {"ok": true, "seconds": per-call time of n calls after w untimed}
+    {"cmd": "slots", "count": k | null} -> {"ok": true, "slots": k}: k threads serving calls side by side (null:
+        as many as the runtime recommends, one where it has no streams); then, any number outstanding,
+    {"cmd": "call", "slot": s}          -> {"ok": true, "slot": s, "seconds": the call's time}, answered by the slot
     {"cmd": "exit"}
 """
 
@@ -15,7 +18,9 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -28,6 +33,7 @@ from rooftune.platform.processes import answer, protocol_pipe
 def main() -> int:
     pipe = protocol_pipe()
     prepared = None
+    slots: list[queue.SimpleQueue[int]] = []
     for line in sys.stdin:
         msg = json.loads(line)
         cmd = msg.get("cmd")
@@ -51,6 +57,12 @@ def main() -> int:
                 for _ in range(n):
                     prepared.run()
                 answer(pipe, {"ok": True, "seconds": (time.perf_counter() - t0) / n})
+            elif cmd == "slots":
+                assert prepared is not None and not slots
+                slots = _start_slots(prepared, msg.get("count"), pipe)
+                answer(pipe, {"ok": True, "slots": len(slots)})
+            elif cmd == "call":
+                slots[int(msg["slot"])].put(1)
             elif cmd == "exit":
                 return 0
             else:
@@ -59,6 +71,36 @@ def main() -> int:
             answer(pipe, {"ok": False, "error": f"{type(exc).__name__}: {one_line(exc)}",
                            "traceback": traceback.format_exc(limit=5)})
     return 0
+
+
+#: Answers of slots serving side by side are written one whole line at a time.
+_ANSWERING = threading.Lock()
+
+
+def _start_slots(prepared: Any, count: int | None, pipe: Any) -> list[queue.SimpleQueue[int]]:
+    """Threads that each run the prepared model when told (``{"cmd": "call"}``), each on its own
+    infer request where the runtime needs one per concurrent call (OpenVINO's streams); ``count``
+    None: the runtime's recommended number of concurrent calls, else one."""
+    n = int(count) if count is not None else int(prepared.slots or 1)
+    queues: list[queue.SimpleQueue[int]] = []
+    for s in range(max(1, n)):
+        run = prepared.fork() if prepared.fork is not None else prepared.run
+        q: queue.SimpleQueue[int] = queue.SimpleQueue()
+        queues.append(q)
+
+        def serve(s: int = s, q: queue.SimpleQueue[int] = q, run: Any = run) -> None:
+            while q.get():
+                t0 = time.perf_counter()
+                try:
+                    run()
+                    msg = {"ok": True, "slot": s, "seconds": time.perf_counter() - t0}
+                except Exception as exc:  # the call failed; the load generator ends the run
+                    msg = {"ok": False, "slot": s, "error": f"{type(exc).__name__}: {one_line(exc)}"}
+                with _ANSWERING:
+                    answer(pipe, msg)
+
+        threading.Thread(target=serve, daemon=True).start()
+    return queues
 
 
 def load_for(config: Any, w: dict[str, Any], inputs: str | None = None, workdir: str | None = None,
@@ -121,7 +163,7 @@ def _init(msg: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
 
     if msg["config"].get("pin"):
         # bound before torch starts its OpenMP pool, whose threads inherit the mask
-        os.sched_setaffinity(0, pinned_cpus(int(msg["config"].get("intra_threads", 1))))
+        os.sched_setaffinity(0, pinned_cpus(int(msg["config"].get("intra_threads", 1)), int(msg.get("instance", 0))))
     import torch
 
     from rooftune.tuning.verify import check_on_data, check_prepared

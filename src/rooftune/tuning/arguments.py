@@ -186,3 +186,39 @@ def check_arguments(*, objective: str, budget_s: float, compare_pairs: int, tria
 
         output_file(save, "save", parents=True)
     return names, chosen
+
+
+#: What each serving scenario measures with (MLPerf's names; rooftune.bench.serving): one request
+#: at a time is the latency objective, as is a server's search (its candidates are the fastest
+#: configurations per call); everything queued at once is the throughput objective.
+SCENARIO_OBJECTIVES = {"single-stream": "latency", "server": "latency", "offline": "throughput"}
+
+
+def check_scenario(scenario: str | None, objective: str | None, slo_p99_ms: float | None, slo_p90_ms: float | None,
+                   training: bool) -> tuple[str | None, str | None]:
+    """``scenario`` and the objective it implies, refused where it cannot run: an unknown one, a
+    server without one latency target (or with two), a target without a server, a target that is
+    not a positive number of milliseconds, an objective the scenario does not measure, a training
+    step. Returns (scenario, objective); the objective None where neither was given."""
+    given = [(name, v) for name, v in (("--slo-p99", slo_p99_ms), ("--slo-p90", slo_p90_ms)) if v is not None]
+    for name, v in given:
+        if not is_real(v) or not math.isfinite(v) or v <= 0:
+            raise InvalidArgument(name, v, "allowed a number of milliseconds > 0")
+    if scenario is None:
+        if given:
+            raise InvalidArgument(given[0][0], given[0][1], "allowed only with --scenario server")
+        return None, objective
+    if not isinstance(scenario, str) or scenario not in SCENARIO_OBJECTIVES:
+        raise InvalidArgument("--scenario", scenario, f"allowed {', '.join(SCENARIO_OBJECTIVES)}")
+    if training:
+        raise InvalidArgument("--scenario", scenario, "allowed only without --train (a scenario serves inferences)")
+    if scenario == "server" and not given:
+        raise InvalidArgument("--scenario", scenario, "needs a latency target: --slo-p99 MS or --slo-p90 MS")
+    if len(given) > 1:
+        raise InvalidArgument("--slo-p90", slo_p90_ms, "allowed only without --slo-p99 (one latency target)")
+    if scenario != "server" and given:
+        raise InvalidArgument(given[0][0], given[0][1], "allowed only with --scenario server")
+    implied = SCENARIO_OBJECTIVES[scenario]
+    if objective is not None and objective != implied:
+        raise InvalidArgument("--objective", objective, f"allowed {implied} with --scenario {scenario} (or leave it out)")
+    return scenario, implied

@@ -21,8 +21,8 @@ def exec_config(config: str | Path, cmd: Sequence[str], instances: int | None = 
     tune --save``). One instance replaces this process by ``cmd`` (``os.execvpe``: this call
     does not return), on the configuration's cores where it is pinned. A configuration of N
     concurrent instances (the throughput objective), or ``instances`` > 1, starts that many copies
-    side by side, as the study ran them (not pinned to cores of their own, where PyTorch's
-    launcher pins its --ninstances); each finds ROOFTUNE_INSTANCE (0..N-1) and ROOFTUNE_INSTANCES
+    side by side, as the study ran them (a pinned configuration's each on cores of its own, as
+    PyTorch's launcher pins its --ninstances); each finds ROOFTUNE_INSTANCE (0..N-1) and ROOFTUNE_INSTANCES
     in its environment. Returns the first failing copy's status (128 + N for a copy a signal
     ended), else 0: see :func:`rooftune.platform.processes.run_copies`. Bad arguments raise
     :class:`InvalidArgument` before anything starts."""
@@ -38,15 +38,20 @@ def exec_config(config: str | Path, cmd: Sequence[str], instances: int | None = 
     if not is_int(n) or not 1 <= n <= MAX_INSTANCES:
         raise InvalidArgument("--instances", n, f"allowed 1..{MAX_INSTANCES}")
     env = {**os.environ, **cfg.environment()}
+    cpus = None
     if cfg.pin:
-        if n > 1:
-            raise InvalidArgument("--instances", n, "allowed 1 for a pinned configuration (its cores are one instance's)")
         from rooftune.runconfig import pinned_cpus
 
-        os.sched_setaffinity(0, pinned_cpus(cfg.intra_threads))  # inherited by the command run
+        try:  # each copy on its own cores, as the study ran its instances
+            cpus = [pinned_cpus(cfg.intra_threads, i) for i in range(int(n))]
+        except ValueError:
+            raise InvalidArgument("--instances", n, f"allowed where each of them has {cfg.intra_threads} cores of its "
+                                  f"own (the configuration is pinned)") from None
+        if n == 1:
+            os.sched_setaffinity(0, cpus[0])  # inherited by the command run
     if shutil.which(cmd[0]) is None and not os.path.exists(cmd[0]):
         raise InvalidArgument("command", cmd[0], "not found on PATH")
     sys.stdout.flush()
     if n == 1:
         os.execvpe(cmd[0], cmd, env)
-    return run_copies(cmd, env, int(n))
+    return run_copies(cmd, env, int(n), cpus=cpus)

@@ -157,6 +157,8 @@ class TuneResult:
     #: position and the mixed set the int8 seeds kept at higher precision
     #: (:meth:`rooftune.analysis.sensitivity.Sensitivity.to_dict`); None otherwise.
     sensitivity: dict[str, Any] | None = None
+    #: A serving scenario's phase (rooftune.tuning.serving): every setup served, the best, the peers' ratios.
+    serving: dict[str, Any] | None = None
 
     def batch_text(self) -> str:
         """``batch 1``, or, where the search chose the batch, the batches it chose from and the
@@ -429,6 +431,7 @@ class TuneResult:
                 "vs_peer": self.fp32_vs_peer},
             **({"fleet": self.fleet} if self.fleet is not None else {}),
             **({"sensitivity": self.sensitivity} if self.sensitivity is not None else {}),
+            **({"serving": self.serving} if self.serving is not None else {}),
         }
 
 

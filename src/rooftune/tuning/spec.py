@@ -18,6 +18,7 @@ from rooftune.errors import InvalidArgument
 from rooftune.tuning.arguments import (
     check_arguments,
     check_precisions,
+    check_scenario,
     check_train_arguments,
     data_precisions,
     default_precisions,
@@ -32,8 +33,10 @@ if TYPE_CHECKING:
     from rooftune.workload.data import DataSpec
     from rooftune.workload.training import TrainSpec
 
-#: Default budget of a whole study, in seconds (what benchmarks/tune_suite.py gives each model).
+#: Default budget of a whole study, in seconds (what benchmarks/tune_suite.py gives each model),
+#: and of one with a serving phase (``--scenario server`` or ``offline``), which gets half of it.
 DEFAULT_BUDGET_S = 240.0
+SERVING_BUDGET_S = 480.0
 
 
 @dataclass(frozen=True)
@@ -42,11 +45,14 @@ class TuneSpec:
     the study uses: ``objective`` decided (``throughput`` for a training step, else ``latency``),
     ``precisions`` and ``runtimes`` tuples of names (None: the defaults), ``validate`` a
     ``module:function`` string, ``train`` a TrainSpec or None, ``data`` a DataSpec or None (sized by
-    ``calibration_size``, which is then None), ``inputs`` a list of shapes or None. Building a spec
-    from a spec's own fields (``dataclasses.replace``) gives the same spec."""
+    ``calibration_size``, which is then None), ``inputs`` a list of shapes or None, ``budget_s``
+    the default where None (:data:`SERVING_BUDGET_S` with a serving phase). ``scenario`` (with
+    ``slo_p99_ms`` or ``slo_p90_ms`` for a server) adds the serving phase
+    (:mod:`rooftune.tuning.serving`) and decides the objective. Building a spec from a spec's own
+    fields (``dataclasses.replace``) gives the same spec."""
 
     objective: str | None = None
-    budget_s: float = DEFAULT_BUDGET_S
+    budget_s: float | None = None
     trials: int | None = None
     batch: int | None = None
     inputs: Sequence[tuple[int, ...]] | None = None
@@ -62,6 +68,14 @@ class TuneSpec:
     compare_pairs: int = COMPARE_PROCESS_PAIRS
     train: TrainSpec | bool | None = None
     data: DataSpec | str | None = None
+    scenario: str | None = None
+    slo_p99_ms: float | None = None
+    slo_p90_ms: float | None = None
+
+    @property
+    def slo(self) -> tuple[str, float]:
+        """A server's latency target: the quantile's name and its milliseconds."""
+        return ("p99", float(self.slo_p99_ms)) if self.slo_p99_ms is not None else ("p90", float(self.slo_p90_ms or 0))
 
     def __post_init__(self) -> None:
         """Refuses what a study cannot run, in the words :mod:`rooftune.tuning.arguments` gives,
@@ -85,10 +99,14 @@ class TuneSpec:
         if train is not None:
             check_train_arguments(runtimes=self.runtimes, precisions=self.precisions, validate=self.validate,
                                   calibration_size=calibration_size)
+        scenario, objective = check_scenario(self.scenario, self.objective, self.slo_p99_ms, self.slo_p90_ms,
+                                             training=train is not None)
         # a training step is measured in samples per second by default, an inference by its latency
-        objective = self.objective if self.objective is not None else "throughput" if train is not None else "latency"
+        objective = objective if objective is not None else "throughput" if train is not None else "latency"
+        budget_s = self.budget_s if self.budget_s is not None else (
+            SERVING_BUDGET_S if scenario in ("server", "offline") else DEFAULT_BUDGET_S)
         precisions, runtimes = check_arguments(
-            objective=objective, budget_s=self.budget_s, compare_pairs=self.compare_pairs, trials=self.trials,
+            objective=objective, budget_s=budget_s, compare_pairs=self.compare_pairs, trials=self.trials,
             guidelines_only=self.guidelines_only, precisions=self.precisions, runtimes=self.runtimes,
             trial_policy=self.trial_policy, compare_policy=self.compare_policy, save=self.save)
         check_batch(self.batch)
@@ -96,6 +114,11 @@ class TuneSpec:
         put("data", data)
         put("calibration_size", calibration_size)
         put("objective", objective)
+        put("scenario", scenario)
+        put("budget_s", float(budget_s))
+        for name in ("slo_p99_ms", "slo_p90_ms"):
+            if getattr(self, name) is not None:
+                put(name, float(getattr(self, name)))
         put("precisions", precisions)
         put("runtimes", runtimes)
         put("validate", validation_spec(self.validate))

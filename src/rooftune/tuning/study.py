@@ -65,6 +65,7 @@ from rooftune.tuning.result import (
     top1_only_note,
     winograd_note,
 )
+from rooftune.tuning.serving import STUDY_SHARE, ServingPhase
 from rooftune.tuning.setup import TRIAL_POLICY, Setup
 from rooftune.tuning.setup import run_trial as _evaluate
 from rooftune.tuning.skips import NOT_RUN, not_run
@@ -97,7 +98,7 @@ __all__ = [
 ]
 
 
-class Study(StudySetUp, SearchPhases, FinalPhases):
+class Study(StudySetUp, SearchPhases, FinalPhases, ServingPhase):
     """One tuning study of one model on this machine, as ``spec`` asks: constructed, it knows what
     it will search here (the runtimes installed, the precisions this CPU runs); :meth:`prepare`
     sets it up (the model exported and loaded, its reference output, the search space, the
@@ -138,7 +139,8 @@ class Study(StudySetUp, SearchPhases, FinalPhases):
         self.validated = spec.validate is not None
         self.validate_spec = cast("str | None", spec.validate)
         self.objective = cast(str, spec.objective)
-        self.budget_s = spec.budget_s
+        # a serving phase (rooftune.tuning.serving) takes its share of the budget after the others
+        self.budget_s = cast(float, spec.budget_s) * (STUDY_SHARE if spec.scenario in ("server", "offline") else 1.0)
         self.trials = spec.trials
         self.batch = spec.batch
         self.compare_pairs = spec.compare_pairs
@@ -261,7 +263,7 @@ class Study(StudySetUp, SearchPhases, FinalPhases):
         if stolen:
             notes.append(stolen + "; the interleaved ratios hold better than the times")
         took = time.perf_counter() - self.started
-        if took > 1.1 * self.budget_s + 5:
+        if took > 1.1 * cast(float, self.spec.budget_s) + 5:
             # the guideline, the baselines and one comparison each are measured whatever the budget
             p = self.phase_s
             notes.append(f"the study took {took:.0f} s against a budget of {self.budget_s:.0f} s: the guideline, the "
@@ -278,7 +280,7 @@ class Study(StudySetUp, SearchPhases, FinalPhases):
                           fp32_best=kept(self.fp32_best) if self.fp32_best is not None else None,
                           fp32_vs_peer=self.fp32_vs_peer,
                           sensitivity=self.sensitivity.to_dict() if self.sensitivity is not None else None,
-                          ).with_interleaved_figures()
+                          serving=self.serving_result).with_interleaved_figures()
 
 
 
@@ -288,7 +290,7 @@ def tune(
     example_inputs: Sequence[Any] | None = None,
     example_kwargs: dict[str, Any] | None = None,
     objective: str | None = None,
-    budget_s: float = DEFAULT_BUDGET_S,
+    budget_s: float | None = None,
     trials: int | None = None,
     batch: int | None = None,
     inputs: Sequence[tuple[int, ...]] | None = None,
@@ -307,6 +309,9 @@ def tune(
     train: TrainSpec | bool | None = None,
     cluster: str | None = None,
     data: DataSpec | str | None = None,
+    scenario: str | None = None,
+    slo_p99_ms: float | None = None,
+    slo_p90_ms: float | None = None,
 ) -> TuneResult:
     """Tune ``model``'s runtime configuration on this machine (see the module docstring).
 
@@ -344,6 +349,15 @@ def tune(
     metric on the evaluation part drops at most ``max_drop`` below fp32's (its interval reported);
     bf16 and int8 are searched by default where the CPU runs them natively.
 
+    ``scenario`` serves the model as MLPerf's scenarios do (:mod:`rooftune.tuning.serving`):
+    ``single-stream`` is the latency objective with its p90 and p99; ``server`` (with
+    ``slo_p99_ms`` or ``slo_p90_ms``) finds the most requests per second, arriving as a Poisson
+    process, that keep that latency percentile within the target, searching instances, threads,
+    streams, batch and dynamic batching over the study's fastest configurations, against the
+    serving peers as their users run them; ``offline`` the most samples per second with every
+    request queued at once. ``budget_s`` None: 240 s, 480 s with a server or offline scenario
+    (half of it for the serving phase).
+
     ``cluster`` (a Ray cluster's head, ``HOST:PORT``) spreads the study's trials over the nodes of
     one platform (:mod:`rooftune.tuning.cluster`): ``model`` a name every node loads, ``store`` the
     URL of a store every node reaches, ``save`` written by the node of the final comparisons.
@@ -353,13 +367,17 @@ def tune(
     and the cluster make a :class:`~rooftune.tuning.spec.TuneSpec` (checked there), which
     :func:`tune_spec` runs.
     """
+    if cluster is not None and scenario is not None:
+        raise InvalidArgument("--scenario", scenario, "allowed only without --cluster (a server is measured on one "
+                              "machine)")
     if cluster is not None and data is not None:
         raise InvalidArgument("--data", str(getattr(data, "data", data)), "allowed only without --cluster (the nodes "
                               "do not share the data's files)")
     spec = TuneSpec(objective=objective, budget_s=budget_s, trials=trials, batch=batch, inputs=inputs, options=options,
                     guidelines_only=guidelines_only, precisions=precisions, runtimes=runtimes, save=save,
                     trial_policy=trial_policy, compare_policy=compare_policy, validate=validate,
-                    calibration_size=calibration_size, compare_pairs=compare_pairs, train=train, data=data)
+                    calibration_size=calibration_size, compare_pairs=compare_pairs, train=train, data=data,
+                    scenario=scenario, slo_p99_ms=slo_p99_ms, slo_p90_ms=slo_p90_ms)
     return tune_spec(model, spec, store=store, example_inputs=example_inputs, example_kwargs=example_kwargs,
                      progress=progress, cluster=cluster)
 
@@ -383,6 +401,8 @@ def tune_spec(model: str | Any, spec: TuneSpec, *, store: str | os.PathLike[str]
         study.guideline_seeds()
         study.search()
         study.final_phases()
+        study.serving()
+        study.save_serving()
     finally:
         study.close()
     return study.result()

@@ -39,11 +39,12 @@ class Worker:
     def __init__(self, config: RunConfig, workload: dict[str, Any], reference: Path, workdir: Path,
                  prepare_timeout_s: float = PREPARE_TIMEOUT_S, calibration: Path | None = None,
                  validate: str | None = None, wait: bool = True, inputs: Path | None = None,
-                 verified: bool = False) -> None:
+                 verified: bool = False, instance: int = 0) -> None:
         """Starts the process and sends it the configuration; ``wait=False`` returns at once and
         :meth:`ready` waits for the preparation (several workers then start side by side).
         ``verified``: the configuration passed its check in this study's trial, so a training step
-        is not checked again (``_worker._init_train``)."""
+        is not checked again (``_worker._init_train``). ``instance``: which of the configuration's
+        instances it is (a pinned one is bound to that instance's cores)."""
         self.config = config
         env = {k: v for k, v in os.environ.items() if k not in CONTROLLED or not config.set_threads}
         env.update(config.environment())
@@ -56,7 +57,7 @@ class Worker:
         self._init = {"cmd": "init", "workload": workload, "config": config.to_dict(),
                       "reference": str(reference), "inputs": str(inputs) if inputs else None, "workdir": str(workdir),
                       "calibration": str(calibration) if calibration else None, "validate": validate,
-                      "verified": verified}
+                      "verified": verified, "instance": instance}
         self._prepare_timeout_s = prepare_timeout_s
         self.info: dict[str, Any] = {}
         try:
@@ -153,9 +154,9 @@ class Group:
         self.workers: list[Worker] = []
         try:
             # The instances start and prepare side by side (nothing is timed before all are ready).
-            for _ in range(max(1, config.instances)):
+            for i in range(max(1, config.instances)):
                 self.workers.append(Worker(config, workload, reference, workdir, prepare_timeout_s, calibration,
-                                           validate, wait=False, inputs=inputs, verified=verified))
+                                           validate, wait=False, inputs=inputs, verified=verified, instance=i))
             if wait:
                 self.ready()
         except BaseException:
