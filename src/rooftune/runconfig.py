@@ -169,6 +169,13 @@ def pinned_cpus(threads: int, instance: int = 0) -> tuple[int, ...]:
     return own
 
 
+def _physical_cores() -> int:
+    """The physical cores this process may use (what :func:`pinned_cpus` binds from)."""
+    from rooftune.platform.sysfs import one_cpu_per_core
+
+    return max(1, len(one_cpu_per_core(sorted(os.sched_getaffinity(0)))))
+
+
 def allocator_library(name: str) -> str | None:
     """Path of the allocator's shared library, or None when it is not installed."""
     for lib in ALLOCATOR_LIBRARIES.get(name, ()):
@@ -269,9 +276,10 @@ class RunConfig:
         if self.keep and self.precision != "int8":
             raise InvalidArgument("keep", ",".join(self.keep), "allowed only with precision int8 (the layers an int8 "
                                   "configuration keeps at higher precision)")
-        if self.pin is True and isinstance(self.intra_threads, int) and self.instances * self.intra_threads > limit:
+        if self.pin is True and self.instances * self.intra_threads > min(limit, _physical_cores()):
             raise InvalidArgument("pin", self.pin, f"allowed where instances x intra_threads ({self.instances} x "
-                                  f"{self.intra_threads}) fit the {limit} usable cores (each instance has cores of its own)")
+                                  f"{self.intra_threads}) fit the {min(limit, _physical_cores())} physical cores this "
+                                  f"process may use (each instance has cores of its own)")
         for key in ("set_threads", "vendor_defaults", "pin"):
             if not isinstance(getattr(self, key), bool):
                 raise InvalidArgument(key, getattr(self, key), "allowed true or false")

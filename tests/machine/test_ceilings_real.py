@@ -17,10 +17,19 @@ def quick_ceilings(tmp_path_factory: pytest.TempPathFactory) -> tuple[Ceilings, 
 
 
 def test_ceilings_are_positive_finite_and_fp32_beats_fp64(quick_ceilings: tuple[Ceilings, str]) -> None:
-    c, _ = quick_ceilings
+    c, db = quick_ceilings
     for name in ("fp32", "fp64", "gemm_fp32"):
         assert math.isfinite(c.peak_flops[name]) and c.peak_flops[name] > 0
-    assert c.peak_flops["fp32"] > c.peak_flops["fp64"]
+    # fp32 has twice fp64's lanes. A quick probe descheduled for its whole window on a loaded host
+    # reads far low (0.28 GFLOP/s against fp64's 103 beside two busy processes): the relation is of
+    # the kernels, so it is checked on the best of up to three more measurements of each
+    fp32, fp64 = c.peak_flops["fp32"], c.peak_flops["fp64"]
+    for _ in range(3):
+        if fp32 > fp64:
+            break
+        again = get_ceilings(quick=True, threads=[1], refresh=True, db=db)
+        fp32, fp64 = max(fp32, again.peak_flops["fp32"]), max(fp64, again.peak_flops["fp64"])
+    assert fp32 > fp64
     assert set(c.bandwidth) >= {"L1", "DRAM"}
     assert all(math.isfinite(v) and v > 0 for v in c.bandwidth.values())
     # Caches are faster than DRAM on every machine this runs on.

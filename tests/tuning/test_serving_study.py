@@ -90,7 +90,8 @@ def test_a_server_study_serves_its_setups_and_the_peers(tmp_path: Path, monkeypa
     for name, value in (("SEARCH_STEPS", 3), ("PROBE_S", 0.3), ("OFFLINE_S", 0.3), ("SERVER_ROUNDS", 1)):
         monkeypatch.setattr(serving, name, value)
     candidates = serving.serving_candidates  # the fastest configuration as it is and as instances
-    monkeypatch.setattr(serving, "serving_candidates", lambda trials, cores, bases=2: candidates(trials, cores, 1)[:2])
+    monkeypatch.setattr(serving, "serving_candidates",
+                        lambda trials, cores, bases=2, objective="latency": candidates(trials, cores, 1, objective)[:2])
     save = tmp_path / "best.json"
     r = tune(CNN, runtimes=["eager", "onnxruntime"], guidelines_only=True, precisions=("fp32",), budget_s=120,
              store=str(tmp_path / "t.db"), save=save, trial_policy=FAST, compare_policy=FAST, compare_pairs=1,

@@ -62,14 +62,18 @@ def main() -> int:
                 slots = _start_slots(prepared, msg.get("count"), pipe)
                 answer(pipe, {"ok": True, "slots": len(slots)})
             elif cmd == "call":
-                slots[int(msg["slot"])].put(1)
+                slot = msg.get("slot")
+                if not isinstance(slot, int) or not 0 <= slot < len(slots):
+                    raise ValueError(f"no slot {slot!r}")
+                slots[slot].put(1)
             elif cmd == "exit":
                 return 0
             else:
                 answer(pipe, {"ok": False, "error": f"unknown command {cmd!r}"})
         except Exception as exc:  # the trial failed; the parent records it and goes on
-            answer(pipe, {"ok": False, "error": f"{type(exc).__name__}: {one_line(exc)}",
-                           "traceback": traceback.format_exc(limit=5)})
+            with _ANSWERING:  # (whole lines: slots may be answering beside this thread)
+                answer(pipe, {"ok": False, "error": f"{type(exc).__name__}: {one_line(exc)}",
+                               "traceback": traceback.format_exc(limit=5)})
     return 0
 
 

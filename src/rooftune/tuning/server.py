@@ -31,16 +31,22 @@ class _Slots:
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
-        out = self.worker.proc.stdout
-        assert out is not None
+        why = "the serving process ended"
         try:
+            out = self.worker.proc.stdout
+            assert out is not None
             for line in out:
                 msg = json.loads(line)
-                self.answers[int(msg.get("slot", 0))].put(msg)
-        except (OSError, ValueError):  # closed under us: the server is being closed
+                slot = msg.get("slot")
+                if not isinstance(slot, int) or not 0 <= slot < self.count:  # no slot's: the process failed
+                    why = f"the serving process answered out of turn: {msg.get('error', msg)}"
+                    break
+                self.answers[slot].put(msg)
+            why += f" ({self.worker._last_stderr()})"
+        except Exception:  # (the pipes closed under us: the server is being closed)
             pass
-        for q in self.answers:  # the process ended: whoever waits is told
-            q.put({"ok": False, "error": f"the serving process ended ({self.worker._last_stderr()})"})
+        for q in self.answers:  # whoever waits is told
+            q.put({"ok": False, "error": why})
 
     def call(self, slot: int) -> Callable[[int], None]:
         def run(k: int) -> None:  # k requests padded into the configuration's batch
@@ -68,9 +74,10 @@ class Server:
         self.config: RunConfig = group.config
         try:
             group.ready()
-            verify = group.info["verify"]
-            if not verify["ok"]:
-                raise TrialFailed(f"wrong output: {verify['why']}")
+            for w in group.workers:  # every instance checked its own output
+                verify = w.ready()["verify"]
+                if not verify["ok"]:
+                    raise TrialFailed(f"wrong output: {verify['why']}")
             self._slots = [_Slots(w, streams) for w in group.workers]
         except BaseException:
             group.close(kill=True)

@@ -42,17 +42,19 @@ from rooftune.tuning.trial import TrialFailed
 
 #: The share of a serving study's budget its ordinary phases get (the fastest configurations per
 #: runtime and precision); the serving phase has the rest.
-STUDY_SHARE = 0.5
+STUDY_SHARE = 0.4
 #: Probes of the rate search per setup, and the relative width at which it stops earlier.
-SEARCH_STEPS = 6
+SEARCH_STEPS = 5
 SEARCH_TOLERANCE = 0.04
-#: Seconds of arrivals a probe lasts at least (more where the quantile needs more requests).
+#: Seconds of arrivals a probe lasts at least (more where the quantile needs more requests), and
+#: at most.
 PROBE_S = 2.0
+PROBE_MAX_S = 15.0
 #: Seconds an offline run lasts (its request count from a short run first).
 OFFLINE_S = 1.5
 #: Interleaved rounds of the final measurements: confirmations at each finalist's rate (server),
 #: offline runs (offline: six is the fewest whose median's interval is bounded).
-SERVER_ROUNDS = 2
+SERVER_ROUNDS = 1
 OFFLINE_ROUNDS = 6
 #: The seed of every schedule: each setup faces the same arrivals at a given rate.
 SEED = 0
@@ -93,7 +95,7 @@ def serving_peers(platform: Any, available: dict[str, Any], framework: str = "to
     by_name = {c.name: c for c in baselines(platform, available, framework)}
     out = []
     if "vanilla" in by_name:
-        out.append(ServeSetup(by_name["vanilla"], streams=1, name="vanilla",
+        out.append(ServeSetup(by_name["vanilla"], streams=1, name="vanilla", peer=True,
                               source="PyTorch eager as installed, one request at a time"))
     if "pytorch-launcher" in by_name and cores > 1:
         launcher = by_name["pytorch-launcher"]
@@ -116,15 +118,15 @@ def serving_peers(platform: Any, available: dict[str, Any], framework: str = "to
     return out
 
 
-def serving_candidates(trials: list[Any], cores: int, bases: int = 2) -> list[ServeSetup]:
-    """Variants of the ``bases`` fastest verified single-instance configurations of distinct
-    runtime and precision, in the order they are tried: as they are; one pinned instance per
-    core; OpenVINO's streams, one per core; batches of 2 and 4 with a dynamic batcher that waits
-    at most one batch-1 call."""
+def serving_candidates(trials: list[Any], cores: int, bases: int = 2, objective: str = "latency") -> list[ServeSetup]:
+    """Variants of the ``bases`` best verified configurations (by the study's ``objective``) of
+    distinct runtime and precision, in the order they are tried: as they are; one pinned instance
+    per core; OpenVINO's streams, one per core; batches of 2 and 4 with a dynamic batcher that
+    waits at most one call of the configuration."""
     seen: set[tuple[str, str]] = set()
     picked = []
-    for t in sorted((t for t in trials if t.ok and t.config.instances == 1 and math.isfinite(t.latency_s)),
-                    key=lambda t: t.latency_s):
+    for t in sorted((t for t in trials if t.ok and math.isfinite(t.score(objective))),
+                    key=lambda t: t.score(objective)):
         k = (t.config.runtime, t.precision)
         if k not in seen:
             seen.add(k)
@@ -136,7 +138,7 @@ def serving_candidates(trials: list[Any], cores: int, bases: int = 2) -> list[Se
         out.append(ServeSetup(cfg, streams=1, name=f"{cfg.name}"))
         # the variants set their own threads: a peer's configuration (as installed, in the precision
         # its runtime picked) becomes that runtime with the precision it ran in
-        own = replace(cfg, vendor_defaults=False, set_threads=True, precision=t.precision)
+        own = replace(cfg, vendor_defaults=False, set_threads=True, precision=t.precision, instances=1, batch=1)
         if cores > 1:
             out.append(ServeSetup(_instances(own, cores), streams=1, name=f"{cfg.name}, {cores} instances"))
         if cfg.runtime == "openvino" and cores > 1:
@@ -168,11 +170,13 @@ class ServingPhase:
     framework: str
     results: list[Any]
     best: Any
+    objective: str
     step: Any
     notes: list[str]
     started: float
     serving_result: dict[str, Any] | None = None
     serving_artifact: str | None = None
+    saved_best_artifact: str | None = None
 
     def _data_record(self) -> dict[str, Any] | None: ...
 
@@ -203,7 +207,8 @@ class ServingPhase:
                 self.step(f"serving: {setup.name}", i, len(peers))
                 measured.append(run.setup(setup, live, keep=True))
             best: dict[str, Any] | None = None
-            for setup in serving_candidates(self.results, physical_usable(self.platform)):
+            for setup in serving_candidates(self.results, physical_usable(self.platform),
+                                            objective=self.objective):
                 if any(m["name"] == setup.name for m in measured):  # a trial named like a peer (vanilla)
                     setup = replace(setup, name=f"{setup.name} (served)")
                 # the final rounds (the peers and the best, again) are kept out of the search's time
@@ -245,7 +250,11 @@ class ServingPhase:
         path = Path(save)
         save_config(trial, path, getattr(self, "workload", None), calibration_size=getattr(self, "calibration_size", None),
                     validate=getattr(self, "validate_spec", None), data_spec=self._data_record())
+        if best["config"] != self.best.config.to_dict():  # best.json now holds another configuration (and
+            self.saved_best_artifact = None               # its artifact's copy may have the same name)
         data = json.loads(path.read_text())
+        data["figures"] = {"requests_per_s": best["rate"], "ci_low": best.get("lo"), "ci_high": best.get("hi"),
+                           "percentiles_at_rate": (best.get("at_rate") or {}).get("percentiles")}
         data["serving"] = {k: best.get(k) for k in ("name", "slots", "batch", "wait_ms", "rate", "lo", "hi", "precision")}
         data["serving"].update(scenario=r["scenario"], quantile=r["quantile"], slo_ms=r["slo_ms"], exec=r.get("exec"))
         write_atomic(path, json_text(data, indent=2))
@@ -289,7 +298,9 @@ class _Runner:
         return self._count(run_load(server.slots, np.zeros(n), batch=batch, warmup=1))
 
     def probe(self, server: Server, setup: ServeSetup, rate: float, seed: int = SEED) -> LoadRun:
-        n = max(self.requests, math.ceil(rate * PROBE_S))
+        # the quantile's interval needs its requests, but a slow model's probe lasts PROBE_MAX_S at
+        # most (its p99 then has a wider interval, or none above, and the table says so)
+        n = min(max(self.requests, math.ceil(rate * PROBE_S)), max(math.ceil(rate * PROBE_MAX_S), 64))
         return self._count(run_load(server.slots, poisson_arrivals(rate, n, seed), batch=setup.config.batch,
                                     wait_s=setup.wait_ms / 1e3, warmup=1, offered=rate))
 
@@ -319,8 +330,9 @@ class _Runner:
             if keep:
                 live[setup.name] = server
                 server = None
-        except (TrialFailed, ValueError) as exc:
-            record.update(error=str(exc), describe=setup.describe())
+        except Exception as exc:  # a setup that cannot start or be served is reported, never the answer
+            record.update(error=str(exc) if isinstance(exc, TrialFailed) else f"{type(exc).__name__}: {exc}",
+                          describe=setup.describe())
         finally:
             if server is not None:
                 server.close()
@@ -339,15 +351,24 @@ class _Runner:
         rounds: dict[str, list[Any]] = {r["name"]: [] for r in contenders}
         n_rounds = SERVER_ROUNDS if self.scenario == "server" else OFFLINE_ROUNDS
         for k in range(n_rounds):
-            for r in contenders:
+            for r in list(contenders):
                 server = live[r["name"]]
                 self.study.step(f"serving: final round {k + 1} of {n_rounds}", k, n_rounds)
-                server.resume()
-                if self.scenario == "offline":
-                    rounds[r["name"]].append(self.offline(server, r["batch"]).served)
-                elif r["rate"] > 0:
-                    rounds[r["name"]].append(self.probe(server, r["_setup"], r["rate"], seed=SEED + 1 + k))
-                server.pause()
+                try:
+                    server.resume()
+                    if self.scenario == "offline":
+                        rounds[r["name"]].append(self.offline(server, r["batch"]).served)
+                    elif r["rate"] > 0:
+                        rounds[r["name"]].append(self.probe(server, r["_setup"], r["rate"], seed=SEED + 1 + k))
+                    server.pause()
+                except Exception as exc:  # it failed now: out of the comparison, with its error
+                    r["error"] = f"in the final rounds: {exc}"
+                    contenders.remove(r)
+                    live.pop(r["name"]).close()
+        peers = [r for r in peers if r["error"] is None]
+        if not contenders:
+            return self._result(measured, None, {}, ["no serving setup ran through the final rounds: see each "
+                                                     "one's error"])
         for r in contenders:
             if self.scenario == "offline":
                 r["offline"] = rounds[r["name"]]
@@ -363,7 +384,9 @@ class _Runner:
                 if not r["confirmed"]:
                     notes.append(f"{r['name']}: its {self.quantile} at {r['rate']:.1f} requests/s over the final rounds "
                                  f"was {1e3 * value:.1f} ms, above the target: the rate is at the edge of the SLO")
-        best_r = max(contenders, key=self.figure)
+        best_r = max(contenders, key=lambda r: (self.figure(r), not r["peer"]))
+        if self.figure(best_r) <= 0:
+            return self._result(measured, None, {}, [f"no setup met the {self.quantile} target at any rate tried"])
         if best is not None and best_r is not best and best_r["peer"]:
             notes.append(f"the peer {best_r['name']} served more than every setup tried: it is the answer")
         speedup = {p["name"]: self._ratio(best_r, p, rounds) for p in peers if p is not best_r}

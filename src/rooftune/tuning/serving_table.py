@@ -9,15 +9,15 @@ from typing import Any
 SERVING_COLUMNS = ("setup", "configuration", "precision", "req/s", "95% CI", "p50 ms", "p90 ms", "p99 ms", "vs best")
 
 
-def _interval(lo: float | None, hi: float | None) -> str:
-    return f"[{'?' if lo is None else f'{lo:.1f}'}, {'?' if hi is None else f'{hi:.1f}'}]"
+def _interval(lo: float | None, hi: float | None, digits: int = 1) -> str:
+    return f"[{'?' if lo is None else f'{lo:.{digits}f}'}, {'?' if hi is None else f'{hi:.{digits}f}'}]"
 
 
 def _percentile(p: dict[str, Any] | None, name: str) -> str:
     if not p or name not in p:
         return ""
     v = p[name]
-    return f"{v['ms']:.2f} {_interval(v['lo'], v['hi'])}"
+    return f"{v['ms']:.2f} {_interval(v['lo'], v['hi'], 2)}"
 
 
 def serving_rows(serving: dict[str, Any]) -> list[list[str]]:
@@ -45,7 +45,7 @@ def _ratio_text(c: dict[str, Any], inverse: bool = False) -> str:
     r, lo, hi = c["ratio"], c.get("ci_low"), c.get("ci_high")
     if inverse:
         r, lo, hi = 1 / r, (1 / hi if hi else None), (1 / lo if lo else None)
-    return f"{r:.2f}x {_interval(lo, hi)}"
+    return f"{r:.2f}x {_interval(lo, hi, 2)}"
 
 
 def serving_lines(serving: dict[str, Any]) -> list[str]:
@@ -101,7 +101,7 @@ def single_stream_line(trial: Any) -> str:
     pct = _percentiles(trial)
     if not pct:
         return ""
-    parts = [f"{name} {v['ms']:.2f} ms {_interval(v['lo'], v['hi'])}" for name, v in pct.items()]
+    parts = [f"{name} {v['ms']:.2f} ms {_interval(v['lo'], v['hi'], 2)}" for name, v in pct.items()]
     n = len((trial.measurement or {}).get("samples") or ())
     short = "" if n >= 368 else f" ({n} samples: p99 needs 368 for an upper bound)"
     return f"single-stream: {', '.join(parts)} (MLPerf's figure is the p90){short}"

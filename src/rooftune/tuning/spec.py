@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from rooftune.workload.training import TrainSpec
 
 #: Default budget of a whole study, in seconds (what benchmarks/tune_suite.py gives each model),
-#: and of one with a serving phase (``--scenario server`` or ``offline``), which gets half of it.
+#: and of one with a serving phase (``--scenario server`` or ``offline``), which gets 60 % of it.
 DEFAULT_BUDGET_S = 240.0
 SERVING_BUDGET_S = 480.0
 

@@ -149,6 +149,8 @@ class Study(StudySetUp, SearchPhases, FinalPhases, ServingPhase):
         self.trial_policy: Policy = spec.trial_policy
         self.compare_policy: Policy = spec.compare_policy
         self.own_store = False  # until prepare() opens one
+        #: the copy of the best's artifact that save_best wrote beside ``save``
+        self.saved_best_artifact: str | None = None
         self.results: list[TrialResult] = []
         #: each configuration's trial (measured, resumed or refused) by what it runs (run_key)
         self.done: dict[str, TrialResult] = {}
@@ -227,6 +229,7 @@ class Study(StudySetUp, SearchPhases, FinalPhases, ServingPhase):
                               guideline_vs_best=self.guide_vs_best).with_interleaved_figures()
         save_config(reported.best, Path(self.save), self.workload, calibration_size=self.calibration_size,
                     validate=self.validate_spec, data_spec=self._data_record())
+        self.saved_best_artifact = json.loads(Path(self.save).read_text()).get("artifact")
 
     def _data_record(self) -> dict[str, Any] | None:
         """The user's data as best.json records it: a folder or file by its absolute path, so that
@@ -251,7 +254,8 @@ class Study(StudySetUp, SearchPhases, FinalPhases, ServingPhase):
         folder, so the best's is its copy beside ``save`` and the others' paths are dropped rather
         than left pointing at nothing; its figures from the interleaved comparisons."""
         save = self.save
-        saved_artifact = json.loads(Path(save).read_text()).get("artifact") if save else None
+        # (a serving phase saved its best setup over the study's best: the study's own copy is kept)
+        saved_artifact = self.saved_best_artifact if save else None
 
         def kept(t: TrialResult) -> TrialResult:
             if save and t.config.key() == self.best.config.key():
@@ -266,7 +270,7 @@ class Study(StudySetUp, SearchPhases, FinalPhases, ServingPhase):
         if took > 1.1 * cast(float, self.spec.budget_s) + 5:
             # the guideline, the baselines and one comparison each are measured whatever the budget
             p = self.phase_s
-            notes.append(f"the study took {took:.0f} s against a budget of {self.budget_s:.0f} s: the guideline, the "
+            notes.append(f"the study took {took:.0f} s against a budget of {self.spec.budget_s:.0f} s: the guideline, the "
                          f"baselines and their comparisons with the best alone took "
                          f"{p.get('fixed', 0) + p.get('final', 0):.0f} s on this model; a budget below that buys no "
                          f"search")
@@ -356,7 +360,7 @@ def tune(
     streams, batch and dynamic batching over the study's fastest configurations, against the
     serving peers as their users run them; ``offline`` the most samples per second with every
     request queued at once. ``budget_s`` None: 240 s, 480 s with a server or offline scenario
-    (half of it for the serving phase).
+    (60 % of it for the serving phase).
 
     ``cluster`` (a Ray cluster's head, ``HOST:PORT``) spreads the study's trials over the nodes of
     one platform (:mod:`rooftune.tuning.cluster`): ``model`` a name every node loads, ``store`` the
