@@ -65,11 +65,14 @@ class Spinner:
         self.proc.wait()
 
 
-def check(service_s: float = 0.010, requests: int = 3000) -> list[dict[str, Any]]:
+def check(service_s: float = 0.010, requests: int = 1500, cases: str | None = None) -> list[dict[str, Any]]:
+    """``cases``: "C:B,..." (instances:batch) to run only those."""
     cpus = sorted(os.sched_getaffinity(0))
     rows = []
     for c in range(1, len(cpus) + 1):
         for batch, wait_s in ((1, 0.0), (4, service_s / 2)):
+            if cases and f"{c}:{batch}" not in cases.split(","):
+                continue
             slots = [Spinner(cpus[i], service_s) for i in range(c)]
             try:
                 offline = run_load(slots, np.zeros(max(200, int(2 * c * batch / service_s))), batch=batch)
@@ -79,7 +82,7 @@ def check(service_s: float = 0.010, requests: int = 3000) -> list[dict[str, Any]
                     return run_load(slots, poisson_arrivals(rate, requests, 1), batch=batch, wait_s=wait_s,
                                     offered=rate)
 
-                search = rate_under_slo(probe, slo, offline.served, steps=8, rel_tol=0.01)
+                search = rate_under_slo(probe, slo, offline.served, steps=6, rel_tol=0.01)
                 expected = predicted_rate(service_s, c, slo, batch=batch, wait_s=wait_s)
                 row = {"instances": c, "batch": batch, "wait_ms": wait_s * 1e3, "service_ms": service_s * 1e3,
                        "offline": offline.served, "offline_expected": expected_offline,
@@ -140,6 +143,7 @@ def study(model: str, scenario: str, db: str) -> dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--check", action="store_true")
+    ap.add_argument("--cases", default=None, help="with --check: only these instances:batch pairs, e.g. 1:1,2:4")
     ap.add_argument("--models", default="resnet18,mobilenet_v2,squeezenet1_0")
     ap.add_argument("--scenarios", default="server,offline")
     ap.add_argument("--db", default=str(Path("benchmarks/data/serving.db")))
@@ -147,7 +151,7 @@ def main() -> None:
     a = ap.parse_args()
     results: dict[str, Any] = {}
     if a.check:
-        results["check"] = check()
+        results["check"] = check(cases=a.cases)
     else:
         results["studies"] = [study(m, s, a.db) for s in a.scenarios.split(",") for m in a.models.split(",")]
         for scenario in a.scenarios.split(","):
