@@ -102,19 +102,20 @@ def check(service_s: float = 0.010, requests: int = 1500, cases: str | None = No
     return rows
 
 
-def study(model: str, scenario: str, db: str) -> dict[str, Any]:
+def study(model: str, scenario: str, db: str, factor: float = 3.0, single_ms: float | None = None) -> dict[str, Any]:
     from rooftune.tuning import tune
 
     out: dict[str, Any] = {"model": model, "scenario": scenario}
     if scenario == "server":
-        t0 = time.perf_counter()
-        single = tune(model, scenario="single-stream", store=db)
-        out["single_stream_s"] = time.perf_counter() - t0
-        latency = single.best.latency_s
-        out["single_stream_ms"] = latency * 1e3
-        out["slo_ms"] = round(3 * latency * 1e3, 2)
-        print(f"{model}: best single-stream {latency * 1e3:.2f} ms ({single.best.describe()}); SLO p99 "
-              f"{out['slo_ms']} ms", flush=True)
+        if single_ms is None:  # the model's best single-stream latency, from its own study
+            t0 = time.perf_counter()
+            single = tune(model, scenario="single-stream", store=db)
+            out["single_stream_s"] = time.perf_counter() - t0
+            single_ms = single.best.latency_s * 1e3
+            print(f"{model}: best single-stream {single_ms:.2f} ms ({single.best.describe()})", flush=True)
+        out["single_stream_ms"] = single_ms
+        out["slo_ms"] = round(factor * single_ms, 2)
+        print(f"{model}: SLO p99 {out['slo_ms']} ms ({factor:g}x {single_ms:.2f} ms)", flush=True)
         t0 = time.perf_counter()
         r = tune(model, scenario="server", slo_p99_ms=out["slo_ms"], store=db)
     else:
@@ -148,12 +149,17 @@ def main() -> None:
     ap.add_argument("--scenarios", default="server,offline")
     ap.add_argument("--db", default=str(Path("benchmarks/data/serving.db")))
     ap.add_argument("--json", default=None)
+    ap.add_argument("--slo-factors", default="3", help="server: SLOs as multiples of the best single-stream latency")
+    ap.add_argument("--single-ms", type=float, default=None,
+                    help="server, one model: its best single-stream latency as measured before (skips that study)")
     a = ap.parse_args()
     results: dict[str, Any] = {}
     if a.check:
         results["check"] = check(cases=a.cases)
     else:
-        results["studies"] = [study(m, s, a.db) for s in a.scenarios.split(",") for m in a.models.split(",")]
+        results["studies"] = [study(m, s, a.db, float(f), a.single_ms) for s in a.scenarios.split(",")
+                              for m in a.models.split(",")
+                              for f in (a.slo_factors.split(",") if s == "server" else ["0"])]
         for scenario in a.scenarios.split(","):
             key = "vs_best_peer" if scenario == "server" else "vs_openvino_throughput"
             ratios = [r[key]["ratio"] for r in results["studies"]

@@ -272,11 +272,13 @@ class RateSearch:
 
 
 def rate_under_slo(probe: Callable[[float], LoadRun], slo_s: float, capacity: float, *, quantile: str = "p99",
-                   steps: int = 7, rel_tol: float = 0.03) -> RateSearch:
+                   steps: int = 7, rel_tol: float = 0.03, floor: float = 0.1) -> RateSearch:
     """Bisect the arrival rate between 0 and ``capacity`` (the offline rate, where the queue no
     longer settles) for the largest one whose ``quantile`` of latency is within ``slo_s``;
     ``probe(rate)`` serves one seeded schedule at that rate. A probe passes by its point estimate;
-    the interval of the answer is where the probes' own intervals decided."""
+    the interval of the answer is where the probes' own intervals decided. A probe that fails at
+    ``floor`` x the capacity or below ends the search with no rate: the target is missed for want
+    of speed per call, not of capacity (a call after idle time is slower than back to back)."""
     q = QUANTILES[quantile]
     lo, hi = 0.0, capacity
     sure_lo, sure_hi = 0.0, capacity
@@ -294,6 +296,8 @@ def rate_under_slo(probe: Callable[[float], LoadRun], slo_s: float, capacity: fl
             hi = rate
             if qlo is not None and qlo > slo_s:
                 sure_hi = min(sure_hi, rate)
+            if lo == 0 and rate <= floor * capacity:
+                break
         if lo > 0 and (hi - lo) / hi <= rel_tol:
             break
     sure_lo = min(sure_lo, lo)

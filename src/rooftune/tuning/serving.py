@@ -49,7 +49,7 @@ SEARCH_TOLERANCE = 0.04
 #: Seconds of arrivals a probe lasts at least (more where the quantile needs more requests), and
 #: at most.
 PROBE_S = 2.0
-PROBE_MAX_S = 15.0
+PROBE_MAX_S = 10.0
 #: Seconds an offline run lasts (its request count from a short run first).
 OFFLINE_S = 1.5
 #: Interleaved rounds of the final measurements: confirmations at each finalist's rate (server),
@@ -300,7 +300,7 @@ class _Runner:
     def probe(self, server: Server, setup: ServeSetup, rate: float, seed: int = SEED) -> LoadRun:
         # the quantile's interval needs its requests, but a slow model's probe lasts PROBE_MAX_S at
         # most (its p99 then has a wider interval, or none above, and the table says so)
-        n = min(max(self.requests, math.ceil(rate * PROBE_S)), max(math.ceil(rate * PROBE_MAX_S), 64))
+        n = min(max(self.requests, math.ceil(rate * PROBE_S)), max(math.ceil(rate * PROBE_MAX_S), 16))
         return self._count(run_load(server.slots, poisson_arrivals(rate, n, seed), batch=setup.config.batch,
                                     wait_s=setup.wait_ms / 1e3, warmup=1, offered=rate))
 
@@ -326,6 +326,10 @@ class _Runner:
                 search = rate_under_slo(lambda rate: self.probe(server, setup, rate), self.slo_s, off.served,
                                         quantile=self.quantile, steps=SEARCH_STEPS, rel_tol=SEARCH_TOLERANCE)
                 record.update(_search_record(search))
+                # a call after idle time against one back to back: what a server at low load sees
+                lowest = min(search.probes, key=lambda p: p[0])[1]
+                record.update(call_ms_back_to_back=1e3 * float(np.median(off.call_s)),
+                              call_ms_at_lowest_rate=1e3 * float(np.median(lowest.call_s)))
             server.pause()
             if keep:
                 live[setup.name] = server

@@ -72,6 +72,11 @@ def serving_lines(serving: dict[str, Any]) -> list[str]:
     elif best:
         out.append(f"best: {best}")
     out.append(f"load generator: {serving['generator_cpu_us_per_request']:.0f} us of CPU per request (its own threads)")
+    slow = [s for s in serving["setups"] if s.get("call_ms_at_lowest_rate", 0) > 1.3 * s.get("call_ms_back_to_back", 1e9)]
+    if slow:
+        out.append("a call after idle time is slower than back to back (its threads asleep, its caches cold): "
+                   + "; ".join(f"{s['name']} {s['call_ms_at_lowest_rate']:.2f} ms at its lowest rate against "
+                               f"{s['call_ms_back_to_back']:.2f} ms" for s in slow[:4]))
     if serving.get("exec"):
         out.append(f"start it: {serving['exec']}")
     out.extend(f"note: {n}" for n in serving.get("notes", ()))
