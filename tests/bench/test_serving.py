@@ -22,7 +22,7 @@ from rooftune.bench.serving import (
 )
 from rooftune.errors import InvalidArgument
 
-SERVICE_S = 0.006
+SERVICE_S = 0.004
 
 
 def sleeping(n: int, service_s: float = SERVICE_S) -> list:
