@@ -157,9 +157,14 @@ def main() -> None:
     if a.check:
         results["check"] = check(cases=a.cases)
     else:
-        results["studies"] = [study(m, s, a.db, float(f), a.single_ms) for s in a.scenarios.split(",")
-                              for m in a.models.split(",")
-                              for f in (a.slo_factors.split(",") if s == "server" else ["0"])]
+        results["studies"] = []
+        for s in a.scenarios.split(","):
+            for m in a.models.split(","):
+                single_ms = a.single_ms  # the single-stream study runs once per model
+                for f in (a.slo_factors.split(",") if s == "server" else ["0"]):
+                    r = study(m, s, a.db, float(f), single_ms)
+                    single_ms = r.get("single_stream_ms", single_ms)
+                    results["studies"].append(r)
         for scenario in a.scenarios.split(","):
             key = "vs_best_peer" if scenario == "server" else "vs_openvino_throughput"
             ratios = [r[key]["ratio"] for r in results["studies"]
