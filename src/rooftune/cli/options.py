@@ -118,10 +118,15 @@ Transform = Annotated[str | None, typer.Option("--transform", help="With --data:
 Scenario = Annotated[str | None, typer.Option("--scenario", help="single-stream (one request at a time: p50, p90, "
                                               "p99), server (the most requests/s, Poisson arrivals, within --slo-p99 "
                                               "or --slo-p90) or offline (every request queued at once).")]
-SloP99 = Annotated[float | None, typer.Option("--slo-p99", help="With --scenario server: the p99 latency target in "
-                                              "ms, queueing included.")]
-SloP90 = Annotated[float | None, typer.Option("--slo-p90", help="With --scenario server: the p90 latency target in "
-                                              "ms, queueing included.")]
+
+
+def _slo(quantile: str) -> Any:
+    return Annotated[float | None, typer.Option(f"--slo-{quantile}", help=f"With --scenario server: the {quantile} "
+                                                "latency target in ms, queueing included.")]
+
+
+SloP99 = _slo("p99")
+SloP90 = _slo("p90")
 
 #: A Ray cluster's head (rooftune.fleet): the work runs on its nodes, into the shared --db.
 Cluster = Annotated[str | None, typer.Option("--cluster", help="Run on the nodes of this Ray cluster (HOST:PORT of "

@@ -92,8 +92,8 @@ def _start_slots(prepared: Any, count: int | None, pipe: Any) -> list[queue.Simp
     queues: list[queue.SimpleQueue[int]] = []
     if n == 1:
         # One slot runs on the main thread, where the model was prepared and `sample` times it:
-        # PyTorch called from another thread starts another OpenMP team, and resnet18 in eager ran
-        # 34 ms a call there against 22 ms here
+        # PyTorch called from another thread starts another OpenMP team, which runs slower
+        # (BENCHMARKS.md's history, serving scenarios)
         return queues
     for s in range(n):
         run = prepared.fork() if prepared.fork is not None else prepared.run

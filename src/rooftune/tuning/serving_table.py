@@ -107,6 +107,8 @@ def single_stream_line(trial: Any) -> str:
     if not pct:
         return ""
     parts = [f"{name} {v['ms']:.2f} ms {_interval(v['lo'], v['hi'], 2)}" for name, v in pct.items()]
-    n = len((trial.measurement or {}).get("samples") or ())
-    short = "" if n >= 368 else f" ({n} samples: p99 needs 368 for an upper bound)"
+    from rooftune.bench.serving import samples_for_quantile
+
+    n, need = len((trial.measurement or {}).get("samples") or ()), samples_for_quantile(0.99)
+    short = "" if n >= need else f" ({n} samples: p99 needs {need} for an upper bound)"
     return f"single-stream: {', '.join(parts)} (MLPerf's figure is the p90){short}"
